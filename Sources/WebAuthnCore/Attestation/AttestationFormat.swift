@@ -1,0 +1,88 @@
+/// What an attestation statement verification procedure returns
+/// (WebAuthn L3 §6.5.3): the attestation type and the trust path.
+struct AttestationVerification: Sendable {
+    let type: AttestationType
+    /// x5c, leaf first; empty for `none` and self attestation.
+    let trustPath: [X509Certificate]
+}
+
+/// The inputs of a verification procedure.
+struct AttestationInput {
+    let statement: CBOR
+    let authenticatorData: AuthenticatorData
+    let clientDataHash: [UInt8]
+    let policy: VerificationPolicy
+
+    /// attestedCredentialData is always present here (checked before).
+    var credential: AttestedCredentialData { authenticatorData.attestedCredentialData! }
+
+    /// `authenticatorData ‖ clientDataHash`, what most formats sign.
+    var signedData: [[UInt8]] { [authenticatorData.bytes, clientDataHash] }
+}
+
+/// One attestation statement format (WebAuthn L3 §8). One file per format.
+protocol AttestationFormatVerifier: Sendable {
+    static var identifier: String { get }
+    static func verify(_ input: AttestationInput) throws(WebAuthnError) -> AttestationVerification
+}
+
+/// The formats this build verifies, and the one error for all others.
+enum AttestationFormats {
+    static let verifiers: [String: any AttestationFormatVerifier.Type] = [
+        NoneAttestation.identifier: NoneAttestation.self,
+        PackedAttestation.identifier: PackedAttestation.self,
+    ]
+
+    /// Formats registered with IANA that this build does not verify yet.
+    static let knownUnsupported: Set<String> = ["fido-u2f", "tpm", "android-key", "android-safetynet", "apple", "compound"]
+
+    /// WebAuthn L3 §7.1 step 22: a USASCII case-sensitive match of `fmt`
+    /// against the supported formats.
+    static func verifier(for format: String) throws(WebAuthnError) -> any AttestationFormatVerifier.Type {
+        if let verifier = verifiers[format] { return verifier }
+        let supported = verifiers.keys.sorted().joined(separator: ", ")
+        if knownUnsupported.contains(format) {
+            throw WebAuthnError(.attestationFormatUnsupported, "attestation format \"\(format)\" is not supported by this build; supported: \(supported)", step: "WebAuthn L3 §7.1 step 22")
+        }
+        throw WebAuthnError(.attestationFormatUnsupported, "unknown attestation format \"\(format.prefix(64))\"; supported: \(supported)", step: "WebAuthn L3 §7.1 step 22")
+    }
+
+    /// Reads the alg/sig pair most formats carry.
+    static func algorithmAndSignature(_ statement: CBOR, format: String) throws(WebAuthnError) -> (COSEAlgorithm, [UInt8]) {
+        guard let alg = statement["alg"]?.intValue else {
+            throw WebAuthnError(.attestationStatementMalformed, "\(format) attStmt.alg is missing or not an integer")
+        }
+        guard let sig = statement["sig"]?.bytesValue, !sig.isEmpty else {
+            throw WebAuthnError(.attestationStatementMalformed, "\(format) attStmt.sig is missing or not a byte string")
+        }
+        return (COSEAlgorithm(alg), sig)
+    }
+
+    /// Reads an x5c array: 1 to `maxCertificates` DER certificates.
+    static func certificates(_ value: CBOR, format: String, maxCertificates: Int = 8) throws(WebAuthnError) -> [X509Certificate] {
+        guard let items = value.arrayValue, !items.isEmpty else {
+            throw WebAuthnError(.attestationStatementMalformed, "\(format) attStmt.x5c is not a non-empty array")
+        }
+        guard items.count <= maxCertificates else {
+            throw WebAuthnError(.attestationStatementMalformed, "\(format) attStmt.x5c has \(items.count) certificates; at most \(maxCertificates) are accepted")
+        }
+        var certificates: [X509Certificate] = []
+        for (i, item) in items.enumerated() {
+            guard let der = item.bytesValue else {
+                throw WebAuthnError(.attestationStatementMalformed, "\(format) attStmt.x5c[\(i)] is not a byte string")
+            }
+            certificates.append(try X509Certificate(der: der))
+        }
+        return certificates
+    }
+
+    /// Whether an attestation signature algorithm is allowed by policy.
+    static func checkAlgorithmAllowed(_ alg: COSEAlgorithm, policy: VerificationPolicy) throws(WebAuthnError) {
+        guard COSEAlgorithm.supported.contains(alg) else {
+            throw WebAuthnError(.algorithmUnsupported, "attestation algorithm \(alg) is not supported")
+        }
+        if alg == .rs1 && !policy.allowInsecureRS1 {
+            throw WebAuthnError(.algorithmNotAllowed, "attestation algorithm RS1 (SHA-1) is refused; VerificationPolicy.allowInsecureRS1 enables it")
+        }
+    }
+}

@@ -1,0 +1,199 @@
+import CCBOR
+
+/// Decodes CBOR with libcbor's streaming decoder into a ``CBOR`` tree.
+///
+/// This file and `CBOREncoder.swift` are the only code that touches libcbor.
+/// libcbor reads one item head at a time (`cbor_stream_decode`) and calls back
+/// with its value; string payloads are copied out at once, so no libcbor
+/// memory outlives a call. Each head is checked before anything is allocated:
+/// an array or map may not declare more members than bytes remain, nesting and
+/// item count are bounded, and indefinite lengths, tags and duplicate map keys
+/// are rejected (CTAP2 canonical CBOR forbids the first two).
+enum CBORDecoder {
+    /// Decodes exactly one data item that spans all of `bytes`.
+    static func decode(_ bytes: [UInt8], limits: CBORLimits = CBORLimits()) throws(WebAuthnError) -> CBOR {
+        let (value, used) = try decodePrefix(bytes, from: 0, limits: limits)
+        guard used == bytes.count else {
+            throw WebAuthnError(.cborMalformed, "\(bytes.count - used) trailing bytes after the CBOR item")
+        }
+        return value
+    }
+
+    /// Decodes the one data item that starts at `offset`; returns it and the
+    /// number of bytes it occupies.
+    static func decodePrefix(
+        _ bytes: [UInt8], from offset: Int, limits: CBORLimits = CBORLimits()
+    ) throws(WebAuthnError) -> (CBOR, Int) {
+        guard bytes.count - offset <= limits.maxBytes else {
+            throw WebAuthnError(.inputTooLarge, "CBOR input is \(bytes.count - offset) bytes; the limit is \(limits.maxBytes)")
+        }
+        guard offset < bytes.count else { throw WebAuthnError(.cborMalformed, "empty CBOR input") }
+        let builder = CBORBuilder(limits: limits)
+        let context = Unmanaged.passUnretained(builder).toOpaque()
+        var position = offset
+        try bytes.withUnsafeBufferPointer { (buffer) throws(WebAuthnError) in
+            let base = buffer.baseAddress!
+            withUnsafePointer(to: cborCallbacks) { callbacks in
+                while builder.result == nil && builder.error == nil {
+                    builder.remaining = buffer.count - position
+                    let r = cbor_stream_decode(base + position, buffer.count - position, callbacks, context)
+                    switch r.status {
+                    case CBOR_DECODER_FINISHED:
+                        position += r.read
+                    case CBOR_DECODER_NEDATA:
+                        builder.error = WebAuthnError(.cborMalformed, "CBOR is truncated at byte \(position - offset)")
+                    default:
+                        builder.error = WebAuthnError(.cborMalformed, "CBOR is malformed at byte \(position - offset)")
+                    }
+                }
+            }
+            if let error = builder.error { throw error }
+        }
+        return (builder.result!, position - offset)
+    }
+}
+
+/// Accumulates streamed items into a tree, enforcing the limits.
+private final class CBORBuilder {
+    enum Container {
+        case array(expected: Int, items: [CBOR])
+        case map(expected: Int, keys: [CBOR], values: [CBOR])
+    }
+
+    let limits: CBORLimits
+    var stack: [Container] = []
+    var result: CBOR?
+    var error: WebAuthnError?
+    var items = 0
+    /// Bytes left in the input from the head being decoded.
+    var remaining = 0
+
+    init(limits: CBORLimits) { self.limits = limits }
+
+    func fail(_ code: WebAuthnError.Code, _ message: String) {
+        if error == nil { error = WebAuthnError(code, message) }
+    }
+
+    func countItem() -> Bool {
+        items += 1
+        if items > limits.maxItems {
+            fail(.cborLimitExceeded, "CBOR has more than \(limits.maxItems) items")
+            return false
+        }
+        return true
+    }
+
+    func emit(_ value: CBOR) {
+        guard error == nil, countItem() else { return }
+        append(value)
+    }
+
+    private func append(_ value: CBOR) {
+        guard var top = stack.popLast() else {
+            result = value
+            return
+        }
+        switch top {
+        case .array(let expected, var items):
+            items.append(value)
+            if items.count == expected {
+                append(.array(items))
+                return
+            }
+            top = .array(expected: expected, items: items)
+        case .map(let expected, var keys, var values):
+            if keys.count == values.count {
+                keys.append(value)
+            } else {
+                values.append(value)
+                if values.count == expected {
+                    guard let pairs = makeMap(keys, values) else { return }
+                    append(.map(pairs))
+                    return
+                }
+            }
+            top = .map(expected: expected, keys: keys, values: values)
+        }
+        stack.append(top)
+    }
+
+    private func makeMap(_ keys: [CBOR], _ values: [CBOR]) -> [CBORPair]? {
+        if keys.count <= 16 {
+            for i in 0..<keys.count {
+                for j in (i + 1)..<max(i + 1, keys.count) where keys[i] == keys[j] {
+                    fail(.cborMalformed, "CBOR map has a duplicate key")
+                    return nil
+                }
+            }
+        } else if Set(keys).count != keys.count {
+            fail(.cborMalformed, "CBOR map has a duplicate key")
+            return nil
+        }
+        return zip(keys, values).map { CBORPair($0, $1) }
+    }
+
+    func startArray(_ size: Int) {
+        guard error == nil, countItem() else { return }
+        // Every member takes at least one byte: a larger claim is a lie that
+        // would otherwise make us reserve memory for nothing.
+        guard size <= remaining else { return fail(.cborMalformed, "CBOR array declares \(size) items but the input is shorter") }
+        guard stack.count < limits.maxDepth else { return fail(.cborLimitExceeded, "CBOR nesting deeper than \(limits.maxDepth)") }
+        if size == 0 { append(.array([])); return }
+        stack.append(.array(expected: size, items: []))
+    }
+
+    func startMap(_ size: Int) {
+        guard error == nil, countItem() else { return }
+        guard size <= remaining / 2 else { return fail(.cborMalformed, "CBOR map declares \(size) pairs but the input is shorter") }
+        guard stack.count < limits.maxDepth else { return fail(.cborLimitExceeded, "CBOR nesting deeper than \(limits.maxDepth)") }
+        if size == 0 { append(.map([])); return }
+        stack.append(.map(expected: size, keys: [], values: []))
+    }
+
+    func text(_ data: UnsafePointer<UInt8>?, _ length: Int) {
+        let buffer = UnsafeBufferPointer(start: data, count: length)
+        guard let s = String(validating: buffer, as: UTF8.self) else {
+            return fail(.cborMalformed, "CBOR text string is not valid UTF-8")
+        }
+        emit(.text(s))
+    }
+
+    static func from(_ context: UnsafeMutableRawPointer?) -> CBORBuilder {
+        Unmanaged<CBORBuilder>.fromOpaque(context!).takeUnretainedValue()
+    }
+}
+
+/// libcbor's callback table. C function pointers cannot capture, so each one
+/// recovers the builder from the context pointer.
+private let cborCallbacks: cbor_callbacks = {
+    var c = cbor_empty_callbacks
+    c.uint8 = { ctx, v in CBORBuilder.from(ctx).emit(.unsigned(UInt64(v))) }
+    c.uint16 = { ctx, v in CBORBuilder.from(ctx).emit(.unsigned(UInt64(v))) }
+    c.uint32 = { ctx, v in CBORBuilder.from(ctx).emit(.unsigned(UInt64(v))) }
+    c.uint64 = { ctx, v in CBORBuilder.from(ctx).emit(.unsigned(v)) }
+    c.negint8 = { ctx, v in CBORBuilder.from(ctx).emit(.negative(UInt64(v))) }
+    c.negint16 = { ctx, v in CBORBuilder.from(ctx).emit(.negative(UInt64(v))) }
+    c.negint32 = { ctx, v in CBORBuilder.from(ctx).emit(.negative(UInt64(v))) }
+    c.negint64 = { ctx, v in CBORBuilder.from(ctx).emit(.negative(v)) }
+    // libcbor 0.8's header labels these two pairs the other way round; the
+    // (data, length) callbacks are the definite strings.
+    c.byte_string = { ctx, data, length in
+        CBORBuilder.from(ctx).emit(.bytes(Array(UnsafeBufferPointer(start: data, count: length))))
+    }
+    c.string = { ctx, data, length in CBORBuilder.from(ctx).text(data, length) }
+    c.byte_string_start = { ctx in CBORBuilder.from(ctx).fail(.cborMalformed, "indefinite-length byte string") }
+    c.string_start = { ctx in CBORBuilder.from(ctx).fail(.cborMalformed, "indefinite-length text string") }
+    c.array_start = { ctx, size in CBORBuilder.from(ctx).startArray(size) }
+    c.map_start = { ctx, size in CBORBuilder.from(ctx).startMap(size) }
+    c.indef_array_start = { ctx in CBORBuilder.from(ctx).fail(.cborMalformed, "indefinite-length array") }
+    c.indef_map_start = { ctx in CBORBuilder.from(ctx).fail(.cborMalformed, "indefinite-length map") }
+    c.indef_break = { ctx in CBORBuilder.from(ctx).fail(.cborMalformed, "unexpected break") }
+    c.tag = { ctx, _ in CBORBuilder.from(ctx).fail(.cborMalformed, "CBOR tags are not allowed") }
+    c.float2 = { ctx, v in CBORBuilder.from(ctx).emit(.float(Double(v))) }
+    c.float4 = { ctx, v in CBORBuilder.from(ctx).emit(.float(Double(v))) }
+    c.float8 = { ctx, v in CBORBuilder.from(ctx).emit(.float(v)) }
+    c.undefined = { ctx in CBORBuilder.from(ctx).emit(.undefined) }
+    c.null = { ctx in CBORBuilder.from(ctx).emit(.null) }
+    c.boolean = { ctx, v in CBORBuilder.from(ctx).emit(.bool(v)) }
+    return c
+}()

@@ -1,0 +1,132 @@
+/// The registration ceremony's verification (WebAuthn L3 §7.1), as a pure
+/// function of its inputs: no I/O, no store. Steps run in spec order, each a
+/// named function. The caller (``WebAuthnEngine`` or your own code) supplies
+/// the pending ceremony and stores the result.
+public enum RegistrationVerifier {
+    @inline(never) static func step(_ n: Int) -> String { "WebAuthn L3 §7.1 step \(n)" }
+
+    /// Verifies a registration response against the ceremony it answers.
+    ///
+    /// - Parameters:
+    ///   - response: the decoded client response.
+    ///   - ceremony: what the relying party asked for (challenge, algorithms, UV).
+    ///   - relyingParty: RP ID, origins, policy and clock.
+    /// - Returns: what was verified, with the credential record to store.
+    public static func verify(
+        _ response: RegistrationResponse, ceremony: PendingCeremony, relyingParty rp: RelyingParty
+    ) throws(WebAuthnError) -> RegistrationResult {
+        try verify(response, clientData: nil, ceremony: ceremony, relyingParty: rp)
+    }
+
+    /// `clientData`: the already parsed clientDataJSON, when the caller has it.
+    static func verify(
+        _ response: RegistrationResponse, clientData: CollectedClientData?, ceremony: PendingCeremony, relyingParty rp: RelyingParty
+    ) throws(WebAuthnError) -> RegistrationResult {
+        // Steps 5–6: decode and parse clientDataJSON.
+        let c: CollectedClientData
+        if let clientData { c = clientData } else { c = try CollectedClientData(bytes: response.clientDataJSON) }
+        try ClientDataChecks.verifyType(c, expected: "webauthn.create", step: step(7))
+        try ClientDataChecks.verifyChallenge(c, expected: ceremony.challenge, step: step(8))
+        try ClientDataChecks.verifyOrigin(c, rp: rp, step: step(9))
+        try ClientDataChecks.verifyCrossOrigin(c, policy: rp.policy.crossOrigin, step: step(10))
+        try ClientDataChecks.verifyTopOrigin(c, policy: rp.policy.crossOrigin, step: step(11))
+        // Step 12: hash of the serialized client data.
+        let clientDataHash = Digest.sha256(response.clientDataJSON)
+        // Step 13: CBOR-decode the attestation object.
+        let attestation = try AttestationObject(bytes: response.attestationObject)
+        let authData = attestation.authenticatorData
+        let credential = try verifyAttestedCredentialDataPresent(authData, response: response)
+        try AuthenticatorDataChecks.verifyRpIdHash(authData, rp: rp, step: step(14))
+        try AuthenticatorDataChecks.verifyUserPresent(authData, conditional: ceremony.conditionalMediation, step: step(15))
+        try AuthenticatorDataChecks.verifyUserVerified(authData, requirement: effectiveUserVerification(ceremony, rp), step: step(16))
+        try AuthenticatorDataChecks.verifyBackupFlags(authData, step: step(17))
+        // Steps 18–19 (use BE/BS in policy): reported in the result.
+        try verifyAlgorithmRequested(credential.publicKey.algorithm, ceremony: ceremony, policy: rp.policy)
+        // Step 21 (extension outputs): the authenticator's outputs must be a
+        // well-formed map (checked while parsing); their meaning is the RP's.
+        let verifier = try AttestationFormats.verifier(for: attestation.format)  // step 22
+        let verification = try verifier.verify(AttestationInput(  // step 23
+            statement: attestation.statement, authenticatorData: authData, clientDataHash: clientDataHash, policy: rp.policy))
+        let trust = try assessTrustworthiness(verification, rp: rp)  // steps 24–25
+        try verifyCredentialIdLength(credential.credentialId)  // step 26
+        // Step 27 (not yet registered) needs the store: WebAuthnEngine checks it, atomically.
+
+        guard let user = ceremony.user else {
+            throw WebAuthnError(.ceremonyMismatch, "the pending ceremony has no user; it was not started as a registration")
+        }
+        var risks: Set<RiskSignal> = []
+        if !trust.trusted && verification.type.presentsCertificateChain { risks.insert(.attestationUntrusted) }
+        if !authData.userVerified { risks.insert(.userNotVerified) }
+        let record = CredentialRecord(  // step 28: the record to store
+            id: credential.credentialId, userHandle: user.id, publicKey: credential.publicKey,
+            signCount: authData.signCount, transports: response.transports, uvInitialized: authData.userVerified,
+            backupEligible: authData.backupEligible, backupState: authData.backedUp, aaguid: credential.aaguid,
+            attestationFormat: attestation.format, createdAt: rp.clock.now())
+        return RegistrationResult(
+            credential: record, format: attestation.format, attestationType: verification.type, trust: trust,
+            flags: authData.flags, signCount: authData.signCount, userVerified: authData.userVerified,
+            backupEligible: authData.backupEligible, backedUp: authData.backedUp,
+            authenticatorExtensions: authData.extensions, clientExtensionResults: response.clientExtensionResults,
+            riskSignals: risks)
+    }
+
+    static func effectiveUserVerification(_ ceremony: PendingCeremony, _ rp: RelyingParty) -> UserVerificationRequirement {
+        rp.policy.userVerification == .required ? .required : ceremony.userVerification
+    }
+
+    /// Step 13 (cont.): registration authenticator data must carry attested
+    /// credential data, and its credential ID must be the one the client reported.
+    static func verifyAttestedCredentialDataPresent(_ authData: AuthenticatorData, response: RegistrationResponse) throws(WebAuthnError) -> AttestedCredentialData {
+        guard let credential = authData.attestedCredentialData else {
+            throw WebAuthnError(.attestedCredentialDataMissing, "the AT flag is not set: registration authenticator data has no credential", step: step(13))
+        }
+        guard credential.credentialId == response.id else {
+            throw WebAuthnError(.credentialIdMismatch, "the credential id the client reported (\(Base64URL.encode(response.id).prefix(96))) differs from the one in authenticator data (\(Base64URL.encode(credential.credentialId).prefix(96)))", step: step(13))
+        }
+        return credential
+    }
+
+    /// Step 20: the credential key's alg is one of `pubKeyCredParams`.
+    static func verifyAlgorithmRequested(_ alg: COSEAlgorithm, ceremony: PendingCeremony, policy: VerificationPolicy) throws(WebAuthnError) {
+        let requested = ceremony.algorithms.isEmpty ? policy.algorithms : ceremony.algorithms
+        guard requested.contains(alg) else {
+            throw WebAuthnError(.algorithmNotAllowed, "the credential's algorithm \(alg) was not requested; pubKeyCredParams offered \(requested.map(\.name))", step: step(20))
+        }
+        if alg == .rs1 && !policy.allowInsecureRS1 {
+            throw WebAuthnError(.algorithmNotAllowed, "RS1 (SHA-1) credentials are refused; VerificationPolicy.allowInsecureRS1 enables them", step: step(20))
+        }
+    }
+
+    /// Steps 24–25 (and 29): obtain trust anchors and assess the attestation.
+    /// This build has no trust anchors, so a certificate chain is reported as
+    /// untrusted; policy decides whether that fails the ceremony.
+    static func assessTrustworthiness(_ v: AttestationVerification, rp: RelyingParty) throws(WebAuthnError) -> AttestationTrust {
+        let policy = rp.policy.attestation
+        guard policy.acceptedTypes.contains(v.type) else {
+            throw WebAuthnError(.attestationTypeNotAllowed, "attestation type \(v.type.rawValue) is not accepted; accepted: \(policy.acceptedTypes.map(\.rawValue).sorted())", step: step(25))
+        }
+        let now = rp.clock.now()
+        for (i, cert) in v.trustPath.enumerated() {
+            try cert.checkValidity(at: now, role: i == 0 ? "the attestation certificate" : "x5c[\(i)]")
+        }
+        switch v.type {
+        case .none:
+            return AttestationTrust(trusted: false, reason: "no attestation was provided", certificateChain: [])
+        case .self:
+            return AttestationTrust(trusted: false, reason: "self attestation: the credential key signed its own attestation", certificateChain: [])
+        case .basic, .attca, .anonca:
+            let reason = "no trust anchor is configured for this authenticator"
+            if policy.requireTrustedAttestation {
+                throw WebAuthnError(.attestationUntrusted, "the attestation certificate chain is not trusted: \(reason)", step: step(25))
+            }
+            return AttestationTrust(trusted: false, reason: reason, certificateChain: v.trustPath)
+        }
+    }
+
+    /// Step 26: credential IDs are at most 1023 bytes.
+    static func verifyCredentialIdLength(_ id: [UInt8]) throws(WebAuthnError) {
+        guard id.count <= AuthenticatorData.Layout.maxCredentialIdLength else {
+            throw WebAuthnError(.credentialIdTooLong, "credential ID is \(id.count) bytes; at most 1023 are allowed", step: step(26))
+        }
+    }
+}

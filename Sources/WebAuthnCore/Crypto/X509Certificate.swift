@@ -1,0 +1,158 @@
+import COpenSSL
+import Foundation
+
+/// An owned, parsed X.509 certificate (OpenSSL `X509`).
+public final class X509Certificate: @unchecked Sendable {
+    /// Owned `X509 *`.
+    let x509: OpaquePointer
+    /// The DER encoding the certificate was parsed from.
+    public let der: [UInt8]
+
+    /// The largest certificate the engine will parse.
+    public static let maxSize = 32 * 1024
+
+    /// Parses one DER certificate; trailing bytes are an error.
+    public init(der: [UInt8]) throws(WebAuthnError) {
+        guard !der.isEmpty, der.count <= Self.maxSize else {
+            throw WebAuthnError(.attestationCertificateInvalid, "certificate size \(der.count) is outside 1...\(Self.maxSize) bytes")
+        }
+        var consumed = 0
+        let parsed: OpaquePointer? = der.withUnsafeBufferPointer { buffer in
+            var p: UnsafePointer<UInt8>? = buffer.baseAddress
+            let x = d2i_X509(nil, &p, buffer.count)
+            if let p, let base = buffer.baseAddress { consumed = p - base }
+            return x
+        }
+        guard let parsed else {
+            let detail = OpenSSL.drainErrors()
+            throw WebAuthnError(.attestationCertificateInvalid, "certificate is not valid DER X.509 (\(detail))")
+        }
+        guard consumed == der.count else {
+            X509_free(parsed)
+            throw WebAuthnError(.attestationCertificateInvalid, "\(der.count - consumed) trailing bytes after the certificate")
+        }
+        self.x509 = parsed
+        self.der = der
+    }
+
+    /// Parses PEM text holding one certificate.
+    public convenience init(pem: String) throws(WebAuthnError) {
+        let body = pem.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
+        guard let der = Data(base64Encoded: body) else {
+            throw WebAuthnError(.attestationCertificateInvalid, "PEM certificate body is not base64")
+        }
+        try self.init(der: [UInt8](der))
+    }
+
+    deinit { X509_free(x509) }
+
+    /// The X.509 version as written in certificates (1, 2 or 3).
+    public var version: Int { Int(X509_get_version(x509)) + 1 }
+
+    /// The subject's attributes in order, as (short name, value), e.g. ("CN", "…").
+    public var subject: [(name: String, value: String)] { Self.entries(of: X509_get_subject_name(x509)) }
+    /// The issuer's attributes in order.
+    public var issuer: [(name: String, value: String)] { Self.entries(of: X509_get_issuer_name(x509)) }
+
+    /// A one-line rendering of the subject, for messages.
+    public var subjectSummary: String { subject.map { "\($0.name)=\($0.value)" }.joined(separator: ", ") }
+
+    private static func entries(of name: OpaquePointer?) -> [(name: String, value: String)] {
+        guard let name else { return [] }
+        var result: [(String, String)] = []
+        for i in 0..<X509_NAME_entry_count(name) {
+            guard let entry = X509_NAME_get_entry(name, i) else { continue }
+            let nid = OBJ_obj2nid(X509_NAME_ENTRY_get_object(entry))
+            let short = OBJ_nid2sn(nid).map { String(cString: $0) } ?? "OID"
+            var utf8: UnsafeMutablePointer<UInt8>?
+            let n = ASN1_STRING_to_UTF8(&utf8, X509_NAME_ENTRY_get_data(entry))
+            var value = ""
+            if n >= 0, let utf8 {
+                value = String(decoding: UnsafeBufferPointer(start: utf8, count: Int(n)), as: UTF8.self)
+                webauthn_openssl_free(utf8)
+            }
+            result.append((short, value))
+        }
+        OpenSSL.clearErrors()
+        return result
+    }
+
+    /// The values of a subject attribute ("C", "O", "OU", "CN", ...).
+    public func subjectValues(_ shortName: String) -> [String] {
+        subject.filter { $0.name == shortName }.map(\.value)
+    }
+
+    /// The basic constraints extension: nil if absent.
+    /// Throws if it is present more than once or cannot be decoded.
+    public func basicConstraints() throws(WebAuthnError) -> (isCA: Bool, critical: Bool)? {
+        var critical: Int32 = 0
+        let raw = X509_get_ext_d2i(x509, NID_basic_constraints, &critical, nil)
+        defer { OpenSSL.clearErrors() }
+        guard let raw else {
+            if critical == -1 { return nil }
+            throw WebAuthnError(.attestationCertificateInvalid, "basic constraints extension is repeated or malformed")
+        }
+        let bc = raw.assumingMemoryBound(to: BASIC_CONSTRAINTS.self)
+        defer { BASIC_CONSTRAINTS_free(bc) }
+        return (bc.pointee.ca != 0, critical == 1)
+    }
+
+    /// An extension by dotted OID: whether it is critical and its extnValue
+    /// contents (the bytes inside the OCTET STRING). Nil if absent; throws if repeated.
+    public func `extension`(oid: String) throws(WebAuthnError) -> (critical: Bool, value: [UInt8])? {
+        guard let obj = OBJ_txt2obj(oid, 1) else { throw OpenSSL.failure("OBJ_txt2obj(\(oid))") }
+        defer { ASN1_OBJECT_free(obj) }
+        let index = X509_get_ext_by_OBJ(x509, obj, -1)
+        guard index >= 0 else { return nil }
+        guard X509_get_ext_by_OBJ(x509, obj, index) < 0 else {
+            throw WebAuthnError(.attestationCertificateInvalid, "extension \(oid) appears more than once")
+        }
+        guard let ext = X509_get_ext(x509, index), let data = X509_EXTENSION_get_data(ext) else { return nil }
+        let bytes = Array(UnsafeBufferPointer(start: ASN1_STRING_get0_data(data), count: Int(ASN1_STRING_length(data))))
+        return (X509_EXTENSION_get_critical(ext) == 1, bytes)
+    }
+
+    /// The start of the validity period.
+    public var notBefore: Date? { Self.date(X509_get0_notBefore(x509)) }
+    /// The end of the validity period.
+    public var notAfter: Date? { Self.date(X509_get0_notAfter(x509)) }
+
+    private static func date(_ time: UnsafePointer<ASN1_TIME>?) -> Date? {
+        guard let time else { return nil }
+        var tm = tm()
+        guard ASN1_TIME_to_tm(time, &tm) == 1 else { OpenSSL.clearErrors(); return nil }
+        return Date(timeIntervalSince1970: TimeInterval(timegm(&tm)))
+    }
+
+    /// Throws `certificate_expired` unless `date` lies within the validity period.
+    public func checkValidity(at date: Date, role: String) throws(WebAuthnError) {
+        guard let notBefore, let notAfter else {
+            throw WebAuthnError(.attestationCertificateInvalid, "\(role) has an unreadable validity period")
+        }
+        let iso = ISO8601DateFormatter()
+        guard date >= notBefore else {
+            throw WebAuthnError(.certificateExpired, "\(role) is not valid before \(iso.string(from: notBefore)); the time is \(iso.string(from: date))")
+        }
+        guard date <= notAfter else {
+            throw WebAuthnError(.certificateExpired, "\(role) expired at \(iso.string(from: notAfter)); the time is \(iso.string(from: date))")
+        }
+    }
+
+    /// The certificate's subject public key.
+    public func publicKey() throws(WebAuthnError) -> PublicKey {
+        guard let borrowed = X509_get0_pubkey(x509) else {
+            let detail = OpenSSL.drainErrors()
+            throw WebAuthnError(.attestationCertificateInvalid, "certificate public key cannot be read (\(detail))")
+        }
+        // X509_get0_pubkey borrows; take our own reference before handing it to an owner.
+        guard EVP_PKEY_up_ref(borrowed) == 1 else { throw OpenSSL.failure("EVP_PKEY_up_ref") }
+        do {
+            return try PublicKey(taking: borrowed)
+        } catch {
+            throw WebAuthnError(.attestationCertificateInvalid, "certificate public key: \(error.message)")
+        }
+    }
+
+    /// The SHA-256 fingerprint of the DER encoding, as lowercase hex.
+    public var fingerprint: String { Bytes.hex(Digest.sha256(der)) }
+}

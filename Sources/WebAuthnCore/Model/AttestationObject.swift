@@ -1,0 +1,32 @@
+/// The attestation object (WebAuthn L3 §6.5.4): `fmt`, `authData` and `attStmt`.
+public struct AttestationObject: Sendable {
+    public let format: String
+    public let authenticatorData: AuthenticatorData
+    /// The format-specific attestation statement (a CBOR map).
+    public let statement: CBOR
+
+    /// Decodes an attestation object (WebAuthn L3 §7.1 step 13).
+    public init(bytes: [UInt8], limits: CBORLimits = CBORLimits()) throws(WebAuthnError) {
+        let item = try CBORDecoder.decode(bytes, limits: limits)
+        guard case .map(let pairs) = item else {
+            throw WebAuthnError(.attestationObjectMalformed, "the attestation object is not a CBOR map")
+        }
+        for p in pairs {
+            guard let key = p.key.textValue, ["fmt", "authData", "attStmt"].contains(key) else {
+                throw WebAuthnError(.attestationObjectMalformed, "unexpected attestation object member \(p.key)")
+            }
+        }
+        guard let fmt = item["fmt"]?.textValue else {
+            throw WebAuthnError(.attestationObjectMalformed, "fmt is missing or not a text string")
+        }
+        guard let authData = item["authData"]?.bytesValue else {
+            throw WebAuthnError(.attestationObjectMalformed, "authData is missing or not a byte string")
+        }
+        guard let attStmt = item["attStmt"], case .map = attStmt else {
+            throw WebAuthnError(.attestationObjectMalformed, "attStmt is missing or not a map")
+        }
+        format = fmt
+        statement = attStmt
+        authenticatorData = try AuthenticatorData(bytes: authData, limits: limits)
+    }
+}

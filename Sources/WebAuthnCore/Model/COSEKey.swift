@@ -1,0 +1,97 @@
+/// A credential public key in COSE_Key form (RFC 9052 §7, WebAuthn L3 §6.5.1.1),
+/// validated and imported into OpenSSL.
+///
+/// Accepted: EC2 on P-256/P-384/P-521 with ES256/ES384/ES512 (exact
+/// coordinate lengths, point on the curve), OKP Ed25519/Ed448 with EdDSA (or
+/// the fully specified Ed25519/Ed448), and RSA (2048 to 8192 bits) with
+/// RS256/384/512, PS256/384/512 and RS1. The algorithm must match the key
+/// type, and private key parameters are refused.
+public struct COSEKey: Sendable {
+    /// COSE key types.
+    public enum KeyType: Int, Sendable {
+        case okp = 1, ec2 = 2, rsa = 3
+    }
+
+    /// COSE_Key labels (RFC 9052 §7.1, RFC 9053, RFC 8230).
+    enum Label {
+        static let kty = 1, alg = 3
+        static let crv = -1, x = -2, y = -3, d = -4
+        static let n = -1, e = -2
+    }
+
+    public let keyType: KeyType
+    public let algorithm: COSEAlgorithm
+    /// The COSE encoding exactly as the authenticator produced it.
+    public let bytes: [UInt8]
+    /// The key, imported and ready to verify.
+    public let publicKey: PublicKey
+
+    /// Decodes and validates a COSE key from its CBOR encoding.
+    public init(bytes: [UInt8]) throws(WebAuthnError) {
+        let item = try CBORDecoder.decode(bytes)
+        try self.init(cbor: item, bytes: bytes)
+    }
+
+    init(cbor: CBOR, bytes: [UInt8]) throws(WebAuthnError) {
+        guard case .map(let pairs) = cbor else { throw Self.invalid("the credential public key is not a CBOR map") }
+        for p in pairs where p.key.intValue == nil {
+            throw Self.invalid("COSE key labels must be integers")
+        }
+        guard let ktyValue = cbor[Label.kty]?.intValue else { throw Self.invalid("kty (1) is missing") }
+        guard let algValue = cbor[Label.alg]?.intValue else { throw Self.invalid("alg (3) is missing") }
+        let alg = COSEAlgorithm(algValue)
+        self.bytes = bytes
+        self.algorithm = alg
+
+        switch ktyValue {
+        case KeyType.ec2.rawValue:
+            keyType = .ec2
+            guard cbor[Label.d] == nil else { throw Self.invalid("the key contains private key material (d)") }
+            guard let crvValue = cbor[Label.crv]?.intValue, let curve = ECCurve(rawValue: crvValue) else {
+                throw WebAuthnError(.algorithmUnsupported, "EC2 curve \(cbor[Label.crv]?.intValue.map(String.init) ?? "missing") is not supported")
+            }
+            guard let x = cbor[Label.x]?.bytesValue else { throw Self.invalid("x (-2) is missing or not a byte string") }
+            guard let y = cbor[Label.y]?.bytesValue else { throw Self.invalid("y (-3) is missing or not a byte string (compressed points are not accepted)") }
+            let expected: COSEAlgorithm = [.es256, .es384, .es512][curve.rawValue - 1]
+            guard alg == expected else {
+                throw Self.mismatch(alg, "an EC2 \(curve.name) key", expected: expected.name)
+            }
+            publicKey = try PublicKey.ec(curve: curve, x: x, y: y)
+        case KeyType.okp.rawValue:
+            keyType = .okp
+            guard cbor[Label.d] == nil else { throw Self.invalid("the key contains private key material (d)") }
+            guard let crvValue = cbor[Label.crv]?.intValue, let curve = OKPCurve(rawValue: crvValue) else {
+                throw WebAuthnError(.algorithmUnsupported, "OKP curve \(cbor[Label.crv]?.intValue.map(String.init) ?? "missing") is not supported")
+            }
+            guard let x = cbor[Label.x]?.bytesValue else { throw Self.invalid("x (-2) is missing or not a byte string") }
+            let fullySpecified: COSEAlgorithm = curve == .ed25519 ? .ed25519 : .ed448
+            guard alg == .edDSA || alg == fullySpecified else {
+                throw Self.mismatch(alg, "an OKP \(curve.name) key", expected: "EdDSA (-8) or \(fullySpecified)")
+            }
+            publicKey = try PublicKey.okp(curve: curve, x: x)
+        case KeyType.rsa.rawValue:
+            keyType = .rsa
+            guard cbor[-4] == nil, cbor[-3] == nil else { throw Self.invalid("the key contains private key material") }
+            guard let n = cbor[Label.n]?.bytesValue, let e = cbor[Label.e]?.bytesValue else {
+                throw Self.invalid("RSA n (-1) or e (-2) is missing or not a byte string")
+            }
+            guard [.rs256, .rs384, .rs512, .ps256, .ps384, .ps512, .rs1].contains(alg) else {
+                throw Self.mismatch(alg, "an RSA key", expected: "RS256/384/512, PS256/384/512 or RS1")
+            }
+            publicKey = try PublicKey.rsa(n: n, e: e)
+        case 7:
+            throw WebAuthnError(.algorithmUnsupported, "AKP keys (ML-DSA, alg \(algValue)) need OpenSSL 3.5 or later; this engine links OpenSSL 3.0")
+        default:
+            throw WebAuthnError(.algorithmUnsupported, "COSE key type \(ktyValue) is not supported")
+        }
+    }
+
+    private static func invalid(_ message: String) -> WebAuthnError {
+        WebAuthnError(.coseKeyInvalid, message)
+    }
+
+    private static func mismatch(_ alg: COSEAlgorithm, _ key: String, expected: String) -> WebAuthnError {
+        let known = COSEAlgorithm.supported.contains(alg)
+        return WebAuthnError(known ? .coseKeyInvalid : .algorithmUnsupported, "alg \(alg) does not match \(key); expected \(expected)")
+    }
+}

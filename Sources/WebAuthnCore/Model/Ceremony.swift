@@ -1,0 +1,87 @@
+import Foundation
+
+/// The state of a ceremony between its options and the client's response:
+/// what the relying party asked for, kept by a ``ChallengeStore`` under its
+/// challenge and consumed once.
+public struct PendingCeremony: Sendable {
+    public enum Kind: String, Sendable { case registration, authentication }
+
+    public let kind: Kind
+    /// The challenge bytes (at least 16).
+    public let challenge: [UInt8]
+    /// Registration: the account being registered.
+    public let user: UserEntity?
+    /// Authentication: the user handle of the identified account, nil for a
+    /// discoverable (usernameless) login.
+    public let userHandle: [UInt8]?
+    /// Authentication: `allowCredentials` IDs (empty: any of the user's).
+    public let allowCredentials: [[UInt8]]
+    /// Registration: the algorithms offered in `pubKeyCredParams`.
+    public let algorithms: [COSEAlgorithm]
+    public let userVerification: UserVerificationRequirement
+    /// True when the options were used with `mediation: "conditional"`; then
+    /// user presence is not required (WebAuthn L3 §7.1 step 15).
+    public let conditionalMediation: Bool
+    public let expiresAt: Date
+
+    public init(kind: Kind, challenge: [UInt8], user: UserEntity? = nil, userHandle: [UInt8]? = nil,
+                allowCredentials: [[UInt8]] = [], algorithms: [COSEAlgorithm] = [],
+                userVerification: UserVerificationRequirement, conditionalMediation: Bool = false, expiresAt: Date) {
+        self.kind = kind
+        self.challenge = challenge
+        self.user = user
+        self.userHandle = userHandle
+        self.allowCredentials = allowCredentials
+        self.algorithms = algorithms
+        self.userVerification = userVerification
+        self.conditionalMediation = conditionalMediation
+        self.expiresAt = expiresAt
+    }
+}
+
+/// What a successful registration verified.
+public struct RegistrationResult: Sendable {
+    /// The record to store (the engine stores it when the stateful API is used).
+    public let credential: CredentialRecord
+    /// The attestation statement format (`none`, `packed`, ...).
+    public let format: String
+    public let attestationType: AttestationType
+    public let trust: AttestationTrust
+    public let flags: AuthenticatorFlags
+    public let signCount: UInt32
+    public let userVerified: Bool
+    public let backupEligible: Bool
+    public let backedUp: Bool
+    public let authenticatorExtensions: CBOR?
+    public let clientExtensionResults: JSONObject
+    public let riskSignals: Set<RiskSignal>
+}
+
+/// Whether an attestation is trusted, and why.
+public struct AttestationTrust: Sendable {
+    public let trusted: Bool
+    /// Why (or why not), for logs and audits.
+    public let reason: String
+    /// The certificate chain the attestation presented, leaf first.
+    public let certificateChain: [X509Certificate]
+}
+
+/// What a successful authentication verified.
+public struct AuthenticationResult: Sendable {
+    public let credentialId: [UInt8]
+    /// The owner of the credential.
+    public let userHandle: [UInt8]
+    /// The counter the authenticator reported.
+    public let signCount: UInt32
+    /// The counter stored before this ceremony.
+    public let previousSignCount: UInt32
+    public let flags: AuthenticatorFlags
+    public let userVerified: Bool
+    public let backupEligible: Bool
+    public let backedUp: Bool
+    public let authenticatorExtensions: CBOR?
+    public let clientExtensionResults: JSONObject
+    public let riskSignals: Set<RiskSignal>
+    /// The credential record as it must be stored after this ceremony.
+    public let updatedCredential: CredentialRecord
+}

@@ -1,0 +1,77 @@
+import Foundation
+
+/// A registered credential: the credential record of WebAuthn L3 §4, plus
+/// the owner and bookkeeping a relying party keeps.
+public struct CredentialRecord: Sendable {
+    /// The credential ID.
+    public let id: [UInt8]
+    /// The user handle (`user.id`) of the account that owns the credential.
+    public let userHandle: [UInt8]
+    /// The credential public key, ready to verify.
+    public let publicKey: COSEKey
+    /// The stored signature counter.
+    public var signCount: UInt32
+    /// Transports reported at registration.
+    public var transports: [String]
+    /// Whether the credential has ever been used with user verification.
+    public var uvInitialized: Bool
+    /// BE at registration; must not change.
+    public let backupEligible: Bool
+    /// BS as last seen.
+    public var backupState: Bool
+    /// The authenticator model, all zero when not disclosed.
+    public let aaguid: AAGUID
+    /// The attestation statement format it was registered with.
+    public let attestationFormat: String
+    public let createdAt: Date
+    public var lastUsedAt: Date?
+
+    public init(id: [UInt8], userHandle: [UInt8], publicKey: COSEKey, signCount: UInt32, transports: [String] = [],
+                uvInitialized: Bool, backupEligible: Bool, backupState: Bool, aaguid: AAGUID = .zero,
+                attestationFormat: String = "none", createdAt: Date, lastUsedAt: Date? = nil) {
+        self.id = id
+        self.userHandle = userHandle
+        self.publicKey = publicKey
+        self.signCount = signCount
+        self.transports = transports
+        self.uvInitialized = uvInitialized
+        self.backupEligible = backupEligible
+        self.backupState = backupState
+        self.aaguid = aaguid
+        self.attestationFormat = attestationFormat
+        self.createdAt = createdAt
+        self.lastUsedAt = lastUsedAt
+    }
+}
+
+/// The account a credential is registered for (`PublicKeyCredentialUserEntity`).
+public struct UserEntity: Sendable, Equatable {
+    /// The user handle: 1 to 64 opaque bytes, with no personal information.
+    public let id: [UInt8]
+    public let name: String
+    public let displayName: String
+
+    public init(id: [UInt8], name: String, displayName: String? = nil) throws(WebAuthnError) {
+        guard (1...64).contains(id.count) else {
+            throw WebAuthnError(.configurationInvalid, "a user handle must be 1 to 64 bytes; got \(id.count)")
+        }
+        self.id = id
+        self.name = name
+        self.displayName = displayName ?? name
+    }
+
+    /// A new account with a random 32-byte user handle.
+    public static func new(name: String, displayName: String? = nil) -> UserEntity {
+        try! UserEntity(id: SecureRandom.bytes(32), name: name, displayName: displayName)
+    }
+}
+
+/// A credential descriptor for `excludeCredentials` / `allowCredentials`.
+public struct CredentialDescriptor: Sendable, Equatable {
+    public let id: [UInt8]
+    public let transports: [String]
+    public init(id: [UInt8], transports: [String] = []) {
+        self.id = id
+        self.transports = transports
+    }
+}

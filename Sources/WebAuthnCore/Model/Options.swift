@@ -1,0 +1,89 @@
+/// `authenticatorSelection` of creation options (WebAuthn L3 §5.4.4).
+public struct AuthenticatorSelection: Sendable, Equatable {
+    /// `platform` or `cross-platform`; nil for either.
+    public var authenticatorAttachment: String?
+    /// `discouraged`, `preferred` or `required`.
+    public var residentKey: String
+    public var userVerification: UserVerificationRequirement
+
+    public init(authenticatorAttachment: String? = nil, residentKey: String = "preferred",
+                userVerification: UserVerificationRequirement = .preferred) {
+        self.authenticatorAttachment = authenticatorAttachment
+        self.residentKey = residentKey
+        self.userVerification = userVerification
+    }
+
+    var json: JSONValue {
+        var o = JSONObject()
+        if let a = authenticatorAttachment { o["authenticatorAttachment"] = .string(a) }
+        o["residentKey"] = .string(residentKey)
+        o["requireResidentKey"] = .bool(residentKey == "required")
+        o["userVerification"] = .string(userVerification.rawValue)
+        return .object(o)
+    }
+}
+
+/// `PublicKeyCredentialCreationOptions`, encoded as the L3
+/// `PublicKeyCredentialCreationOptionsJSON` that browsers'
+/// `PublicKeyCredential.parseCreationOptionsFromJSON()` accept.
+public struct CreationOptions: Sendable {
+    public let rpId: String
+    public let rpName: String
+    public let user: UserEntity
+    public let challenge: [UInt8]
+    public let algorithms: [COSEAlgorithm]
+    /// Milliseconds.
+    public let timeout: Int
+    public let excludeCredentials: [CredentialDescriptor]
+    public let authenticatorSelection: AuthenticatorSelection
+    /// `none`, `indirect`, `direct` or `enterprise`.
+    public let attestation: String
+    /// `security-key`, `client-device`, `hybrid`.
+    public let hints: [String]
+    public let extensions: JSONObject
+
+    public var json: JSONValue {
+        var o = JSONObject()
+        o["rp"] = ["id": .string(rpId), "name": .string(rpName)]
+        o["user"] = ["id": .string(Base64URL.encode(user.id)), "name": .string(user.name), "displayName": .string(user.displayName)]
+        o["challenge"] = .string(Base64URL.encode(challenge))
+        o["pubKeyCredParams"] = .array(algorithms.map { ["type": "public-key", "alg": .number(Double($0.rawValue))] })
+        o["timeout"] = .number(Double(timeout))
+        o["excludeCredentials"] = .array(excludeCredentials.map(Self.descriptor))
+        o["authenticatorSelection"] = authenticatorSelection.json
+        o["attestation"] = .string(attestation)
+        o["hints"] = .array(hints.map { .string($0) })
+        o["extensions"] = .object(extensions)
+        return .object(o)
+    }
+
+    static func descriptor(_ d: CredentialDescriptor) -> JSONValue {
+        var o: JSONObject = ["type": "public-key", "id": .string(Base64URL.encode(d.id))]
+        if !d.transports.isEmpty { o["transports"] = .array(d.transports.map { .string($0) }) }
+        return .object(o)
+    }
+}
+
+/// `PublicKeyCredentialRequestOptions`, encoded as the L3
+/// `PublicKeyCredentialRequestOptionsJSON`.
+public struct RequestOptions: Sendable {
+    public let rpId: String
+    public let challenge: [UInt8]
+    public let timeout: Int
+    public let allowCredentials: [CredentialDescriptor]
+    public let userVerification: UserVerificationRequirement
+    public let hints: [String]
+    public let extensions: JSONObject
+
+    public var json: JSONValue {
+        var o = JSONObject()
+        o["challenge"] = .string(Base64URL.encode(challenge))
+        o["timeout"] = .number(Double(timeout))
+        o["rpId"] = .string(rpId)
+        o["allowCredentials"] = .array(allowCredentials.map(CreationOptions.descriptor))
+        o["userVerification"] = .string(userVerification.rawValue)
+        o["hints"] = .array(hints.map { .string($0) })
+        o["extensions"] = .object(extensions)
+        return .object(o)
+    }
+}

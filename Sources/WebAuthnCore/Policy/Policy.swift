@@ -1,0 +1,105 @@
+/// Whether user verification is required, preferred or discouraged
+/// (WebAuthn L3 §5.8.6). Only `.required` makes a missing UV flag fail.
+public enum UserVerificationRequirement: String, Sendable, CaseIterable {
+    case required, preferred, discouraged
+}
+
+/// What to do with a response whose client data says `crossOrigin: true`
+/// (WebAuthn L3 §7.1 steps 10–11, §7.2 steps 13–14).
+public enum CrossOriginPolicy: Sendable, Equatable {
+    /// Refuse every cross-origin ceremony. The default: an RP that does not
+    /// expect to be embedded in another site's iframe should not be.
+    case deny
+    /// Accept cross-origin ceremonies from any top-level origin.
+    case allowAnyTopOrigin
+    /// Accept cross-origin ceremonies only when `topOrigin` is one of these.
+    case allowTopOrigins([String])
+}
+
+/// What to do when the sign counter did not increase (WebAuthn L3 §7.2 step 23).
+public enum CounterPolicy: Sendable, Equatable {
+    /// Fail the ceremony with `counter_regression`. The default.
+    case reject
+    /// Let the ceremony succeed, report `RiskSignal.possibleClonedAuthenticator`
+    /// and keep the stored counter at its higher value.
+    case acceptAndFlag
+}
+
+/// Attestation types of WebAuthn L3 §6.5.3.
+public enum AttestationType: String, Sendable, CaseIterable {
+    case none
+    case `self`
+    case basic
+    case attca
+    case anonca
+
+    /// Whether the type presents a certificate chain (and so can be trusted or not).
+    public var presentsCertificateChain: Bool { self == .basic || self == .attca || self == .anonca }
+}
+
+/// What attestation a relying party accepts.
+public struct AttestationPolicy: Sendable, Equatable {
+    /// Attestation types that are accepted. Default: all of them.
+    public var acceptedTypes: Set<AttestationType>
+    /// When true, an attestation that presents a certificate chain must chain
+    /// to a trusted root for its authenticator, or the ceremony fails with
+    /// `attestation_untrusted`. `none` and `self` claim nothing and are not
+    /// affected; restrict ``acceptedTypes`` to refuse them. Default: false,
+    /// which is what consumer passkey sites need.
+    public var requireTrustedAttestation: Bool
+
+    public init(acceptedTypes: Set<AttestationType> = Set(AttestationType.allCases), requireTrustedAttestation: Bool = false) {
+        self.acceptedTypes = acceptedTypes
+        self.requireTrustedAttestation = requireTrustedAttestation
+    }
+}
+
+/// Every verification policy of a relying party, each with a safe default.
+public struct VerificationPolicy: Sendable, Equatable {
+    /// Default `.preferred`: UV is requested, and not required.
+    public var userVerification: UserVerificationRequirement
+    /// Default `.deny`.
+    public var crossOrigin: CrossOriginPolicy
+    /// Default `.reject`.
+    public var counter: CounterPolicy
+    /// Algorithms offered in `pubKeyCredParams`, in preference order. Default:
+    /// ES256, EdDSA, ES384, ES512, PS256, RS256 (RS256 for Windows Hello).
+    public var algorithms: [COSEAlgorithm]
+    /// Allows RS1 (RSASSA-PKCS1-v1_5 with SHA-1), which is broken for
+    /// collision resistance. Default false. Some old TPMs need it.
+    public var allowInsecureRS1: Bool
+    public var attestation: AttestationPolicy
+
+    public init(
+        userVerification: UserVerificationRequirement = .preferred,
+        crossOrigin: CrossOriginPolicy = .deny,
+        counter: CounterPolicy = .reject,
+        algorithms: [COSEAlgorithm] = [.es256, .edDSA, .es384, .es512, .ps256, .rs256],
+        allowInsecureRS1: Bool = false,
+        attestation: AttestationPolicy = AttestationPolicy()
+    ) {
+        self.userVerification = userVerification
+        self.crossOrigin = crossOrigin
+        self.counter = counter
+        self.algorithms = algorithms
+        self.allowInsecureRS1 = allowInsecureRS1
+        self.attestation = attestation
+    }
+}
+
+/// Signals a ceremony raises for the relying party's risk engine.
+public enum RiskSignal: String, Sendable, Hashable {
+    /// The sign counter did not increase: the authenticator may have been cloned.
+    case possibleClonedAuthenticator = "possible_cloned_authenticator"
+    /// The backup state (BS) changed since the credential was last used.
+    case backupStateChanged = "backup_state_changed"
+    /// The attestation is not trusted (no trust anchor matched).
+    case attestationUntrusted = "attestation_untrusted"
+    /// The user was present but not verified.
+    case userNotVerified = "user_not_verified"
+}
+
+extension WebAuthnError.Code {
+    /// The attestation presents a certificate chain that does not lead to a trusted root, and the policy requires trust.
+    public static let attestationUntrusted: Self = "attestation_untrusted"
+}

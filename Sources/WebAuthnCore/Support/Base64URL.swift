@@ -1,0 +1,75 @@
+/// base64url (RFC 4648 §5) without padding, as WebAuthn's `toJSON()` produces.
+///
+/// Decoding tolerates trailing `=` padding (some clients add it) but rejects
+/// the standard alphabet's `+` and `/`, white space and any other byte.
+public enum Base64URL {
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+    private static let decodeTable: [UInt8] = {
+        var table = [UInt8](repeating: 0xff, count: 256)
+        for (i, c) in alphabet.enumerated() { table[Int(c)] = UInt8(i) }
+        return table
+    }()
+
+    /// Encodes bytes as unpadded base64url.
+    public static func encode(_ bytes: some Collection<UInt8>) -> String {
+        var out = [UInt8]()
+        out.reserveCapacity((bytes.count * 4 + 2) / 3)
+        var it = bytes.makeIterator()
+        while let b0 = it.next() {
+            let b1 = it.next(), b2 = it.next()
+            out.append(alphabet[Int(b0 >> 2)])
+            out.append(alphabet[Int((b0 & 0x03) << 4 | (b1 ?? 0) >> 4)])
+            if let b1 { out.append(alphabet[Int((b1 & 0x0f) << 2 | (b2 ?? 0) >> 6)]) }
+            if let b2 { out.append(alphabet[Int(b2 & 0x3f)]) }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Decodes base64url, or returns nil if the text is not base64url.
+    public static func decode(_ string: String) -> [UInt8]? {
+        var s = string
+        return s.withUTF8 { decode(utf8: $0) }
+    }
+
+    /// Decodes base64url from UTF-8 bytes.
+    static func decode(utf8 input: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+        var n = input.count
+        // Tolerate up to two '=' of padding, only when the total length is a multiple of 4.
+        if n > 0, input[n - 1] == UInt8(ascii: "=") {
+            guard n % 4 == 0 else { return nil }
+            n -= 1
+            if input[n - 1] == UInt8(ascii: "=") { n -= 1 }
+        }
+        if n % 4 == 1 { return nil }
+        var out = [UInt8]()
+        out.reserveCapacity(n * 3 / 4)
+        var i = 0
+        let table = decodeTable
+        return table.withUnsafeBufferPointer { t -> [UInt8]? in
+            while i + 4 <= n {
+                let a = t[Int(input[i])], b = t[Int(input[i + 1])], c = t[Int(input[i + 2])], d = t[Int(input[i + 3])]
+                if (a | b | c | d) & 0xc0 != 0 { return nil }
+                out.append(a << 2 | b >> 4)
+                out.append(b << 4 | c >> 2)
+                out.append(c << 6 | d)
+                i += 4
+            }
+            let rest = n - i
+            if rest >= 2 {
+                let a = t[Int(input[i])], b = t[Int(input[i + 1])]
+                if (a | b) & 0xc0 != 0 { return nil }
+                out.append(a << 2 | b >> 4)
+                if rest == 3 {
+                    let c = t[Int(input[i + 2])]
+                    if c & 0xc0 != 0 { return nil }
+                    out.append(b << 4 | c >> 2)
+                    if c & 0x03 != 0 { return nil }  // non-canonical trailing bits
+                } else if b & 0x0f != 0 {
+                    return nil
+                }
+            }
+            return out
+        }
+    }
+}

@@ -1,0 +1,20 @@
+import Foundation
+
+/// The source of "now" for every time-dependent check of the engine:
+/// challenge expiry, certificate validity and metadata freshness.
+///
+/// Inject ``fixed(_:)`` in tests and to verify recorded data at its recorded time.
+public struct WebAuthnClock: Sendable {
+    private let source: @Sendable () -> Date
+
+    public init(_ now: @escaping @Sendable () -> Date) { self.source = now }
+
+    /// The current time.
+    public func now() -> Date { source() }
+
+    /// The system's wall clock.
+    public static let system = WebAuthnClock { Date() }
+
+    /// A clock that always says `date`.
+    public static func fixed(_ date: Date) -> WebAuthnClock { WebAuthnClock { date } }
+}

@@ -1,0 +1,152 @@
+/// The one error type of the engine.
+///
+/// Every failed check throws a `WebAuthnError` whose ``code`` is stable and
+/// machine-readable (switch on it, log it, return it to the client) and whose
+/// ``message`` is a human sentence with the expected and the actual value where
+/// there are any. Adding a code is not a breaking change; renaming one is.
+/// The full catalogue is in `Docs/Errors.md`.
+public struct WebAuthnError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// A stable error code such as `challenge_mismatch`.
+    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible, ExpressibleByStringLiteral {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public init(stringLiteral value: String) { self.rawValue = value }
+        public var description: String { rawValue }
+    }
+
+    public let code: Code
+    /// A human-readable explanation, with expected versus actual where it applies.
+    public let message: String
+    /// The spec step this check implements, e.g. "WebAuthn L3 §7.1 step 8".
+    public let step: String?
+
+    public init(_ code: Code, _ message: String, step: String? = nil) {
+        self.code = code
+        self.message = message
+        self.step = step
+    }
+
+    public var description: String {
+        if let step { return "\(code.rawValue): \(message) [\(step)]" }
+        return "\(code.rawValue): \(message)"
+    }
+
+    public static func == (lhs: WebAuthnError, rhs: WebAuthnError) -> Bool {
+        lhs.code == rhs.code && lhs.message == rhs.message
+    }
+}
+
+extension WebAuthnError.Code {
+    // MARK: Input decoding
+    /// The request body or a JSON field is not valid JSON, or exceeds the JSON limits.
+    public static let jsonMalformed: Self = "json_malformed"
+    /// A required field is missing or has the wrong JSON type.
+    public static let responseMalformed: Self = "response_malformed"
+    /// A field that must be base64url is not.
+    public static let base64urlInvalid: Self = "base64url_invalid"
+    /// An input exceeds a size limit of the engine.
+    public static let inputTooLarge: Self = "input_too_large"
+    /// `type` of the credential is not `public-key`.
+    public static let credentialTypeInvalid: Self = "credential_type_invalid"
+    /// `id`, `rawId` and the credential ID in the authenticator data disagree.
+    public static let credentialIdMismatch: Self = "credential_id_mismatch"
+    /// CBOR is malformed, truncated, has trailing bytes, indefinite lengths,
+    /// tags or duplicate map keys.
+    public static let cborMalformed: Self = "cbor_malformed"
+    /// CBOR nesting depth or item count exceeds the engine's limits.
+    public static let cborLimitExceeded: Self = "cbor_limit_exceeded"
+    /// The attestation object is not a map of `fmt`, `authData`, `attStmt`.
+    public static let attestationObjectMalformed: Self = "attestation_object_malformed"
+    /// The authenticator data is truncated, has trailing bytes or inconsistent flags.
+    public static let authenticatorDataMalformed: Self = "authenticator_data_malformed"
+    /// The credential public key is not a valid COSE key.
+    public static let coseKeyInvalid: Self = "cose_key_invalid"
+
+    // MARK: Client data
+    /// clientDataJSON is not UTF-8 JSON with the required members.
+    public static let clientDataMalformed: Self = "client_data_malformed"
+    /// `type` in clientDataJSON is not `webauthn.create` / `webauthn.get`.
+    public static let clientDataTypeMismatch: Self = "client_data_type_mismatch"
+    /// The challenge in clientDataJSON is not the one issued.
+    public static let challengeMismatch: Self = "challenge_mismatch"
+    /// No ceremony is waiting for this challenge (never issued, or already used).
+    public static let challengeUnknown: Self = "challenge_unknown"
+    /// The challenge was issued too long ago.
+    public static let challengeExpired: Self = "challenge_expired"
+    /// The challenge was issued for the other kind of ceremony.
+    public static let ceremonyMismatch: Self = "ceremony_mismatch"
+    /// The origin is not in the relying party's allow-list.
+    public static let originNotAllowed: Self = "origin_not_allowed"
+    /// `crossOrigin: true` but the policy does not allow cross-origin ceremonies.
+    public static let crossOriginNotAllowed: Self = "cross_origin_not_allowed"
+    /// `topOrigin` is not one of the allowed top-level origins.
+    public static let topOriginNotAllowed: Self = "top_origin_not_allowed"
+    /// `tokenBinding` is present but malformed or says `present` (unsupported).
+    public static let tokenBindingInvalid: Self = "token_binding_invalid"
+
+    // MARK: Authenticator data
+    /// rpIdHash is not SHA-256 of the RP ID.
+    public static let rpIdHashMismatch: Self = "rp_id_hash_mismatch"
+    /// The User Present flag is not set.
+    public static let userPresenceMissing: Self = "user_presence_missing"
+    /// User verification was required but the User Verified flag is not set.
+    public static let userVerificationMissing: Self = "user_verification_missing"
+    /// BS (backed up) is set while BE (backup eligible) is not.
+    public static let backupStateInvalid: Self = "backup_state_invalid"
+    /// BE differs from the value recorded at registration.
+    public static let backupEligibilityChanged: Self = "backup_eligibility_changed"
+    /// Registration authenticator data carries no attested credential data.
+    public static let attestedCredentialDataMissing: Self = "attested_credential_data_missing"
+    /// The credential ID is longer than 1023 bytes.
+    public static let credentialIdTooLong: Self = "credential_id_too_long"
+    /// The credential's algorithm was not requested or is disabled by policy.
+    public static let algorithmNotAllowed: Self = "algorithm_not_allowed"
+    /// The algorithm is not implemented by this engine (or its OpenSSL).
+    public static let algorithmUnsupported: Self = "algorithm_unsupported"
+
+    // MARK: Attestation
+    /// The attestation format is recognised but not supported by this build.
+    public static let attestationFormatUnsupported: Self = "attestation_format_unsupported"
+    /// The attestation statement does not have the format's required shape.
+    public static let attestationStatementMalformed: Self = "attestation_statement_malformed"
+    /// The attestation signature does not verify.
+    public static let attestationSignatureInvalid: Self = "attestation_signature_invalid"
+    /// An attestation certificate does not meet the format's requirements.
+    public static let attestationCertificateInvalid: Self = "attestation_certificate_invalid"
+    /// The AAGUID in the attestation certificate differs from authenticator data.
+    public static let attestationAAGUIDMismatch: Self = "attestation_aaguid_mismatch"
+    /// The attestation type is not accepted by policy.
+    public static let attestationTypeNotAllowed: Self = "attestation_type_not_allowed"
+    /// A certificate is outside its validity period at the engine's time.
+    public static let certificateExpired: Self = "certificate_expired"
+
+    // MARK: Credentials and users
+    /// A credential with this ID is already registered.
+    public static let credentialAlreadyRegistered: Self = "credential_already_registered"
+    /// The credential is not in `allowCredentials`.
+    public static let credentialNotAllowed: Self = "credential_not_allowed"
+    /// No credential with this ID is registered.
+    public static let credentialUnknown: Self = "credential_unknown"
+    /// The credential belongs to another user than the one the ceremony was for.
+    public static let credentialNotOwnedByUser: Self = "credential_not_owned_by_user"
+    /// A discoverable login without `userHandle`.
+    public static let userHandleMissing: Self = "user_handle_missing"
+    /// `userHandle` is not the credential owner's user handle.
+    public static let userHandleMismatch: Self = "user_handle_mismatch"
+
+    // MARK: Assertion
+    /// The assertion signature does not verify with the credential public key.
+    public static let signatureInvalid: Self = "signature_invalid"
+    /// The sign counter did not increase (possible cloned authenticator).
+    public static let counterRegression: Self = "counter_regression"
+    /// Another ceremony updated the credential at the same time (compare-and-set lost).
+    public static let concurrentUpdate: Self = "concurrent_update"
+
+    // MARK: Engine
+    /// The configuration is invalid (e.g. no origin).
+    public static let configurationInvalid: Self = "configuration_invalid"
+    /// A store failed; nothing was changed by the ceremony.
+    public static let storageFailure: Self = "storage_failure"
+    /// OpenSSL reported an internal failure (not a verification failure).
+    public static let cryptoFailure: Self = "crypto_failure"
+}

@@ -1,0 +1,125 @@
+@_spi(Testing) import WebAuthnCore
+import Synchronization
+
+/// A software authenticator that produces real, signed WebAuthn responses,
+/// for tests of relying parties (this engine's or your own).
+///
+/// It creates credentials with `none` or `packed` self attestation and signs
+/// assertions. Every part of a response is a plain value you can change
+/// before encoding it, to produce each kind of defect on purpose.
+public final class SoftwareAuthenticator: Sendable {
+    /// How the authenticator behaves.
+    public struct Profile: Sendable {
+        public var userVerified: Bool
+        public var backupEligible: Bool
+        public var backedUp: Bool
+        /// Counter step per signature; 0 keeps the counter at zero (synced passkeys).
+        public var counterStep: UInt32
+        public var aaguid: [UInt8]
+        public var attachment: String
+        public var transports: [String]
+
+        public init(userVerified: Bool, backupEligible: Bool, backedUp: Bool, counterStep: UInt32, aaguid: [UInt8],
+                    attachment: String, transports: [String]) {
+            self.userVerified = userVerified
+            self.backupEligible = backupEligible
+            self.backedUp = backedUp
+            self.counterStep = counterStep
+            self.aaguid = aaguid
+            self.attachment = attachment
+            self.transports = transports
+        }
+
+        /// A synced platform passkey: UV, BE and BS set, counter always 0.
+        public static let platformPasskey = Profile(
+            userVerified: true, backupEligible: true, backedUp: true, counterStep: 0,
+            aaguid: [UInt8](repeating: 0, count: 16), attachment: "platform", transports: ["internal", "hybrid"])
+        /// A roaming security key: UP only, rising counter, not backup eligible.
+        public static let securityKey = Profile(
+            userVerified: false, backupEligible: false, backedUp: false, counterStep: 1,
+            aaguid: [0xee, 0x88, 0x28, 0x79, 0x72, 0x1c, 0x49, 0x13, 0x97, 0x75, 0x3d, 0xfc, 0xce, 0x97, 0x07, 0x2a],
+            attachment: "cross-platform", transports: ["usb", "nfc"])
+    }
+
+    /// Attestation the authenticator produces.
+    public enum Attestation: Sendable { case none, packedSelf }
+
+    struct Credential {
+        let key: SigningKey
+        let userHandle: [UInt8]
+        var counter: UInt32
+    }
+
+    public let profile: Profile
+    private let credentials = Mutex<[[UInt8]: Credential]>([:])
+
+    public init(profile: Profile = .platformPasskey) { self.profile = profile }
+
+    /// `authenticatorMakeCredential` plus the client's part: returns the
+    /// registration response for `options`.
+    public func register(
+        rpId: String, origin: String, challenge: [UInt8], userHandle: [UInt8],
+        algorithm: COSEAlgorithm = .es256, attestation: Attestation = .none, credentialIdLength: Int = 32
+    ) throws -> RegistrationParts {
+        let key = try SigningKey.generate(algorithm)
+        let id = SecureRandom.bytes(credentialIdLength)
+        let clientData = ClientDataParts(type: "webauthn.create", challenge: challenge, origin: origin)
+        var parts = RegistrationParts(
+            id: id, clientData: clientData,
+            authenticatorData: AuthenticatorDataParts(
+                rpId: rpId, flags: flags(attested: true), signCount: 0,
+                attested: .init(aaguid: profile.aaguid, credentialId: id, publicKey: try key.coseKey())),
+            format: attestation == .none ? "none" : "packed", statement: .map([]),
+            transports: profile.transports, attachment: profile.attachment)
+        if attestation == .packedSelf {
+            parts.statement = .map([
+                CBORPair(.text("alg"), CBOR(algorithm.rawValue)),
+                CBORPair(.text("sig"), .bytes(try key.sign(parts.authenticatorData.bytes, Digest.sha256(parts.clientDataJSON)))),
+            ])
+        }
+        credentials.withLock { $0[id] = Credential(key: key, userHandle: userHandle, counter: 0) }
+        return parts
+    }
+
+    /// `authenticatorGetAssertion` plus the client's part: an assertion with
+    /// the credential `id`, signed, counter advanced per the profile.
+    public func authenticate(rpId: String, origin: String, challenge: [UInt8], credentialId id: [UInt8]) throws -> AssertionParts {
+        let credential: Credential? = credentials.withLock { store in
+            guard var c = store[id] else { return nil }
+            c.counter += profile.counterStep
+            store[id] = c
+            return c
+        }
+        guard let credential else { throw WebAuthnError(.credentialUnknown, "the authenticator holds no credential \(Base64URL.encode(id))") }
+        var parts = AssertionParts(
+            id: id, clientData: ClientDataParts(type: "webauthn.get", challenge: challenge, origin: origin),
+            authenticatorData: AuthenticatorDataParts(rpId: rpId, flags: flags(attested: false), signCount: credential.counter, attested: nil),
+            signature: [], userHandle: credential.userHandle, attachment: profile.attachment)
+        parts.signature = try sign(parts, with: credential.key)
+        return parts
+    }
+
+    /// Re-signs an assertion after its parts were changed (to test checks
+    /// that come after the signature, such as the counter).
+    public func resign(_ parts: AssertionParts) throws -> AssertionParts {
+        guard let key = credentials.withLock({ $0[parts.id]?.key }) else {
+            throw WebAuthnError(.credentialUnknown, "the authenticator holds no credential \(Base64URL.encode(parts.id))")
+        }
+        var copy = parts
+        copy.signature = try sign(parts, with: key)
+        return copy
+    }
+
+    private func sign(_ parts: AssertionParts, with key: SigningKey) throws -> [UInt8] {
+        try key.sign(parts.authenticatorData.bytes, Digest.sha256(parts.clientDataJSON))
+    }
+
+    private func flags(attested: Bool) -> AuthenticatorFlags {
+        var f: AuthenticatorFlags = [.userPresent]
+        if profile.userVerified { f.insert(.userVerified) }
+        if profile.backupEligible { f.insert(.backupEligible) }
+        if profile.backedUp { f.insert(.backupState) }
+        if attested { f.insert(.attestedCredentialData) }
+        return f
+    }
+}

@@ -1,0 +1,122 @@
+import ArgumentParser
+import Foundation
+import WebAuthnCore
+
+struct Inspect: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Decode a response (registration or authentication JSON) or an attestation object (CBOR, raw or base64url) into readable JSON.")
+
+    @Argument(help: "The file to decode; - for stdin.")
+    var file: String
+
+    func run() async throws {
+        let input = try readInput(file)
+        do {
+            Output.print(try Self.describe(input))
+        } catch let error as WebAuthnError {
+            throw VerificationFailure(error: error)
+        }
+    }
+
+    static func describe(_ input: [UInt8]) throws -> JSONValue {
+        let trimmed = String(decoding: input, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        if trimmed.hasPrefix("{") {
+            let json = try JSONValue.parse(Array(trimmed.utf8))
+            // Accept a bare credential or a vector file that wraps one in "response".
+            let credential = json["response"]?["response"] != nil ? json["response"]! : json
+            if credential["response"]?["attestationObject"] != nil {
+                return try describe(registration: RegistrationResponse(json: credential))
+            }
+            return try describe(authentication: AuthenticationResponse(json: credential))
+        }
+        if let decoded = Base64URL.decode(trimmed), !trimmed.isEmpty {
+            return try describe(attestationObject: decoded)
+        }
+        return try describe(attestationObject: input)
+    }
+
+    static func describe(registration r: RegistrationResponse) throws -> JSONValue {
+        var o: JSONObject = ["ceremony": "registration", "id": .string(Base64URL.encode(r.id))]
+        o["clientData"] = (try? JSONValue.parse(r.clientDataJSON)) ?? .string(String(decoding: r.clientDataJSON, as: UTF8.self))
+        o["attestationObject"] = try describe(attestationObject: r.attestationObject)
+        o["transports"] = .array(r.transports.map { .string($0) })
+        o["clientExtensionResults"] = .object(r.clientExtensionResults)
+        return .object(o)
+    }
+
+    static func describe(authentication a: AuthenticationResponse) throws -> JSONValue {
+        var o: JSONObject = ["ceremony": "authentication", "id": .string(Base64URL.encode(a.id))]
+        o["clientData"] = (try? JSONValue.parse(a.clientDataJSON)) ?? .string(String(decoding: a.clientDataJSON, as: UTF8.self))
+        o["authenticatorData"] = describe(authenticatorData: try AuthenticatorData(bytes: a.authenticatorData))
+        o["signature"] = .string(Base64URL.encode(a.signature))
+        o["userHandle"] = a.userHandle.map { .string(Base64URL.encode($0)) } ?? .null
+        return .object(o)
+    }
+
+    static func describe(attestationObject bytes: [UInt8]) throws -> JSONValue {
+        let object = try AttestationObject(bytes: bytes)
+        var statement = JSONObject()
+        for pair in object.statement.mapValue ?? [] {
+            let key = pair.key.textValue ?? "\(pair.key)"
+            if key == "x5c", let certs = pair.value.arrayValue {
+                statement[key] = .array(certs.map { item in
+                    guard let der = item.bytesValue, let cert = try? X509Certificate(der: der) else { return render(item) }
+                    return describe(certificate: cert)
+                })
+            } else {
+                statement[key] = render(pair.value)
+            }
+        }
+        return ["fmt": .string(object.format), "attStmt": .object(statement), "authData": describe(authenticatorData: object.authenticatorData)]
+    }
+
+    static func describe(authenticatorData a: AuthenticatorData) -> JSONValue {
+        var flags: JSONObject = [:]
+        for (name, flag) in [("UP", AuthenticatorFlags.userPresent), ("UV", .userVerified), ("BE", .backupEligible),
+                             ("BS", .backupState), ("AT", .attestedCredentialData), ("ED", .extensionData)] {
+            flags[name] = .bool(a.flags.contains(flag))
+        }
+        var o: JSONObject = [
+            "rpIdHash": .string(a.rpIdHash.map { String(format: "%02x", $0) }.joined()),
+            "flags": .object(flags),
+            "signCount": .number(Double(a.signCount)),
+        ]
+        if let c = a.attestedCredentialData {
+            o["aaguid"] = .string(c.aaguid.description)
+            o["credentialId"] = .string(Base64URL.encode(c.credentialId))
+            o["credentialPublicKey"] = [
+                "alg": .string(c.publicKey.algorithm.description),
+                "key": .string(c.publicKey.publicKey.kind.description),
+                "cose": .string(Base64URL.encode(c.publicKey.bytes)),
+            ]
+        }
+        if let e = a.extensions { o["extensions"] = render(e) }
+        return .object(o)
+    }
+
+    static func describe(certificate c: X509Certificate) -> JSONValue {
+        let iso = ISO8601DateFormatter()
+        return [
+            "subject": .string(c.subjectSummary),
+            "issuer": .string(c.issuer.map { "\($0.name)=\($0.value)" }.joined(separator: ", ")),
+            "notBefore": .string(c.notBefore.map(iso.string) ?? "?"),
+            "notAfter": .string(c.notAfter.map(iso.string) ?? "?"),
+            "sha256": .string(c.fingerprint),
+        ]
+    }
+
+    /// CBOR rendered as JSON: byte strings as base64url text.
+    static func render(_ value: CBOR) -> JSONValue {
+        switch value {
+        case .unsigned, .negative: return value.intValue.map { .number(Double($0)) } ?? .string("\(value)")
+        case .bytes(let b): return .string(Base64URL.encode(b))
+        case .text(let t): return .string(t)
+        case .array(let items): return .array(items.map(render))
+        case .map(let pairs):
+            return .object(JSONObject(pairs.map { (($0.key.textValue ?? $0.key.intValue.map(String.init)) ?? "\($0.key)", render($0.value)) }))
+        case .bool(let b): return .bool(b)
+        case .null, .undefined: return .null
+        case .float(let d): return .number(d)
+        }
+    }
+}

@@ -1,0 +1,200 @@
+import ArgumentParser
+import Foundation
+import WebAuthnCore
+
+struct Verify: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Verify a registration or an authentication response.",
+        subcommands: [VerifyRegistration.self, VerifyAuthentication.self]
+    )
+}
+
+/// Options both verifications share.
+struct CommonVerifyOptions: ParsableArguments {
+    @Option(name: .customLong("rp-id"), parsing: .unconditional, help: "The RP ID, e.g. example.com.")
+    var rpId: String
+
+    @Option(name: .customLong("origin"), parsing: .unconditionalSingleValue, help: "An allowed origin (repeatable).")
+    var origins: [String] = []
+
+    @Option(parsing: .unconditional, help: "The challenge issued, base64url.")
+    var challenge: String
+
+    @Option(parsing: .unconditional, help: "The response JSON file (browser toJSON() or FIDO conformance shape); - for stdin.")
+    var response: String
+
+    @Option(parsing: .unconditional, help: "Verify as of this time (ISO 8601), e.g. for expired certificates.")
+    var at: String?
+
+    @Flag(name: .customLong("require-user-verification"), help: "Fail unless the UV flag is set.")
+    var requireUserVerification = false
+
+    @Flag(name: .customLong("allow-cross-origin"), help: "Accept crossOrigin: true from any top-level origin.")
+    var allowCrossOrigin = false
+
+    @Option(name: .customLong("top-origin"), parsing: .unconditionalSingleValue, help: "Accept cross-origin responses only from this top-level origin (repeatable).")
+    var topOrigins: [String] = []
+
+    func validate() throws {
+        guard !origins.isEmpty else { throw ValidationError("at least one --origin is required") }
+        guard let bytes = Base64URL.decode(challenge), bytes.count >= 1 else {
+            throw ValidationError("--challenge is not base64url")
+        }
+        if let at, Self.parseDate(at) == nil { throw ValidationError("--at is not an ISO 8601 time: \(at)") }
+    }
+
+    static func parseDate(_ text: String) -> Date? {
+        let plain = ISO8601DateFormatter()
+        if let d = plain.date(from: text) { return d }
+        let fractional = ISO8601DateFormatter()
+        fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return fractional.date(from: text)
+    }
+
+    var challengeBytes: [UInt8] { Base64URL.decode(challenge) ?? [] }
+
+    func relyingParty(attestation: AttestationPolicy = AttestationPolicy()) throws -> RelyingParty {
+        let crossOrigin: CrossOriginPolicy = !topOrigins.isEmpty ? .allowTopOrigins(topOrigins) : allowCrossOrigin ? .allowAnyTopOrigin : .deny
+        let policy = VerificationPolicy(
+            userVerification: requireUserVerification ? .required : .preferred, crossOrigin: crossOrigin,
+            algorithms: COSEAlgorithm.supported.filter { $0 != .rs1 }, attestation: attestation)
+        let clock = at.flatMap(Self.parseDate).map(WebAuthnClock.fixed) ?? .system
+        do {
+            return try RelyingParty(id: rpId, origins: origins, policy: policy, clock: clock)
+        } catch {
+            throw ValidationError(error.message)
+        }
+    }
+}
+
+struct VerifyRegistration: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "registration", abstract: "Verify a registration (attestation) response (WebAuthn L3 §7.1).")
+
+    @OptionGroup var common: CommonVerifyOptions
+
+    @Option(parsing: .unconditional, help: "Trust metadata: a FIDO MDS3 BLOB, its decoded JSON, or a folder of statements (trust anchors arrive with the attestation issue; until then no chain is trusted).")
+    var metadata: String?
+
+    @Flag(name: .customLong("require-trusted-attestation"), help: "Fail when an attestation certificate chain is not trusted.")
+    var requireTrustedAttestation = false
+
+    @Option(name: .customLong("attestation-types"), parsing: .unconditional, help: "Accepted attestation types, comma-separated subset of none,self,basic,attca,anonca.")
+    var attestationTypes: String?
+
+    func validate() throws {
+        if let metadata, !FileManager.default.fileExists(atPath: metadata) {
+            throw ValidationError("--metadata \(metadata) does not exist")
+        }
+        _ = try acceptedTypes()
+    }
+
+    func acceptedTypes() throws -> Set<AttestationType> {
+        guard let attestationTypes else { return Set(AttestationType.allCases) }
+        var types: Set<AttestationType> = []
+        for name in attestationTypes.split(separator: ",") {
+            guard let t = AttestationType(rawValue: name.trimmingCharacters(in: .whitespaces)) else {
+                throw ValidationError("--attestation-types: unknown type \"\(name)\"; use none,self,basic,attca,anonca")
+            }
+            types.insert(t)
+        }
+        guard !types.isEmpty else { throw ValidationError("--attestation-types is empty") }
+        return types
+    }
+
+    func run() async throws {
+        if metadata != nil {
+            Output.warn("--metadata is accepted, but metadata trust anchors arrive with the attestation issue; no chain is trusted yet")
+        }
+        let rp = try common.relyingParty(attestation: AttestationPolicy(acceptedTypes: try acceptedTypes(), requireTrustedAttestation: requireTrustedAttestation))
+        let body = try readInput(common.response)
+        let output: JSONValue
+        do {
+            output = try Self.verify(body, rp: rp, challenge: common.challengeBytes)
+        } catch {
+            throw VerificationFailure(error: error)
+        }
+        Output.print(output)
+    }
+
+    static func verify(_ body: [UInt8], rp: RelyingParty, challenge: [UInt8]) throws(WebAuthnError) -> JSONValue {
+            let response = try RegistrationResponse(json: body)
+            // The CLI has no account: a placeholder owner, every algorithm the engine verifies.
+            let ceremony = PendingCeremony(
+                kind: .registration, challenge: challenge, user: try UserEntity(id: [0], name: "cli"),
+                algorithms: rp.policy.algorithms, userVerification: rp.policy.userVerification, expiresAt: .distantFuture)
+            let r = try RegistrationVerifier.verify(response, ceremony: ceremony, relyingParty: rp)
+            return .object([
+                "status": "ok",
+                "fmt": .string(r.format),
+                "attestationType": .string(r.attestationType.rawValue),
+                "trusted": .bool(r.trust.trusted),
+                "trustReason": .string(r.trust.reason),
+                "aaguid": .string(r.credential.aaguid.description),
+                "credentialId": .string(Base64URL.encode(r.credential.id)),
+                "publicKey": .string(Base64URL.encode(r.credential.publicKey.bytes)),
+                "alg": .number(Double(r.credential.publicKey.algorithm.rawValue)),
+                "signCount": .number(Double(r.signCount)),
+                "userVerified": .bool(r.userVerified),
+                "backupEligible": .bool(r.backupEligible),
+                "backedUp": .bool(r.backedUp),
+                "riskSignals": riskList(r.riskSignals),
+            ])
+    }
+}
+
+func riskList(_ risks: Set<RiskSignal>) -> JSONValue {
+    .array(risks.map(\.rawValue).sorted().map { .string($0) })
+}
+
+struct VerifyAuthentication: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "authentication", abstract: "Verify an authentication (assertion) response (WebAuthn L3 §7.2).")
+
+    @OptionGroup var common: CommonVerifyOptions
+
+    @Option(name: .customLong("public-key"), parsing: .unconditional, help: "The credential public key (COSE_Key), base64url.")
+    var publicKey: String
+
+    @Option(name: .customLong("sign-count"), parsing: .unconditional, help: "The stored sign counter.")
+    var signCount: UInt32 = 0
+
+    func validate() throws {
+        guard Base64URL.decode(publicKey) != nil else { throw ValidationError("--public-key is not base64url") }
+    }
+
+    func run() async throws {
+        let rp = try common.relyingParty()
+        let body = try readInput(common.response)
+        let output: JSONValue
+        do {
+            output = try Self.verify(body, rp: rp, challenge: common.challengeBytes, publicKey: Base64URL.decode(publicKey) ?? [], signCount: signCount)
+        } catch {
+            throw VerificationFailure(error: error)
+        }
+        Output.print(output)
+    }
+
+    static func verify(_ body: [UInt8], rp: RelyingParty, challenge: [UInt8], publicKey: [UInt8], signCount: UInt32) throws(WebAuthnError) -> JSONValue {
+            let response = try AuthenticationResponse(json: body)
+            let key = try COSEKey(bytes: publicKey)
+            let authData = try AuthenticatorData(bytes: response.authenticatorData)
+            // The CLI has no account store: the credential is the response's own,
+            // owned by whatever userHandle it carries, with BE as it reports.
+            let owner = response.userHandle ?? [0]
+            let record = CredentialRecord(
+                id: response.id, userHandle: owner, publicKey: key, signCount: signCount, uvInitialized: false,
+                backupEligible: authData.backupEligible, backupState: authData.backedUp, createdAt: Date(timeIntervalSince1970: 0))
+            let ceremony = PendingCeremony(
+                kind: .authentication, challenge: challenge, userHandle: owner,
+                userVerification: rp.policy.userVerification, expiresAt: .distantFuture)
+            let r = try AuthenticationVerifier.verify(response, ceremony: ceremony, credential: record, relyingParty: rp)
+            return .object([
+                "status": "ok",
+                "signCount": .number(Double(r.signCount)),
+                "userVerified": .bool(r.userVerified),
+                "backedUp": .bool(r.backedUp),
+                "riskSignals": riskList(r.riskSignals),
+            ])
+    }
+}

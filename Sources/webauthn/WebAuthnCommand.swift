@@ -1,0 +1,65 @@
+import ArgumentParser
+import Foundation
+import WebAuthnCore
+
+/// The `webauthn` command-line tool. Exit codes: 0 success, 1 a verification
+/// failed (JSON on stdout says why), 2 a usage error.
+@main
+struct WebAuthnCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "webauthn",
+        abstract: "Verify WebAuthn registrations and authentications, inspect responses, measure speed.",
+        subcommands: [Verify.self, Inspect.self, Bench.self, Demo.self]
+    )
+
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch let failure as VerificationFailure {
+            Output.print(failure.json)
+            Foundation.exit(1)
+        } catch {
+            let code = exitCode(for: error)
+            if code == .success {
+                exit(withError: error)
+            }
+            FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+            // Usage errors (ArgumentParser says 64) exit 2, as the CLI contract promises.
+            Foundation.exit(code == .validationFailure || error is ValidationError ? 2 : code.rawValue == 1 ? 1 : 2)
+        }
+    }
+}
+
+/// A verification failure, printed as `{"status":"failed",...}` with exit 1.
+struct VerificationFailure: Error {
+    let error: WebAuthnError
+    var json: JSONValue {
+        ["status": "failed", "error": .string(error.code.rawValue), "message": .string(error.message)]
+    }
+}
+
+enum Output {
+    static func print(_ value: JSONValue) {
+        FileHandle.standardOutput.write(Data((value.serialized() + "\n").utf8))
+    }
+
+    static func warn(_ message: String) {
+        FileHandle.standardError.write(Data(("webauthn: " + message + "\n").utf8))
+    }
+}
+
+/// Reads a file argument, `-` meaning standard input.
+func readInput(_ path: String) throws -> [UInt8] {
+    if path == "-" {
+        return [UInt8](FileHandle.standardInput.readDataToEndOfFile())
+    }
+    guard let data = FileManager.default.contents(atPath: path) else {
+        throw ValidationError("cannot read \(path)")
+    }
+    return [UInt8](data)
+}
