@@ -1,4 +1,4 @@
-import WebAuthnCore
+@_spi(Testing) import WebAuthnCore
 
 /// Client data as plain values; `bytes` is the JSON a browser would send.
 public struct ClientDataParts: Sendable {

@@ -1,6 +1,25 @@
 @_spi(Testing) import WebAuthnCore
 import Synchronization
 
+/// An attestation private key (for packed full attestation in tests).
+public struct AttestationSigner: Sendable {
+    let key: SigningKey
+    /// Loads a PEM private key that signs with `algorithm`.
+    public init(pem: String, algorithm: COSEAlgorithm = .es256) throws {
+        key = try SigningKey(pem: pem, algorithm: algorithm)
+    }
+}
+
+extension SoftwareAuthenticator.Attestation {
+    /// Re-signs a packed statement after its parts changed.
+    public static func resignPacked(_ parts: inout RegistrationParts, signer: AttestationSigner) throws {
+        let key = signer.key
+        guard case .map(var pairs) = parts.statement, let i = pairs.firstIndex(where: { $0.key == .text("sig") }) else { return }
+        pairs[i] = CBORPair(.text("sig"), .bytes(try key.sign(parts.authenticatorData.bytes, Digest.sha256(parts.clientDataJSON))))
+        parts.statement = .map(pairs)
+    }
+}
+
 /// A software authenticator that produces real, signed WebAuthn responses,
 /// for tests of relying parties (this engine's or your own).
 ///
@@ -42,7 +61,13 @@ public final class SoftwareAuthenticator: Sendable {
     }
 
     /// Attestation the authenticator produces.
-    public enum Attestation: Sendable { case none, packedSelf }
+    public enum Attestation: Sendable {
+        case none
+        /// Packed self attestation: the credential key signs.
+        case packedSelf
+        /// Packed full attestation: `signer` signs, `x5c` (DER, leaf first) is sent.
+        case packed(x5c: [[UInt8]], signer: AttestationSigner)
+    }
 
     struct Credential {
         let key: SigningKey
@@ -69,12 +94,22 @@ public final class SoftwareAuthenticator: Sendable {
             authenticatorData: AuthenticatorDataParts(
                 rpId: rpId, flags: flags(attested: true), signCount: 0,
                 attested: .init(aaguid: profile.aaguid, credentialId: id, publicKey: try key.coseKey())),
-            format: attestation == .none ? "none" : "packed", statement: .map([]),
+            format: { if case .none = attestation { return "none" } else { return "packed" } }(), statement: .map([]),
             transports: profile.transports, attachment: profile.attachment)
-        if attestation == .packedSelf {
+        switch attestation {
+        case .none:
+            break
+        case .packedSelf:
             parts.statement = .map([
                 CBORPair(.text("alg"), CBOR(algorithm.rawValue)),
                 CBORPair(.text("sig"), .bytes(try key.sign(parts.authenticatorData.bytes, Digest.sha256(parts.clientDataJSON)))),
+            ])
+        case .packed(let x5c, let signer):
+            let attestationKey = signer.key
+            parts.statement = .map([
+                CBORPair(.text("alg"), CBOR(attestationKey.algorithm.rawValue)),
+                CBORPair(.text("sig"), .bytes(try attestationKey.sign(parts.authenticatorData.bytes, Digest.sha256(parts.clientDataJSON)))),
+                CBORPair(.text("x5c"), .array(x5c.map { .bytes($0) })),
             ])
         }
         credentials.withLock { $0[id] = Credential(key: key, userHandle: userHandle, counter: 0) }

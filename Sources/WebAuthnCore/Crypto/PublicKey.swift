@@ -190,7 +190,7 @@ public final class PublicKey: @unchecked Sendable {
     }
 
     func verify(signature: [UInt8], parts: [[UInt8]], algorithm: COSEAlgorithm) -> Bool {
-        guard accepts(algorithm), !signature.isEmpty, signature.count <= 2048 else { return false }
+        guard accepts(algorithm), !signature.isEmpty, signature.count <= 8192 else { return false }
         defer { OpenSSL.clearErrors() }
         guard let digestAlgorithm = algorithm.digest else {
             return verifyOneShot(signature: signature, message: parts.count == 1 ? parts[0] : Array(parts.joined()))

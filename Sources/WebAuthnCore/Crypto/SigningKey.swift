@@ -41,6 +41,18 @@ public final class SigningKey: @unchecked Sendable {
         return SigningKey(taking: pkey, algorithm: algorithm)
     }
 
+    /// Loads a PEM private key (PKCS#8 or traditional) to sign with `algorithm`.
+    public convenience init(pem: String, algorithm: COSEAlgorithm) throws(WebAuthnError) {
+        let bytes = Array(pem.utf8)
+        let pkey: OpaquePointer? = bytes.withUnsafeBytes { raw in
+            guard let bio = BIO_new_mem_buf(raw.baseAddress, Int32(raw.count)) else { return nil }
+            defer { BIO_free(bio) }
+            return PEM_read_bio_PrivateKey(bio, nil, nil, nil)
+        }
+        guard let pkey else { throw OpenSSL.failure("reading the PEM private key") }
+        self.init(taking: pkey, algorithm: algorithm)
+    }
+
     /// Signs the concatenation of `parts` (ECDSA signatures are DER).
     public func sign(_ parts: [UInt8]...) throws(WebAuthnError) -> [UInt8] {
         let message = Array(parts.joined())

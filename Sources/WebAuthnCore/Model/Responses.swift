@@ -84,7 +84,7 @@ public struct AuthenticationResponse: Sendable {
         id = common.id
         clientDataJSON = try ResponseFields.bytes(response, "clientDataJSON", in: "response", max: CollectedClientData.maxSize)
         authenticatorData = try ResponseFields.bytes(response, "authenticatorData", in: "response", max: CBORLimits().maxBytes)
-        signature = try ResponseFields.bytes(response, "signature", in: "response", max: 2048)
+        signature = try ResponseFields.bytes(response, "signature", in: "response", max: 8192)
         if let handle = response["userHandle"], !handle.isNull {
             let bytes = try ResponseFields.bytes(response, "userHandle", in: "response", max: 64)
             userHandle = bytes.isEmpty ? nil : bytes

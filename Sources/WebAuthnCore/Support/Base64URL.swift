@@ -1,13 +1,18 @@
 /// base64url (RFC 4648 §5) without padding, as WebAuthn's `toJSON()` produces.
 ///
-/// Decoding tolerates trailing `=` padding (some clients add it) but rejects
-/// the standard alphabet's `+` and `/`, white space and any other byte.
+/// Encoding is always unpadded base64url. Decoding is liberal where it costs
+/// nothing (the encoding is transport, never signed, and the engine compares
+/// decoded bytes only): it accepts `=` padding, the standard alphabet's `+`
+/// and `/` (some fixtures and older clients send it) and non-zero trailing
+/// bits; it rejects white space, misplaced padding and any other byte.
 public enum Base64URL {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
     private static let decodeTable: [UInt8] = {
         var table = [UInt8](repeating: 0xff, count: 256)
         for (i, c) in alphabet.enumerated() { table[Int(c)] = UInt8(i) }
+        table[Int(UInt8(ascii: "+"))] = 62
+        table[Int(UInt8(ascii: "/"))] = 63
         return table
     }()
 
@@ -64,9 +69,6 @@ public enum Base64URL {
                     let c = t[Int(input[i + 2])]
                     if c & 0xc0 != 0 { return nil }
                     out.append(b << 4 | c >> 2)
-                    if c & 0x03 != 0 { return nil }  // non-canonical trailing bits
-                } else if b & 0x0f != 0 {
-                    return nil
                 }
             }
             return out

@@ -71,7 +71,7 @@ func errorCode(_ body: () async throws -> Void) async -> String? {
 /// A relying party for tests.
 func testRP(
     id: String = "example.com", origins: [String] = ["https://example.com"], policy: VerificationPolicy = VerificationPolicy(),
-    at date: Date = Date(timeIntervalSince1970: 1_767_225_600)
+    at date: Date = Date(timeIntervalSince1970: 1_893_456_000)  // 2030-01-01, inside the test certificates' validity
 ) -> RelyingParty {
     try! RelyingParty(id: id, origins: origins, policy: policy, clock: .fixed(date))
 }

@@ -1,0 +1,71 @@
+import Foundation
+@testable import WebAuthnCore
+import WebAuthnTesting
+
+/// Builds valid, signed responses with the software authenticator so a test
+/// can break exactly one thing and see exactly one step fail.
+struct Harness {
+    var rp: RelyingParty
+    let user = try! UserEntity(id: Array("user-1".utf8), name: "alice")
+    let authenticator: SoftwareAuthenticator
+    let challenge = SecureRandom.bytes(32)
+    static let origin = "https://example.com"
+
+    init(policy: VerificationPolicy = VerificationPolicy(), profile: SoftwareAuthenticator.Profile = .platformPasskey,
+         origins: [String] = [Harness.origin]) {
+        rp = testRP(origins: origins, policy: policy)
+        authenticator = SoftwareAuthenticator(profile: profile)
+    }
+
+    func registrationCeremony(algorithms: [COSEAlgorithm] = [], uv: UserVerificationRequirement = .preferred,
+                              conditional: Bool = false) -> PendingCeremony {
+        PendingCeremony(kind: .registration, challenge: challenge, user: user, algorithms: algorithms,
+                        userVerification: uv, conditionalMediation: conditional, expiresAt: .distantFuture)
+    }
+
+    func register(_ alg: COSEAlgorithm = .es256, attestation: SoftwareAuthenticator.Attestation = .none) throws -> RegistrationParts {
+        try authenticator.register(rpId: rp.id, origin: Harness.origin, challenge: challenge, userHandle: user.id,
+                                   algorithm: alg, attestation: attestation)
+    }
+
+    /// Verifies a registration; nil on success, else the error code.
+    func verify(_ parts: RegistrationParts, ceremony: PendingCeremony? = nil) -> String? {
+        errorCode { _ = try RegistrationVerifier.verify(parts.response, ceremony: ceremony ?? registrationCeremony(), relyingParty: rp) }
+    }
+
+    func registered(_ alg: COSEAlgorithm = .es256) throws -> CredentialRecord {
+        try RegistrationVerifier.verify(register(alg).response, ceremony: registrationCeremony(), relyingParty: rp).credential
+    }
+
+    func authenticationCeremony(userHandle: [UInt8]? = nil, allow: [[UInt8]] = [], uv: UserVerificationRequirement = .preferred,
+                                conditional: Bool = false) -> PendingCeremony {
+        PendingCeremony(kind: .authentication, challenge: challenge, userHandle: userHandle, allowCredentials: allow,
+                        userVerification: uv, conditionalMediation: conditional, expiresAt: .distantFuture)
+    }
+
+    func assert(_ credential: CredentialRecord) throws -> AssertionParts {
+        try authenticator.authenticate(rpId: rp.id, origin: Harness.origin, challenge: challenge, credentialId: credential.id)
+    }
+
+    func verify(_ parts: AssertionParts, credential: CredentialRecord, ceremony: PendingCeremony? = nil) -> String? {
+        errorCode {
+            _ = try AuthenticationVerifier.verify(parts.response, ceremony: ceremony ?? authenticationCeremony(userHandle: user.id),
+                                                  credential: credential, relyingParty: rp)
+        }
+    }
+}
+
+/// The packed test certificates of TestVectors/generated/packed (made by its make.sh).
+enum PackedCertificates {
+    static let aaguid = AAGUID("00112233-4455-6677-8899-aabbccddeeff")!
+
+    static func der(_ name: String) -> [UInt8] {
+        let pem = String(decoding: FileManager.default.contents(atPath: Vectors.root.appendingPathComponent("generated/packed/\(name).pem").path)!, as: UTF8.self)
+        return try! X509Certificate(pem: pem).der
+    }
+
+    static let signer: AttestationSigner = {
+        let pem = String(decoding: FileManager.default.contents(atPath: Vectors.root.appendingPathComponent("generated/packed/attestation.pk8.pem").path)!, as: UTF8.self)
+        return try! AttestationSigner(pem: pem)
+    }()
+}
