@@ -34,7 +34,7 @@ struct Harness {
     }
 
     func registered(_ alg: COSEAlgorithm = .es256) throws -> CredentialRecord {
-        try RegistrationVerifier.verify(register(alg).response, ceremony: registrationCeremony(), relyingParty: rp).credential
+        try RegistrationVerifier.verify(register(alg).response, ceremony: registrationCeremony(algorithms: [alg]), relyingParty: rp).credential
     }
 
     func authenticationCeremony(userHandle: [UInt8]? = nil, allow: [[UInt8]] = [], uv: UserVerificationRequirement = .preferred,

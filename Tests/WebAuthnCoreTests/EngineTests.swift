@@ -1,0 +1,208 @@
+import Foundation
+import Testing
+import Synchronization
+@testable import WebAuthnCore
+import WebAuthnTesting
+
+/// The stateful API: challenges consumed once, expiry on the engine clock,
+/// atomic commits, and nothing stored changed by a failed ceremony.
+@Suite("Engine: ceremonies against stores")
+struct EngineTests {
+    /// A clock a test can move.
+    final class MovableClock: Sendable {
+        let now = Mutex(Date(timeIntervalSince1970: 1_893_456_000))
+        var clock: WebAuthnClock { WebAuthnClock { self.now.withLock { $0 } } }
+        func advance(_ seconds: TimeInterval) { now.withLock { $0 += seconds } }
+    }
+
+    let time = MovableClock()
+    let credentials = InMemoryCredentialStore()
+    let challenges: InMemoryChallengeStore
+    let engine: WebAuthnEngine
+    let user = UserEntity.new(name: "alice")
+    let origin = "https://example.com"
+
+    init() throws {
+        challenges = InMemoryChallengeStore(clock: time.clock)
+        let rp = try RelyingParty(id: "example.com", origins: ["https://example.com"], clock: time.clock, challengeLifetime: 60)
+        engine = WebAuthnEngine(relyingParty: rp, credentials: credentials, challenges: challenges)
+    }
+
+    func register(_ authenticator: SoftwareAuthenticator) async throws -> CredentialRecord {
+        let options = try await engine.startRegistration(user: user)
+        let parts = try authenticator.register(rpId: "example.com", origin: origin, challenge: options.challenge, userHandle: user.id)
+        return try await engine.finishRegistration(json: parts.jsonBytes).credential
+    }
+
+    @Test("options carry the challenge, algorithms and the user's credentials")
+    func options() async throws {
+        let credential = try await register(SoftwareAuthenticator())
+        let creation = try await engine.startRegistration(user: user)
+        #expect(creation.challenge.count == 32)
+        let json = creation.json
+        #expect(json["excludeCredentials"]?.arrayValue?.first?["id"]?.stringValue == Base64URL.encode(credential.id))
+        #expect(json["pubKeyCredParams"]?.arrayValue?.first?["alg"]?.intValue == -7)
+        #expect(json["rp"]?["id"]?.stringValue == "example.com")
+        #expect(json["user"]?["id"]?.stringValue == Base64URL.encode(user.id))
+        #expect(json["challenge"]?.stringValue == Base64URL.encode(creation.challenge))
+        let request = try await engine.startAuthentication(userHandle: user.id)
+        #expect(request.json["allowCredentials"]?.arrayValue?.count == 1)
+        #expect(request.json["rpId"]?.stringValue == "example.com")
+        let discoverable = try await engine.startAuthentication()
+        #expect(discoverable.allowCredentials.isEmpty)
+        #expect(await errorCode { _ = try await engine.startRegistration(user: user, challengeLength: 8) } == "configuration_invalid")
+    }
+
+    @Test("register then sign in, discoverable and by username; the counter is stored")
+    func fullFlow() async throws {
+        let authenticator = SoftwareAuthenticator(profile: .securityKey)
+        let credential = try await register(authenticator)
+        #expect(credentials.count == 1)
+        for userHandle in [nil, user.id] {
+            let request = try await engine.startAuthentication(userHandle: userHandle)
+            let assertion = try authenticator.authenticate(rpId: "example.com", origin: origin, challenge: request.challenge, credentialId: credential.id)
+            let result = try await engine.finishAuthentication(json: assertion.jsonBytes)
+            #expect(result.userHandle == user.id)
+        }
+        #expect(credentials.lookup(id: credential.id)?.signCount == 2)
+        #expect(challenges.count == 0)
+    }
+
+    @Test("a replayed response is refused: the challenge is consumed once")
+    func replay() async throws {
+        let authenticator = SoftwareAuthenticator()
+        let credential = try await register(authenticator)
+        let request = try await engine.startAuthentication(userHandle: user.id)
+        let assertion = try authenticator.authenticate(rpId: "example.com", origin: origin, challenge: request.challenge, credentialId: credential.id)
+        _ = try await engine.finishAuthentication(json: assertion.jsonBytes)
+        #expect(await errorCode { _ = try await engine.finishAuthentication(json: assertion.jsonBytes) } == "challenge_unknown")
+    }
+
+    @Test("an expired challenge is refused, by the engine's clock")
+    func expiry() async throws {
+        let authenticator = SoftwareAuthenticator()
+        let options = try await engine.startRegistration(user: user)
+        let parts = try authenticator.register(rpId: "example.com", origin: origin, challenge: options.challenge, userHandle: user.id)
+        time.advance(61)
+        #expect(await errorCode { _ = try await engine.finishRegistration(json: parts.jsonBytes) } == "challenge_expired")
+        #expect(credentials.count == 0)
+    }
+
+    @Test("a challenge answers only its own kind of ceremony, and the session's challenge is checked")
+    func ceremonyKind() async throws {
+        let authenticator = SoftwareAuthenticator()
+        let credential = try await register(authenticator)
+        let creation = try await engine.startRegistration(user: user)
+        let assertion = try authenticator.authenticate(rpId: "example.com", origin: origin, challenge: creation.challenge, credentialId: credential.id)
+        #expect(await errorCode { _ = try await engine.finishAuthentication(json: assertion.jsonBytes) } == "ceremony_mismatch")
+        let request = try await engine.startAuthentication(userHandle: user.id)
+        let other = try authenticator.authenticate(rpId: "example.com", origin: origin, challenge: request.challenge, credentialId: credential.id)
+        #expect(await errorCode { _ = try await engine.finishAuthentication(json: other.jsonBytes, expectedChallenge: creation.challenge) } == "challenge_mismatch")
+        #expect(await errorCode { _ = try await engine.finishAuthentication(json: other.jsonBytes, expectedChallenge: request.challenge) } == nil)
+    }
+
+    @Test("a failed ceremony changes nothing stored")
+    func failureChangesNothing() async throws {
+        let authenticator = SoftwareAuthenticator(profile: .securityKey)
+        let credential = try await register(authenticator)
+        let request = try await engine.startAuthentication(userHandle: user.id)
+        var assertion = try authenticator.authenticate(rpId: "example.com", origin: origin, challenge: request.challenge, credentialId: credential.id)
+        assertion.signature[8] ^= 1
+        #expect(await errorCode { _ = try await engine.finishAuthentication(json: assertion.jsonBytes) } == "signature_invalid")
+        #expect(challenges.count == 1)  // the challenge is still pending
+        #expect(credentials.lookup(id: credential.id)?.signCount == 0)
+        #expect(credentials.lookup(id: credential.id)?.lastUsedAt == nil)
+
+        let options = try await engine.startRegistration(user: user)
+        var bad = try authenticator.register(rpId: "example.com", origin: origin, challenge: options.challenge, userHandle: user.id)
+        bad.clientData.origin = "https://evil.example"
+        #expect(await errorCode { _ = try await engine.finishRegistration(json: bad.jsonBytes) } == "origin_not_allowed")
+        #expect(credentials.count == 1)
+        #expect(challenges.count == 2)
+    }
+
+    @Test("§7.1 step 27: a credential ID registered before is refused")
+    func duplicateCredential() async throws {
+        let authenticator = SoftwareAuthenticator()
+        let options = try await engine.startRegistration(user: user)
+        let parts = try authenticator.register(rpId: "example.com", origin: origin, challenge: options.challenge, userHandle: user.id)
+        _ = try await engine.finishRegistration(json: parts.jsonBytes)
+        let again = try await engine.startRegistration(user: UserEntity.new(name: "bob"))
+        var copy = parts
+        copy.clientData.challenge = again.challenge
+        #expect(await errorCode { _ = try await engine.finishRegistration(json: copy.jsonBytes) } == "credential_already_registered")
+        #expect(challenges.count == 1)
+    }
+
+    @Test("the same assertion submitted by 32 concurrent tasks succeeds exactly once")
+    func concurrentReplay() async throws {
+        let authenticator = SoftwareAuthenticator(profile: .securityKey)
+        let credential = try await register(authenticator)
+        let request = try await engine.startAuthentication(userHandle: user.id)
+        let body = try authenticator.authenticate(rpId: "example.com", origin: origin, challenge: request.challenge, credentialId: credential.id).jsonBytes
+        let engine = self.engine
+        let outcomes = await withTaskGroup(of: String?.self) { group in
+            for _ in 0..<32 { group.addTask { await errorCode { _ = try await engine.finishAuthentication(json: body) } } }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(outcomes.filter { $0 == nil }.count == 1)
+        #expect(outcomes.allSatisfy { $0 == nil || $0 == "challenge_unknown" })
+        #expect(credentials.lookup(id: credential.id)?.signCount == 1)
+    }
+
+    @Test("the same registration submitted by 32 concurrent tasks stores one credential")
+    func concurrentRegistration() async throws {
+        let options = try await engine.startRegistration(user: user)
+        let body = try SoftwareAuthenticator().register(rpId: "example.com", origin: origin, challenge: options.challenge, userHandle: user.id).jsonBytes
+        let engine = self.engine
+        let outcomes = await withTaskGroup(of: String?.self) { group in
+            for _ in 0..<32 { group.addTask { await errorCode { _ = try await engine.finishRegistration(json: body) } } }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(outcomes.filter { $0 == nil }.count == 1)
+        #expect(credentials.count == 1)
+    }
+
+    @Test("two different assertions with the same counter: the compare-and-set lets one through")
+    func counterCompareAndSet() async throws {
+        let authenticator = SoftwareAuthenticator(profile: .securityKey)
+        let credential = try await register(authenticator)
+        var bodies: [[UInt8]] = []
+        for _ in 0..<2 {
+            let request = try await engine.startAuthentication(userHandle: user.id)
+            var a = try authenticator.authenticate(rpId: "example.com", origin: origin, challenge: request.challenge, credentialId: credential.id)
+            a.authenticatorData.signCount = 1
+            bodies.append(try authenticator.resign(a).jsonBytes)
+        }
+        let engine = self.engine
+        let outcomes = await withTaskGroup(of: String?.self) { group in
+            for body in bodies { group.addTask { await errorCode { _ = try await engine.finishAuthentication(json: body) } } }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(outcomes.filter { $0 == nil }.count == 1)
+        #expect(outcomes.allSatisfy { $0 == nil || $0 == "counter_regression" || $0 == "concurrent_update" })
+        #expect(credentials.lookup(id: credential.id)?.signCount == 1)
+    }
+
+    @Test("a store failure is storage_failure, and nothing is half-applied")
+    func storeFailure() async throws {
+        struct Broken: ChallengeStore {
+            struct Down: Error {}
+            func insert(_ ceremony: PendingCeremony) async throws { throw Down() }
+            func pending(challenge: [UInt8]) async throws -> PendingCeremony? { throw Down() }
+            func consume(challenge: [UInt8]) async throws -> PendingCeremony? { throw Down() }
+        }
+        let broken = WebAuthnEngine(relyingParty: engine.relyingParty, credentials: credentials, challenges: Broken())
+        #expect(await errorCode { _ = try await broken.startRegistration(user: user) } == "storage_failure")
+    }
+
+    @Test("configuration is validated")
+    func configuration() {
+        #expect(errorCode { _ = try RelyingParty(id: "example.com", origins: []) } == "configuration_invalid")
+        #expect(errorCode { _ = try RelyingParty(id: "example.com", origins: ["https://example.com/path"]) } == "configuration_invalid")
+        #expect(errorCode { _ = try RelyingParty(id: "Example.com", origins: ["https://example.com"]) } == "configuration_invalid")
+        #expect(errorCode { _ = try RelyingParty(id: "example.com", origins: ["example.com"]) } == "configuration_invalid")
+        #expect(errorCode { _ = try UserEntity(id: [], name: "x") } == "configuration_invalid")
+        #expect(errorCode { _ = try RelyingParty(id: "example.com", origins: ["https://example.com", "android:apk-key-hash:abc"]) } == nil)
+    }
+}
