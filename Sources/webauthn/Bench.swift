@@ -56,19 +56,23 @@ struct Bench: AsyncParsableCommand {
                                        ("eddsa-authentication", .edDSA, "openssl-ed25519-verify"),
                                        ("rs256-authentication", .rs256, "openssl-rsa2048-verify")] where wanted(name) {
             let floor = try RawVerifier(alg)
+            let prepared = try PreparedVerifier(alg)
             let same = try await Fixture.sameRequest(alg)
-            let (engineRate, floorRate) = try await paired(seconds: seconds, engine: same, floor: floor)
+            let (engineRate, floorRate) = try await paired(seconds: seconds, engine: same, floor: { floor.verifyOnce() })
             results.append(Result(name: name, opsPerSecond: engineRate))
             results.append(Result(name: floorName, opsPerSecond: floorRate))
             ratio("\(name)/\(floorName)", engineRate / floorRate)
+            let (engineRate2, preparedRate) = try await paired(seconds: seconds, engine: same, floor: { prepared.verifyOnce() })
+            results.append(Result(name: floorName + "-prepared", opsPerSecond: preparedRate))
+            ratio("\(name)/\(floorName)-prepared", engineRate2 / preparedRate)
             let distinct = try await Fixture.distinctRequests(alg)
-            let (distinctRate, floorRate2) = try await paired(seconds: seconds, engine: distinct, floor: floor)
+            let (distinctRate, floorRate2) = try await paired(seconds: seconds, engine: distinct, floor: { floor.verifyOnce() })
             results.append(Result(name: name + "-distinct", opsPerSecond: distinctRate))
             ratio("\(name)-distinct/\(floorName)", distinctRate / floorRate2)
         }
         if wanted("es256-packed-registration") {
             let floor = try RawVerifier(.es256)
-            let (rate, floorRate) = try await paired(seconds: seconds, engine: try await Fixture.registrations(), floor: floor)
+            let (rate, floorRate) = try await paired(seconds: seconds, engine: try await Fixture.registrations(), floor: { floor.verifyOnce() })
             results.append(Result(name: "es256-packed-registration", opsPerSecond: rate))
             ratio("es256-packed-registration/openssl-p256-verify", rate / floorRate)
         }
@@ -88,7 +92,7 @@ struct Bench: AsyncParsableCommand {
 
     /// Alternates rounds of the engine and its floor for about `seconds`
     /// each; returns both rates.
-    static func paired(seconds: Double, engine: Fixture, floor: RawVerifier) async throws -> (Double, Double) {
+    static func paired(seconds: Double, engine: Fixture, floor: () -> Bool) async throws -> (Double, Double) {
         var engineOps = 0, floorOps = 0
         var engineNanos: UInt64 = 0, floorNanos: UInt64 = 0
         try await engine.run(64)  // warm up
@@ -97,7 +101,7 @@ struct Bench: AsyncParsableCommand {
             let start = DispatchTime.now().uptimeNanoseconds
             var n = 0
             while DispatchTime.now().uptimeNanoseconds - start < 50_000_000 {
-                for _ in 0..<32 where floor.verifyOnce() { n += 1 }
+                for _ in 0..<32 where floor() { n += 1 }
             }
             floorNanos += DispatchTime.now().uptimeNanoseconds - start
             floorOps += n

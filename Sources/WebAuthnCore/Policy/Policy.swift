@@ -98,8 +98,3 @@ public enum RiskSignal: String, Sendable, Hashable {
     /// The user was present but not verified.
     case userNotVerified = "user_not_verified"
 }
-
-extension WebAuthnError.Code {
-    /// The attestation presents a certificate chain that does not lead to a trusted root, and the policy requires trust.
-    public static let attestationUntrusted: Self = "attestation_untrusted"
-}

@@ -119,6 +119,9 @@ extension WebAuthnError.Code {
     public static let attestationTypeNotAllowed: Self = "attestation_type_not_allowed"
     /// A certificate is outside its validity period at the engine's time.
     public static let certificateExpired: Self = "certificate_expired"
+    /// The attestation presents a certificate chain that does not lead to a
+    /// trusted root, and the policy requires trusted attestation.
+    public static let attestationUntrusted: Self = "attestation_untrusted"
 
     // MARK: Credentials and users
     /// A credential with this ID is already registered.
@@ -149,4 +152,19 @@ extension WebAuthnError.Code {
     public static let storageFailure: Self = "storage_failure"
     /// OpenSSL reported an internal failure (not a verification failure).
     public static let cryptoFailure: Self = "crypto_failure"
+
+    /// Every code the engine can throw (documented in Docs/Errors.md).
+    public static let catalogue: [WebAuthnError.Code] = [
+        .jsonMalformed, .responseMalformed, .base64urlInvalid, .inputTooLarge, .credentialTypeInvalid, .credentialIdMismatch,
+        .cborMalformed, .cborLimitExceeded, .attestationObjectMalformed, .authenticatorDataMalformed, .coseKeyInvalid,
+        .clientDataMalformed, .clientDataTypeMismatch, .challengeMismatch, .challengeUnknown, .challengeExpired, .ceremonyMismatch,
+        .originNotAllowed, .crossOriginNotAllowed, .topOriginNotAllowed, .tokenBindingInvalid,
+        .rpIdHashMismatch, .userPresenceMissing, .userVerificationMissing, .backupStateInvalid, .backupEligibilityChanged,
+        .attestedCredentialDataMissing, .credentialIdTooLong, .algorithmNotAllowed, .algorithmUnsupported,
+        .attestationFormatUnsupported, .attestationStatementMalformed, .attestationSignatureInvalid, .attestationCertificateInvalid,
+        .attestationAAGUIDMismatch, .attestationTypeNotAllowed, .certificateExpired, .attestationUntrusted,
+        .credentialAlreadyRegistered, .credentialNotAllowed, .credentialUnknown, .credentialNotOwnedByUser, .userHandleMissing,
+        .userHandleMismatch, .signatureInvalid, .counterRegression, .concurrentUpdate,
+        .configurationInvalid, .storageFailure, .cryptoFailure,
+    ]
 }

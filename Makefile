@@ -1,0 +1,38 @@
+# Two commands do everything on a fresh Debian machine with Swift 6:
+#   make serve   runs the main job (until the HTTP server lands: a full demo ceremony)
+#   make test    builds and runs every test
+# Both install the system packages they need with apt-get when missing.
+
+SHELL := /bin/bash
+APT_PACKAGES := libssl-dev libcbor-dev pkg-config openssl
+SWIFT_BUILD_FLAGS ?=
+
+.PHONY: deps build test serve demo bench clean
+
+deps:
+	@missing=""; \
+	for p in $(APT_PACKAGES); do dpkg -s "$$p" >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing system packages:$$missing"; \
+		if [ "$$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi; \
+		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+build: deps
+	swift build --build-tests $(SWIFT_BUILD_FLAGS)
+
+test: build
+	swift test --skip-build $(SWIFT_BUILD_FLAGS)
+
+serve: demo
+
+demo: deps
+	swift build --product webauthn $(SWIFT_BUILD_FLAGS)
+	.build/debug/webauthn demo
+
+bench: deps
+	swift build -c release --product webauthn $(SWIFT_BUILD_FLAGS)
+	.build/release/webauthn bench
+
+clean:
+	rm -rf .build

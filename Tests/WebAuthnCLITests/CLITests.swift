@@ -1,0 +1,175 @@
+import Foundation
+import Testing
+import WebAuthnCore
+
+/// The `webauthn` command-line contract: verdicts as JSON on stdout, exit
+/// 0 (ok), 1 (verification failed), 2 (usage error).
+@Suite("webauthn CLI")
+struct CLITests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let vectors = root.appendingPathComponent("TestVectors")
+
+    /// The built binary, next to the test bundle.
+    static let binary: URL = {
+        var dir = Bundle.main.bundleURL
+        for _ in 0..<4 {
+            let candidate = dir.appendingPathComponent("webauthn")
+            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+            dir = dir.deletingLastPathComponent()
+        }
+        return root.appendingPathComponent(".build/debug/webauthn")
+    }()
+
+    struct Run {
+        let status: Int32
+        let stdout: String
+        let stderr: String
+        var json: JSONValue? { try? JSONValue.parse(stdout.trimmingCharacters(in: .whitespacesAndNewlines)) }
+    }
+
+    static func run(_ arguments: [String], stdin: String? = nil) throws -> Run {
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = arguments
+        let out = Pipe(), err = Pipe(), input = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = input
+        try process.run()
+        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+        try input.fileHandleForWriting.close()
+        let o = out.fileHandleForReading.readDataToEndOfFile()
+        let e = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Run(status: process.terminationStatus, stdout: String(decoding: o, as: UTF8.self), stderr: String(decoding: e, as: UTF8.self))
+    }
+
+    /// Writes one JSON value of a vector to a temporary file.
+    static func write(_ value: JSONValue) throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("webauthn-cli-\(UUID().uuidString).json").path
+        try Data(value.serializedBytes()).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    static func load(_ path: String) throws -> JSONValue {
+        try JSONValue.parse([UInt8](Data(contentsOf: vectors.appendingPathComponent(path))), limits: JSONLimits(maxBytes: 64 << 20, maxDepth: 64))
+    }
+
+    static let w3cCovered = ["w3c-none-es256.json", "w3c-none-es256-long-credential-id.json", "w3c-packed-es256.json", "w3c-packed-es384.json",
+                             "w3c-packed-es512.json", "w3c-packed-eddsa.json", "w3c-packed-ed448.json", "w3c-packed-rs256.json", "w3c-packed-self-es256.json"]
+
+    @Test("verify registration, then authentication with the key it printed", arguments: w3cCovered)
+    func w3cVector(file: String) throws {
+        let v = try Self.load("w3c/" + file)
+        let challenge = v["webauthn_json"]!["challenge_b64url"]!
+        let reg = try Self.run(["verify", "registration", "--rp-id", v["rpId"]!.stringValue!, "--origin", v["origin"]!.stringValue!,
+                                "--challenge", challenge["registration"]!.stringValue!, "--response", Self.write(v["webauthn_json"]!["registration"]!)])
+        #expect(reg.status == 0, "\(reg.stdout) \(reg.stderr)")
+        let out = try #require(reg.json)
+        #expect(out["status"]?.stringValue == "ok")
+        #expect(out["fmt"]?.stringValue == v["attestation_format"]!.stringValue!)
+        #expect(out["alg"]?.intValue == v["credential_algorithm"]!["cose"]!.intValue)
+        for key in ["attestationType", "trusted", "aaguid", "credentialId", "publicKey", "signCount", "userVerified", "backupEligible", "backedUp"] {
+            #expect(out[key] != nil, "missing \(key)")
+        }
+        let auth = try Self.run(["verify", "authentication", "--rp-id", v["rpId"]!.stringValue!, "--origin", v["origin"]!.stringValue!,
+                                 "--challenge", challenge["authentication"]!.stringValue!, "--public-key", out["publicKey"]!.stringValue!,
+                                 "--response", Self.write(v["webauthn_json"]!["authentication"]!)])
+        #expect(auth.status == 0, "\(auth.stdout) \(auth.stderr)")
+        #expect(auth.json?["status"]?.stringValue == "ok")
+        #expect(auth.json?["signCount"] != nil && auth.json?["userVerified"] != nil && auth.json?["backedUp"] != nil)
+    }
+
+    @Test("cross-origin vectors need --allow-cross-origin or a matching --top-origin")
+    func crossOrigin() throws {
+        for (file, flags) in [("w3c-none-es256-crossOrigin.json", ["--allow-cross-origin"]), ("w3c-none-es256-topOrigin.json", ["--top-origin", "https://example.com"])] {
+            let v = try Self.load("w3c/" + file)
+            let base = ["verify", "registration", "--rp-id", v["rpId"]!.stringValue!, "--origin", v["origin"]!.stringValue!,
+                        "--challenge", v["webauthn_json"]!["challenge_b64url"]!["registration"]!.stringValue!,
+                        "--response", try Self.write(v["webauthn_json"]!["registration"]!)]
+            let refused = try Self.run(base)
+            #expect(refused.status == 1)
+            #expect(refused.json?["status"]?.stringValue == "failed")
+            #expect(refused.json?["error"]?.stringValue == "cross_origin_not_allowed")
+            #expect(try Self.run(base + flags).status == 0)
+        }
+    }
+
+    static let negatives = ["derived-reg-wrong-challenge", "derived-reg-wrong-origin", "derived-reg-wrong-rpid", "derived-reg-packed-bad-attestation-signature",
+                            "derived-auth-es256-bad-signature", "derived-auth-counter-regression", "derived-auth-wrong-origin", "derived-auth-tampered-rpidhash"]
+
+    @Test("negative vectors fail with exit 1 and the expected code", arguments: negatives)
+    func negative(id: String) throws {
+        let v = try Self.load("negative/\(id).json")
+        let e = v["expected"]!
+        let expected = try Self.load("expectations.json")["vectors"]![id]!["error"]!.stringValue!
+        var args = ["verify", v["ceremony"]!.stringValue!, "--rp-id", e["rpId"]!.stringValue!, "--origin", e["origin"]!.stringValue!,
+                    "--challenge", e["challenge_b64url"]!.stringValue!, "--response", try Self.write(v["response"]!)]
+        if v["ceremony"]!.stringValue! == "authentication" {
+            args += ["--public-key", e["credentialPublicKey_cose_b64url"]!.stringValue!, "--sign-count", String(e["stored_sign_count"]!.intValue!)]
+        }
+        let run = try Self.run(args)
+        #expect(run.status == 1, "\(run.stdout) \(run.stderr)")
+        #expect(run.json?["status"]?.stringValue == "failed")
+        let code = run.json?["error"]?.stringValue
+        #expect(code == expected)
+        let message = run.json?["message"]?.stringValue ?? ""
+        #expect(message.count > 10)
+    }
+
+    @Test("usage errors exit 2")
+    func usage() throws {
+        #expect(try Self.run(["verify", "registration", "--rp-id", "example.com"]).status == 2)
+        #expect(try Self.run(["verify", "registration", "--rp-id", "example.com", "--challenge", "AA", "--response", "-"]).status == 2)  // no origin
+        #expect(try Self.run(["verify", "registration", "--rp-id", "example.com", "--origin", "https://example.com", "--challenge", "!!", "--response", "-"]).status == 2)
+        #expect(try Self.run(["verify", "registration", "--rp-id", "example.com", "--origin", "https://example.com", "--challenge", "AA", "--response", "/nonexistent"]).status == 2)
+        #expect(try Self.run(["verify", "registration", "--rp-id", "example.com", "--origin", "https://example.com", "--challenge", "AA", "--response", "-", "--attestation-types", "bogus"]).status == 2)
+        #expect(try Self.run(["frobnicate"]).status == 2)
+        #expect(try Self.run(["--help"]).status == 0)
+    }
+
+    @Test("option values may start with '-', and - reads stdin")
+    func dashValues() throws {
+        let v = try Self.load("w3c/w3c-none-es256.json")
+        // A challenge that starts with '-': the response is refused for the challenge, not the parse.
+        let run = try Self.run(["verify", "registration", "--rp-id", v["rpId"]!.stringValue!, "--origin", v["origin"]!.stringValue!,
+                                "--challenge", "-AAAAAAAAAAAAAAAAAAAAA", "--response", "-"],
+                               stdin: v["webauthn_json"]!["registration"]!.serialized())
+        #expect(run.status == 1, "\(run.stderr)")
+        #expect(run.json?["error"]?.stringValue == "challenge_mismatch")
+    }
+
+    @Test("inspect decodes a response into readable JSON")
+    func inspect() throws {
+        let v = try Self.load("w3c/w3c-packed-es256.json")
+        let run = try Self.run(["inspect", try Self.write(v["webauthn_json"]!["registration"]!)])
+        #expect(run.status == 0, "\(run.stderr)")
+        let out = try #require(run.json)
+        #expect(out["attestationObject"]?["fmt"]?.stringValue == "packed")
+        #expect(out["attestationObject"]?["authData"]?["flags"]?["AT"]?.boolValue == true)
+        #expect(out["attestationObject"]?["attStmt"]?["x5c"]?.arrayValue?.first?["subject"]?.stringValue?.contains("Authenticator Attestation") == true)
+        #expect(out["clientData"]?["type"]?.stringValue == "webauthn.create")
+        let bad = try Self.run(["inspect", "-"], stdin: "oA")
+        #expect(bad.status == 1)
+        #expect(bad.json?["error"]?.stringValue == "attestation_object_malformed")
+    }
+
+    @Test("the demo runs a full ceremony and refuses the replay")
+    func demo() throws {
+        let run = try Self.run(["demo"])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.contains("replay refused"))
+        #expect(run.stdout.contains("\"error\":\"challenge_unknown\""))
+    }
+
+    @Test("bench --json reports the contract names and ratios")
+    func bench() throws {
+        let run = try Self.run(["bench", "--json", "--seconds", "0.05", "--no-openssl-speed"])
+        #expect(run.status == 0, "\(run.stderr)")
+        let names = Set(run.json?["results"]?.arrayValue?.compactMap { $0["name"]?.stringValue } ?? [])
+        for name in ["es256-authentication", "eddsa-authentication", "rs256-authentication", "es256-packed-registration", "openssl-p256-verify"] {
+            #expect(names.contains(name), "missing \(name)")
+        }
+        #expect(run.json?["ratios"]?["es256-authentication/openssl-p256-verify"]?.numberValue ?? 0 > 0)
+    }
+}

@@ -1,0 +1,20 @@
+import Foundation
+import Testing
+@testable import WebAuthnCore
+
+@Suite("Documentation")
+struct DocumentationTests {
+    @Test("Docs/Errors.md documents exactly the codes of WebAuthnError.Code.catalogue")
+    func errorCatalogue() throws {
+        let url = Vectors.root.deletingLastPathComponent().appendingPathComponent("Docs/Errors.md")
+        let text = try String(contentsOf: url, encoding: .utf8)
+        let documented = Set(text.split(separator: "\n").compactMap { line -> String? in
+            guard line.hasPrefix("| `") else { return nil }
+            return line.dropFirst(3).split(separator: "`").first.map(String.init)
+        })
+        let defined = Set(WebAuthnError.Code.catalogue.map(\.rawValue))
+        #expect(defined.count == WebAuthnError.Code.catalogue.count, "a code is listed twice")
+        #expect(documented.subtracting(defined).isEmpty, "documented but not defined: \(documented.subtracting(defined))")
+        #expect(defined.subtracting(documented).isEmpty, "defined but not documented: \(defined.subtracting(documented))")
+    }
+}
