@@ -37,41 +37,59 @@ public enum Base64URL {
         return s.withUTF8 { decode(utf8: $0) }
     }
 
+    /// The decoding table, allocated once: 0xff marks bytes outside both alphabets.
+    nonisolated(unsafe) private static let table: UnsafePointer<UInt8> = {
+        let t = UnsafeMutablePointer<UInt8>.allocate(capacity: 256)
+        t.initialize(repeating: 0xff, count: 256)
+        for (i, c) in alphabet.enumerated() { t[Int(c)] = UInt8(i) }
+        t[Int(UInt8(ascii: "+"))] = 62
+        t[Int(UInt8(ascii: "/"))] = 63
+        return UnsafePointer(t)
+    }()
+
     /// Decodes base64url from UTF-8 bytes.
     static func decode(utf8 input: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
         var n = input.count
-        // Tolerate up to two '=' of padding, only when the total length is a multiple of 4.
+        // Up to two '=' of padding, only when the total length is a multiple of 4.
         if n > 0, input[n - 1] == UInt8(ascii: "=") {
             guard n % 4 == 0 else { return nil }
             n -= 1
             if input[n - 1] == UInt8(ascii: "=") { n -= 1 }
         }
         if n % 4 == 1 { return nil }
-        var out = [UInt8]()
-        out.reserveCapacity(n * 3 / 4)
-        var i = 0
-        let table = decodeTable
-        return table.withUnsafeBufferPointer { t -> [UInt8]? in
-            while i + 4 <= n {
-                let a = t[Int(input[i])], b = t[Int(input[i + 1])], c = t[Int(input[i + 2])], d = t[Int(input[i + 3])]
-                if (a | b | c | d) & 0xc0 != 0 { return nil }
-                out.append(a << 2 | b >> 4)
-                out.append(b << 4 | c >> 2)
-                out.append(c << 6 | d)
+        let t = table
+        let full = n / 4
+        let rest = n % 4
+        let outCount = full * 3 + (rest == 0 ? 0 : rest - 1)
+        var valid = true
+        let out = [UInt8](unsafeUninitializedCapacity: outCount) { buffer, count in
+            guard let src = input.baseAddress, let dst = buffer.baseAddress else { count = 0; return }
+            var i = 0, o = 0
+            for _ in 0..<full {
+                let a = t[Int(src[i])], b = t[Int(src[i + 1])], c = t[Int(src[i + 2])], d = t[Int(src[i + 3])]
+                if (a | b | c | d) & 0xc0 != 0 { valid = false; break }
+                dst[o] = a << 2 | b >> 4
+                dst[o + 1] = b << 4 | c >> 2
+                dst[o + 2] = c << 6 | d
                 i += 4
+                o += 3
             }
-            let rest = n - i
-            if rest >= 2 {
-                let a = t[Int(input[i])], b = t[Int(input[i + 1])]
-                if (a | b) & 0xc0 != 0 { return nil }
-                out.append(a << 2 | b >> 4)
-                if rest == 3 {
-                    let c = t[Int(input[i + 2])]
-                    if c & 0xc0 != 0 { return nil }
-                    out.append(b << 4 | c >> 2)
+            if valid && rest >= 2 {
+                let a = t[Int(src[i])], b = t[Int(src[i + 1])]
+                if (a | b) & 0xc0 != 0 {
+                    valid = false
+                } else {
+                    dst[o] = a << 2 | b >> 4
+                    o += 1
+                    if rest == 3 {
+                        let c = t[Int(src[i + 2])]
+                        if c & 0xc0 != 0 { valid = false } else { dst[o] = b << 4 | c >> 2; o += 1 }
+                    }
                 }
             }
-            return out
+            count = valid ? o : 0
+            if !valid { count = 0 }
         }
+        return valid ? out : nil
     }
 }

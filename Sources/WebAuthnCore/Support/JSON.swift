@@ -149,6 +149,7 @@ struct JSONParser {
         try enter()
         pos += 1
         var members: [(String, JSONValue)] = []
+        members.reserveCapacity(8)
         skipWhitespace()
         if pos < input.count, input[pos] == UInt8(ascii: "}") {
             pos += 1; depth -= 1
@@ -200,17 +201,25 @@ struct JSONParser {
     mutating func parseString() throws(WebAuthnError) -> String {
         pos += 1  // opening quote
         let start = pos
-        // Fast path: no escapes.
+        // Fast path: no escapes. ASCII needs no UTF-8 validation.
+        var ascii = true
         while pos < input.count {
             let c = input[pos]
             if c == UInt8(ascii: "\"") {
                 let slice = UnsafeBufferPointer(rebasing: input[start..<pos])
                 pos += 1
+                if ascii {
+                    return String(unsafeUninitializedCapacity: slice.count) { buffer in
+                        _ = buffer.initialize(from: slice)
+                        return slice.count
+                    }
+                }
                 guard let s = String(validating: slice, as: UTF8.self) else { throw fail("string is not valid UTF-8") }
                 return s
             }
             if c == UInt8(ascii: "\\") { break }
             if c < 0x20 { throw fail("control character in string") }
+            ascii = ascii && c < 0x80
             pos += 1
         }
         var bytes = Array(UnsafeBufferPointer(rebasing: input[start..<pos]))
