@@ -202,17 +202,25 @@ final class Fixture: @unchecked Sendable {
         return count
     }
 
-    /// One registered credential (of a synced passkey, counter 0) and one
-    /// assertion, submitted again and again: the timed operation re-issues
-    /// the challenge (the store insert is timed too) and finishes the ceremony.
-    static func sameRequest(_ alg: COSEAlgorithm) async throws -> Fixture {
+    /// An engine with one credential of `profile` registered for a new user.
+    static func registeredCredential(
+        _ alg: COSEAlgorithm, profile: SoftwareAuthenticator.Profile
+    ) async throws -> (WebAuthnEngine, SoftwareAuthenticator, UserEntity, [UInt8]) {
         let engine = WebAuthnEngine(relyingParty: rp)
-        let authenticator = SoftwareAuthenticator(profile: .platformPasskey)
+        let authenticator = SoftwareAuthenticator(profile: profile)
         let user = UserEntity.new(name: "bench")
         let creation = try await engine.startRegistration(user: user)
         let registration = try authenticator.register(rpId: rp.id, origin: origin, challenge: creation.challenge,
                                                       userHandle: user.id, algorithm: alg)
         let id = try await engine.finishRegistration(json: registration.jsonBytes).credential.id
+        return (engine, authenticator, user, id)
+    }
+
+    /// One registered credential (of a synced passkey, counter 0) and one
+    /// assertion, submitted again and again: the timed operation re-issues
+    /// the challenge (the store insert is timed too) and finishes the ceremony.
+    static func sameRequest(_ alg: COSEAlgorithm) async throws -> Fixture {
+        let (engine, authenticator, user, id) = try await registeredCredential(alg, profile: .platformPasskey)
         let request = try await engine.startAuthentication(userHandle: user.id)
         let body = try authenticator.authenticate(rpId: rp.id, origin: origin, challenge: request.challenge, credentialId: id).jsonBytes
         guard let ceremony = try await engine.challenges.pending(challenge: request.challenge) else { throw ExitCode(1) }
@@ -225,13 +233,7 @@ final class Fixture: @unchecked Sendable {
 
     /// A security key (rising counter): every operation verifies a fresh assertion.
     static func distinctRequests(_ alg: COSEAlgorithm) async throws -> Fixture {
-        let engine = WebAuthnEngine(relyingParty: rp)
-        let authenticator = SoftwareAuthenticator(profile: .securityKey)
-        let user = UserEntity.new(name: "bench")
-        let creation = try await engine.startRegistration(user: user)
-        let registration = try authenticator.register(rpId: rp.id, origin: origin, challenge: creation.challenge,
-                                                      userHandle: user.id, algorithm: alg)
-        let id = try await engine.finishRegistration(json: registration.jsonBytes).credential.id
+        let (engine, authenticator, user, id) = try await registeredCredential(alg, profile: .securityKey)
         let batch = alg == .rs256 ? 16 : 128
         return Fixture(prepare: {
             var bodies: [[UInt8]] = []
