@@ -35,6 +35,10 @@ static inline void webauthn_sk_X509_free(STACK_OF(X509) *sk) { sk_X509_free(sk);
 /* sk_X509_num()/sk_X509_value() are macros. */
 static inline int webauthn_sk_X509_num(const STACK_OF(X509) *sk) { return sk_X509_num(sk); }
 static inline X509 *webauthn_sk_X509_value(const STACK_OF(X509) *sk, int i) { return sk_X509_value(sk, i); }
+/* sk_X509_CRL_* are macros. */
+static inline STACK_OF(X509_CRL) *webauthn_sk_X509_CRL_new_null(void) { return sk_X509_CRL_new_null(); }
+static inline int webauthn_sk_X509_CRL_push(STACK_OF(X509_CRL) *sk, X509_CRL *c) { return sk_X509_CRL_push(sk, c); }
+static inline void webauthn_sk_X509_CRL_free(STACK_OF(X509_CRL) *sk) { sk_X509_CRL_free(sk); }
 /* OPENSSL_free() is a macro over CRYPTO_free(ptr, __FILE__, __LINE__). */
 static inline void webauthn_openssl_free(void *p) { OPENSSL_free(p); }
 

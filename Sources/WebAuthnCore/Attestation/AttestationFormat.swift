@@ -1,3 +1,5 @@
+import Foundation
+
 /// What an attestation statement verification procedure returns
 /// (WebAuthn L3 §6.5.3): the attestation type and the trust path.
 struct AttestationVerification: Sendable {
@@ -12,6 +14,8 @@ struct AttestationInput {
     let authenticatorData: AuthenticatorData
     let clientDataHash: [UInt8]
     let policy: VerificationPolicy
+    /// The engine's time (SafetyNet freshness).
+    var now: Date = Date(timeIntervalSince1970: 0)
 
     /// attestedCredentialData is always present here (checked before).
     var credential: AttestedCredentialData { authenticatorData.attestedCredentialData! }
@@ -31,10 +35,16 @@ enum AttestationFormats {
     static let verifiers: [String: any AttestationFormatVerifier.Type] = [
         NoneAttestation.identifier: NoneAttestation.self,
         PackedAttestation.identifier: PackedAttestation.self,
+        FIDOU2FAttestation.identifier: FIDOU2FAttestation.self,
+        AppleAttestation.identifier: AppleAttestation.self,
+        AndroidKeyAttestation.identifier: AndroidKeyAttestation.self,
+        TPMAttestation.identifier: TPMAttestation.self,
+        AndroidSafetyNetAttestation.identifier: AndroidSafetyNetAttestation.self,
+        CompoundAttestation.identifier: CompoundAttestation.self,
     ]
 
     /// Formats registered with IANA that this build does not verify yet.
-    static let knownUnsupported: Set<String> = ["fido-u2f", "tpm", "android-key", "android-safetynet", "apple", "compound"]
+    static let knownUnsupported: Set<String> = []
 
     /// WebAuthn L3 §7.1 step 22: a USASCII case-sensitive match of `fmt`
     /// against the supported formats.
@@ -74,6 +84,14 @@ enum AttestationFormats {
             certificates.append(try X509Certificate(der: der))
         }
         return certificates
+    }
+
+    /// The certificate's subject public key must be the credential public key.
+    static func checkSameKey(certificate: X509Certificate, credential: COSEKey, step: String) throws(WebAuthnError) {
+        let certKey = try certificate.publicKey()
+        guard certKey.subjectPublicKeyInfo == credential.publicKey.subjectPublicKeyInfo else {
+            throw WebAuthnError(.attestationKeyMismatch, "the attestation certificate's public key (\(certKey.kind)) is not the credential public key (\(credential.publicKey.kind))", step: step)
+        }
     }
 
     /// Whether an attestation signature algorithm is allowed by policy.

@@ -46,8 +46,10 @@ public enum RegistrationVerifier {
         // well-formed map (checked while parsing); their meaning is the RP's.
         let verifier = try AttestationFormats.verifier(for: attestation.format)  // step 22
         let verification = try verifier.verify(AttestationInput(  // step 23
-            statement: attestation.statement, authenticatorData: authData, clientDataHash: clientDataHash, policy: rp.policy))
-        let trust = try assessTrustworthiness(verification, rp: rp)  // steps 24–25
+            statement: attestation.statement, authenticatorData: authData, clientDataHash: clientDataHash, policy: rp.policy,
+            now: rp.clock.now()))
+        let (trust, attestationType) = try assessTrustworthiness(  // steps 24–25
+            verification, format: attestation.format, aaguid: credential.aaguid, rp: rp)
         try verifyCredentialIdLength(credential.credentialId)  // step 26
         // Step 27 (not yet registered) needs the store: WebAuthnEngine checks it, atomically.
 
@@ -55,7 +57,7 @@ public enum RegistrationVerifier {
             throw WebAuthnError(.ceremonyMismatch, "the pending ceremony has no user; it was not started as a registration")
         }
         var risks: Set<RiskSignal> = []
-        if !trust.trusted && verification.type.presentsCertificateChain { risks.insert(.attestationUntrusted) }
+        if !trust.trusted && attestationType.presentsCertificateChain { risks.insert(.attestationUntrusted) }
         if !authData.userVerified { risks.insert(.userNotVerified) }
         let record = CredentialRecord(  // step 28: the record to store
             id: credential.credentialId, userHandle: user.id, publicKey: credential.publicKey,
@@ -63,7 +65,7 @@ public enum RegistrationVerifier {
             backupEligible: authData.backupEligible, backupState: authData.backedUp, aaguid: credential.aaguid,
             attestationFormat: attestation.format, createdAt: rp.clock.now())
         return RegistrationResult(
-            credential: record, format: attestation.format, attestationType: verification.type, trust: trust,
+            credential: record, format: attestation.format, attestationType: attestationType, trust: trust,
             flags: authData.flags, signCount: authData.signCount, userVerified: authData.userVerified,
             backupEligible: authData.backupEligible, backedUp: authData.backedUp,
             authenticatorExtensions: authData.extensions, clientExtensionResults: response.clientExtensionResults,
@@ -97,30 +99,59 @@ public enum RegistrationVerifier {
         }
     }
 
-    /// Steps 24–25 (and 29): obtain trust anchors and assess the attestation.
-    /// This build has no trust anchors, so a certificate chain is reported as
-    /// untrusted; policy decides whether that fails the ceremony.
-    static func assessTrustworthiness(_ v: AttestationVerification, rp: RelyingParty) throws(WebAuthnError) -> AttestationTrust {
+    /// Steps 24–25 (and 29): obtain the trust anchors for this authenticator
+    /// (format roots and its FIDO metadata entry) and assess the attestation.
+    /// Expired or revoked certificates always fail; a chain that does not
+    /// lead to an anchor is reported untrusted, and fails only when the
+    /// policy requires trusted attestation.
+    static func assessTrustworthiness(
+        _ v: AttestationVerification, format: String, aaguid: AAGUID, rp: RelyingParty
+    ) throws(WebAuthnError) -> (AttestationTrust, AttestationType) {
         let policy = rp.policy.attestation
-        guard policy.acceptedTypes.contains(v.type) else {
-            throw WebAuthnError(.attestationTypeNotAllowed, "attestation type \(v.type.rawValue) is not accepted; accepted: \(policy.acceptedTypes.map(\.rawValue).sorted())", step: step(25))
+        let anchors = rp.trustAnchors
+        let entry = anchors.entry(aaguid: aaguid, attestationCertificate: v.trustPath.first)
+        let type = refinedType(v.type, entry: entry)
+        guard policy.acceptedTypes.contains(type) else {
+            throw WebAuthnError(.attestationTypeNotAllowed, "attestation type \(type.rawValue) is not accepted; accepted: \(policy.acceptedTypes.map(\.rawValue).sorted())", step: step(25))
+        }
+        if policy.deniedAAGUIDs.contains(aaguid) || policy.allowedAAGUIDs.map({ !$0.contains(aaguid) }) == true {
+            throw WebAuthnError(.aaguidNotAllowed, "authenticator AAGUID \(aaguid) is not allowed by policy", step: step(25))
+        }
+        if let status = entry?.status, status.isCompromised, policy.requireTrustedAttestation {
+            throw WebAuthnError(.authenticatorCompromised, "FIDO metadata reports \(entry?.description ?? "the authenticator") as \(status)", step: step(25))
         }
         let now = rp.clock.now()
         for (i, cert) in v.trustPath.enumerated() {
             try cert.checkValidity(at: now, role: i == 0 ? "the attestation certificate" : "x5c[\(i)]")
         }
-        switch v.type {
-        case .none:
-            return AttestationTrust(trusted: false, reason: "no attestation was provided", certificateChain: [])
-        case .self:
-            return AttestationTrust(trusted: false, reason: "self attestation: the credential key signed its own attestation", certificateChain: [])
-        case .basic, .attca, .anonca:
-            let reason = "no trust anchor is configured for this authenticator"
-            if policy.requireTrustedAttestation {
-                throw WebAuthnError(.attestationUntrusted, "the attestation certificate chain is not trusted: \(reason)", step: step(25))
-            }
-            return AttestationTrust(trusted: false, reason: reason, certificateChain: v.trustPath)
+        guard type.presentsCertificateChain else {
+            let reason = type == .none ? "no attestation was provided" : "self attestation: the credential key signed its own attestation"
+            return (AttestationTrust(trusted: false, reason: reason, certificateChain: [], metadata: entry), type)
         }
+        let roots = (anchors.formatRoots[format] ?? []) + (entry?.attestationRootCertificates ?? [])
+        switch CertificateChain.validate(v.trustPath, anchors: roots, crls: anchors.crls, at: now) {
+        case .trusted(let path):
+            if let status = entry?.status, status.isCompromised {
+                return (AttestationTrust(trusted: false, reason: "the chain is valid but metadata reports the authenticator as \(status)", certificateChain: path, metadata: entry), type)
+            }
+            let source = entry.map { "FIDO metadata (\($0.description))" } ?? "the \(format) roots"
+            return (AttestationTrust(trusted: true, reason: "the chain leads to a root from \(source)", certificateChain: path, metadata: entry), type)
+        case .untrusted(let error):
+            if error.code == .certificateExpired || error.code == .certificateRevoked {
+                throw WebAuthnError(error.code, error.message, step: step(25))
+            }
+            if policy.requireTrustedAttestation {
+                throw WebAuthnError(.attestationUntrusted, "the attestation certificate chain is not trusted: \(error.message)", step: step(25))
+            }
+            return (AttestationTrust(trusted: false, reason: error.message, certificateChain: v.trustPath, metadata: entry), type)
+        }
+    }
+
+    /// Basic and AttCA share one data structure (§6.5.3); metadata that lists
+    /// only `attca` for this authenticator says which one it is.
+    static func refinedType(_ type: AttestationType, entry: MetadataEntry?) -> AttestationType {
+        guard type == .basic, let types = entry?.attestationTypes, types.contains("attca"), !types.contains("basic_full") else { return type }
+        return .attca
     }
 
     /// Step 26: credential IDs are at most 1023 bytes.

@@ -35,6 +35,19 @@ public final class X509Certificate: @unchecked Sendable {
         self.der = der
     }
 
+    /// Takes ownership of an `X509 *` (already up-referenced by the caller).
+    init(taking x509: OpaquePointer) {
+        self.x509 = x509
+        var out: UnsafeMutablePointer<UInt8>?
+        let n = i2d_X509(x509, &out)
+        if n > 0, let out {
+            der = Array(UnsafeBufferPointer(start: out, count: Int(n)))
+            webauthn_openssl_free(out)
+        } else {
+            der = []
+        }
+    }
+
     /// Parses PEM text holding one certificate.
     public convenience init(pem: String) throws(WebAuthnError) {
         let body = pem.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
@@ -151,6 +164,21 @@ public final class X509Certificate: @unchecked Sendable {
         } catch {
             throw WebAuthnError(.attestationCertificateInvalid, "certificate public key: \(error.message)")
         }
+    }
+
+    /// SHA-1 of the subjectPublicKey bit string, lowercase hex: the key
+    /// identifier FIDO metadata uses for U2F attestation certificates.
+    public var publicKeyIdentifier: String? {
+        guard let bits = X509_get0_pubkey_bitstr(x509) else { return nil }
+        let bytes = Array(UnsafeBufferPointer(start: ASN1_STRING_get0_data(bits), count: Int(ASN1_STRING_length(bits))))
+        return Bytes.hex(Digest.hash(.sha1, bytes))
+    }
+
+    /// Whether the certificate is issued to `host` (subject alternative name
+    /// dNSName, or the common name when there is none), per RFC 6125.
+    public func matchesHost(_ host: String) -> Bool {
+        defer { OpenSSL.clearErrors() }
+        return X509_check_host(x509, host, host.utf8.count, 0, nil) == 1
     }
 
     /// The SHA-256 fingerprint of the DER encoding, as lowercase hex.

@@ -22,7 +22,8 @@ public struct AttestationObject: Sendable {
         guard let authData = item["authData"]?.bytesValue else {
             throw WebAuthnError(.attestationObjectMalformed, "authData is missing or not a byte string")
         }
-        guard let attStmt = item["attStmt"], case .map = attStmt else {
+        // attStmt is a map; only the compound format (L3 §8.9) makes it an array.
+        guard let attStmt = item["attStmt"], attStmt.mapValue != nil || (fmt == "compound" && attStmt.arrayValue != nil) else {
             throw WebAuthnError(.attestationObjectMalformed, "attStmt is missing or not a map")
         }
         format = fmt

@@ -86,6 +86,12 @@ public struct COSEKey: Sendable {
         }
     }
 
+    /// For an EC2 key: 0x04 ‖ x ‖ y.
+    var uncompressedPoint: [UInt8]? {
+        guard keyType == .ec2, let item = try? CBORDecoder.decode(bytes), let x = item[Label.x]?.bytesValue, let y = item[Label.y]?.bytesValue else { return nil }
+        return [0x04] + x + y
+    }
+
     private static func invalid(_ message: String) -> WebAuthnError {
         WebAuthnError(.coseKeyInvalid, message)
     }

@@ -62,8 +62,11 @@ public struct AttestationTrust: Sendable {
     public let trusted: Bool
     /// Why (or why not), for logs and audits.
     public let reason: String
-    /// The certificate chain the attestation presented, leaf first.
+    /// The certificate chain the attestation presented, leaf first; when
+    /// trusted, the validated path up to the anchor.
     public let certificateChain: [X509Certificate]
+    /// The FIDO metadata entry of the authenticator, when one matched.
+    public let metadata: MetadataEntry?
 }
 
 /// What a successful authentication verified.

@@ -37,6 +37,17 @@ public enum AttestationType: String, Sendable, CaseIterable {
     public var presentsCertificateChain: Bool { self == .basic || self == .attca || self == .anonca }
 }
 
+/// Which Android KeyMint authorization lists must show a key generated for signing.
+public enum AndroidKeyEnforcement: Sendable, Equatable {
+    /// The union of the TEE/StrongBox-enforced and software-enforced lists
+    /// (WebAuthn L3 §8.4): any origin or purpose they state must be
+    /// KM_ORIGIN_GENERATED / KM_PURPOSE_SIGN; lists that state none pass.
+    case teeOrSoftware
+    /// Only the TEE/StrongBox-enforced list, which must state origin
+    /// GENERATED and purpose SIGN: refuses keys that only software vouches for.
+    case trustedExecutionEnvironment
+}
+
 /// What attestation a relying party accepts.
 public struct AttestationPolicy: Sendable, Equatable {
     /// Attestation types that are accepted. Default: all of them.
@@ -48,9 +59,34 @@ public struct AttestationPolicy: Sendable, Equatable {
     /// which is what consumer passkey sites need.
     public var requireTrustedAttestation: Bool
 
-    public init(acceptedTypes: Set<AttestationType> = Set(AttestationType.allCases), requireTrustedAttestation: Bool = false) {
+    /// When set, only these AAGUIDs may register. Default nil (any).
+    public var allowedAAGUIDs: Set<AAGUID>?
+    /// These AAGUIDs may never register. Default empty.
+    public var deniedAAGUIDs: Set<AAGUID>
+    /// Default `.teeOrSoftware`.
+    public var androidKeyEnforcement: AndroidKeyEnforcement
+    /// TPM: accept certInfo signed with RS1 (SHA-1), as many Windows Hello
+    /// TPMs sign it. Default true. Only the TPM's signature over its own
+    /// certInfo is affected; RS1 credential keys stay governed by
+    /// `VerificationPolicy.allowInsecureRS1`. Turn off to refuse SHA-1 TPMs.
+    public var allowSHA1TPMAttestation: Bool
+    /// SafetyNet: require `ctsProfileMatch`. Default true.
+    public var requireSafetyNetCTSProfileMatch: Bool
+    /// SafetyNet: the oldest acceptable `timestampMs`, in seconds before now. Default 60.
+    public var safetyNetMaxAge: Double
+
+    public init(acceptedTypes: Set<AttestationType> = Set(AttestationType.allCases), requireTrustedAttestation: Bool = false,
+                allowedAAGUIDs: Set<AAGUID>? = nil, deniedAAGUIDs: Set<AAGUID> = [],
+                androidKeyEnforcement: AndroidKeyEnforcement = .teeOrSoftware, allowSHA1TPMAttestation: Bool = true,
+                requireSafetyNetCTSProfileMatch: Bool = true, safetyNetMaxAge: Double = 60) {
+        self.allowSHA1TPMAttestation = allowSHA1TPMAttestation
         self.acceptedTypes = acceptedTypes
         self.requireTrustedAttestation = requireTrustedAttestation
+        self.allowedAAGUIDs = allowedAAGUIDs
+        self.deniedAAGUIDs = deniedAAGUIDs
+        self.androidKeyEnforcement = androidKeyEnforcement
+        self.requireSafetyNetCTSProfileMatch = requireSafetyNetCTSProfileMatch
+        self.safetyNetMaxAge = safetyNetMaxAge
     }
 }
 

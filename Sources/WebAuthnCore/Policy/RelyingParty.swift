@@ -16,6 +16,8 @@ public struct RelyingParty: Sendable {
     public let clock: WebAuthnClock
     /// How long an issued challenge stays valid. Default 5 minutes.
     public let challengeLifetime: TimeInterval
+    /// Attestation trust anchors. Default: the roots that ship with the engine.
+    public let trustAnchors: TrustAnchors
     /// SHA-256 of the RP ID, computed once.
     public let rpIdHash: [UInt8]
 
@@ -26,7 +28,8 @@ public struct RelyingParty: Sendable {
         origins: [String],
         policy: VerificationPolicy = VerificationPolicy(),
         clock: WebAuthnClock = .system,
-        challengeLifetime: TimeInterval = 300
+        challengeLifetime: TimeInterval = 300,
+        trustAnchors: TrustAnchors = .builtIn
     ) throws(WebAuthnError) {
         guard !id.isEmpty, id.utf8.count <= 253, !id.contains("/"), !id.contains(":"), id == id.lowercased() else {
             throw WebAuthnError(.configurationInvalid, "RP ID \"\(id)\" is not a lowercase domain name")
@@ -53,6 +56,7 @@ public struct RelyingParty: Sendable {
         self.policy = policy
         self.clock = clock
         self.challengeLifetime = challengeLifetime
+        self.trustAnchors = trustAnchors
         self.rpIdHash = Digest.sha256(Array(id.utf8))
     }
 

@@ -122,6 +122,22 @@ extension WebAuthnError.Code {
     /// The attestation presents a certificate chain that does not lead to a
     /// trusted root, and the policy requires trusted attestation.
     public static let attestationUntrusted: Self = "attestation_untrusted"
+    /// A certificate of the attestation chain is revoked by a supplied CRL.
+    public static let certificateRevoked: Self = "certificate_revoked"
+    /// A nonce or challenge bound into the attestation (apple nonce, Android
+    /// attestationChallenge, SafetyNet nonce, TPM extraData) is not the expected one.
+    public static let attestationNonceMismatch: Self = "attestation_nonce_mismatch"
+    /// The key the attestation certifies is not the credential public key.
+    public static let attestationKeyMismatch: Self = "attestation_key_mismatch"
+    /// A SafetyNet response is too old or from the future, by the engine's clock.
+    public static let attestationTimestampInvalid: Self = "attestation_timestamp_invalid"
+    /// The attesting platform failed its integrity check (SafetyNet ctsProfileMatch),
+    /// or an Android key was not generated in secure hardware as the policy requires.
+    public static let attestationIntegrityFailed: Self = "attestation_integrity_failed"
+    /// The AAGUID is on the deny list, or not on the allow list.
+    public static let aaguidNotAllowed: Self = "aaguid_not_allowed"
+    /// FIDO metadata reports the authenticator as compromised and the policy requires trust.
+    public static let authenticatorCompromised: Self = "authenticator_compromised"
 
     // MARK: Credentials and users
     /// A credential with this ID is already registered.
@@ -162,7 +178,9 @@ extension WebAuthnError.Code {
         .rpIdHashMismatch, .userPresenceMissing, .userVerificationMissing, .backupStateInvalid, .backupEligibilityChanged,
         .attestedCredentialDataMissing, .credentialIdTooLong, .algorithmNotAllowed, .algorithmUnsupported,
         .attestationFormatUnsupported, .attestationStatementMalformed, .attestationSignatureInvalid, .attestationCertificateInvalid,
-        .attestationAAGUIDMismatch, .attestationTypeNotAllowed, .certificateExpired, .attestationUntrusted,
+        .attestationAAGUIDMismatch, .attestationTypeNotAllowed, .certificateExpired, .attestationUntrusted, .certificateRevoked,
+        .attestationNonceMismatch, .attestationKeyMismatch, .attestationTimestampInvalid, .attestationIntegrityFailed,
+        .aaguidNotAllowed, .authenticatorCompromised,
         .credentialAlreadyRegistered, .credentialNotAllowed, .credentialUnknown, .credentialNotOwnedByUser, .userHandleMissing,
         .userHandleMismatch, .signatureInvalid, .counterRegression, .concurrentUpdate,
         .configurationInvalid, .storageFailure, .cryptoFailure,

@@ -1,0 +1,134 @@
+/// The `tpm` attestation statement format (WebAuthn L3 §8.3).
+enum TPMAttestation: AttestationFormatVerifier {
+    static let identifier = "tpm"
+    static let step = "WebAuthn L3 §8.3"
+    static let aikCertificateEKU = "2.23.133.8.3"  // tcg-kp-AIKCertificate
+    static let sanAttributes = ["2.23.133.2.1": "tpmManufacturer", "2.23.133.2.2": "tpmModel", "2.23.133.2.3": "tpmVersion"]
+
+    static func verify(_ input: AttestationInput) throws(WebAuthnError) -> AttestationVerification {
+        let s = input.statement
+        for pair in s.mapValue ?? [] {
+            guard let key = pair.key.textValue, ["ver", "alg", "x5c", "sig", "certInfo", "pubArea"].contains(key) else {
+                throw WebAuthnError(.attestationStatementMalformed, "unexpected tpm attStmt member \(pair.key)", step: step)
+            }
+        }
+        // Step 1: the attStmt syntax.
+        guard s["ver"]?.textValue == "2.0" else {
+            throw WebAuthnError(.attestationStatementMalformed, "tpm attStmt.ver must be \"2.0\"", step: step + " step 1")
+        }
+        let (alg, sig) = try AttestationFormats.algorithmAndSignature(s, format: identifier)
+        if !(alg == .rs1 && input.policy.attestation.allowSHA1TPMAttestation) {
+            try AttestationFormats.checkAlgorithmAllowed(alg, policy: input.policy)
+        }
+        guard let certInfoBytes = s["certInfo"]?.bytesValue, let pubAreaBytes = s["pubArea"]?.bytesValue, let x5c = s["x5c"] else {
+            throw WebAuthnError(.attestationStatementMalformed, "tpm attStmt needs certInfo, pubArea and x5c", step: step + " step 1")
+        }
+        let certificates = try AttestationFormats.certificates(x5c, format: identifier)
+        let pubArea = try TPM.Public(pubAreaBytes)
+        let certInfo = try TPM.Attest(certInfoBytes)
+        // Step 2: pubArea's key is the credential public key.
+        try checkPubAreaKey(pubArea, credential: input.credential.publicKey)
+        // Steps 3–4: certInfo.
+        guard certInfo.magic == TPM.generatedValue else {
+            throw WebAuthnError(.attestationStatementMalformed, "certInfo.magic is 0x\(String(certInfo.magic, radix: 16)); expected TPM_GENERATED_VALUE", step: step + " step 4")
+        }
+        guard certInfo.type == TPM.stAttestCertify else {
+            throw WebAuthnError(.attestationStatementMalformed, "certInfo.type is 0x\(String(certInfo.type, radix: 16)); expected TPM_ST_ATTEST_CERTIFY", step: step + " step 4")
+        }
+        guard let hash = alg.digest else {
+            throw WebAuthnError(.algorithmUnsupported, "tpm attStmt.alg \(alg) has no hash algorithm", step: step)
+        }
+        let expectedExtraData = Digest.hash(hash, parts: input.signedData)
+        guard certInfo.extraData == expectedExtraData else {
+            throw WebAuthnError(.attestationNonceMismatch, "certInfo.extraData is not the \(hash) hash of authData ‖ clientDataHash", step: step + " step 4")
+        }
+        guard let nameHash = TPM.digest(forNameAlg: pubArea.nameAlg) else {
+            throw WebAuthnError(.attestationStatementMalformed, "pubArea.nameAlg 0x\(String(pubArea.nameAlg, radix: 16)) is not a known hash", step: step + " step 4")
+        }
+        let name = [UInt8(pubArea.nameAlg >> 8), UInt8(pubArea.nameAlg & 0xff)] + Digest.hash(nameHash, parts: [pubAreaBytes])
+        guard certInfo.attestedName == name else {
+            throw WebAuthnError(.attestationKeyMismatch, "certInfo.attested.name is not the Name of pubArea (nameAlg ‖ hash(pubArea))", step: step + " step 4")
+        }
+        // Step 5: sig over certInfo with the AIK, and the AIK certificate requirements.
+        let aik = certificates[0]
+        let aikKey = try aik.publicKey()
+        guard aikKey.accepts(alg), aikKey.verify(signature: sig, parts: [certInfoBytes], algorithm: alg) else {
+            throw WebAuthnError(.attestationSignatureInvalid, "the tpm attestation signature over certInfo does not verify with the AIK (\(alg))", step: step + " step 5")
+        }
+        try checkAIKCertificate(aik)
+        try PackedAttestation.checkAAGUIDExtension(aik, aaguid: input.credential.aaguid)
+        return AttestationVerification(type: .attca, trustPath: certificates)
+    }
+
+    static func checkPubAreaKey(_ pubArea: TPM.Public, credential: COSEKey) throws(WebAuthnError) {
+        guard let cose = try? CBORDecoder.decode(credential.bytes) else {
+            throw WebAuthnError(.attestationKeyMismatch, "the credential key cannot be read", step: step + " step 2")
+        }
+        switch pubArea.key {
+        case .rsa(let modulus, let exponent):
+            let n = cose[COSEKey.Label.n]?.bytesValue ?? []
+            let e = (cose[COSEKey.Label.e]?.bytesValue ?? []).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            guard credential.keyType == .rsa, n.drop(while: { $0 == 0 }) == modulus.drop(while: { $0 == 0 }), e == UInt64(exponent) else {
+                throw WebAuthnError(.attestationKeyMismatch, "pubArea's RSA key is not the credential public key", step: step + " step 2")
+            }
+        case .ecc(let curveID, let x, let y):
+            guard credential.keyType == .ec2, let curve = TPM.curves[curveID], cose[COSEKey.Label.crv]?.intValue == curve.rawValue,
+                  cose[COSEKey.Label.x]?.bytesValue == x, cose[COSEKey.Label.y]?.bytesValue == y else {
+                throw WebAuthnError(.attestationKeyMismatch, "pubArea's ECC key is not the credential public key", step: step + " step 2")
+            }
+        }
+    }
+
+    /// §8.3.1 TPM Attestation Statement Certificate Requirements.
+    static func checkAIKCertificate(_ cert: X509Certificate) throws(WebAuthnError) {
+        let step = "WebAuthn L3 §8.3.1"
+        guard cert.version == 3 else {
+            throw WebAuthnError(.attestationCertificateInvalid, "AIK certificate version is \(cert.version); expected 3", step: step)
+        }
+        guard cert.subject.isEmpty else {
+            throw WebAuthnError(.attestationCertificateInvalid, "the AIK certificate subject must be empty; it is \(cert.subjectSummary)", step: step)
+        }
+        guard let san = try cert.extension(oid: "2.5.29.17") else {
+            throw WebAuthnError(.attestationCertificateInvalid, "the AIK certificate has no subject alternative name", step: step)
+        }
+        guard san.critical else {
+            throw WebAuthnError(.attestationCertificateInvalid, "the AIK certificate's subject alternative name must be critical (its subject is empty)", step: step)
+        }
+        let attributes = try directoryNameAttributes(san.value)
+        for (oid, name) in sanAttributes where attributes[oid]?.isEmpty != false {
+            throw WebAuthnError(.attestationCertificateInvalid, "the AIK certificate's subject alternative name lacks \(name) (\(oid))", step: step)
+        }
+        guard let eku = try cert.extension(oid: "2.5.29.37"), try extendedKeyUsages(eku.value).contains(aikCertificateEKU) else {
+            throw WebAuthnError(.attestationCertificateInvalid, "the AIK certificate's extended key usage lacks tcg-kp-AIKCertificate (\(aikCertificateEKU))", step: step)
+        }
+        guard let constraints = try cert.basicConstraints(), !constraints.isCA else {
+            throw WebAuthnError(.attestationCertificateInvalid, "the AIK certificate must have basic constraints with CA false", step: step)
+        }
+    }
+
+    /// The attributes of the directoryName entries of a GeneralNames value, by OID.
+    /// Attributes may sit in one RDN or one each (both occur in real TPMs).
+    static func directoryNameAttributes(_ der: [UInt8]) throws(WebAuthnError) -> [String: String] {
+        let names = try DER.parse(der)
+        guard names.tag == 0x30 else { throw DER.error("GeneralNames is not a SEQUENCE") }
+        var out: [String: String] = [:]
+        for general in try names.children() where general.tag == 0xA4 {  // directoryName [4]
+            for name in try general.children() where name.tag == 0x30 {
+                for rdn in try name.children() where rdn.tag == 0x31 {
+                    for attribute in try rdn.children() where attribute.tag == 0x30 {
+                        let parts = try attribute.children()
+                        guard parts.count == 2 else { throw DER.error("AttributeTypeAndValue has \(parts.count) parts") }
+                        out[try parts[0].objectIdentifier()] = String(decoding: parts[1].value, as: UTF8.self)
+                    }
+                }
+            }
+        }
+        return out
+    }
+
+    static func extendedKeyUsages(_ der: [UInt8]) throws(WebAuthnError) -> [String] {
+        let sequence = try DER.parse(der)
+        guard sequence.tag == 0x30 else { throw DER.error("ExtKeyUsageSyntax is not a SEQUENCE") }
+        return try sequence.children().map { (n) throws(WebAuthnError) in try n.objectIdentifier() }
+    }
+}
