@@ -53,14 +53,16 @@ struct CommonVerifyOptions: ParsableArguments {
 
     var challengeBytes: [UInt8] { Base64URL.decode(challenge) ?? [] }
 
-    func relyingParty(attestation: AttestationPolicy = AttestationPolicy()) throws -> RelyingParty {
+    var verificationTime: Date { at.flatMap(Self.parseDate) ?? Date() }
+
+    func relyingParty(attestation: AttestationPolicy = AttestationPolicy(), trustAnchors: TrustAnchors = .builtIn) throws -> RelyingParty {
         let crossOrigin: CrossOriginPolicy = !topOrigins.isEmpty ? .allowTopOrigins(topOrigins) : allowCrossOrigin ? .allowAnyTopOrigin : .deny
         let policy = VerificationPolicy(
             userVerification: requireUserVerification ? .required : .preferred, crossOrigin: crossOrigin,
             algorithms: COSEAlgorithm.supported.filter { $0 != .rs1 }, attestation: attestation)
         let clock = at.flatMap(Self.parseDate).map(WebAuthnClock.fixed) ?? .system
         do {
-            return try RelyingParty(id: rpId, origins: origins, policy: policy, clock: clock)
+            return try RelyingParty(id: rpId, origins: origins, policy: policy, clock: clock, trustAnchors: trustAnchors)
         } catch {
             throw ValidationError(error.message)
         }
@@ -73,8 +75,7 @@ struct VerifyRegistration: AsyncParsableCommand {
 
     @OptionGroup var common: CommonVerifyOptions
 
-    @Option(parsing: .unconditional, help: "Trust metadata: a FIDO MDS3 BLOB, its decoded JSON, or a folder of statements (trust anchors arrive with the attestation issue; until then no chain is trusted).")
-    var metadata: String?
+    @OptionGroup var trust: MetadataOptions
 
     @Flag(name: .customLong("require-trusted-attestation"), help: "Fail when an attestation certificate chain is not trusted.")
     var requireTrustedAttestation = false
@@ -83,9 +84,6 @@ struct VerifyRegistration: AsyncParsableCommand {
     var attestationTypes: String?
 
     func validate() throws {
-        if let metadata, !FileManager.default.fileExists(atPath: metadata) {
-            throw ValidationError("--metadata \(metadata) does not exist")
-        }
         _ = try acceptedTypes()
     }
 
@@ -103,10 +101,9 @@ struct VerifyRegistration: AsyncParsableCommand {
     }
 
     func run() async throws {
-        if metadata != nil {
-            Output.warn("--metadata is accepted, but metadata trust anchors arrive with the attestation issue; no chain is trusted yet")
-        }
-        let rp = try common.relyingParty(attestation: AttestationPolicy(acceptedTypes: try acceptedTypes(), requireTrustedAttestation: requireTrustedAttestation))
+        let anchors = try trust.anchors(at: common.verificationTime)
+        let rp = try common.relyingParty(attestation: AttestationPolicy(acceptedTypes: try acceptedTypes(), requireTrustedAttestation: requireTrustedAttestation),
+                                         trustAnchors: anchors)
         let body = try readInput(common.response)
         let output: JSONValue
         do {
@@ -124,12 +121,19 @@ struct VerifyRegistration: AsyncParsableCommand {
                 kind: .registration, challenge: challenge, user: try UserEntity(id: [0], name: "cli"),
                 algorithms: rp.policy.algorithms, userVerification: rp.policy.userVerification, expiresAt: .distantFuture)
             let r = try RegistrationVerifier.verify(response, ceremony: ceremony, relyingParty: rp)
+            var metadata = JSONValue.null
+            if let entry = r.trust.metadata {
+                metadata = ["description": .string(entry.description), "aaguid": entry.aaguid.map { .string($0.description) } ?? .null,
+                            "status": entry.status.map { .string($0.rawValue) } ?? .null]
+            }
             return .object([
                 "status": "ok",
                 "fmt": .string(r.format),
                 "attestationType": .string(r.attestationType.rawValue),
                 "trusted": .bool(r.trust.trusted),
                 "trustReason": .string(r.trust.reason),
+                "metadata": metadata,
+                "certificateChain": .array(r.trust.certificateChain.map { .string($0.subjectSummary) }),
                 "aaguid": .string(r.credential.aaguid.description),
                 "credentialId": .string(Base64URL.encode(r.credential.id)),
                 "publicKey": .string(Base64URL.encode(r.credential.publicKey.bytes)),

@@ -35,6 +35,9 @@ enum OpenSSL {
         nonisolated(unsafe) static let publicKey = cString(OSSL_PKEY_PARAM_PUB_KEY)
         nonisolated(unsafe) static let rsaN = cString(OSSL_PKEY_PARAM_RSA_N)
         nonisolated(unsafe) static let rsaE = cString(OSSL_PKEY_PARAM_RSA_E)
+        nonisolated(unsafe) static let privateKey = cString(OSSL_PKEY_PARAM_PRIV_KEY)
+        /// A parameter *value*: OSSL_PARAM_BLD also keeps pushed strings by pointer until `to_param`.
+        nonisolated(unsafe) static let p256 = cString("prime256v1")
 
         private static func cString(_ s: String) -> UnsafePointer<CChar> { UnsafePointer(strdup(s)!) }
     }

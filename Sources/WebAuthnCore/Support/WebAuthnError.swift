@@ -139,6 +139,14 @@ extension WebAuthnError.Code {
     /// FIDO metadata reports the authenticator as compromised and the policy requires trust.
     public static let authenticatorCompromised: Self = "authenticator_compromised"
 
+    // MARK: Metadata
+    /// FIDO metadata could not be read: not a BLOB JWT, BLOB payload, statement or folder of statements.
+    public static let metadataInvalid: Self = "metadata_invalid"
+    /// The metadata BLOB's signing chain does not lead to the FIDO MDS root, or its signature does not verify.
+    public static let metadataUntrusted: Self = "metadata_untrusted"
+    /// The metadata BLOB is past its nextUpdate, or older (`no`) than one already loaded.
+    public static let metadataStale: Self = "metadata_stale"
+
     // MARK: Credentials and users
     /// A credential with this ID is already registered.
     public static let credentialAlreadyRegistered: Self = "credential_already_registered"
@@ -180,7 +188,7 @@ extension WebAuthnError.Code {
         .attestationFormatUnsupported, .attestationStatementMalformed, .attestationSignatureInvalid, .attestationCertificateInvalid,
         .attestationAAGUIDMismatch, .attestationTypeNotAllowed, .certificateExpired, .attestationUntrusted, .certificateRevoked,
         .attestationNonceMismatch, .attestationKeyMismatch, .attestationTimestampInvalid, .attestationIntegrityFailed,
-        .aaguidNotAllowed, .authenticatorCompromised,
+        .aaguidNotAllowed, .authenticatorCompromised, .metadataInvalid, .metadataUntrusted, .metadataStale,
         .credentialAlreadyRegistered, .credentialNotAllowed, .credentialUnknown, .credentialNotOwnedByUser, .userHandleMissing,
         .userHandleMismatch, .signatureInvalid, .counterRegression, .concurrentUpdate,
         .configurationInvalid, .storageFailure, .cryptoFailure,

@@ -1,0 +1,319 @@
+import Foundation
+import Testing
+@testable @_spi(Testing) import WebAuthnCore
+
+typealias D = DERWriter
+
+/// Every requirement of every attestation format (WebAuthn L3 §8), one test
+/// each: a W3C vector with exactly that requirement broken.
+@Suite("Attestation formats (WebAuthn L3 §8)")
+struct AttestationFormatTests {
+    // MARK: fido-u2f (§8.6)
+
+    /// The W3C fido-u2f vector with the all-zero AAGUID a U2F client sends
+    /// (the AAGUID is not in the U2F signature base, so it still verifies).
+    func u2f() -> W3CFixture {
+        var f = W3CFixture("w3c-fido-u2f-es256.json")
+        f.authData.replaceSubrange(37..<53, with: [UInt8](repeating: 0, count: 16))
+        return f
+    }
+
+    @Test("fido-u2f: a valid statement verifies and chains to its root")
+    func u2fValid() throws {
+        let result = try u2f().verify()
+        #expect(result.format == "fido-u2f" && result.attestationType == .basic && result.trust.trusted)
+    }
+
+    @Test("fido-u2f: the AAGUID must be all zero")
+    func u2fAAGUID() {
+        #expect(W3CFixture("w3c-fido-u2f-es256.json").code() == "attestation_aaguid_mismatch")
+    }
+
+    @Test("fido-u2f step 1: exactly one certificate in x5c")
+    func u2fOneCertificate() {
+        var f = u2f()
+        let cert = f.statement["x5c"]!.arrayValue![0]
+        f.set("x5c", .array([cert, cert]))
+        #expect(f.code() == "attestation_statement_malformed")
+    }
+
+    @Test("fido-u2f step 2: the attestation key must be P-256")
+    func u2fP256() throws {
+        var f = u2f()
+        let p384 = try SigningKey.generate(.es384)
+        var b = CertificateBuilder(subject: [("CN", "U2F P-384")])
+        b.extensions = [("2.5.29.19", true, D.basicConstraintsCAFalse)]
+        f.set("x5c", .array([.bytes(f.issue(b, key: p384))]))
+        #expect(f.code() == "attestation_certificate_invalid")
+    }
+
+    @Test("fido-u2f step 5: the signature over the U2F signature base must verify")
+    func u2fSignature() {
+        var f = u2f()
+        var sig = f.statement["sig"]!.bytesValue!
+        sig[sig.count - 2] ^= 1
+        f.set("sig", .bytes(sig))
+        #expect(f.code() == "attestation_signature_invalid")
+    }
+
+    // MARK: apple (§8.8)
+
+    /// An apple credential certificate for `key` with `nonce` in its extension.
+    func appleCertificate(_ f: W3CFixture, key: SigningKey, nonce: [UInt8]?) -> [UInt8] {
+        var b = CertificateBuilder(subject: [("CN", "Apple test credential")])
+        if let nonce { b.extensions.append((AppleAttestation.nonceExtensionOID, false, D.sequence(D.explicit(1, D.octets(nonce))))) }
+        return f.issue(b, key: key)
+    }
+
+    @Test("apple: the W3C vector verifies as anonymization CA, trusted")
+    func appleValid() throws {
+        let result = try W3CFixture("w3c-apple-es256.json").verify()
+        #expect(result.attestationType == .anonca && result.trust.trusted)
+    }
+
+    @Test("apple step 4: the nonce extension must hold SHA-256(authData ‖ clientDataHash)")
+    func appleNonce() {
+        var f = W3CFixture("w3c-apple-es256.json")
+        let nonce = Digest.hash(.sha256, f.authData, f.clientDataHash)
+        f.set("x5c", .array([.bytes(appleCertificate(f, key: f.credentialKey, nonce: nonce))]))
+        #expect(f.code() == nil)
+        f.set("x5c", .array([.bytes(appleCertificate(f, key: f.credentialKey, nonce: SecureRandom.bytes(32)))]))
+        #expect(f.code() == "attestation_nonce_mismatch")
+        f.set("x5c", .array([.bytes(appleCertificate(f, key: f.credentialKey, nonce: nil))]))
+        #expect(f.code() == "attestation_certificate_invalid")
+    }
+
+    @Test("apple step 5: the certificate key must be the credential public key")
+    func appleKey() throws {
+        var f = W3CFixture("w3c-apple-es256.json")
+        let nonce = Digest.hash(.sha256, f.authData, f.clientDataHash)
+        f.set("x5c", .array([.bytes(appleCertificate(f, key: try SigningKey.generate(.es256), nonce: nonce))]))
+        #expect(f.code() == "attestation_key_mismatch")
+    }
+
+    // MARK: android-key (§8.4)
+
+    /// An AuthorizationList with the given origin and purposes (and allApplications).
+    static func authorizations(origin: Int? = nil, purposes: [Int] = [], allApplications: Bool = false) -> [UInt8] {
+        var fields: [UInt8] = []
+        if !purposes.isEmpty { fields += D.explicit(1, D.tlv(0x31, purposes.flatMap { D.integer($0) })) }
+        if allApplications { fields += D.explicit(600, D.null()) }
+        if let origin { fields += D.explicit(702, D.integer(origin)) }
+        return D.sequence(fields)
+    }
+
+    func androidCertificate(_ f: W3CFixture, key: SigningKey, challenge: [UInt8], software: [UInt8] = D.sequence(), tee: [UInt8] = D.sequence()) -> [UInt8] {
+        let description = D.sequence(D.integer(300), D.enumerated(1), D.integer(300), D.enumerated(1), D.octets(challenge), D.octets([]), software, tee)
+        var b = CertificateBuilder(subject: [("CN", "Android Keystore Key")])
+        b.extensions = [(AndroidKeyAttestation.keyDescriptionOID, false, description)]
+        return f.issue(b, key: key)
+    }
+
+    func android(challenge: [UInt8]? = nil, software: [UInt8] = D.sequence(), tee: [UInt8] = D.sequence(), key: SigningKey? = nil) throws -> W3CFixture {
+        var f = W3CFixture("w3c-android-key-es256.json")
+        let certKey = key ?? f.credentialKey
+        f.set("x5c", .array([.bytes(androidCertificate(f, key: certKey, challenge: challenge ?? f.clientDataHash, software: software, tee: tee))]))
+        f.set("sig", .bytes(try certKey.sign(f.authData, f.clientDataHash)))
+        return f
+    }
+
+    @Test("android-key: the W3C vector and a re-issued certificate verify")
+    func androidValid() throws {
+        #expect(W3CFixture("w3c-android-key-es256.json").code() == nil)
+        #expect(try android().code() == nil)
+        #expect(try android(tee: Self.authorizations(origin: 0, purposes: [2])).code { $0.attestation.androidKeyEnforcement = .trustedExecutionEnvironment } == nil)
+    }
+
+    @Test("android-key step 2: the signature must verify with the certificate key")
+    func androidSignature() throws {
+        var f = try android()
+        f.set("sig", .bytes(try SigningKey.generate(.es256).sign(f.authData, f.clientDataHash)))
+        #expect(f.code() == "attestation_signature_invalid")
+    }
+
+    @Test("android-key step 3: the certificate key must be the credential public key")
+    func androidKey() throws {
+        #expect(try android(key: try SigningKey.generate(.es256)).code() == "attestation_key_mismatch")
+    }
+
+    @Test("android-key step 4: attestationChallenge must be clientDataHash")
+    func androidChallenge() throws {
+        #expect(try android(challenge: SecureRandom.bytes(32)).code() == "attestation_nonce_mismatch")
+    }
+
+    @Test("android-key step 4: allApplications must be absent from both lists")
+    func androidAllApplications() throws {
+        #expect(try android(software: Self.authorizations(allApplications: true)).code() == "attestation_certificate_invalid")
+        #expect(try android(tee: Self.authorizations(allApplications: true)).code() == "attestation_certificate_invalid")
+    }
+
+    @Test("android-key step 4: origin GENERATED and purpose SIGN, in the lists the policy reads")
+    func androidOriginAndPurpose() throws {
+        #expect(try android(software: Self.authorizations(origin: 1)).code() == "attestation_integrity_failed")
+        #expect(try android(tee: Self.authorizations(purposes: [3])).code() == "attestation_integrity_failed")
+        let teeOnly: (inout VerificationPolicy) -> Void = { $0.attestation.androidKeyEnforcement = .trustedExecutionEnvironment }
+        #expect(try android(software: Self.authorizations(origin: 0, purposes: [2])).code(teeOnly) == "attestation_integrity_failed")
+        #expect(try android().code(teeOnly) == "attestation_integrity_failed")
+    }
+
+    // MARK: tpm (§8.3)
+
+    /// The W3C TPM vector with certInfo rebuilt by `edit` and re-signed by its AIK.
+    func tpm(_ edit: (inout [UInt8]) -> Void) throws -> W3CFixture {
+        var f = W3CFixture("w3c-tpm-es256.json")
+        var certInfo = f.statement["certInfo"]!.bytesValue!
+        edit(&certInfo)
+        f.set("certInfo", .bytes(certInfo))
+        f.set("sig", .bytes(try f.attestationKey.sign(certInfo)))
+        return f
+    }
+
+    @Test("tpm: the W3C vector verifies as AttCA, trusted; a re-signed certInfo too")
+    func tpmValid() throws {
+        #expect(try W3CFixture("w3c-tpm-es256.json").verify().attestationType == .attca)
+        #expect(try tpm { _ in }.code() == nil)
+    }
+
+    @Test("tpm step 1: ver must be 2.0")
+    func tpmVersion() {
+        var f = W3CFixture("w3c-tpm-es256.json")
+        f.set("ver", .text("1.2"))
+        #expect(f.code() == "attestation_statement_malformed")
+    }
+
+    @Test("tpm step 2: pubArea's key must be the credential public key")
+    func tpmPubArea() {
+        var f = W3CFixture("w3c-tpm-es256.json")
+        var pubArea = f.statement["pubArea"]!.bytesValue!
+        pubArea[pubArea.count - 1] ^= 1
+        f.set("pubArea", .bytes(pubArea))
+        #expect(f.code() == "attestation_key_mismatch")
+        f.set("pubArea", .bytes(Array(pubArea.dropLast(5))))
+        #expect(f.code() == "attestation_statement_malformed")
+        f.set("pubArea", .bytes([UInt8](repeating: 0, count: 10_000)))
+        #expect(f.code() == "attestation_statement_malformed")
+    }
+
+    @Test("tpm step 4: certInfo magic and type")
+    func tpmMagicAndType() throws {
+        #expect(try tpm { $0[0] ^= 1 }.code() == "attestation_statement_malformed")
+        #expect(try tpm { $0[5] ^= 1 }.code() == "attestation_statement_malformed")
+    }
+
+    @Test("tpm step 4: extraData must be the hash of authData ‖ clientDataHash")
+    func tpmExtraData() throws {
+        // magic(4) type(2) qualifiedSigner(2+n) extraData(2+32): flip extraData's last byte.
+        #expect(try tpm { info in
+            let signerLength = Int(info[6]) << 8 | Int(info[7])
+            info[8 + signerLength + 2 + 31] ^= 1
+        }.code() == "attestation_nonce_mismatch")
+    }
+
+    @Test("tpm step 4: the attested name must be the Name of pubArea")
+    func tpmAttestedName() throws {
+        #expect(try tpm { info in info[info.count - 3] ^= 1 }.code() != nil)
+        #expect(try tpm { info in
+            // The attested name sits before qualifiedName; flip its last byte.
+            var r = TPM.Reader(info)
+            _ = try? r.take(6); _ = try? r.sized(); _ = try? r.sized(); _ = try? r.take(25)
+            let start = r.offset
+            let nameLength = Int(info[start]) << 8 | Int(info[start + 1])
+            info[start + 2 + nameLength - 1] ^= 1
+        }.code() == "attestation_key_mismatch")
+    }
+
+    @Test("tpm step 5: the signature over certInfo must verify with the AIK")
+    func tpmSignature() {
+        var f = W3CFixture("w3c-tpm-es256.json")
+        var sig = f.statement["sig"]!.bytesValue!
+        sig[sig.count - 2] ^= 1
+        f.set("sig", .bytes(sig))
+        #expect(f.code() == "attestation_signature_invalid")
+    }
+
+    /// The W3C TPM vector with an AIK certificate re-issued by `configure`.
+    func tpmAIK(_ configure: (inout CertificateBuilder) -> Void) -> W3CFixture {
+        var f = W3CFixture("w3c-tpm-es256.json")
+        var b = CertificateBuilder()
+        b.extensions = [("2.5.29.17", true, D.tpmSAN()), ("2.5.29.37", false, D.extendedKeyUsage("2.23.133.8.3")),
+                        ("2.5.29.19", true, D.basicConstraintsCAFalse)]
+        configure(&b)
+        f.set("x5c", .array([.bytes(f.issue(b, key: f.attestationKey))]))
+        return f
+    }
+
+    @Test("§8.3.1: a conforming AIK certificate verifies")
+    func aikValid() {
+        #expect(tpmAIK { _ in }.code() == nil)
+    }
+
+    @Test("§8.3.1: each AIK certificate requirement is enforced", arguments: [
+        "subject not empty", "no SAN", "SAN not critical", "SAN without tpmModel", "no EKU", "EKU without tcg-kp-AIKCertificate",
+        "CA true", "no basic constraints", "version 1", "AAGUID mismatch", "AAGUID critical",
+    ])
+    func aikRequirements(rule: String) {
+        let f = tpmAIK { b in
+            func replace(_ oid: String, _ critical: Bool, _ der: [UInt8]?) {
+                b.extensions.removeAll { $0.oid == oid }
+                if let der { b.extensions.append((oid, critical, der)) }
+            }
+            switch rule {
+            case "subject not empty": b.subject = [("CN", "AIK")]
+            case "no SAN": replace("2.5.29.17", true, nil)
+            case "SAN not critical": replace("2.5.29.17", false, D.tpmSAN())
+            case "SAN without tpmModel": replace("2.5.29.17", true, D.tpmSAN(model: nil))
+            case "no EKU": replace("2.5.29.37", false, nil)
+            case "EKU without tcg-kp-AIKCertificate": replace("2.5.29.37", false, D.extendedKeyUsage("1.3.6.1.5.5.7.3.2"))
+            case "CA true": replace("2.5.29.19", true, D.basicConstraintsCATrue)
+            case "no basic constraints": replace("2.5.29.19", true, nil)
+            case "version 1": b.version = 1; b.extensions = []
+            case "AAGUID mismatch": replace(PackedAttestation.aaguidExtensionOID, false, D.aaguid(SecureRandom.bytes(16)))
+            default: replace(PackedAttestation.aaguidExtensionOID, true, D.aaguid(Array(repeating: 0, count: 16)))
+            }
+        }
+        #expect(f.code() == (rule == "AAGUID mismatch" ? "attestation_aaguid_mismatch" : "attestation_certificate_invalid"), "\(rule)")
+    }
+
+    @Test("tpm: RS1 certInfo signatures follow allowSHA1TPMAttestation")
+    func tpmSHA1() throws {
+        var f = W3CFixture("w3c-tpm-es256.json")
+        f.set("alg", CBOR(-65535))
+        #expect(f.code() != nil)  // an ES256 AIK cannot make an RS1 signature
+        #expect(f.code { $0.attestation.allowSHA1TPMAttestation = false } == "algorithm_not_allowed")
+    }
+
+    // MARK: compound (L3 §8.9) and shared rules
+
+    @Test("compound: every statement must verify; no nesting; at least two")
+    func compound() {
+        var f = W3CFixture("w3c-packed-es256.json")
+        let packed = CBOR.map([CBORPair(.text("fmt"), .text("packed")), CBORPair(.text("attStmt"), f.statement)])
+        f.format = "compound"
+        f.statement = .array([packed, packed])
+        #expect(f.code() == nil)
+        f.statement = .array([packed])
+        #expect(f.code() == "attestation_statement_malformed")
+        f.statement = .array([packed, .map([CBORPair(.text("fmt"), .text("compound")), CBORPair(.text("attStmt"), .array([packed, packed]))])])
+        #expect(f.code() == "attestation_statement_malformed")
+        var broken = W3CFixture("w3c-packed-es256.json")
+        broken.set("sig", .bytes([0x30, 0x00]))
+        f.statement = .array([packed, .map([CBORPair(.text("fmt"), .text("packed")), CBORPair(.text("attStmt"), broken.statement)])])
+        #expect(f.code() == "attestation_signature_invalid")
+    }
+
+    @Test("x5c: thousands of entries, a malformed certificate, a non-array are typed errors")
+    func x5cBounds() {
+        var f = W3CFixture("w3c-packed-es256.json")
+        let cert = f.statement["x5c"]!.arrayValue![0]
+        f.set("x5c", .array(Array(repeating: cert, count: 3000)))
+        #expect(f.code() == "input_too_large")  // the CBOR size bound comes first
+        f.set("x5c", .array(Array(repeating: cert, count: 20)))
+        #expect(f.code() == "attestation_statement_malformed")  // then at most 8 certificates
+        f.set("x5c", .array([.bytes([0x30, 0x03, 0x02, 0x01, 0x01])]))
+        #expect(f.code() == "attestation_certificate_invalid")
+        f.set("x5c", .array([.bytes(cert.bytesValue! + [0])]))
+        #expect(f.code() == "attestation_certificate_invalid")
+        f.set("x5c", .bytes(cert.bytesValue!))
+        #expect(f.code() == "attestation_statement_malformed")
+    }
+}
