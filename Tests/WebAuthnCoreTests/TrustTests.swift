@@ -1,0 +1,263 @@
+import Foundation
+import Testing
+@testable @_spi(Testing) import WebAuthnCore
+
+/// Certificate paths, CRLs, FIDO metadata and the trust policy (WebAuthn L3 §7.1 steps 24–25).
+@Suite("Trust: certificate paths, FIDO metadata, policy")
+struct TrustTests {
+    static let time2030 = Date(timeIntervalSince1970: 1_893_456_000)
+
+    static func pem(_ path: String) -> X509Certificate {
+        try! X509Certificate(pem: String(decoding: FileManager.default.contents(atPath: Vectors.root.appendingPathComponent(path).path)!, as: UTF8.self))
+    }
+    static func bytes(_ path: String) -> [UInt8] {
+        [UInt8](FileManager.default.contents(atPath: Vectors.root.appendingPathComponent(path).path)!)
+    }
+
+    // MARK: Certificate paths
+
+    @Test("a chain is trusted only through a configured anchor, never through x5c")
+    func anchors() {
+        let f = W3CFixture("w3c-packed-es256.json")
+        let leaf = try! X509Certificate(der: f.statement["x5c"]!.arrayValue![0].bytesValue!)
+        let ca = W3CVectorTests.attestationCA
+        guard case .trusted(let path) = CertificateChain.validate([leaf], anchors: [ca], at: Self.time2030) else {
+            Issue.record("the W3C chain should validate"); return
+        }
+        #expect(path.count == 2 && path.last?.fingerprint == ca.fingerprint)
+        // The root sent in x5c is not an anchor.
+        guard case .untrusted(let e) = CertificateChain.validate([leaf, ca], anchors: [], at: Self.time2030) else { Issue.record(); return }
+        #expect(e.code == .attestationUntrusted)
+        guard case .untrusted(let e2) = CertificateChain.validate([leaf, ca], anchors: [Self.pem("mds/roots/apple-webauthn-root-ca.pem")], at: Self.time2030) else { Issue.record(); return }
+        #expect(e2.code == .attestationUntrusted)
+        // Time is the engine's: before the CA's validity.
+        guard case .untrusted(let e3) = CertificateChain.validate([leaf], anchors: [ca], at: Date(timeIntervalSince1970: 1_600_000_000)) else { Issue.record(); return }
+        #expect(e3.code == .certificateExpired)
+        // Length bound.
+        guard case .untrusted(let e4) = CertificateChain.validate(Array(repeating: leaf, count: 9), anchors: [ca], at: Self.time2030) else { Issue.record(); return }
+        #expect(e4.message.contains("at most"))
+    }
+
+    @Test("a CRL supplied with the anchors revokes")
+    func crl() throws {
+        let ca = Self.pem("generated/crl/ca.pem")
+        let crl = try CertificateRevocationList(der: Self.bytes("generated/crl/ca.crl"))
+        guard case .untrusted(let e) = CertificateChain.validate([Self.pem("generated/crl/revoked.pem")], anchors: [ca], crls: [crl], at: Self.time2030) else {
+            Issue.record("revoked certificate accepted"); return
+        }
+        #expect(e.code == .certificateRevoked)
+        guard case .trusted = CertificateChain.validate([Self.pem("generated/crl/good.pem")], anchors: [ca], crls: [crl], at: Self.time2030) else {
+            Issue.record("good certificate refused"); return
+        }
+        guard case .trusted = CertificateChain.validate([Self.pem("generated/crl/revoked.pem")], anchors: [ca], at: Self.time2030) else {
+            Issue.record("without the CRL the chain is valid"); return
+        }
+        #expect(errorCode { _ = try CertificateRevocationList(der: [1, 2, 3]) } == "configuration_invalid")
+    }
+
+    @Test("registration: an untrusted chain is reported, and refused when trust is required; expired always fails")
+    func registrationTrust() throws {
+        let f = W3CFixture("w3c-packed-es256.json")
+        let untrusted = try f.verify(anchors: .builtIn)
+        #expect(!untrusted.trust.trusted && untrusted.riskSignals.contains(.attestationUntrusted))
+        #expect(f.code({ $0.attestation.requireTrustedAttestation = true }, anchors: .builtIn) == "attestation_untrusted")
+        #expect(try f.verify { $0.attestation.requireTrustedAttestation = true }.trust.trusted)
+        var expired = f
+        var b = CertificateBuilder(subject: [("C", "AA"), ("O", "W3C"), ("OU", "Authenticator Attestation"), ("CN", "expired")])
+        b.notAfter = Date(timeIntervalSince1970: 1_750_000_000)
+        b.extensions = [("2.5.29.19", true, D.basicConstraintsCAFalse)]
+        expired.set("x5c", .array([.bytes(f.issue(b, key: f.attestationKey))]))
+        #expect(expired.code() == "certificate_expired")
+    }
+
+    @Test("policy: AAGUID allow and deny lists, accepted attestation types")
+    func aaguidLists() throws {
+        let f = W3CFixture("w3c-packed-es256.json")
+        let aaguid = AAGUID(bytes: f.aaguid)!
+        #expect(f.code { $0.attestation.deniedAAGUIDs = [aaguid] } == "aaguid_not_allowed")
+        #expect(f.code { $0.attestation.allowedAAGUIDs = [AAGUID.zero] } == "aaguid_not_allowed")
+        #expect(f.code { $0.attestation.allowedAAGUIDs = [aaguid] } == nil)
+        #expect(f.code { $0.attestation.acceptedTypes = [.none, .self] } == "attestation_type_not_allowed")
+    }
+
+    // MARK: FIDO metadata
+
+    @Test("a production BLOB verifies at its time, against the FIDO MDS root, with its CRLs")
+    func productionBLOB() throws {
+        let at = Vectors.date(.string("2024-08-31T12:00:00Z"))!
+        let crls = try ["mds/crl/globalsign-root-r3.crl", "mds/crl/globalsign-ev-sha256-g3.crl"].map { try CertificateRevocationList(der: Self.bytes($0)) }
+        let blob = try FIDOMetadata.blob(jwt: Self.bytes("mds/production/fido-mds3-blob-no85.jwt"), at: at, options: .init(crls: crls))
+        #expect(blob.serial == 85)
+        #expect(blob.entries.count > 200)
+        #expect(blob.entries.contains { $0.description == "Security Key by Yubico with NFC" })
+        let small = try FIDOMetadata.load(path: Vectors.root.appendingPathComponent("mds/production/fido-mds3-blob-no6.jwt").path, at: Vectors.date(.string("2021-08-25T00:00:00Z"))!)
+        #expect(small.serial == 6 && small.entries.count + small.skipped == 79)
+    }
+
+    @Test("a BLOB is refused when stale, older, expired, tampered, unsigned or from another root")
+    func blobFailures() throws {
+        let jwt = Self.bytes("mds/production/fido-mds3-blob-no6.jwt")
+        let good = Vectors.date(.string("2021-08-25T00:00:00Z"))!
+        #expect(errorCode { _ = try FIDOMetadata.blob(jwt: jwt, at: Vectors.date(.string("2021-09-05T00:00:00Z"))!) } == "metadata_stale")
+        #expect(errorCode { _ = try FIDOMetadata.blob(jwt: jwt, at: Vectors.date(.string("2021-09-05T00:00:00Z"))!, options: .init(refuseStale: false)) } == nil)
+        #expect(errorCode { _ = try FIDOMetadata.blob(jwt: jwt, at: good, options: .init(minimumSerial: 7)) } == "metadata_stale")
+        #expect(errorCode { _ = try FIDOMetadata.blob(jwt: jwt, at: Vectors.date(.string("2022-05-15T19:57:24Z"))!, options: .init(refuseStale: false)) } == "metadata_untrusted")
+        #expect(errorCode { _ = try FIDOMetadata.blob(jwt: jwt, at: good, options: .init(roots: [Self.pem("mds/conformance/fido-conformance-mds3-root.pem")])) } == "metadata_untrusted")
+        let dots = jwt.indices.filter { jwt[$0] == UInt8(ascii: ".") }
+        func flipped(_ i: Int) -> [UInt8] {
+            var copy = jwt
+            copy[i] = copy[i] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
+            return copy
+        }
+        #expect(errorCode { _ = try FIDOMetadata.blob(jwt: flipped(dots[1] + 10), at: good) } == "metadata_untrusted")  // signature
+        #expect(["metadata_untrusted", "metadata_invalid"].contains(errorCode { _ = try FIDOMetadata.blob(jwt: flipped(dots[0] + 100), at: good) } ?? "accepted"))
+        let none = Array((Base64URL.encode(Array(#"{"alg":"none","typ":"JWT"}"#.utf8)) + "." + Base64URL.encode(Array(#"{"no":1,"entries":[]}"#.utf8)) + ".").utf8)
+        #expect(errorCode { _ = try FIDOMetadata.blob(jwt: none, at: good) } == "metadata_invalid")
+        #expect(errorCode { _ = try FIDOMetadata.blob(jwt: Array("not.a.jwt".utf8), at: good) } == "metadata_invalid")
+        let conformance = Self.bytes("mds/conformance/fido-conformance-mds3-blob-no42.jwt")
+        let cAt = Vectors.date(.string("2022-11-01T00:00:00Z"))!
+        #expect(errorCode { _ = try FIDOMetadata.blob(jwt: conformance, at: cAt) } == "metadata_untrusted")
+        #expect(try FIDOMetadata.blob(jwt: conformance, at: cAt, options: .init(roots: [Self.pem("mds/conformance/fido-conformance-mds3-root.pem")])).entries.count == 200)
+    }
+
+    @Test("decoded payloads, single statements and folders of statements load")
+    func metadataSources() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("mds-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let root = Data(W3CVectorTests.attestationCA.der).base64EncodedString()
+        let statement = #"{"aaguid":"876ca4f5-2071-c3e9-b255-09ef2cdf7ed6","description":"W3C packed ES256","attestationTypes":["basic_full"],"attestationRootCertificates":["\#(root)"]}"#
+        try Data(statement.utf8).write(to: dir.appendingPathComponent("a.json"))
+        let folder = try FIDOMetadata.load(path: dir.path, at: Self.time2030)
+        #expect(folder.entries.count == 1 && folder.entries[0].aaguid?.description == "876ca4f5-2071-c3e9-b255-09ef2cdf7ed6")
+        let payload = #"{"no":3,"nextUpdate":"2031-01-01","entries":[{"aaguid":"876ca4f5-2071-c3e9-b255-09ef2cdf7ed6","metadataStatement":\#(statement),"statusReports":[{"status":"FIDO_CERTIFIED","effectiveDate":"2024-01-01"},{"status":"REVOKED","effectiveDate":"2025-01-01"}]}]}"#
+        let payloadPath = dir.appendingPathComponent("payload.json").path
+        try Data(payload.utf8).write(to: URL(fileURLWithPath: payloadPath))
+        let loaded = try FIDOMetadata.load(path: payloadPath, at: Self.time2030)
+        #expect(loaded.serial == 3 && loaded.entries[0].status?.rawValue == "REVOKED")
+        #expect(errorCode { _ = try FIDOMetadata.load(path: dir.appendingPathComponent("missing.json").path, at: Self.time2030) } == "metadata_invalid")
+    }
+
+    @Test("metadata roots make an authenticator trusted; a compromised status is refused when trust is required")
+    func metadataTrust() throws {
+        let f = W3CFixture("w3c-packed-es256.json")
+        let aaguid = AAGUID(bytes: f.aaguid)!
+        func anchors(_ status: String?) -> TrustAnchors {
+            TrustAnchors(metadata: [MetadataEntry(aaguid: aaguid, description: "W3C packed ES256", attestationTypes: ["basic_full"],
+                                                  attestationRootCertificates: [W3CVectorTests.attestationCA], status: status.map(AuthenticatorStatus.init))])
+        }
+        let trusted = try f.verify(anchors: anchors("FIDO_CERTIFIED_L1"))
+        #expect(trusted.trust.trusted && trusted.trust.metadata?.description == "W3C packed ES256")
+        let revoked = try f.verify(anchors: anchors("REVOKED"))
+        #expect(!revoked.trust.trusted && revoked.trust.metadata?.status?.isCompromised == true)
+        #expect(f.code({ $0.attestation.requireTrustedAttestation = true }, anchors: anchors("USER_VERIFICATION_BYPASS")) == "authenticator_compromised")
+        // Metadata that lists only attca makes a packed x5c attestation attca.
+        let attca = TrustAnchors(metadata: [MetadataEntry(aaguid: aaguid, description: "x", attestationTypes: ["attca"], attestationRootCertificates: [W3CVectorTests.attestationCA])])
+        #expect(try f.verify(anchors: attca).attestationType == .attca)
+    }
+
+    @Test("real devices are trusted through the real FIDO BLOB: YubiKey (packed, by AAGUID; U2F, by key identifier), Surface Pro 4 (TPM)")
+    func realDevicesThroughMDS() throws {
+        let at = Vectors.date(.string("2024-08-31T12:00:00Z"))!
+        var anchors = TrustAnchors.builtIn
+        anchors.add(try FIDOMetadata.blob(jwt: Self.bytes("mds/production/fido-mds3-blob-no85.jwt"), at: at).entries)
+        for (file, expected) in [("py_webauthn-reg-packed-verify_attestation_from_yubikey_firefox", "Security Key by Yubico with NFC"),
+                                 ("py_webauthn-reg-fido-u2f-verify_attestation_from_yubikey_firefox", "Security Key by Yubico with NFC"),
+                                 ("py_webauthn-reg-tpm-verify_attestation_surface_pro_4", "Windows Hello Hardware Authenticator")] {
+            let v = Vectors.load("realworld/\(file).json")
+            let e = v["expected"]!
+            let rp = try RelyingParty(id: e["rpId"]!.stringValue!, origins: Vectors.strings(e["origin"]),
+                                      policy: VerificationPolicy(algorithms: COSEAlgorithm.supported, attestation: AttestationPolicy(requireTrustedAttestation: true)),
+                                      clock: .fixed(at), trustAnchors: anchors)
+            let ceremony = PendingCeremony(kind: .registration, challenge: Vectors.b64(e["challenge_b64url"]), user: try UserEntity(id: [1], name: "u"),
+                                           algorithms: COSEAlgorithm.supported, userVerification: .preferred, expiresAt: .distantFuture)
+            let result = try RegistrationVerifier.verify(RegistrationResponse(json: v["response"]!), ceremony: ceremony, relyingParty: rp)
+            #expect(result.trust.trusted, "\(file): \(result.trust.reason)")
+            #expect(result.trust.metadata?.description == expected)
+        }
+    }
+
+    // MARK: android-safetynet (§8.5)
+
+    static let safetyNet = "realworld/simplewebauthn-reg-android-safetynet-should-skip-cts-check-when-enforcement-option-is-false.json"
+
+    func safetyNetCode(at: String = "2025-06-09T20:40:42.989Z", clientDataExtra: Bool = false, response: ((inout [UInt8]) -> Void)? = nil,
+                       policy: (inout AttestationPolicy) -> Void = { $0.requireSafetyNetCTSProfileMatch = false }) -> String? {
+        let v = Vectors.load(Self.safetyNet)
+        let e = v["expected"]!
+        var attestation = AttestationPolicy()
+        policy(&attestation)
+        return errorCode {
+            var r = try RegistrationResponse(json: v["response"]!)
+            var object = try CBORDecoder.decode(r.attestationObject)
+            if let response {
+                var statement = object["attStmt"]!
+                var jws = statement["response"]!.bytesValue!
+                response(&jws)
+                statement = .map([CBORPair(.text("ver"), statement["ver"]!), CBORPair(.text("response"), .bytes(jws))])
+                object = .map([CBORPair(.text("fmt"), object["fmt"]!), CBORPair(.text("attStmt"), statement), CBORPair(.text("authData"), object["authData"]!)])
+            }
+            var clientData = r.clientDataJSON
+            if clientDataExtra { clientData = Array(clientData.dropLast()) + Array(#","x":1}"#.utf8) }
+            r = RegistrationResponse(id: r.id, clientDataJSON: clientData, attestationObject: CBOREncoder.encode(object))
+            let rp = try RelyingParty(id: e["rpId"]!.stringValue!, origins: Vectors.strings(e["origin"]),
+                                      policy: VerificationPolicy(attestation: attestation), clock: .fixed(Vectors.date(.string(at))!))
+            let ceremony = PendingCeremony(kind: .registration, challenge: Vectors.b64(e["challenge_b64url"]), user: try UserEntity(id: [1], name: "u"),
+                                           userVerification: .preferred, expiresAt: .distantFuture)
+            _ = try RegistrationVerifier.verify(r, ceremony: ceremony, relyingParty: rp)
+        }
+    }
+
+    @Test("android-safetynet: verifies; CTS, freshness, nonce, signature and alg are enforced")
+    func safetyNet() {
+        #expect(safetyNetCode() == nil)
+        #expect(safetyNetCode(policy: { _ in }) == "attestation_integrity_failed")
+        #expect(safetyNetCode(at: "2025-06-09T20:45:00Z") == "attestation_timestamp_invalid")
+        #expect(safetyNetCode(at: "2025-06-09T20:35:00Z") == "attestation_timestamp_invalid")
+        #expect(safetyNetCode(clientDataExtra: true) == "attestation_nonce_mismatch")
+        #expect(safetyNetCode(response: { jws in jws[jws.count - 5] = jws[jws.count - 5] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A") }) == "attestation_signature_invalid")
+        #expect(safetyNetCode(response: { jws in
+            let header = Base64URL.encode(Array(#"{"alg":"none"}"#.utf8))
+            let dot = jws.firstIndex(of: UInt8(ascii: "."))!
+            jws = Array(header.utf8) + jws[dot...]
+        }) == "attestation_statement_malformed")
+        #expect(safetyNetCode(response: { jws in jws = Array(jws.prefix(40)) }) != nil)
+    }
+
+    @Test("android-safetynet: the signing certificate must be issued to attest.android.com")
+    func safetyNetHost() throws {
+        let v = Vectors.load(Self.safetyNet)
+        let response = try RegistrationResponse(json: v["response"]!)
+        let object = try AttestationObject(bytes: response.attestationObject)
+        // A JWS signed by a certificate for another host (issued here), over the right payload.
+        let jws = JWSForTest(object.statement["response"]!.bytesValue!)
+        let key = try SigningKey.generate(.rs256)
+        let cert = try CertificateBuilder(subject: [("CN", "attest.example.com")]).build(key: key, issuer: nil, issuerKey: key)
+        let forged = try jws.resigned(key: key, certificate: cert)
+        let input = AttestationInput(statement: .map([CBORPair(.text("ver"), .text("1")), CBORPair(.text("response"), .bytes(forged))]),
+                                     authenticatorData: object.authenticatorData, clientDataHash: Digest.sha256(response.clientDataJSON),
+                                     policy: VerificationPolicy(attestation: AttestationPolicy(requireSafetyNetCTSProfileMatch: false)),
+                                     now: Vectors.date(.string("2025-06-09T20:40:42.989Z"))!)
+        #expect(errorCode { _ = try AndroidSafetyNetAttestation.verify(input) } == "attestation_certificate_invalid")
+        let right = try CertificateBuilder(subject: [("CN", "attest.android.com")]).build(key: key, issuer: nil, issuerKey: key)
+        let genuine = try jws.resigned(key: key, certificate: right)
+        let input2 = AttestationInput(statement: .map([CBORPair(.text("ver"), .text("1")), CBORPair(.text("response"), .bytes(genuine))]),
+                                      authenticatorData: object.authenticatorData, clientDataHash: Digest.sha256(response.clientDataJSON),
+                                      policy: input.policy, now: input.now)
+        #expect(errorCode { _ = try AndroidSafetyNetAttestation.verify(input2) } == nil)  // verifies; untrusted (no Google chain)
+    }
+}
+
+/// Re-signs a SafetyNet JWS's payload with another key and certificate.
+struct JWSForTest {
+    let payload: String
+    init(_ compact: [UInt8]) {
+        let parts = compact.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        payload = String(decoding: parts[1], as: UTF8.self)
+    }
+    func resigned(key: SigningKey, certificate: X509Certificate) throws -> [UInt8] {
+        let header = #"{"alg":"RS256","x5c":["\#(Data(certificate.der).base64EncodedString())"]}"#
+        let input = Base64URL.encode(Array(header.utf8)) + "." + payload
+        return Array((input + "." + Base64URL.encode(try key.sign(Array(input.utf8)))).utf8)
+    }
+}
