@@ -56,7 +56,8 @@ struct CLITests {
     }
 
     static let w3cCovered = ["w3c-none-es256.json", "w3c-none-es256-long-credential-id.json", "w3c-packed-es256.json", "w3c-packed-es384.json",
-                             "w3c-packed-es512.json", "w3c-packed-eddsa.json", "w3c-packed-ed448.json", "w3c-packed-rs256.json", "w3c-packed-self-es256.json"]
+                             "w3c-packed-es512.json", "w3c-packed-eddsa.json", "w3c-packed-ed448.json", "w3c-packed-rs256.json", "w3c-packed-self-es256.json",
+                             "w3c-tpm-es256.json", "w3c-android-key-es256.json", "w3c-apple-es256.json"]
 
     @Test("verify registration, then authentication with the key it printed", arguments: w3cCovered)
     func w3cVector(file: String) throws {
@@ -171,5 +172,51 @@ struct CLITests {
             #expect(names.contains(name), "missing \(name)")
         }
         #expect(run.json?["ratios"]?["es256-authentication/openssl-p256-verify"]?.numberValue ?? 0 > 0)
+    }
+}
+
+extension CLITests {
+    @Test("--metadata makes a real YubiKey trusted; --require-trusted-attestation refuses it without")
+    func metadataTrust() throws {
+        let v = try Self.load("realworld/py_webauthn-reg-packed-verify_attestation_from_yubikey_firefox.json")
+        let e = v["expected"]!
+        let base = ["verify", "registration", "--rp-id", e["rpId"]!.stringValue!, "--origin", e["origin"]!.stringValue!,
+                    "--challenge", e["challenge_b64url"]!.stringValue!, "--response", try Self.write(v["response"]!),
+                    "--at", "2024-08-31T12:00:00Z", "--require-trusted-attestation"]
+        let refused = try Self.run(base)
+        #expect(refused.status == 1)
+        let code = refused.json?["error"]?.stringValue
+        #expect(code == "attestation_untrusted")
+        let trusted = try Self.run(base + ["--metadata", Self.vectors.appendingPathComponent("mds/production/fido-mds3-blob-no85.jwt").path])
+        #expect(trusted.status == 0, "\(trusted.stdout) \(trusted.stderr)")
+        #expect(trusted.json?["trusted"]?.boolValue == true)
+        let description = trusted.json?["metadata"]?["description"]?.stringValue
+        #expect(description == "Security Key by Yubico with NFC")
+        let types = try Self.run(base + ["--attestation-types", "none,self"])
+        let typeCode = types.json?["error"]?.stringValue
+        #expect(typeCode == "attestation_type_not_allowed")
+    }
+
+    @Test("metadata inspect lists a BLOB's entries, and refuses a stale or foreign one")
+    func metadataInspect() throws {
+        let blob = Self.vectors.appendingPathComponent("mds/production/fido-mds3-blob-no6.jwt").path
+        let run = try Self.run(["metadata", "inspect", "--metadata", blob, "--at", "2021-08-25T00:00:00Z"])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.json?["no"]?.intValue == 6)
+        let count = run.json?["entries"]?.arrayValue?.count ?? 0
+        #expect(count > 70)
+        let first = run.json?["entries"]?.arrayValue?.first
+        #expect(first?["description"]?.stringValue != nil && first?["attestationTypes"] != nil && first?["status"] != nil)
+        let stale = try Self.run(["metadata", "inspect", "--metadata", blob, "--at", "2021-10-01T00:00:00Z"])
+        let staleCode = stale.json?["error"]?.stringValue
+        #expect(stale.status == 1 && staleCode == "metadata_stale")
+        let conformance = Self.vectors.appendingPathComponent("mds/conformance/fido-conformance-mds3-blob-no42.jwt").path
+        let foreign = try Self.run(["metadata", "inspect", "--metadata", conformance, "--at", "2022-11-01T00:00:00Z"])
+        let foreignCode = foreign.json?["error"]?.stringValue
+        #expect(foreignCode == "metadata_untrusted")
+        let withRoot = try Self.run(["metadata", "inspect", "--metadata", conformance, "--at", "2022-11-01T00:00:00Z",
+                                     "--metadata-root", Self.vectors.appendingPathComponent("mds/conformance/fido-conformance-mds3-root.pem").path])
+        #expect(withRoot.status == 0)
+        #expect(try Self.run(["metadata", "inspect"]).status == 2)
     }
 }
