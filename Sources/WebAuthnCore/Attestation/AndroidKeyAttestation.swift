@@ -9,11 +9,7 @@ enum AndroidKeyAttestation: AttestationFormatVerifier {
     static let originGenerated = 0, purposeSign = 2
 
     static func verify(_ input: AttestationInput) throws(WebAuthnError) -> AttestationVerification {
-        for pair in input.statement.mapValue ?? [] {
-            guard let key = pair.key.textValue, ["alg", "sig", "x5c"].contains(key) else {
-                throw WebAuthnError(.attestationStatementMalformed, "unexpected android-key attStmt member \(pair.key)", step: step)
-            }
-        }
+        try AttestationFormats.checkMembers(input.statement, allowed: ["alg", "sig", "x5c"], format: identifier, step: step)
         // Step 1: alg, sig, x5c.
         let (alg, sig) = try AttestationFormats.algorithmAndSignature(input.statement, format: identifier)
         try AttestationFormats.checkAlgorithmAllowed(alg, policy: input.policy)

@@ -6,11 +6,7 @@ enum AppleAttestation: AttestationFormatVerifier {
     static let nonceExtensionOID = "1.2.840.113635.100.8.2"
 
     static func verify(_ input: AttestationInput) throws(WebAuthnError) -> AttestationVerification {
-        for pair in input.statement.mapValue ?? [] {
-            guard let key = pair.key.textValue, ["x5c", "alg"].contains(key) else {
-                throw WebAuthnError(.attestationStatementMalformed, "unexpected apple attStmt member \(pair.key)", step: step)
-            }
-        }
+        try AttestationFormats.checkMembers(input.statement, allowed: ["x5c", "alg"], format: identifier, step: step)
         // Step 1: x5c.
         guard let x5c = input.statement["x5c"] else {
             throw WebAuthnError(.attestationStatementMalformed, "apple attStmt needs x5c", step: step)

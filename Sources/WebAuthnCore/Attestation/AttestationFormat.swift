@@ -57,6 +57,18 @@ enum AttestationFormats {
         throw WebAuthnError(.attestationFormatUnsupported, "unknown attestation format \"\(format.prefix(64))\"; supported: \(supported)", step: "WebAuthn L3 §7.1 step 22")
     }
 
+    /// attStmt must be a map whose members are all among `allowed`.
+    static func checkMembers(_ statement: CBOR, allowed: Set<String>, format: String, step: String) throws(WebAuthnError) {
+        guard let pairs = statement.mapValue else {
+            throw WebAuthnError(.attestationStatementMalformed, "the \(format) attStmt is not a map", step: step)
+        }
+        for pair in pairs {
+            guard let key = pair.key.textValue, allowed.contains(key) else {
+                throw WebAuthnError(.attestationStatementMalformed, "unexpected \(format) attStmt member \(pair.key)", step: step)
+            }
+        }
+    }
+
     /// Reads the alg/sig pair most formats carry.
     static func algorithmAndSignature(_ statement: CBOR, format: String) throws(WebAuthnError) -> (COSEAlgorithm, [UInt8]) {
         guard let alg = statement["alg"]?.intValue else {

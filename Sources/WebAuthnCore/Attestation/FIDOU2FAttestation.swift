@@ -5,11 +5,7 @@ enum FIDOU2FAttestation: AttestationFormatVerifier {
 
     static func verify(_ input: AttestationInput) throws(WebAuthnError) -> AttestationVerification {
         let statement = input.statement
-        for pair in statement.mapValue ?? [] {
-            guard let key = pair.key.textValue, ["sig", "x5c"].contains(key) else {
-                throw WebAuthnError(.attestationStatementMalformed, "unexpected fido-u2f attStmt member \(pair.key)", step: step)
-            }
-        }
+        try AttestationFormats.checkMembers(statement, allowed: ["sig", "x5c"], format: identifier, step: step)
         // Step 1: x5c holds exactly one certificate; sig is a byte string.
         guard let x5c = statement["x5c"], let sig = statement["sig"]?.bytesValue, !sig.isEmpty else {
             throw WebAuthnError(.attestationStatementMalformed, "fido-u2f attStmt needs x5c and sig", step: step)

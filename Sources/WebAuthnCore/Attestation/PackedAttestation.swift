@@ -9,11 +9,7 @@ enum PackedAttestation: AttestationFormatVerifier {
     static func verify(_ input: AttestationInput) throws(WebAuthnError) -> AttestationVerification {
         let statement = input.statement
         // Step 1: attStmt is valid CBOR of the packed syntax.
-        for pair in statement.mapValue ?? [] {
-            guard let key = pair.key.textValue, ["alg", "sig", "x5c"].contains(key) else {
-                throw WebAuthnError(.attestationStatementMalformed, "unexpected packed attStmt member \(pair.key)", step: "WebAuthn L3 §8.2")
-            }
-        }
+        try AttestationFormats.checkMembers(statement, allowed: ["alg", "sig", "x5c"], format: identifier, step: "WebAuthn L3 §8.2")
         let (alg, sig) = try AttestationFormats.algorithmAndSignature(statement, format: identifier)
         try AttestationFormats.checkAlgorithmAllowed(alg, policy: input.policy)
 

@@ -7,11 +7,7 @@ enum TPMAttestation: AttestationFormatVerifier {
 
     static func verify(_ input: AttestationInput) throws(WebAuthnError) -> AttestationVerification {
         let s = input.statement
-        for pair in s.mapValue ?? [] {
-            guard let key = pair.key.textValue, ["ver", "alg", "x5c", "sig", "certInfo", "pubArea"].contains(key) else {
-                throw WebAuthnError(.attestationStatementMalformed, "unexpected tpm attStmt member \(pair.key)", step: step)
-            }
-        }
+        try AttestationFormats.checkMembers(s, allowed: ["ver", "alg", "x5c", "sig", "certInfo", "pubArea"], format: identifier, step: step)
         // Step 1: the attStmt syntax.
         guard s["ver"]?.textValue == "2.0" else {
             throw WebAuthnError(.attestationStatementMalformed, "tpm attStmt.ver must be \"2.0\"", step: step + " step 1")
