@@ -7,10 +7,15 @@ let package = Package(
     products: [
         .library(name: "WebAuthnCore", targets: ["WebAuthnCore"]),
         .library(name: "WebAuthnTesting", targets: ["WebAuthnTesting"]),
+        .library(name: "WebAuthnServer", targets: ["WebAuthnServer"]),
+        .library(name: "WebAuthnSQLite", targets: ["WebAuthnSQLite"]),
         .executable(name: "webauthn", targets: ["webauthn"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
+        .package(url: "https://github.com/vapor/sqlite-nio", from: "1.10.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.5.0"),
     ],
     targets: [
         // The only two C libraries. Everything that touches them lives in
@@ -35,17 +40,44 @@ let package = Package(
             name: "WebAuthnTesting",
             dependencies: ["WebAuthnCore"]
         ),
+        // The embedded default store.
+        .target(
+            name: "WebAuthnSQLite",
+            dependencies: [
+                "WebAuthnCore",
+                .product(name: "SQLiteNIO", package: "sqlite-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // HTTP routes (FIDO2 conformance API, demo page, well-known files), mountable in a Hummingbird app.
+        .target(
+            name: "WebAuthnServer",
+            dependencies: [
+                "WebAuthnCore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "webauthn",
             dependencies: [
                 "WebAuthnCore",
                 "WebAuthnTesting",
+                "WebAuthnServer",
+                "WebAuthnSQLite",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .testTarget(
             name: "WebAuthnCoreTests",
             dependencies: ["WebAuthnCore", "WebAuthnTesting"]
+        ),
+        .testTarget(
+            name: "WebAuthnServerTests",
+            dependencies: [
+                "WebAuthnCore", "WebAuthnTesting", "WebAuthnServer", "WebAuthnSQLite",
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ]
         ),
         .testTarget(
             name: "WebAuthnCLITests",

@@ -87,7 +87,9 @@ struct VerifyRegistration: AsyncParsableCommand {
         _ = try acceptedTypes()
     }
 
-    func acceptedTypes() throws -> Set<AttestationType> {
+    func acceptedTypes() throws -> Set<AttestationType> { try Self.parseTypes(attestationTypes) }
+
+    static func parseTypes(_ attestationTypes: String?) throws -> Set<AttestationType> {
         guard let attestationTypes else { return Set(AttestationType.allCases) }
         var types: Set<AttestationType> = []
         for name in attestationTypes.split(separator: ",") {

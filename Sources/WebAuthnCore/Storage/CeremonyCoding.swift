@@ -1,0 +1,43 @@
+import Foundation
+
+extension PendingCeremony {
+    /// A stable JSON form, for stores that persist pending ceremonies.
+    public var json: JSONValue {
+        var o: JSONObject = [
+            "v": 1,
+            "kind": .string(kind.rawValue),
+            "challenge": .string(Base64URL.encode(challenge)),
+            "allowCredentials": .array(allowCredentials.map { .string(Base64URL.encode($0)) }),
+            "algorithms": .array(algorithms.map { .number(Double($0.rawValue)) }),
+            "userVerification": .string(userVerification.rawValue),
+            "conditionalMediation": .bool(conditionalMediation),
+            "expiresAt": .number(expiresAt.timeIntervalSince1970),
+        ]
+        if let user {
+            o["user"] = ["id": .string(Base64URL.encode(user.id)), "name": .string(user.name), "displayName": .string(user.displayName)]
+        }
+        if let userHandle { o["userHandle"] = .string(Base64URL.encode(userHandle)) }
+        return .object(o)
+    }
+
+    /// Reads the form `json` writes. Throws `storage_failure` on anything else.
+    public init(json: JSONValue) throws(WebAuthnError) {
+        func bad(_ what: String) -> WebAuthnError { WebAuthnError(.storageFailure, "stored ceremony: \(what)") }
+        guard json["v"]?.intValue == 1, let kind = json["kind"]?.stringValue.flatMap(Kind.init(rawValue:)),
+              let challenge = json["challenge"]?.stringValue.flatMap(Base64URL.decode),
+              let uv = json["userVerification"]?.stringValue.flatMap(UserVerificationRequirement.init(rawValue:)),
+              let expires = json["expiresAt"]?.numberValue else { throw bad("unreadable") }
+        var user: UserEntity?
+        if let u = json["user"] {
+            guard let id = u["id"]?.stringValue.flatMap(Base64URL.decode), let name = u["name"]?.stringValue else { throw bad("user") }
+            user = try UserEntity(id: id, name: name, displayName: u["displayName"]?.stringValue)
+        }
+        self.init(
+            kind: kind, challenge: challenge, user: user,
+            userHandle: json["userHandle"]?.stringValue.flatMap(Base64URL.decode),
+            allowCredentials: (json["allowCredentials"]?.arrayValue ?? []).compactMap { $0.stringValue.flatMap(Base64URL.decode) },
+            algorithms: (json["algorithms"]?.arrayValue ?? []).compactMap { $0.intValue.map { COSEAlgorithm($0) } },
+            userVerification: uv, conditionalMediation: json["conditionalMediation"]?.boolValue ?? false,
+            expiresAt: Date(timeIntervalSince1970: expires))
+    }
+}

@@ -1,0 +1,83 @@
+import ArgumentParser
+import Foundation
+import Hummingbird
+import Logging
+import WebAuthnCore
+import WebAuthnServer
+import WebAuthnSQLite
+
+/// `webauthn serve`: the relying party over HTTP (FIDO2 conformance API and demo page).
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Serve the FIDO2 conformance API and the demo page until SIGINT or SIGTERM.")
+
+    @Option(help: "Address to listen on.") var host = "127.0.0.1"
+    @Option(help: "Port to listen on (0: any free port).") var port = 8080
+    @Option(name: .customLong("rp-id"), parsing: .unconditional, help: "The RP ID.") var rpId = "localhost"
+    @Option(name: .customLong("rp-name"), parsing: .unconditional, help: "The RP name shown by authenticators.") var rpName: String?
+    @Option(name: .customLong("origin"), parsing: .unconditionalSingleValue, help: "An allowed origin (repeatable). Default: http://localhost:PORT.")
+    var origins: [String] = []
+    @Option(parsing: .unconditional, help: "Storage: sqlite:PATH (default sqlite:./webauthn.sqlite).") var db = "sqlite:./webauthn.sqlite"
+    @OptionGroup var trust: MetadataOptions
+    @Flag(name: .customLong("require-trusted-attestation"), help: "Refuse attestation chains that do not lead to a trusted root.")
+    var requireTrustedAttestation = false
+    @Option(name: .customLong("attestation-types"), parsing: .unconditional, help: "Accepted attestation types: a subset of none,self,basic,attca,anonca.")
+    var attestationTypes: String?
+    @Flag(name: .customLong("require-user-verification"), help: "Require the UV flag in every ceremony.") var requireUserVerification = false
+    @Flag(name: .customLong("allow-cross-origin"), help: "Accept cross-origin ceremonies from any top-level origin.") var allowCrossOrigin = false
+    @Option(name: .customLong("top-origin"), parsing: .unconditionalSingleValue, help: "Accept cross-origin ceremonies from this top-level origin (repeatable).")
+    var topOrigins: [String] = []
+    @Option(name: .customLong("challenge-ttl"), help: "Seconds a challenge stays valid.") var challengeTTL: Double = 300
+    @Option(name: .customLong("related-origin"), parsing: .unconditionalSingleValue, help: "An origin for /.well-known/webauthn (repeatable).")
+    var relatedOrigins: [String] = []
+    @Option(name: .customLong("apple-app-id"), parsing: .unconditionalSingleValue, help: "An app ID for /.well-known/apple-app-site-association webcredentials (repeatable).")
+    var appleAppIDs: [String] = []
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error, critical.") var logLevel = "info"
+
+    func validate() throws {
+        guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
+        guard challengeTTL > 0 else { throw ValidationError("--challenge-ttl must be positive") }
+        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level: unknown level \(logLevel)") }
+        if db.hasPrefix("postgres://") || db.hasPrefix("postgresql://") {
+            throw ValidationError("--db postgres:// is not supported by this build yet; use sqlite:PATH")
+        }
+        guard db.hasPrefix("sqlite:"), db.count > "sqlite:".count else { throw ValidationError("--db must be sqlite:PATH") }
+    }
+
+    func run() async throws {
+        var logger = Logger(label: "webauthn")
+        logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
+        let types = try VerifyRegistration.parseTypes(attestationTypes)
+        let crossOrigin: CrossOriginPolicy = !topOrigins.isEmpty ? .allowTopOrigins(topOrigins) : allowCrossOrigin ? .allowAnyTopOrigin : .deny
+        let policy = VerificationPolicy(
+            userVerification: requireUserVerification ? .required : .preferred, crossOrigin: crossOrigin,
+            attestation: AttestationPolicy(acceptedTypes: types, requireTrustedAttestation: requireTrustedAttestation))
+        let path = String(db.dropFirst("sqlite:".count))
+        let store = try await SQLiteStore.open(path: path, logger: logger)
+        let anchors = try trust.anchors(at: Date())
+        let listenPort = port
+        let allowed = origins.isEmpty ? ["http://localhost:\(port)"] : origins
+        let rp: RelyingParty
+        do {
+            rp = try RelyingParty(id: rpId, name: rpName, origins: allowed, policy: policy, challengeLifetime: challengeTTL, trustAnchors: anchors)
+        } catch {
+            throw ValidationError(error.message)
+        }
+        let engine = WebAuthnEngine(relyingParty: rp, credentials: store, challenges: store)
+        let routes = WebAuthnRoutes(engine: engine, accounts: store, configuration: ServerConfiguration(
+            relatedOrigins: relatedOrigins, appleWebCredentialApps: appleAppIDs, secureCookies: allowed.allSatisfy { $0.hasPrefix("https://") }))
+        let router = Router()
+        routes.add(to: router)
+        let (host, db) = (self.host, self.db)
+        let app = Application(
+            router: router, configuration: .init(address: .hostname(host, port: listenPort), serverName: "webauthn"),
+            onServerRunning: { channel in
+                let bound = channel.localAddress?.port ?? listenPort
+                let line = "webauthn: listening on http://\(host):\(bound) for RP ID \(rp.id) (origins \(rp.origins.joined(separator: " "))), store \(db)\n"
+                FileHandle.standardOutput.write(Data(line.utf8))
+            },
+            logger: logger)
+        try await app.runService()
+        try await store.close()
+    }
+}
