@@ -75,8 +75,7 @@ let package = Package(
         .testTarget(
             name: "WebAuthnServerTests",
             dependencies: [
-                "WebAuthnCore", "WebAuthnTesting", "WebAuthnServer", "WebAuthnSQLite",
-                .product(name: "Hummingbird", package: "hummingbird"),
+                "WebAuthnCore", "WebAuthnTesting", "WebAuthnServer", "WebAuthnSQLite", .target(name: "webauthn"),
             ]
         ),
         .testTarget(

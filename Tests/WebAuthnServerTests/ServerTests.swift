@@ -1,0 +1,177 @@
+import Foundation
+import Testing
+@testable @_spi(Testing) import WebAuthnCore
+import WebAuthnSQLite
+import WebAuthnTesting
+
+/// `webauthn serve` over real HTTP on loopback: the FIDO2 conformance API,
+/// the demo API, the well-known files, limits, and atomicity across processes.
+@Suite("Server over HTTP", .serialized)
+struct ServerTests {
+    let rpId = ServeProcess.rpId
+    let origin = ServeProcess.origin
+
+    /// Registers `username` with a software authenticator; returns the credential id and the session cookie.
+    func register(_ server: ServeProcess, _ authenticator: SoftwareAuthenticator, username: String,
+                  attestation: SoftwareAuthenticator.Attestation = .packedSelf) async throws -> ([UInt8], String?) {
+        let options = try await server.request("/attestation/options", ["username": .string(username), "displayName": "Alice", "attestation": "direct"])
+        #expect(options.ok, "\(options.errorMessage)")
+        let challenge = Base64URL.decode(options.json["challenge"]!.stringValue!)!
+        let user = Base64URL.decode(options.json["user"]!["id"]!.stringValue!)!
+        let parts = try authenticator.register(rpId: rpId, origin: origin, challenge: challenge, userHandle: user, attestation: attestation)
+        var body = parts.json.objectValue!
+        body["rawId"] = nil  // the conformance shape
+        body["getClientExtensionResults"] = body["clientExtensionResults"]
+        body["clientExtensionResults"] = nil
+        let result = try await server.request("/attestation/result", .object(body), cookie: options.cookie)
+        #expect(result.ok, "\(result.errorMessage)")
+        return (parts.id, result.cookie ?? options.cookie)
+    }
+
+    @Test("the FIDO2 conformance API: register, sign in by name and without, replay refused")
+    func conformanceFlow() async throws {
+        let server = try ServeProcess(database: ServeProcess.temporaryDatabase())
+        defer { server.stop() }
+        let authenticator = SoftwareAuthenticator(profile: .securityKey)
+        // Options carry rp.id, timeout, ES256/EdDSA/RS256, and echo what was asked.
+        let options = try await server.request("/attestation/options", [
+            "username": "alice", "displayName": "Alice", "attestation": "direct",
+            "authenticatorSelection": ["requireResidentKey": false, "authenticatorAttachment": "cross-platform", "userVerification": "preferred"],
+            "extensions": ["credProps": true],
+        ])
+        #expect(options.ok && options.status == 200)
+        #expect(options.json["rp"]?["id"]?.stringValue == rpId)
+        #expect(options.json["timeout"]?.intValue ?? 0 > 0)
+        let algs = Set(options.json["pubKeyCredParams"]?.arrayValue?.compactMap { $0["alg"]?.intValue } ?? [])
+        #expect(algs.isSuperset(of: [-7, -8, -257]))
+        #expect(options.json["attestation"]?.stringValue == "direct")
+        #expect(options.json["authenticatorSelection"]?["authenticatorAttachment"]?.stringValue == "cross-platform")
+        #expect(options.json["authenticatorSelection"]?["requireResidentKey"]?.boolValue == false)
+        #expect(options.json["extensions"]?["credProps"]?.boolValue == true)
+        #expect(options.cookie?.hasPrefix("webauthn_session=") == true)
+
+        let (id, cookie) = try await register(server, authenticator, username: "alice")
+        // The user's credentials appear in excludeCredentials and allowCredentials.
+        let again = try await server.request("/attestation/options", ["username": "alice"])
+        #expect(again.json["excludeCredentials"]?.arrayValue?.first?["id"]?.stringValue == Base64URL.encode(id))
+        let request = try await server.request("/assertion/options", ["username": "alice", "userVerification": "discouraged"], cookie: cookie)
+        #expect(request.ok && request.json["rpId"]?.stringValue == rpId)
+        #expect(request.json["allowCredentials"]?.arrayValue?.first?["id"]?.stringValue == Base64URL.encode(id))
+        #expect(request.json["userVerification"]?.stringValue == "discouraged")
+        let assertion = try authenticator.authenticate(rpId: rpId, origin: origin, challenge: Base64URL.decode(request.json["challenge"]!.stringValue!)!, credentialId: id)
+        let signedIn = try await server.request("/assertion/result", assertion.json, cookie: request.cookie)
+        #expect(signedIn.ok, "\(signedIn.errorMessage)")
+        let replay = try await server.request("/assertion/result", assertion.json, cookie: request.cookie)
+        #expect(!replay.ok && replay.status >= 400 && replay.status < 500)
+        #expect(replay.errorMessage.hasPrefix("challenge_"))
+
+        // Discoverable login: no username, the userHandle finds the owner.
+        let discoverable = try await server.request("/assertion/options", [:])
+        #expect(discoverable.ok && (discoverable.json["allowCredentials"]?.arrayValue ?? []).isEmpty)
+        let d = try authenticator.authenticate(rpId: rpId, origin: origin, challenge: Base64URL.decode(discoverable.json["challenge"]!.stringValue!)!, credentialId: id)
+        #expect(try await server.request("/assertion/result", d.json, cookie: discoverable.cookie).ok)
+
+        // The demo API sees the signed-in user and their credential.
+        let session = try await server.request("/demo/session", cookie: discoverable.cookie)
+        #expect(session.json["user"]?.stringValue == "alice")
+        let list = try await server.request("/demo/credentials", cookie: discoverable.cookie)
+        #expect(list.json["credentials"]?.arrayValue?.first?["signCount"]?.intValue == 2)
+    }
+
+    @Test("failures: unknown user, bad bodies, tampering, each a 4xx with status failed and a non-empty message")
+    func failures() async throws {
+        let server = try ServeProcess(database: ServeProcess.temporaryDatabase())
+        defer { server.stop() }
+        let authenticator = SoftwareAuthenticator(profile: .securityKey)
+        let (id, _) = try await register(server, authenticator, username: "bob")
+        var replies: [ServeProcess.Reply] = []
+        replies.append(try await server.request("/assertion/options", ["username": "nobody"]))
+        replies.append(try await server.request("/attestation/options", [:]))
+        replies.append(try await server.request("/attestation/options", ["username": "x", "attestation": "bogus"]))
+        replies.append(try await server.request("/attestation/result", raw: Array("{not json".utf8)))
+        replies.append(try await server.request("/attestation/result", raw: Array(String(repeating: "[", count: 5000).utf8)))
+        replies.append(try await server.request("/attestation/result", raw: [UInt8](repeating: 0x20, count: 200_000)))
+        let request = try await server.request("/assertion/options", ["username": "bob"])
+        var tampered = try authenticator.authenticate(rpId: rpId, origin: origin, challenge: Base64URL.decode(request.json["challenge"]!.stringValue!)!, credentialId: id)
+        tampered.signature[10] ^= 1
+        replies.append(try await server.request("/assertion/result", tampered.json, cookie: request.cookie))
+        for reply in replies {
+            #expect(!reply.ok && (400..<500).contains(reply.status), "\(reply.status) \(reply.json.serialized())")
+            #expect(reply.json["status"]?.stringValue == "failed" && !reply.errorMessage.isEmpty)
+        }
+        #expect(replies.last?.errorMessage.hasPrefix("signature_invalid") == true)
+        #expect(replies[5].status == 413)
+    }
+
+    @Test("well-known files are served from configuration")
+    func wellKnown() async throws {
+        let server = try ServeProcess(database: ServeProcess.temporaryDatabase(),
+                                      extra: ["--related-origin", "https://example.co.uk", "--apple-app-id", "ABCDE12345.com.example.app"])
+        defer { server.stop() }
+        let related = try await server.request("/.well-known/webauthn")
+        #expect(related.json["origins"]?.arrayValue?.first?.stringValue == "https://example.co.uk")
+        let apple = try await server.request("/.well-known/apple-app-site-association")
+        #expect(apple.json["webcredentials"]?["apps"]?.arrayValue?.first?.stringValue == "ABCDE12345.com.example.app")
+        let page = try await server.request("/")
+        #expect(page.status == 200)
+    }
+
+    @Test("two serve processes sharing one database: one assertion sent to both at once succeeds exactly once")
+    func twoInstances() async throws {
+        let database = ServeProcess.temporaryDatabase()
+        let a = try ServeProcess(database: database)
+        let b = try ServeProcess(database: database)
+        defer { a.stop(); b.stop() }
+        let authenticator = SoftwareAuthenticator(profile: .securityKey)
+        let (id, _) = try await register(a, authenticator, username: "carol")
+        for round in 0..<5 {
+            let request = try await b.request("/assertion/options", ["username": "carol"])
+            let assertion = try authenticator.authenticate(rpId: rpId, origin: origin, challenge: Base64URL.decode(request.json["challenge"]!.stringValue!)!, credentialId: id)
+            async let first = a.request("/assertion/result", assertion.json)
+            async let second = b.request("/assertion/result", assertion.json)
+            let replies = try await [first, second]
+            #expect(replies.filter(\.ok).count == 1, "round \(round): \(replies.map(\.errorMessage))")
+        }
+        let store = try await SQLiteStore.open(path: database)
+        #expect(try await store.credential(id: id)?.signCount == 5)
+        try await store.close()
+    }
+
+    @Test("SIGKILL under a load of registrations loses no acknowledged credential, and the database reopens")
+    func crashSafety() async throws {
+        let database = ServeProcess.temporaryDatabase()
+        let server = try ServeProcess(database: database)
+        let authenticator = SoftwareAuthenticator(profile: .securityKey)
+        let acknowledged = AcknowledgedIDs()
+        let load = Task {
+            await withTaskGroup(of: Void.self) { group in
+                for worker in 0..<4 {
+                    group.addTask {
+                        for i in 0..<1000 {
+                            guard let (id, _) = try? await register(server, authenticator, username: "user-\(worker)-\(i)") else { return }
+                            acknowledged.add(id)
+                        }
+                    }
+                }
+            }
+        }
+        while acknowledged.count < 40 { try await Task.sleep(for: .milliseconds(20)) }
+        server.kill()
+        _ = await load.result
+        let store = try await SQLiteStore.open(path: database)
+        for id in acknowledged.all { #expect(try await store.credential(id: id) != nil) }
+        try await store.close()
+        let restarted = try ServeProcess(database: database)
+        defer { restarted.stop() }
+        #expect(try await restarted.request("/attestation/options", ["username": "after-crash"]).ok)
+    }
+}
+
+/// Credential ids the server acknowledged, collected from concurrent tasks.
+final class AcknowledgedIDs: @unchecked Sendable {
+    private let lock = NSLock()
+    private var ids: [[UInt8]] = []
+    func add(_ id: [UInt8]) { lock.lock(); ids.append(id); lock.unlock() }
+    var count: Int { lock.lock(); defer { lock.unlock() }; return ids.count }
+    var all: [[UInt8]] { lock.lock(); defer { lock.unlock() }; return ids }
+}

@@ -1,0 +1,96 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import WebAuthnCore
+
+/// A `webauthn serve` process on a loopback port, for tests over real HTTP.
+final class ServeProcess: @unchecked Sendable {
+    static let binary: URL = {
+        var dir = Bundle.main.bundleURL
+        for _ in 0..<4 {
+            let candidate = dir.appendingPathComponent("webauthn")
+            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+            dir = dir.deletingLastPathComponent()
+        }
+        return URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent(".build/debug/webauthn")
+    }()
+
+    static let rpId = "example.com"
+    static let origin = "https://example.com"
+
+    let process = Process()
+    let output = Pipe()
+    private(set) var port = 0
+    let database: String
+
+    /// Starts `serve` on a free port with a SQLite database at `database`.
+    init(database: String, extra: [String] = []) throws {
+        self.database = database
+        process.executableURL = Self.binary
+        process.arguments = ["serve", "--port", "0", "--rp-id", Self.rpId, "--origin", Self.origin, "--db", "sqlite:" + database,
+                             "--log-level", "warning"] + extra
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // The one line saying where it listens carries the port.
+        var text = ""
+        let deadline = Date().addingTimeInterval(20)
+        while port == 0 && Date() < deadline {
+            let data = output.fileHandleForReading.availableData
+            if data.isEmpty { Thread.sleep(forTimeInterval: 0.05); continue }
+            text += String(decoding: data, as: UTF8.self)
+            if let range = text.range(of: #"127\.0\.0\.1:(\d+)"#, options: .regularExpression) {
+                port = Int(text[range].split(separator: ":")[1]) ?? 0
+            }
+        }
+        guard port != 0 else {
+            process.terminate()
+            throw WebAuthnError(.storageFailure, "serve did not start: \(text)")
+        }
+    }
+
+    func stop() {
+        guard process.isRunning else { return }
+        process.interrupt()
+        process.waitUntilExit()
+    }
+
+    func kill() {
+        guard process.isRunning else { return }
+        Foundation.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    deinit { if process.isRunning { process.terminate() } }
+
+    struct Reply {
+        let status: Int
+        let json: JSONValue
+        let cookie: String?
+        var ok: Bool { json["status"]?.stringValue == "ok" }
+        var errorMessage: String { json["errorMessage"]?.stringValue ?? "" }
+    }
+
+    /// POSTs (or GETs, with no body) JSON; cookies are passed by hand.
+    func request(_ path: String, _ body: JSONValue? = nil, cookie: String? = nil, method: String? = nil, raw: [UInt8]? = nil) async throws -> Reply {
+        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
+        request.httpMethod = method ?? (body == nil && raw == nil ? "GET" : "POST")
+        if let raw { request.httpBody = Data(raw) } else if let body { request.httpBody = Data(body.serializedBytes()) }
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        if let cookie { request.setValue(cookie, forHTTPHeaderField: "Cookie") }
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpShouldSetCookies = false
+        let session = URLSession(configuration: configuration)
+        let (data, response) = try await session.data(for: request)
+        let http = response as! HTTPURLResponse
+        let setCookie = (http.value(forHTTPHeaderField: "Set-Cookie")).flatMap { $0.split(separator: ";").first.map(String.init) }
+        let json = (try? JSONValue.parse([UInt8](data))) ?? .string(String(decoding: data, as: UTF8.self))
+        return Reply(status: http.statusCode, json: json, cookie: setCookie)
+    }
+
+    static func temporaryDatabase() -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("serve-\(UUID().uuidString).sqlite").path
+    }
+}
