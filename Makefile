@@ -1,5 +1,5 @@
 # Two commands do everything on a fresh Debian machine with Swift 6:
-#   make serve   runs the main job (until the HTTP server lands: a full demo ceremony)
+#   make serve   runs the relying-party server on http://127.0.0.1:8080 with SQLite (./webauthn.sqlite)
 #   make test    builds and runs every test
 # Both install the system packages they need with apt-get when missing.
 
@@ -24,7 +24,9 @@ build: deps
 test: build
 	swift test --skip-build $(SWIFT_BUILD_FLAGS)
 
-serve: demo
+serve: deps
+	swift build --product webauthn $(SWIFT_BUILD_FLAGS)
+	.build/debug/webauthn serve $(SERVE_FLAGS)
 
 demo: deps
 	swift build --product webauthn $(SWIFT_BUILD_FLAGS)
