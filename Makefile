@@ -5,24 +5,37 @@
 
 SHELL := /bin/bash
 APT_PACKAGES := libssl-dev libcbor-dev pkg-config openssl
+# Only the tests need these: the real-browser test drives headless Chromium.
+TEST_APT_PACKAGES := chromium chromium-driver
+SELENIUM := selenium==4.45.0
 SWIFT_BUILD_FLAGS ?=
 
-.PHONY: deps build test serve demo bench clean
+.PHONY: deps test-deps build test serve demo bench clean
 
-deps:
+# Installs the Debian packages named in $(1) that are missing.
+define apt_install
 	@missing=""; \
-	for p in $(APT_PACKAGES); do dpkg -s "$$p" >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	for p in $(1); do dpkg -s "$$p" >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing system packages:$$missing"; \
 		if [ "$$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi; \
 		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $$missing >/dev/null; \
 	fi
+endef
+
+deps:
+	$(call apt_install,$(APT_PACKAGES))
+
+test-deps: deps
+	$(call apt_install,$(TEST_APT_PACKAGES))
+	@python3 -c "import selenium, pytest" 2>/dev/null || python3 -m pip install -q "$(SELENIUM)" pytest
 
 build: deps
 	swift build --build-tests $(SWIFT_BUILD_FLAGS)
 
-test: build
+test: build test-deps
 	swift test --skip-build $(SWIFT_BUILD_FLAGS)
+	python3 -m pytest -q Tests/Browser
 
 serve: deps
 	swift build --product webauthn $(SWIFT_BUILD_FLAGS)

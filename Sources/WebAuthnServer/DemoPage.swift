@@ -40,6 +40,10 @@ const b64 = {
   encode(buf) { return btoa(String.fromCharCode(...new Uint8Array(buf))).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, ''); },
   decode(s) { s = s.replace(/-/g, '+').replace(/_/g, '/'); while (s.length % 4) s += '='; return Uint8Array.from(atob(s), c => c.charCodeAt(0)).buffer; },
 };
+// A conditional (autofill) request stays pending until used; any other
+// ceremony must abort it first, or the browser refuses with "already pending".
+let conditional = null;
+function abortConditional() { if (conditional) { conditional.abort(); conditional = null; } }
 function say(text, kind) { const s = $('status'); s.textContent = text; s.className = kind || ''; }
 async function post(path, body) {
   const r = await fetch(path, { method: 'POST', credentials: 'same-origin', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
@@ -68,6 +72,7 @@ function toJSON(c) {
 async function register() {
   const username = $('username').value.trim();
   if (!username) return say('Type a user name first.', 'error');
+  abortConditional();
   try {
     const options = await post('/attestation/options', { username, displayName: username, attestation: 'direct',
       authenticatorSelection: { residentKey: 'preferred', userVerification: 'preferred' } });
@@ -80,9 +85,13 @@ async function register() {
 async function signIn(withName, mediation) {
   const username = withName ? $('username').value.trim() : undefined;
   if (withName && !username) return say('Type a user name, or sign in without one.', 'error');
+  if (!mediation) abortConditional();
   try {
     const options = await post('/assertion/options', mediation ? { mediation } : { username, userVerification: 'preferred' });
-    const credential = await navigator.credentials.get(mediation ? { publicKey: requestOptions(options), mediation } : { publicKey: requestOptions(options) });
+    let request = { publicKey: requestOptions(options) };
+    if (mediation) { conditional = new AbortController(); request = { ...request, mediation, signal: conditional.signal }; }
+    const credential = await navigator.credentials.get(request);
+    conditional = null;
     await post('/assertion/result', toJSON(credential));
     say('Signed in.', 'ok');
     await refresh();

@@ -25,7 +25,7 @@ extension WebAuthnRoutes {
                     let entry = engine.relyingParty.trustAnchors.entry(aaguid: c.aaguid, attestationCertificate: nil)
                     return [
                         "id": .string(Base64URL.encode(c.id)),
-                        "authenticator": .string(entry?.description ?? (c.aaguid.isZero ? "unknown authenticator" : "AAGUID \(c.aaguid)")),
+                        "authenticator": .string(entry?.description ?? "Unknown authenticator"),
                         "aaguid": .string(c.aaguid.description),
                         "format": .string(c.attestationFormat),
                         "backupEligible": .bool(c.backupEligible),

@@ -33,10 +33,12 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("apple-app-id"), parsing: .unconditionalSingleValue, help: "An app ID for /.well-known/apple-app-site-association webcredentials (repeatable).")
     var appleAppIDs: [String] = []
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error, critical.") var logLevel = "info"
+    @Option(name: .customLong("idle-timeout"), help: "Seconds before an idle connection is closed.") var idleTimeout: Int64 = 30
 
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
         guard challengeTTL > 0 else { throw ValidationError("--challenge-ttl must be positive") }
+        guard idleTimeout > 0 else { throw ValidationError("--idle-timeout must be positive") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level: unknown level \(logLevel)") }
         if db.hasPrefix("postgres://") || db.hasPrefix("postgresql://") {
             throw ValidationError("--db postgres:// is not supported by this build yet; use sqlite:PATH")
@@ -70,7 +72,8 @@ struct Serve: AsyncParsableCommand {
         routes.add(to: router)
         let (host, db) = (self.host, self.db)
         let app = Application(
-            router: router, configuration: .init(address: .hostname(host, port: listenPort), serverName: "webauthn"),
+            router: router, server: .http1(configuration: .init(idleTimeout: .seconds(idleTimeout))),
+            configuration: .init(address: .hostname(host, port: listenPort), serverName: "webauthn"),
             onServerRunning: { channel in
                 let bound = channel.localAddress?.port ?? listenPort
                 let line = "webauthn: listening on http://\(host):\(bound) for RP ID \(rp.id) (origins \(rp.origins.joined(separator: " "))), store \(db)\n"

@@ -1,0 +1,160 @@
+"""Real-browser test: headless Chromium and its WebAuthn virtual authenticators
+drive `webauthn serve` through the demo page's own JavaScript.
+
+Run by `make test` (which installs chromium, chromium-driver and selenium).
+Talks only to loopback.
+"""
+import os
+import re
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.virtual_authenticator import Protocol, Transport, VirtualAuthenticatorOptions
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BINARY = os.path.join(ROOT, ".build", "debug", "webauthn")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = free_port()
+    db = os.path.join(tempfile.mkdtemp(), "browser.sqlite")
+    proc = subprocess.Popen(
+        [BINARY, "serve", "--port", str(port), "--rp-id", "localhost", "--origin", f"http://localhost:{port}",
+         "--db", f"sqlite:{db}", "--log-level", "warning"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = proc.stdout.readline()
+    assert "listening" in line, line
+    yield f"http://localhost:{port}"
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def driver():
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for arg in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1000,800"]:
+        options.add_argument(arg)
+    d = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    d.set_script_timeout(30)
+    yield d
+    d.quit()
+
+
+def use_authenticator(driver, protocol, transport, resident, uv):
+    try:
+        driver.remove_virtual_authenticator()
+    except Exception:
+        pass
+    driver.add_virtual_authenticator(VirtualAuthenticatorOptions(
+        protocol=protocol, transport=transport, has_resident_key=resident, has_user_verification=uv,
+        is_user_consenting=True, is_user_verified=uv))
+
+
+REGISTER = """
+const [username, attestation, residentKey, done] = arguments;
+(async () => {
+  abortConditional();
+  const options = await post('/attestation/options', { username, displayName: username, attestation,
+    authenticatorSelection: { residentKey, userVerification: 'preferred' } });
+  const credential = await navigator.credentials.create({ publicKey: creationOptions(options) });
+  const result = await post('/attestation/result', toJSON(credential));
+  done({ ok: true, result, id: credential.id });
+})().catch(e => done({ ok: false, error: String(e && e.message || e) }));
+"""
+
+SIGN_IN = """
+const [username, tamper, done] = arguments;
+(async () => {
+  abortConditional();
+  const options = await post('/assertion/options', username ? { username } : {});
+  const credential = await navigator.credentials.get({ publicKey: requestOptions(options) });
+  const json = toJSON(credential);
+  if (tamper) {
+    const sig = new Uint8Array(b64.decode(json.response.signature));
+    sig[sig.length - 1] ^= 1;
+    json.response.signature = b64.encode(sig.buffer);
+  }
+  const result = await post('/assertion/result', json);
+  done({ ok: true, result });
+})().catch(e => done({ ok: false, error: String(e && e.message || e) }));
+"""
+
+CREDENTIALS = """
+const done = arguments[0];
+fetch('/demo/credentials', { credentials: 'same-origin' }).then(r => r.json()).then(done, e => done({ error: String(e) }));
+"""
+
+
+def register(driver, username, attestation="none", resident="preferred"):
+    return driver.execute_async_script(REGISTER, username, attestation, resident)
+
+
+def sign_in(driver, username=None, tamper=False):
+    return driver.execute_async_script(SIGN_IN, username, tamper)
+
+
+def test_platform_passkey_with_username_and_discoverable_login(server, driver):
+    driver.get(server + "/")
+    assert "WebAuthn" in driver.title
+    use_authenticator(driver, Protocol.CTAP2, Transport.INTERNAL, resident=True, uv=True)
+    reg = register(driver, "alice", attestation="none", resident="required")
+    assert reg["ok"], reg
+    assert reg["result"]["fmt"] == "none"
+    by_name = sign_in(driver, "alice")
+    assert by_name["ok"], by_name
+    assert by_name["result"]["userVerified"] is True
+    discoverable = sign_in(driver, None)
+    assert discoverable["ok"], discoverable
+    driver.get(server + "/")
+    time.sleep(0.5)
+    driver.save_screenshot(os.path.join(tempfile.gettempdir(), "webauthn-demo.png"))
+    assert "alice" in driver.find_element("id", "who").text
+
+
+def test_usb_security_key_direct_attestation_and_rising_counter(server, driver):
+    driver.get(server + "/")
+    use_authenticator(driver, Protocol.CTAP2, Transport.USB, resident=False, uv=False)
+    reg = register(driver, "bob", attestation="direct", resident="discouraged")
+    assert reg["ok"], reg
+    assert reg["result"]["fmt"] == "packed"
+    counts = []
+    for _ in range(3):
+        result = sign_in(driver, "bob")
+        assert result["ok"], result
+        counts.append(result["result"]["signCount"])
+    assert counts == sorted(counts) and len(set(counts)) == 3, counts
+    listing = driver.execute_async_script(CREDENTIALS)
+    assert listing["credentials"][0]["signCount"] == counts[-1]
+
+
+def test_u2f_security_key(server, driver):
+    driver.get(server + "/")
+    use_authenticator(driver, Protocol.U2F, Transport.USB, resident=False, uv=False)
+    reg = register(driver, "carol", attestation="direct", resident="discouraged")
+    assert reg["ok"], reg
+    assert reg["result"]["fmt"] == "fido-u2f"
+    result = sign_in(driver, "carol")
+    assert result["ok"], result
+
+
+def test_tampered_assertion_is_refused(server, driver):
+    driver.get(server + "/")
+    use_authenticator(driver, Protocol.CTAP2, Transport.USB, resident=False, uv=False)
+    assert register(driver, "dave", attestation="none", resident="discouraged")["ok"]
+    tampered = sign_in(driver, "dave", tamper=True)
+    assert not tampered["ok"]
+    assert tampered["error"].startswith("signature_invalid"), tampered
+    assert sign_in(driver, "dave")["ok"]
