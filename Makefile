@@ -4,9 +4,9 @@
 # Both install the system packages they need with apt-get when missing.
 
 SHELL := /bin/bash
-APT_PACKAGES := libssl-dev libcbor-dev pkg-config openssl
-# Only the tests need these: the real-browser test drives headless Chromium.
-TEST_APT_PACKAGES := chromium chromium-driver
+APT_PACKAGES := libssl-dev libcbor-dev libpq-dev pkg-config openssl
+# Only the tests need these: a throw-away PostgreSQL, and headless Chromium for the real-browser test.
+TEST_APT_PACKAGES := postgresql chromium chromium-driver
 SELENIUM := selenium==4.45.0
 SWIFT_BUILD_FLAGS ?=
 
@@ -33,8 +33,13 @@ test-deps: deps
 build: deps
 	swift build --build-tests $(SWIFT_BUILD_FLAGS)
 
+# The tests run with a throw-away PostgreSQL (Tests/postgres.sh), stopped whatever happens.
 test: build test-deps
-	swift test --skip-build $(SWIFT_BUILD_FLAGS)
+	@pgdir=$$(mktemp -d); \
+	url=$$(bash Tests/postgres.sh start "$$pgdir") || exit 1; \
+	trap 'bash Tests/postgres.sh stop "'"$$pgdir"'"' EXIT; \
+	echo "PostgreSQL for the tests: $$url"; \
+	WEBAUTHN_TEST_POSTGRES="$$url" swift test --skip-build $(SWIFT_BUILD_FLAGS) && \
 	python3 -m pytest -q Tests/Browser
 
 serve: deps

@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "WebAuthnTesting", targets: ["WebAuthnTesting"]),
         .library(name: "WebAuthnServer", targets: ["WebAuthnServer"]),
         .library(name: "WebAuthnSQLite", targets: ["WebAuthnSQLite"]),
+        .library(name: "WebAuthnPostgres", targets: ["WebAuthnPostgres"]),
         .executable(name: "webauthn", targets: ["webauthn"]),
     ],
     dependencies: [
@@ -49,6 +50,17 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // libpq, PostgreSQL's client library (linked against the system OpenSSL).
+        .systemLibrary(
+            name: "CPostgreSQL",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
+        // The store for several instances sharing one PostgreSQL.
+        .target(
+            name: "WebAuthnPostgres",
+            dependencies: ["WebAuthnCore", "CPostgreSQL"]
+        ),
         // HTTP routes (FIDO2 conformance API, demo page, well-known files), mountable in a Hummingbird app.
         .target(
             name: "WebAuthnServer",
@@ -65,6 +77,7 @@ let package = Package(
                 "WebAuthnTesting",
                 "WebAuthnServer",
                 "WebAuthnSQLite",
+                "WebAuthnPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -75,7 +88,7 @@ let package = Package(
         .testTarget(
             name: "WebAuthnServerTests",
             dependencies: [
-                "WebAuthnCore", "WebAuthnTesting", "WebAuthnServer", "WebAuthnSQLite", .target(name: "webauthn"),
+                "WebAuthnCore", "WebAuthnTesting", "WebAuthnServer", "WebAuthnSQLite", "WebAuthnPostgres", .target(name: "webauthn"),
             ]
         ),
         .testTarget(

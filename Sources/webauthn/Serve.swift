@@ -4,6 +4,7 @@ import Hummingbird
 import Logging
 import WebAuthnCore
 import WebAuthnServer
+import WebAuthnPostgres
 import WebAuthnSQLite
 
 /// `webauthn serve`: the relying party over HTTP (FIDO2 conformance API and demo page).
@@ -17,7 +18,8 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("rp-name"), parsing: .unconditional, help: "The RP name shown by authenticators.") var rpName: String?
     @Option(name: .customLong("origin"), parsing: .unconditionalSingleValue, help: "An allowed origin (repeatable). Default: http://localhost:PORT.")
     var origins: [String] = []
-    @Option(parsing: .unconditional, help: "Storage: sqlite:PATH (default sqlite:./webauthn.sqlite).") var db = "sqlite:./webauthn.sqlite"
+    @Option(parsing: .unconditional, help: "Storage: sqlite:PATH (default sqlite:./webauthn.sqlite) or postgres://USER@HOST:PORT/DB.")
+    var db = "sqlite:./webauthn.sqlite"
     @OptionGroup var trust: MetadataOptions
     @Flag(name: .customLong("require-trusted-attestation"), help: "Refuse attestation chains that do not lead to a trusted root.")
     var requireTrustedAttestation = false
@@ -40,11 +42,12 @@ struct Serve: AsyncParsableCommand {
         guard challengeTTL > 0 else { throw ValidationError("--challenge-ttl must be positive") }
         guard idleTimeout > 0 else { throw ValidationError("--idle-timeout must be positive") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level: unknown level \(logLevel)") }
-        if db.hasPrefix("postgres://") || db.hasPrefix("postgresql://") {
-            throw ValidationError("--db postgres:// is not supported by this build yet; use sqlite:PATH")
+        guard isPostgres || (db.hasPrefix("sqlite:") && db.count > "sqlite:".count) else {
+            throw ValidationError("--db must be sqlite:PATH or postgres://USER@HOST:PORT/DB")
         }
-        guard db.hasPrefix("sqlite:"), db.count > "sqlite:".count else { throw ValidationError("--db must be sqlite:PATH") }
     }
+
+    var isPostgres: Bool { db.hasPrefix("postgres://") || db.hasPrefix("postgresql://") }
 
     func run() async throws {
         var logger = Logger(label: "webauthn")
@@ -54,8 +57,15 @@ struct Serve: AsyncParsableCommand {
         let policy = VerificationPolicy(
             userVerification: requireUserVerification ? .required : .preferred, crossOrigin: crossOrigin,
             attestation: AttestationPolicy(acceptedTypes: types, requireTrustedAttestation: requireTrustedAttestation))
-        let path = String(db.dropFirst("sqlite:".count))
-        let store = try await SQLiteStore.open(path: path, logger: logger)
+        let store: any CredentialStore & ChallengeStore & AccountStore
+        let sqlite: SQLiteStore?
+        if isPostgres {
+            store = try await PostgresStore.open(url: db)
+            sqlite = nil
+        } else {
+            sqlite = try await SQLiteStore.open(path: String(db.dropFirst("sqlite:".count)), logger: logger)
+            store = sqlite!
+        }
         let anchors = try trust.anchors(at: Date())
         let listenPort = port
         let allowed = origins.isEmpty ? ["http://localhost:\(port)"] : origins
@@ -70,7 +80,8 @@ struct Serve: AsyncParsableCommand {
             relatedOrigins: relatedOrigins, appleWebCredentialApps: appleAppIDs, secureCookies: allowed.allSatisfy { $0.hasPrefix("https://") }))
         let router = Router()
         routes.add(to: router)
-        let (host, db) = (self.host, self.db)
+        // The store line names the database, never its credentials.
+        let (host, db) = (self.host, isPostgres ? "postgres (" + (URLComponents(string: self.db)?.host ?? "?") + ")" : self.db)
         let app = Application(
             router: router, server: .http1(configuration: .init(idleTimeout: .seconds(idleTimeout))),
             configuration: .init(address: .hostname(host, port: listenPort), serverName: "webauthn"),
@@ -81,6 +92,6 @@ struct Serve: AsyncParsableCommand {
             },
             logger: logger)
         try await app.runService()
-        try await store.close()
+        try await sqlite?.close()
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable @_spi(Testing) import WebAuthnCore
 import WebAuthnSQLite
+import WebAuthnPostgres
 import WebAuthnTesting
 
 /// `webauthn serve` over real HTTP on loopback: the FIDO2 conformance API,
@@ -116,30 +117,38 @@ struct ServerTests {
         #expect(page.status == 200)
     }
 
-    @Test("two serve processes sharing one database: one assertion sent to both at once succeeds exactly once")
-    func twoInstances() async throws {
-        let database = ServeProcess.temporaryDatabase()
+    /// SQLite, and the throw-away PostgreSQL when `make test` started one.
+    static let sharedDatabases: [String] = ["sqlite"] + (ProcessInfo.processInfo.environment["WEBAUTHN_TEST_POSTGRES"] != nil ? ["postgres"] : [])
+
+    @Test("two serve processes sharing one database: one assertion sent to both at once succeeds exactly once", arguments: sharedDatabases)
+    func twoInstances(kind: String) async throws {
+        let database = kind == "postgres" ? ProcessInfo.processInfo.environment["WEBAUTHN_TEST_POSTGRES"]! : ServeProcess.temporaryDatabase()
         let a = try ServeProcess(database: database)
         let b = try ServeProcess(database: database)
         defer { a.stop(); b.stop() }
         let authenticator = SoftwareAuthenticator(profile: .securityKey)
-        let (id, _) = try await register(a, authenticator, username: "carol")
+        let username = "carol-\(UUID().uuidString)"
+        let (id, _) = try await register(a, authenticator, username: username)
         for round in 0..<5 {
-            let request = try await b.request("/assertion/options", ["username": "carol"])
+            let request = try await b.request("/assertion/options", ["username": .string(username)])
             let assertion = try authenticator.authenticate(rpId: rpId, origin: origin, challenge: Base64URL.decode(request.json["challenge"]!.stringValue!)!, credentialId: id)
             async let first = a.request("/assertion/result", assertion.json)
             async let second = b.request("/assertion/result", assertion.json)
             let replies = try await [first, second]
             #expect(replies.filter(\.ok).count == 1, "round \(round): \(replies.map(\.errorMessage))")
         }
-        let store = try await SQLiteStore.open(path: database)
-        #expect(try await store.credential(id: id)?.signCount == 5)
-        try await store.close()
+        if kind == "sqlite" {
+            let store = try await SQLiteStore.open(path: database)
+            #expect(try await store.credential(id: id)?.signCount == 5)
+            try await store.close()
+        } else {
+            #expect(try await PostgresStore.open(url: database, connections: 1).credential(id: id)?.signCount == 5)
+        }
     }
 
-    @Test("SIGKILL under a load of registrations loses no acknowledged credential, and the database reopens")
-    func crashSafety() async throws {
-        let database = ServeProcess.temporaryDatabase()
+    @Test("SIGKILL under a load of registrations loses no acknowledged credential, and the database reopens", arguments: sharedDatabases)
+    func crashSafety(kind: String) async throws {
+        let database = kind == "postgres" ? ProcessInfo.processInfo.environment["WEBAUTHN_TEST_POSTGRES"]! : ServeProcess.temporaryDatabase()
         let server = try ServeProcess(database: database)
         let authenticator = SoftwareAuthenticator(profile: .securityKey)
         let acknowledged = AcknowledgedIDs()
@@ -148,7 +157,7 @@ struct ServerTests {
                 for worker in 0..<4 {
                     group.addTask {
                         for i in 0..<1000 {
-                            guard let (id, _) = try? await register(server, authenticator, username: "user-\(worker)-\(i)") else { return }
+                            guard let (id, _) = try? await register(server, authenticator, username: "crash-\(kind)-\(worker)-\(i)-\(UUID().uuidString.prefix(8))") else { return }
                             acknowledged.add(id)
                         }
                     }
@@ -158,9 +167,14 @@ struct ServerTests {
         while acknowledged.count < 40 { try await Task.sleep(for: .milliseconds(20)) }
         server.kill()
         _ = await load.result
-        let store = try await SQLiteStore.open(path: database)
-        for id in acknowledged.all { #expect(try await store.credential(id: id) != nil) }
-        try await store.close()
+        if kind == "sqlite" {
+            let store = try await SQLiteStore.open(path: database)
+            for id in acknowledged.all { #expect(try await store.credential(id: id) != nil) }
+            try await store.close()
+        } else {
+            let store = try await PostgresStore.open(url: database, connections: 1)
+            for id in acknowledged.all { #expect(try await store.credential(id: id) != nil) }
+        }
         let restarted = try ServeProcess(database: database)
         defer { restarted.stop() }
         #expect(try await restarted.request("/attestation/options", ["username": "after-crash"]).ok)

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable @_spi(Testing) import WebAuthnCore
 import WebAuthnSQLite
+@testable import WebAuthnPostgres
 import WebAuthnTesting
 
 /// The contract of CredentialStore, ChallengeStore and AccountStore, run
@@ -22,6 +23,9 @@ struct StoreContractTests {
         }
     }
 
+    /// The throw-away PostgreSQL `make test` starts (Tests/postgres.sh), if any.
+    static let postgresURL = ProcessInfo.processInfo.environment["WEBAUTHN_TEST_POSTGRES"]
+
     static let backends: [Backend] = [
         Backend(description: "in-memory") { ((InMemoryCredentialStore(), InMemoryChallengeStore(), InMemoryAccountStore()), {}) },
         Backend(description: "sqlite") {
@@ -29,7 +33,15 @@ struct StoreContractTests {
             let store = try await SQLiteStore.open(path: path)
             return ((store, store, store), { try await store.close() })
         },
-    ]
+    ] + (postgresURL.map { url in
+        [Backend(description: "postgres") {
+            // A fresh schema per test, so tests running in parallel do not share rows.
+            let schema = "contract_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+            _ = try await PostgresPool(url: url, size: 1).query("CREATE SCHEMA \(schema)")
+            let store = try await PostgresStore.open(url: url + "?options=-c%20search_path%3D\(schema)", connections: 4)
+            return ((store, store, store), {})
+        }]
+    } ?? [])
 
     static func record(_ id: [UInt8] = SecureRandom.bytes(16), user: [UInt8] = Array("u1".utf8), count: UInt32 = 0) throws -> CredentialRecord {
         let key = try COSEKey(bytes: CBOREncoder.encode(try SigningKey.generate(.es256).coseKey()))

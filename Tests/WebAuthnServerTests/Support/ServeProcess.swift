@@ -29,7 +29,7 @@ final class ServeProcess: @unchecked Sendable {
     init(database: String, extra: [String] = []) throws {
         self.database = database
         process.executableURL = Self.binary
-        process.arguments = ["serve", "--port", "0", "--rp-id", Self.rpId, "--origin", Self.origin, "--db", "sqlite:" + database,
+        process.arguments = ["serve", "--port", "0", "--rp-id", Self.rpId, "--origin", Self.origin, "--db", database.contains("://") ? database : "sqlite:" + database,
                              "--log-level", "warning"] + extra
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
