@@ -16,7 +16,13 @@ final class SessionStore: Sendable {
     static let cookieName = "webauthn_session"
     static let lifetime: TimeInterval = 12 * 3600
     private let sessions = Mutex<[String: Session]>([:])
-    private let capacity = 100_000
+    /// The most sessions kept: beyond it expired ones are swept, then the
+    /// oldest dropped, so a flood of new clients cannot grow memory without bound.
+    let capacity: Int
+
+    init(capacity: Int = 100_000) { self.capacity = capacity }
+
+    var count: Int { sessions.withLock { $0.count } }
 
     /// The session for a cookie value, if it exists and has not expired.
     func session(_ id: String?) -> Session? {
@@ -33,7 +39,13 @@ final class SessionStore: Sendable {
             let key = id.flatMap { all[$0] != nil ? $0 : nil } ?? Base64URL.encode(SecureRandom.bytes(24))
             var s = all[key] ?? Session(expiresAt: Date().addingTimeInterval(Self.lifetime))
             change(&s)
-            if all.count >= capacity { all = all.filter { $0.value.expiresAt > Date() } }
+            if all[key] == nil && all.count >= capacity {
+                let now = Date()
+                all = all.filter { $0.value.expiresAt > now }
+                while all.count >= capacity, let oldest = all.min(by: { $0.value.expiresAt < $1.value.expiresAt }) {
+                    all.removeValue(forKey: oldest.key)
+                }
+            }
             all[key] = s
             return key
         }
