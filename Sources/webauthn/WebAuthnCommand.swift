@@ -9,7 +9,7 @@ struct WebAuthnCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "webauthn",
         abstract: "Verify WebAuthn registrations and authentications, inspect responses, measure speed.",
-        subcommands: [Serve.self, Verify.self, Inspect.self, MetadataCommand.self, Bench.self, Demo.self]
+        subcommands: [Serve.self, Verify.self, Inspect.self, MetadataCommand.self, Conformance.self, Bench.self, Demo.self]
     )
 
     static func main() async {

@@ -53,6 +53,17 @@ public final class SigningKey: @unchecked Sendable {
         self.init(taking: pkey, algorithm: algorithm)
     }
 
+    /// The private key as PKCS#8 PEM.
+    public func privateKeyPEM() throws(WebAuthnError) -> String {
+        guard let bio = BIO_new(BIO_s_mem()) else { throw OpenSSL.failure("BIO_new") }
+        defer { BIO_free(bio) }
+        guard PEM_write_bio_PrivateKey(bio, pkey, nil, nil, 0, nil, nil) == 1 else { throw OpenSSL.failure("PEM_write_bio_PrivateKey") }
+        var pointer: UnsafeMutablePointer<CChar>?
+        let length = BIO_ctrl(bio, BIO_CTRL_INFO, 0, &pointer)
+        guard length > 0, let pointer else { throw OpenSSL.failure("reading the PEM") }
+        return String(decoding: UnsafeRawBufferPointer(start: pointer, count: length), as: UTF8.self)
+    }
+
     /// Signs the concatenation of `parts` (ECDSA signatures are DER).
     public func sign(_ parts: [UInt8]...) throws(WebAuthnError) -> [UInt8] {
         let message = Array(parts.joined())

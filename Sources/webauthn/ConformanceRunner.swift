@@ -1,0 +1,133 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@_spi(Testing) import WebAuthnCore
+import WebAuthnTesting
+
+/// Why a case failed, with the server's errorMessage where there was one.
+struct CaseFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+func check(_ condition: Bool, _ message: @autoclosure () -> String) throws {
+    if !condition { throw CaseFailure(message()) }
+}
+
+/// One conformance case.
+struct ConformanceCase: Sendable {
+    let id: String
+    let intent: String
+    let run: @Sendable () async throws -> Void
+}
+
+/// Talks to the server under test like a browser would (one cookie jar per client).
+final class ConformanceRunner: Sendable {
+    let base: String
+    let rpId: String
+    let origin: String
+    let pki: ConformancePKI
+
+    init(base: String, rpId: String, origin: String, pki: ConformancePKI) {
+        self.base = base.hasSuffix("/") ? String(base.dropLast()) : base
+        self.rpId = rpId
+        self.origin = origin
+        self.pki = pki
+    }
+
+    struct Reply: Sendable {
+        let status: Int
+        let json: JSONValue
+        var ok: Bool { json["status"]?.stringValue == "ok" && status == 200 }
+        var message: String { json["errorMessage"]?.stringValue ?? json.serialized() }
+        /// A conformant failure: status failed, a 4xx code, a non-empty errorMessage.
+        var failedProperly: Bool {
+            json["status"]?.stringValue == "failed" && (400..<500).contains(status) && !(json["errorMessage"]?.stringValue ?? "").isEmpty
+        }
+        subscript(key: String) -> JSONValue? { json[key] }
+    }
+
+    /// A browser: it keeps the cookies the server sets.
+    final class Client: @unchecked Sendable {
+        let runner: ConformanceRunner
+        private let lock = NSLock()
+        private var cookies: [String: String] = [:]
+
+        init(_ runner: ConformanceRunner) { self.runner = runner }
+
+        func post(_ path: String, _ body: JSONValue) async throws -> Reply {
+            var request = URLRequest(url: URL(string: runner.base + path)!)
+            request.httpMethod = "POST"
+            request.httpBody = Data(body.serializedBytes())
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            let cookieHeader = lock.withLock { cookies.map { "\($0.key)=\($0.value)" }.joined(separator: "; ") }
+            if !cookieHeader.isEmpty { request.setValue(cookieHeader, forHTTPHeaderField: "Cookie") }
+            let configuration = URLSessionConfiguration.ephemeral
+            configuration.httpShouldSetCookies = false
+            configuration.timeoutIntervalForRequest = 30
+            let (data, response) = try await URLSession(configuration: configuration).data(for: request)
+            let http = response as! HTTPURLResponse
+            if let set = http.value(forHTTPHeaderField: "Set-Cookie"), let pair = set.split(separator: ";").first {
+                let parts = pair.split(separator: "=", maxSplits: 1).map(String.init)
+                if parts.count == 2 { lock.withLock { cookies[parts[0]] = parts[1] } }
+            }
+            let json = (try? JSONValue.parse([UInt8](data))) ?? .string(String(decoding: data, as: UTF8.self))
+            return Reply(status: http.statusCode, json: json)
+        }
+    }
+
+    func client() -> Client { Client(self) }
+
+    func uniqueName(_ prefix: String) -> String { "\(prefix)-\(Base64URL.encode(SecureRandom.bytes(6)))" }
+
+    /// Asks for creation options and answers them with `authenticator`, after `edit`.
+    func register(_ client: Client, username: String, authenticator: SoftwareAuthenticator, algorithm: COSEAlgorithm = .es256,
+                  attestation: SoftwareAuthenticator.Attestation = .none, options extra: JSONObject = [:],
+                  edit: (inout RegistrationParts) throws -> Void = { _ in }) async throws -> (Reply, RegistrationParts) {
+        var body: JSONObject = ["username": .string(username), "displayName": .string(username), "attestation": "direct"]
+        for m in extra.members { body[m.key] = m.value }
+        let options = try await client.post("/attestation/options", .object(body))
+        try check(options.ok, "attestation/options failed: \(options.message)")
+        guard let challenge = options["challenge"]?.stringValue.flatMap(Base64URL.decode),
+              let user = options["user"]?["id"]?.stringValue.flatMap(Base64URL.decode) else {
+            throw CaseFailure("attestation/options has no base64url challenge or user.id")
+        }
+        var parts = try authenticator.register(rpId: rpId, origin: origin, challenge: challenge, userHandle: user,
+                                               algorithm: algorithm, attestation: attestation)
+        try edit(&parts)
+        return (try await client.post("/attestation/result", Self.conformanceShape(parts.json)), parts)
+    }
+
+    /// Asks for request options and answers them, after `edit` (re-signed unless `resign` is false).
+    func signIn(_ client: Client, username: String?, authenticator: SoftwareAuthenticator, credential: [UInt8],
+                resign: Bool = true, edit: (inout AssertionParts) throws -> Void = { _ in }) async throws -> (Reply, AssertionParts) {
+        let options = try await client.post("/assertion/options", username.map { ["username": .string($0)] } ?? [:])
+        try check(options.ok, "assertion/options failed: \(options.message)")
+        guard let challenge = options["challenge"]?.stringValue.flatMap(Base64URL.decode) else {
+            throw CaseFailure("assertion/options has no base64url challenge")
+        }
+        var parts = try authenticator.authenticate(rpId: rpId, origin: origin, challenge: challenge, credentialId: credential)
+        try edit(&parts)
+        if resign { parts = try authenticator.resign(parts) }
+        return (try await client.post("/assertion/result", Self.conformanceShape(parts.json)), parts)
+    }
+
+    /// The conformance tool's credential shape: no rawId, getClientExtensionResults.
+    static func conformanceShape(_ json: JSONValue) -> JSONValue {
+        guard var object = json.objectValue else { return json }
+        object["rawId"] = nil
+        object["getClientExtensionResults"] = object["clientExtensionResults"] ?? [:]
+        object["clientExtensionResults"] = nil
+        return .object(object)
+    }
+
+    /// A security key with the runner's AAGUID, whose attestation chains to the runner's root.
+    func securityKey() -> SoftwareAuthenticator {
+        var profile = SoftwareAuthenticator.Profile.securityKey
+        profile.aaguid = ConformancePKI.aaguid.bytes
+        return SoftwareAuthenticator(profile: profile)
+    }
+
+    var packedFull: SoftwareAuthenticator.Attestation { .packed(x5c: [pki.attestationCertificate.der], signer: pki.signer) }
+}
