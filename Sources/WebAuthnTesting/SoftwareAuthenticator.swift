@@ -67,6 +67,27 @@ public final class SoftwareAuthenticator: Sendable {
         case packedSelf
         /// Packed full attestation: `signer` signs, `x5c` (DER, leaf first) is sent.
         case packed(x5c: [[UInt8]], signer: AttestationSigner)
+        /// Packed full attestation under `authority` (its attestation key and a certificate with the AAGUID).
+        case packedFull(AttestationAuthority)
+        /// fido-u2f (AAGUID all zero, ES256 credential).
+        case fidoU2F(AttestationAuthority)
+        /// apple anonymous attestation.
+        case apple(AttestationAuthority)
+        /// android-key, with a KeyDescription that binds the clientDataHash.
+        case androidKey(AttestationAuthority)
+        /// tpm 2.0 with an ECC pubArea (ES256 credential) and an AIK certificate.
+        case tpm(AttestationAuthority)
+
+        var format: String {
+            switch self {
+            case .none: return "none"
+            case .packedSelf, .packed, .packedFull: return "packed"
+            case .fidoU2F: return "fido-u2f"
+            case .apple: return "apple"
+            case .androidKey: return "android-key"
+            case .tpm: return "tpm"
+            }
+        }
     }
 
     struct Credential {
@@ -94,7 +115,7 @@ public final class SoftwareAuthenticator: Sendable {
             authenticatorData: AuthenticatorDataParts(
                 rpId: rpId, flags: flags(attested: true), signCount: 0,
                 attested: .init(aaguid: profile.aaguid, credentialId: id, publicKey: try key.coseKey())),
-            format: { if case .none = attestation { return "none" } else { return "packed" } }(), statement: .map([]),
+            format: attestation.format, statement: .map([]),
             transports: profile.transports, attachment: profile.attachment)
         switch attestation {
         case .none:
@@ -104,6 +125,21 @@ public final class SoftwareAuthenticator: Sendable {
                 CBORPair(.text("alg"), CBOR(algorithm.rawValue)),
                 CBORPair(.text("sig"), .bytes(try key.sign(parts.authenticatorData.bytes, Digest.sha256(parts.clientDataJSON)))),
             ])
+        case .packedFull(let authority):
+            parts.statement = .map([
+                CBORPair(.text("alg"), CBOR(-7)),
+                CBORPair(.text("sig"), .bytes(try authority.attestationKey.sign(parts.authenticatorData.bytes, Digest.sha256(parts.clientDataJSON)))),
+                CBORPair(.text("x5c"), .array([.bytes(try authority.packedCertificate(aaguid: profile.aaguid).der)])),
+            ])
+        case .fidoU2F(let authority):
+            parts.authenticatorData.attested?.aaguid = [UInt8](repeating: 0, count: 16)
+            parts.statement = try FormatStatements.fidoU2F(parts, authority: authority)
+        case .apple(let authority):
+            parts.statement = try FormatStatements.apple(parts, credentialKey: key, authority: authority)
+        case .androidKey(let authority):
+            parts.statement = try FormatStatements.androidKey(parts, credentialKey: key, authority: authority)
+        case .tpm(let authority):
+            parts.statement = try FormatStatements.tpm(parts, authority: authority)
         case .packed(let x5c, let signer):
             let attestationKey = signer.key
             parts.statement = .map([
@@ -114,6 +150,43 @@ public final class SoftwareAuthenticator: Sendable {
         }
         credentials.withLock { $0[id] = Credential(key: key, userHandle: userHandle, counter: 0) }
         return parts
+    }
+
+    /// A defect to build into a statement on purpose.
+    public enum StatementDefect: Sendable {
+        /// apple: a nonce that is not SHA-256(authData ‖ clientDataHash).
+        case wrongNonce
+        /// android-key: an attestationChallenge that is not the clientDataHash.
+        case wrongChallenge
+        /// android-key: allApplications in the TEE-enforced list.
+        case allApplications
+        /// tpm: certInfo.extraData that is not the hash of authData ‖ clientDataHash.
+        case wrongExtraData
+        /// tpm: an AIK certificate without the tcg-kp-AIKCertificate EKU.
+        case aikWithoutEKU
+    }
+
+    /// Re-makes the attestation statement of `parts` (after its parts were
+    /// changed), with `defect` built in.
+    public func restate(_ parts: inout RegistrationParts, _ attestation: Attestation, defect: StatementDefect? = nil) throws {
+        guard let key = credentials.withLock({ $0[parts.id]?.key }) else {
+            throw WebAuthnError(.credentialUnknown, "the authenticator holds no credential \(Base64URL.encode(parts.id))")
+        }
+        switch attestation {
+        case .fidoU2F(let authority): parts.statement = try FormatStatements.fidoU2F(parts, authority: authority)
+        case .apple(let authority):
+            parts.statement = try FormatStatements.apple(parts, credentialKey: key, authority: authority,
+                                                         nonce: defect == .wrongNonce ? SecureRandom.bytes(32) : nil)
+        case .androidKey(let authority):
+            parts.statement = try FormatStatements.androidKey(parts, credentialKey: key, authority: authority,
+                                                              challenge: defect == .wrongChallenge ? SecureRandom.bytes(32) : nil,
+                                                              allApplications: defect == .allApplications)
+        case .tpm(let authority):
+            parts.statement = try FormatStatements.tpm(parts, authority: authority, extraData: defect == .wrongExtraData ? SecureRandom.bytes(32) : nil,
+                                                       aikEKU: defect != .aikWithoutEKU)
+        default:
+            throw WebAuthnError(.configurationInvalid, "restate covers fido-u2f, apple, android-key and tpm")
+        }
     }
 
     /// `authenticatorGetAssertion` plus the client's part: an assertion with

@@ -61,46 +61,41 @@ struct Conformance: AsyncParsableCommand {
     }
 }
 
-/// The runner's own test PKI: a root and an attestation certificate for its
-/// packed authenticator, persisted in the metadata folder so that the
-/// statements a server loaded and the runner's keys agree across runs.
+/// The runner's own test PKI, persisted in the metadata folder so that the
+/// statements a server loaded and the runner's keys agree across runs: a
+/// root and one attestation key (an `AttestationAuthority`), and the
+/// metadata statements naming the runner's authenticators.
 struct ConformancePKI: Sendable {
     static let aaguid = AAGUID("7d1351a6-e097-4852-b8bf-c9ac5c9ce4a3")!
-    let root: X509Certificate
-    let attestationCertificate: X509Certificate
-    let signer: AttestationSigner
+    let authority: AttestationAuthority
     let statementPath: String
 
     static func load(folder: String) throws -> ConformancePKI {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        let keyPath = (folder as NSString).appendingPathComponent("runner-attestation.key.pem")
-        let certPath = (folder as NSString).appendingPathComponent("runner-attestation.cert.der")
-        let rootPath = (folder as NSString).appendingPathComponent("runner-root.cert.der")
-        let statementPath = (folder as NSString).appendingPathComponent("runner-packed.json")
-        if let keyPEM = try? String(contentsOfFile: keyPath, encoding: .utf8),
-           let cert = FileManager.default.contents(atPath: certPath), let root = FileManager.default.contents(atPath: rootPath) {
-            return ConformancePKI(root: try X509Certificate(der: [UInt8](root)), attestationCertificate: try X509Certificate(der: [UInt8](cert)),
-                                  signer: try AttestationSigner(pem: keyPEM), statementPath: statementPath)
+        func path(_ name: String) -> String { (folder as NSString).appendingPathComponent(name) }
+        let statementPath = path("runner-statements.json")
+        if let rootKey = try? String(contentsOfFile: path("runner-root.key.pem"), encoding: .utf8),
+           let attestationKey = try? String(contentsOfFile: path("runner-attestation.key.pem"), encoding: .utf8),
+           let root = FileManager.default.contents(atPath: path("runner-root.cert.der")) {
+            let authority = try AttestationAuthority(rootKeyPEM: rootKey, rootCertificateDER: [UInt8](root), attestationKeyPEM: attestationKey)
+            return ConformancePKI(authority: authority, statementPath: path("runner-packed.json"))
         }
-        let rootKey = try SigningKey.generate(.es256)
-        var rootBuilder = CertificateBuilder(subject: [("C", "AA"), ("O", "webauthn conformance runner"), ("CN", "Runner Test Root")])
-        rootBuilder.extensions = [("2.5.29.19", true, [0x30, 0x03, 0x01, 0x01, 0xff])]
-        let root = try rootBuilder.build(key: rootKey, issuer: nil, issuerKey: rootKey)
-        let key = try SigningKey.generate(.es256)
-        var leaf = CertificateBuilder(subject: [("C", "AA"), ("O", "webauthn conformance runner"), ("OU", "Authenticator Attestation"), ("CN", "Runner Packed Authenticator")])
-        leaf.serial = 2
-        leaf.extensions = [("2.5.29.19", true, [0x30, 0x00]), (PackedAttestationOID.aaguid, false, [0x04, 0x10] + aaguid.bytes)]
-        let cert = try leaf.build(key: key, issuer: root, issuerKey: rootKey)
-        try key.privateKeyPEM().write(toFile: keyPath, atomically: true, encoding: .utf8)
-        try Data(cert.der).write(to: URL(fileURLWithPath: certPath))
-        try Data(root.der).write(to: URL(fileURLWithPath: rootPath))
-        let statement: JSONValue = [
-            "aaguid": .string(aaguid.description),
-            "description": "webauthn conformance runner packed authenticator",
-            "attestationTypes": ["basic_full"],
-            "attestationRootCertificates": [.string(Data(root.der).base64EncodedString())],
+        let authority = try AttestationAuthority.generate(name: "webauthn conformance runner")
+        try authority.rootKeyPEM.write(toFile: path("runner-root.key.pem"), atomically: true, encoding: .utf8)
+        try authority.attestationKeyPEM.write(toFile: path("runner-attestation.key.pem"), atomically: true, encoding: .utf8)
+        try Data(authority.root.der).write(to: URL(fileURLWithPath: path("runner-root.cert.der")))
+        let root = JSONValue.string(Data(authority.root.der).base64EncodedString())
+        let statements: [(String, JSONValue)] = [
+            ("runner-packed.json", ["aaguid": .string(aaguid.description), "description": "webauthn conformance runner authenticator",
+                                    "attestationTypes": ["basic_full", "attca", "anonca"], "attestationRootCertificates": [root]]),
+            ("runner-u2f.json", ["attestationCertificateKeyIdentifiers": [.string(authority.attestationKeyIdentifier)],
+                                 "description": "webauthn conformance runner U2F authenticator", "attestationTypes": ["basic_full"],
+                                 "attestationRootCertificates": [root]]),
         ]
-        try Data(statement.serializedBytes()).write(to: URL(fileURLWithPath: statementPath))
+        for (name, statement) in statements {
+            try Data(statement.serializedBytes()).write(to: URL(fileURLWithPath: path(name)))
+        }
+        _ = statementPath
         return try load(folder: folder)
     }
 }

@@ -90,6 +90,31 @@ enum ConformanceCases {
         registrationFails("\(attestation)-Resp-6 F-1", "a packed signature over other data fails", attestation: .packedSelf) { $0.authenticatorData.signCount = 77 }
         registrationFails("\(attestation)-Resp-6 F-2", "a packed x5c from an untrusted root fails when trust is required",
                           attestation: try! Self.untrustedPacked()) { _ in }
+        func formatFails(_ id: String, _ intent: String, _ a: SoftwareAuthenticator.Attestation, defect: SoftwareAuthenticator.StatementDefect? = nil,
+                         edit: @escaping @Sendable (inout RegistrationParts) throws -> Void = { _ in }) {
+            add(id, intent) {
+                let (reply, _) = try await r.register(r.client(), username: r.uniqueName("f"), authenticator: r.securityKey(), attestation: a,
+                                                      defect: defect, edit: edit)
+                try check(reply.failedProperly, "expected a failure: \(reply.status) \(reply.message)")
+            }
+        }
+        let authority = r.pki.authority
+        registrationPasses("\(attestation)-Resp-8 P-1", "fido-u2f attestation chaining to the metadata root (matched by key identifier) verifies", attestation: .fidoU2F(authority))
+        formatFails("\(attestation)-Resp-8 F-1", "fido-u2f with a non-zero AAGUID fails", .fidoU2F(authority)) { $0.authenticatorData.attested?.aaguid = SecureRandom.bytes(16) }
+        formatFails("\(attestation)-Resp-8 F-2", "fido-u2f signed over another credential id fails", .fidoU2F(authority)) { parts in
+            // The statement stays signed over the original credential id.
+            let other = SecureRandom.bytes(32)
+            parts.id = other
+            parts.authenticatorData.attested?.credentialId = other
+        }
+        registrationPasses("\(attestation)-Resp-9 P-1", "tpm attestation (ECC pubArea, AIK certificate) verifies", attestation: .tpm(authority))
+        formatFails("\(attestation)-Resp-9 F-1", "tpm with certInfo.extraData not the hash of authData ‖ clientDataHash fails", .tpm(authority), defect: .wrongExtraData)
+        formatFails("\(attestation)-Resp-9 F-2", "tpm with an AIK certificate lacking tcg-kp-AIKCertificate fails", .tpm(authority), defect: .aikWithoutEKU)
+        registrationPasses("\(attestation)-Resp-A P-1", "android-key attestation verifies", attestation: .androidKey(authority))
+        formatFails("\(attestation)-Resp-A F-1", "android-key with an attestationChallenge other than clientDataHash fails", .androidKey(authority), defect: .wrongChallenge)
+        formatFails("\(attestation)-Resp-A F-2", "android-key with allApplications fails", .androidKey(authority), defect: .allApplications)
+        registrationPasses("\(attestation)-Resp-C P-1", "apple anonymous attestation verifies", attestation: .apple(authority))
+        formatFails("\(attestation)-Resp-C F-1", "apple with a nonce other than SHA-256(authData ‖ clientDataHash) fails", .apple(authority), defect: .wrongNonce)
         registrationPasses("\(attestation)-Resp-7 P-1", "none attestation verifies")
         registrationFails("\(attestation)-Resp-7 F-1", "none with a non-empty attStmt fails") { $0.statement = .map([CBORPair(.text("sig"), .bytes([1]))]) }
 

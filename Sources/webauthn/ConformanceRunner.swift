@@ -84,6 +84,7 @@ final class ConformanceRunner: Sendable {
     /// Asks for creation options and answers them with `authenticator`, after `edit`.
     func register(_ client: Client, username: String, authenticator: SoftwareAuthenticator, algorithm: COSEAlgorithm = .es256,
                   attestation: SoftwareAuthenticator.Attestation = .none, options extra: JSONObject = [:],
+                  defect: SoftwareAuthenticator.StatementDefect? = nil,
                   edit: (inout RegistrationParts) throws -> Void = { _ in }) async throws -> (Reply, RegistrationParts) {
         var body: JSONObject = ["username": .string(username), "displayName": .string(username), "attestation": "direct"]
         for m in extra.members { body[m.key] = m.value }
@@ -96,6 +97,7 @@ final class ConformanceRunner: Sendable {
         var parts = try authenticator.register(rpId: rpId, origin: origin, challenge: challenge, userHandle: user,
                                                algorithm: algorithm, attestation: attestation)
         try edit(&parts)
+        if let defect { try authenticator.restate(&parts, attestation, defect: defect) }
         return (try await client.post("/attestation/result", Self.conformanceShape(parts.json)), parts)
     }
 
@@ -129,5 +131,5 @@ final class ConformanceRunner: Sendable {
         return SoftwareAuthenticator(profile: profile)
     }
 
-    var packedFull: SoftwareAuthenticator.Attestation { .packed(x5c: [pki.attestationCertificate.der], signer: pki.signer) }
+    var packedFull: SoftwareAuthenticator.Attestation { .packedFull(pki.authority) }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import WebAuthnTesting
 @testable @_spi(Testing) import WebAuthnCore
 
 typealias D = DERWriter

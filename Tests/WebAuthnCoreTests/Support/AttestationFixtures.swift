@@ -1,55 +1,6 @@
 import Foundation
 @testable @_spi(Testing) import WebAuthnCore
-
-/// A tiny DER writer for test certificates' extension values.
-enum DERWriter {
-    static func tlv(_ tag: UInt8, _ content: [UInt8]) -> [UInt8] { [tag] + length(content.count) + content }
-    static func length(_ n: Int) -> [UInt8] {
-        if n < 0x80 { return [UInt8(n)] }
-        if n < 0x100 { return [0x81, UInt8(n)] }
-        return [0x82, UInt8(n >> 8), UInt8(n & 0xff)]
-    }
-    static func sequence(_ items: [UInt8]...) -> [UInt8] { tlv(0x30, items.flatMap { $0 }) }
-    static func set(_ items: [UInt8]...) -> [UInt8] { tlv(0x31, items.flatMap { $0 }) }
-    static func octets(_ bytes: [UInt8]) -> [UInt8] { tlv(0x04, bytes) }
-    static func utf8(_ s: String) -> [UInt8] { tlv(0x0C, Array(s.utf8)) }
-    static func integer(_ v: Int) -> [UInt8] { v < 0x80 ? tlv(0x02, [UInt8(v)]) : tlv(0x02, [UInt8(v >> 8), UInt8(v & 0xff)]) }
-    static func enumerated(_ v: Int) -> [UInt8] { tlv(0x0A, [UInt8(v)]) }
-    static func null() -> [UInt8] { [0x05, 0x00] }
-    static func boolean(_ b: Bool) -> [UInt8] { [0x01, 0x01, b ? 0xff : 0x00] }
-    static func oid(_ dotted: String) -> [UInt8] {
-        let arcs = dotted.split(separator: ".").map { UInt64($0)! }
-        var out: [UInt8] = [UInt8(arcs[0] * 40 + arcs[1])]
-        for arc in arcs.dropFirst(2) {
-            var chunk: [UInt8] = [UInt8(arc & 0x7f)]
-            var v = arc >> 7
-            while v > 0 { chunk.insert(UInt8(v & 0x7f) | 0x80, at: 0); v >>= 7 }
-            out += chunk
-        }
-        return tlv(0x06, out)
-    }
-    /// A context-specific EXPLICIT tag ([n], constructed), including tag numbers above 30.
-    static func explicit(_ n: Int, _ content: [UInt8]) -> [UInt8] {
-        if n < 31 { return tlv(0xA0 | UInt8(n), content) }
-        var number: [UInt8] = [UInt8(n & 0x7f)]
-        var v = n >> 7
-        while v > 0 { number.insert(UInt8(v & 0x7f) | 0x80, at: 0); v >>= 7 }
-        return [0xBF] + number + length(content.count) + content
-    }
-
-    static let basicConstraintsCAFalse = sequence()
-    static let basicConstraintsCATrue = sequence(boolean(true))
-    static func aaguid(_ bytes: [UInt8]) -> [UInt8] { octets(bytes) }
-    /// SAN with a directoryName holding the TPM attributes (each in its own RDN).
-    static func tpmSAN(manufacturer: String? = "id:FFFFF1D0", model: String? = "FIDO-TPM", version: String? = "id:00020008") -> [UInt8] {
-        var rdns: [UInt8] = []
-        for (oid, value) in [("2.23.133.2.1", manufacturer), ("2.23.133.2.2", model), ("2.23.133.2.3", version)] {
-            if let value { rdns += set(sequence(self.oid(oid), utf8(value))) }
-        }
-        return sequence(explicit(4, sequence(rdns)))
-    }
-    static func extendedKeyUsage(_ oids: String...) -> [UInt8] { sequence(oids.flatMap { oid($0) }) }
-}
+import WebAuthnTesting
 
 /// A W3C vector's registration taken apart, to break one requirement and
 /// put it back together (re-signing with the vector's published keys).

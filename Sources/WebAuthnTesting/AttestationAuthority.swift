@@ -1,0 +1,56 @@
+@_spi(Testing) import WebAuthnCore
+
+/// A test PKI for the software authenticator: a root, and one attestation
+/// key (used for fido-u2f, packed and as the TPM AIK). Leaf certificates are
+/// issued under the root as needed (per credential for apple and android-key).
+/// Keep the PEMs to make the same authority again in another process.
+public final class AttestationAuthority: Sendable {
+    let rootKey: SigningKey
+    let attestationKey: SigningKey
+    public let root: X509Certificate
+
+    public init(rootKeyPEM: String, rootCertificateDER: [UInt8], attestationKeyPEM: String) throws {
+        rootKey = try SigningKey(pem: rootKeyPEM, algorithm: .es256)
+        attestationKey = try SigningKey(pem: attestationKeyPEM, algorithm: .es256)
+        root = try X509Certificate(der: rootCertificateDER)
+    }
+
+    /// A new root and attestation key.
+    public static func generate(name: String = "webauthn test authority") throws -> AttestationAuthority {
+        let rootKey = try SigningKey.generate(.es256)
+        var builder = CertificateBuilder(subject: [("C", "AA"), ("O", name), ("CN", "\(name) root")])
+        builder.extensions = [("2.5.29.19", true, DERWriter.basicConstraintsCATrue)]
+        let root = try builder.build(key: rootKey, issuer: nil, issuerKey: rootKey)
+        return try AttestationAuthority(rootKeyPEM: try rootKey.privateKeyPEM(), rootCertificateDER: root.der,
+                                        attestationKeyPEM: try SigningKey.generate(.es256).privateKeyPEM())
+    }
+
+    public var rootKeyPEM: String { (try? rootKey.privateKeyPEM()) ?? "" }
+    public var attestationKeyPEM: String { (try? attestationKey.privateKeyPEM()) ?? "" }
+
+    /// SHA-1 of the attestation key, as FIDO metadata names U2F authenticators.
+    public var attestationKeyIdentifier: String { (try? u2fCertificate().publicKeyIdentifier) ?? nil ?? "" }
+
+    func issue(_ builder: CertificateBuilder, for key: SigningKey) throws -> X509Certificate {
+        var b = builder
+        b.serial = UInt64.random(in: 2...UInt64.max / 2)
+        return try b.build(key: key, issuer: root, issuerKey: rootKey)
+    }
+
+    func u2fCertificate() throws -> X509Certificate {
+        try issue(CertificateBuilder(subject: [("CN", "U2F Test Attestation")]), for: attestationKey)
+    }
+
+    func packedCertificate(aaguid: [UInt8]) throws -> X509Certificate {
+        var b = CertificateBuilder(subject: [("C", "AA"), ("O", "WebAuthn Testing"), ("OU", "Authenticator Attestation"), ("CN", "Packed Test Authenticator")])
+        b.extensions = [("2.5.29.19", true, DERWriter.basicConstraintsCAFalse), ("1.3.6.1.4.1.45724.1.1.4", false, DERWriter.aaguid(aaguid))]
+        return try issue(b, for: attestationKey)
+    }
+
+    func aikCertificate(aaguid: [UInt8]) throws -> X509Certificate {
+        var b = CertificateBuilder()
+        b.extensions = [("2.5.29.17", true, DERWriter.tpmSAN()), ("2.5.29.37", false, DERWriter.extendedKeyUsage("2.23.133.8.3")),
+                        ("2.5.29.19", true, DERWriter.basicConstraintsCAFalse), ("1.3.6.1.4.1.45724.1.1.4", false, DERWriter.aaguid(aaguid))]
+        return try issue(b, for: attestationKey)
+    }
+}

@@ -1,0 +1,65 @@
+@_spi(Testing) import WebAuthnCore
+
+/// Attestation statements of the formats that bind a certificate to the
+/// credential (WebAuthn L3 §8.3–8.8), made as real authenticators make them.
+enum FormatStatements {
+    /// `fido-u2f` (§8.6): the attestation key signs 0x00 ‖ rpIdHash ‖ clientDataHash ‖ credentialId ‖ 0x04‖x‖y.
+    static func fidoU2F(_ parts: RegistrationParts, authority: AttestationAuthority) throws -> CBOR {
+        guard let attested = parts.authenticatorData.attested, let x = attested.publicKey[-2]?.bytesValue, let y = attested.publicKey[-3]?.bytesValue else {
+            throw WebAuthnError(.configurationInvalid, "fido-u2f needs an ES256 credential")
+        }
+        let sig = try authority.attestationKey.sign([0x00], parts.authenticatorData.rpIdHash, Digest.sha256(parts.clientDataJSON),
+                                                    attested.credentialId, [0x04] + x + y)
+        return .map([CBORPair(.text("sig"), .bytes(sig)), CBORPair(.text("x5c"), .array([.bytes(try authority.u2fCertificate().der)]))])
+    }
+
+    /// `apple` (§8.8): a certificate for the credential key with the nonce extension.
+    static func apple(_ parts: RegistrationParts, credentialKey: SigningKey, authority: AttestationAuthority, nonce: [UInt8]? = nil) throws -> CBOR {
+        let value = nonce ?? Digest.hash(.sha256, parts.authenticatorData.bytes, Digest.sha256(parts.clientDataJSON))
+        var b = CertificateBuilder(subject: [("CN", "Apple-style test credential")])
+        b.extensions = [("1.2.840.113635.100.8.2", false, DERWriter.sequence(DERWriter.explicit(1, DERWriter.octets(value))))]
+        return .map([CBORPair(.text("x5c"), .array([.bytes(try authority.issue(b, for: credentialKey).der)]))])
+    }
+
+    /// `android-key` (§8.4): a certificate for the credential key with a
+    /// KeyDescription (challenge = clientDataHash, TEE-enforced origin GENERATED
+    /// and purpose SIGN), and the credential key's signature.
+    static func androidKey(_ parts: RegistrationParts, credentialKey: SigningKey, authority: AttestationAuthority,
+                           challenge: [UInt8]? = nil, allApplications: Bool = false) throws -> CBOR {
+        let cdh = Digest.sha256(parts.clientDataJSON)
+        var tee = DERWriter.explicit(1, DERWriter.tlv(0x31, DERWriter.integer(2)))
+        if allApplications { tee += DERWriter.explicit(600, DERWriter.null()) }
+        tee += DERWriter.explicit(702, DERWriter.integer(0))
+        let description = DERWriter.sequence(DERWriter.integer(300), DERWriter.enumerated(1), DERWriter.integer(300), DERWriter.enumerated(1),
+                                             DERWriter.octets(challenge ?? cdh), DERWriter.octets([]), DERWriter.sequence(), DERWriter.sequence(tee))
+        var b = CertificateBuilder(subject: [("CN", "Android Keystore Key")])
+        b.extensions = [("1.3.6.1.4.1.11129.2.1.17", false, description)]
+        let cert = try authority.issue(b, for: credentialKey)
+        return .map([CBORPair(.text("alg"), CBOR(credentialKey.algorithm.rawValue)),
+                     CBORPair(.text("sig"), .bytes(try credentialKey.sign(parts.authenticatorData.bytes, cdh))),
+                     CBORPair(.text("x5c"), .array([.bytes(cert.der)]))])
+    }
+
+    /// `tpm` (§8.3): a TPMT_PUBLIC for the (P-256) credential key, a
+    /// TPMS_ATTEST certifying it, signed by the AIK, and the AIK certificate.
+    static func tpm(_ parts: RegistrationParts, authority: AttestationAuthority, extraData: [UInt8]? = nil, aikEKU: Bool = true) throws -> CBOR {
+        guard let attested = parts.authenticatorData.attested, let x = attested.publicKey[-2]?.bytesValue, let y = attested.publicKey[-3]?.bytesValue,
+              x.count == 32 else { throw WebAuthnError(.configurationInvalid, "tpm here needs an ES256 credential") }
+        func u16(_ v: Int) -> [UInt8] { [UInt8(v >> 8 & 0xff), UInt8(v & 0xff)] }
+        func sized(_ b: [UInt8]) -> [UInt8] { u16(b.count) + b }
+        let pubArea = u16(0x0023) + u16(0x000B) + [0x00, 0x06, 0x04, 0x72] + sized([]) + u16(0x0010) + u16(0x0010) + u16(0x0003) + u16(0x0010)
+            + sized(x) + sized(y)
+        let name = u16(0x000B) + Digest.sha256(pubArea)
+        let certInfo = [0xff, 0x54, 0x43, 0x47] + u16(0x8017) + sized([]) + sized(extraData ?? Digest.hash(.sha256, parts.authenticatorData.bytes, Digest.sha256(parts.clientDataJSON)))
+            + [UInt8](repeating: 0, count: 17) + [UInt8](repeating: 0, count: 8) + sized(name) + sized(name)
+        var aik = try authority.aikCertificate(aaguid: attested.aaguid)
+        if !aikEKU {
+            var b = CertificateBuilder()
+            b.extensions = [("2.5.29.17", true, DERWriter.tpmSAN()), ("2.5.29.19", true, DERWriter.basicConstraintsCAFalse)]
+            aik = try authority.issue(b, for: authority.attestationKey)
+        }
+        return .map([CBORPair(.text("ver"), .text("2.0")), CBORPair(.text("alg"), CBOR(-7)),
+                     CBORPair(.text("x5c"), .array([.bytes(aik.der)])), CBORPair(.text("sig"), .bytes(try authority.attestationKey.sign(certInfo))),
+                     CBORPair(.text("certInfo"), .bytes(certInfo)), CBORPair(.text("pubArea"), .bytes(pubArea))])
+    }
+}
