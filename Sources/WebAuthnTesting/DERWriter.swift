@@ -38,7 +38,7 @@ public enum DERWriter {
     public static let basicConstraintsCATrue = sequence(boolean(true))
     public static func aaguid(_ bytes: [UInt8]) -> [UInt8] { octets(bytes) }
     /// SAN with a directoryName holding the TPM attributes (each in its own RDN).
-    public static func tpmSAN(manufacturer: String? = "id:FFFFF1D0", model: String? = "FIDO-TPM", version: String? = "id:00020008") -> [UInt8] {
+    public static func tpmSAN(manufacturer: String? = "id:49424D00", model: String? = "FIDO-TPM", version: String? = "id:00020008") -> [UInt8] {
         var rdns: [UInt8] = []
         for (oid, value) in [("2.23.133.2.1", manufacturer), ("2.23.133.2.2", model), ("2.23.133.2.3", version)] {
             if let value { rdns += set(sequence(self.oid(oid), utf8(value))) }

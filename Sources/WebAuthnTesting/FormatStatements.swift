@@ -37,7 +37,7 @@ enum FormatStatements {
         let cert = try authority.issue(b, for: credentialKey)
         return .map([CBORPair(.text("alg"), CBOR(credentialKey.algorithm.rawValue)),
                      CBORPair(.text("sig"), .bytes(try credentialKey.sign(parts.authenticatorData.bytes, cdh))),
-                     CBORPair(.text("x5c"), .array([.bytes(cert.der)]))])
+                     CBORPair(.text("x5c"), .array([.bytes(cert.der), .bytes(authority.root.der)]))])
     }
 
     /// `tpm` (§8.3): a TPMT_PUBLIC for the (P-256) credential key, a

@@ -80,7 +80,16 @@ enum ConformanceCases {
         registrationPasses("\(attestation)-Resp-4 P-1", "an ES256 credential verifies", algorithm: .es256)
         registrationPasses("\(attestation)-Resp-4 P-2", "an EdDSA credential verifies", algorithm: .edDSA)
         registrationPasses("\(attestation)-Resp-4 P-3", "an RS256 credential verifies", algorithm: .rs256)
-        registrationPasses("\(attestation)-Resp-4 P-4", "an ES384 credential verifies", algorithm: .es384)
+        add("L3-7.1-20 F-1", "a credential whose algorithm the server did not offer in pubKeyCredParams fails") {
+            let c = r.client()
+            let offered = try await c.post("/attestation/options", ["username": .string(r.uniqueName("alg"))])
+            let algs = Set(offered["pubKeyCredParams"]?.arrayValue?.compactMap { $0["alg"]?.intValue } ?? [])
+            guard let alg = [COSEAlgorithm.rs384, .es512, .es384, .ps384, .rs512].first(where: { !algs.contains($0.rawValue) }) else {
+                throw CaseFailure("the server offers every algorithm the runner can make; nothing to refuse")
+            }
+            let (reply, _) = try await r.register(c, username: r.uniqueName("alg"), authenticator: r.securityKey(), algorithm: alg)
+            try check(reply.failedProperly, "\(alg) was not offered but accepted: \(reply.status) \(reply.message)")
+        }
         registrationFails("\(attestation)-Resp-5 F-1", "a wrong rpIdHash fails") { $0.authenticatorData.rpIdHash = Digest.sha256(Array("attacker.example".utf8)) }
         registrationFails("\(attestation)-Resp-5 F-2", "UP clear fails") { $0.authenticatorData.flags.remove(.userPresent) }
         registrationFails("\(attestation)-Resp-5 F-3", "AT clear fails") { $0.authenticatorData.flags.remove(.attestedCredentialData); $0.authenticatorData.attested = nil }
