@@ -40,15 +40,24 @@ enum FormatStatements {
                      CBORPair(.text("x5c"), .array([.bytes(cert.der), .bytes(authority.root.der)]))])
     }
 
-    /// `tpm` (§8.3): a TPMT_PUBLIC for the (P-256) credential key, a
-    /// TPMS_ATTEST certifying it, signed by the AIK, and the AIK certificate.
+    /// `tpm` (§8.3): a TPMT_PUBLIC for the credential key (ECC P-256 for ES256,
+    /// RSA for RS256), a TPMS_ATTEST certifying it, signed by the AIK, and the AIK certificate.
     static func tpm(_ parts: RegistrationParts, authority: AttestationAuthority, extraData: [UInt8]? = nil, aikEKU: Bool = true) throws -> CBOR {
-        guard let attested = parts.authenticatorData.attested, let x = attested.publicKey[-2]?.bytesValue, let y = attested.publicKey[-3]?.bytesValue,
-              x.count == 32 else { throw WebAuthnError(.configurationInvalid, "tpm here needs an ES256 credential") }
+        guard let attested = parts.authenticatorData.attested else { throw WebAuthnError(.configurationInvalid, "tpm needs a credential") }
         func u16(_ v: Int) -> [UInt8] { [UInt8(v >> 8 & 0xff), UInt8(v & 0xff)] }
         func sized(_ b: [UInt8]) -> [UInt8] { u16(b.count) + b }
-        let pubArea = u16(0x0023) + u16(0x000B) + [0x00, 0x06, 0x04, 0x72] + sized([]) + u16(0x0010) + u16(0x0010) + u16(0x0003) + u16(0x0010)
-            + sized(x) + sized(y)
+        let key = attested.publicKey
+        let header = [0x00, 0x06, 0x04, 0x72] + sized([]) + u16(0x0010)  // objectAttributes, authPolicy, symmetric NULL
+        let pubArea: [UInt8]
+        if key[1]?.intValue == 3, let n = key[-1]?.bytesValue, let e = key[-2]?.bytesValue {
+            let exponent = e.reduce(0) { $0 << 8 | Int($1) }
+            let e32: [UInt8] = exponent == 65537 ? [0, 0, 0, 0] : [UInt8(exponent >> 24 & 0xff), UInt8(exponent >> 16 & 0xff), UInt8(exponent >> 8 & 0xff), UInt8(exponent & 0xff)]
+            pubArea = u16(0x0001) + u16(0x000B) + header + u16(0x0010) + u16(n.count * 8) + e32 + sized(n)
+        } else if let x = key[-2]?.bytesValue, let y = key[-3]?.bytesValue, x.count == 32 {
+            pubArea = u16(0x0023) + u16(0x000B) + header + u16(0x0010) + u16(0x0003) + u16(0x0010) + sized(x) + sized(y)
+        } else {
+            throw WebAuthnError(.configurationInvalid, "tpm here needs an ES256 or RSA credential")
+        }
         let name = u16(0x000B) + Digest.sha256(pubArea)
         let certInfo = [0xff, 0x54, 0x43, 0x47] + u16(0x8017) + sized([]) + sized(extraData ?? Digest.hash(.sha256, parts.authenticatorData.bytes, Digest.sha256(parts.clientDataJSON)))
             + [UInt8](repeating: 0, count: 17) + [UInt8](repeating: 0, count: 8) + sized(name) + sized(name)

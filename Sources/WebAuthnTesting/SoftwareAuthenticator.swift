@@ -75,7 +75,7 @@ public final class SoftwareAuthenticator: Sendable {
         case apple(AttestationAuthority)
         /// android-key, with a KeyDescription that binds the clientDataHash.
         case androidKey(AttestationAuthority)
-        /// tpm 2.0 with an ECC pubArea (ES256 credential) and an AIK certificate.
+        /// tpm 2.0 with an ECC (ES256 credential) or RSA (RS256) pubArea and an AIK certificate.
         case tpm(AttestationAuthority)
 
         var format: String {

@@ -117,6 +117,7 @@ enum ConformanceCases {
             parts.authenticatorData.attested?.credentialId = other
         }
         registrationPasses("\(attestation)-Resp-9 P-1", "tpm attestation (ECC pubArea, AIK certificate) verifies", attestation: .tpm(authority))
+        registrationPasses("\(attestation)-Resp-9 P-2", "tpm attestation with an RSA pubArea (RS256 credential) verifies", algorithm: .rs256, attestation: .tpm(authority))
         formatFails("\(attestation)-Resp-9 F-1", "tpm with certInfo.extraData not the hash of authData ‖ clientDataHash fails", .tpm(authority), defect: .wrongExtraData)
         formatFails("\(attestation)-Resp-9 F-2", "tpm with an AIK certificate lacking tcg-kp-AIKCertificate fails", .tpm(authority), defect: .aikWithoutEKU)
         registrationPasses("\(attestation)-Resp-A P-1", "android-key attestation verifies", attestation: .androidKey(authority))
