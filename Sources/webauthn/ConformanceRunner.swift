@@ -85,7 +85,8 @@ final class ConformanceRunner: Sendable {
     func register(_ client: Client, username: String, authenticator: SoftwareAuthenticator, algorithm: COSEAlgorithm = .es256,
                   attestation: SoftwareAuthenticator.Attestation = .none, options extra: JSONObject = [:],
                   defect: SoftwareAuthenticator.StatementDefect? = nil,
-                  edit: (inout RegistrationParts) throws -> Void = { _ in }) async throws -> (Reply, RegistrationParts) {
+                  edit: (inout RegistrationParts) throws -> Void = { _ in },
+                  json jsonEdit: (inout JSONObject) -> Void = { _ in }) async throws -> (Reply, RegistrationParts) {
         var body: JSONObject = ["username": .string(username), "displayName": .string(username), "attestation": "direct"]
         for m in extra.members { body[m.key] = m.value }
         let options = try await client.post("/attestation/options", .object(body))
@@ -98,13 +99,19 @@ final class ConformanceRunner: Sendable {
                                                algorithm: algorithm, attestation: attestation)
         try edit(&parts)
         if let defect { try authenticator.restate(&parts, attestation, defect: defect) }
-        return (try await client.post("/attestation/result", Self.conformanceShape(parts.json)), parts)
+        var object = Self.conformanceShape(parts.json).objectValue!
+        jsonEdit(&object)
+        return (try await client.post("/attestation/result", .object(object)), parts)
     }
 
     /// Asks for request options and answers them, after `edit` (re-signed unless `resign` is false).
     func signIn(_ client: Client, username: String?, authenticator: SoftwareAuthenticator, credential: [UInt8],
-                resign: Bool = true, edit: (inout AssertionParts) throws -> Void = { _ in }) async throws -> (Reply, AssertionParts) {
-        let options = try await client.post("/assertion/options", username.map { ["username": .string($0)] } ?? [:])
+                resign: Bool = true, userVerification: String? = nil, edit: (inout AssertionParts) throws -> Void = { _ in },
+                json jsonEdit: (inout JSONObject) -> Void = { _ in }) async throws -> (Reply, AssertionParts) {
+        var request: JSONObject = [:]
+        if let username { request["username"] = .string(username) }
+        if let userVerification { request["userVerification"] = .string(userVerification) }
+        let options = try await client.post("/assertion/options", .object(request))
         try check(options.ok, "assertion/options failed: \(options.message)")
         guard let challenge = options["challenge"]?.stringValue.flatMap(Base64URL.decode) else {
             throw CaseFailure("assertion/options has no base64url challenge")
@@ -112,7 +119,9 @@ final class ConformanceRunner: Sendable {
         var parts = try authenticator.authenticate(rpId: rpId, origin: origin, challenge: challenge, credentialId: credential)
         try edit(&parts)
         if resign { parts = try authenticator.resign(parts) }
-        return (try await client.post("/assertion/result", Self.conformanceShape(parts.json)), parts)
+        var object = Self.conformanceShape(parts.json).objectValue!
+        jsonEdit(&object)
+        return (try await client.post("/assertion/result", .object(object)), parts)
     }
 
     /// The conformance tool's credential shape: no rawId, getClientExtensionResults.

@@ -111,8 +111,11 @@ def assertion_options():
         rp_id=config["rp_id"], allow_credentials=allow,
         user_verification=UserVerificationRequirement(body.get("userVerification", "preferred")))
     sid = session_id()
-    sessions[sid] = {"challenge": options.challenge, "username": name}
-    return ok(json.loads(options_to_json(options)), sid)
+    sessions[sid] = {"challenge": options.challenge, "username": name, "uv": body.get("userVerification", "preferred")}
+    payload = json.loads(options_to_json(options))
+    if "extensions" in body:
+        payload["extensions"] = body["extensions"]
+    return ok(payload, sid)
 
 
 @app.post("/assertion/result")
@@ -136,7 +139,8 @@ def assertion_result():
         verified = verify_authentication_response(
             credential=body, expected_challenge=state["challenge"], expected_rp_id=config["rp_id"],
             expected_origin=config["origin"], credential_public_key=record["public_key"],
-            credential_current_sign_count=record["sign_count"])
+            credential_current_sign_count=record["sign_count"],
+            require_user_verification=state.get("uv") == "required")
     except Exception as error:
         return failed(f"{type(error).__name__}: {error}")
     record["sign_count"] = verified.new_sign_count
