@@ -1,3 +1,4 @@
+import Foundation
 @_spi(Testing) import WebAuthnCore
 import WebAuthnTesting
 
@@ -111,6 +112,22 @@ enum ConformanceCases {
         registration("\(att)-Resp-1 F-12", "a response without attestationObject fails", passes: false, json: inResponse(without("attestationObject")))
         registration("\(att)-Resp-1 F-14", "an empty attestationObject fails", passes: false, json: inResponse(setting("attestationObject", "")))
 
+        // Wrong JSON types and empty values in the posted credential and in clientDataJSON.
+        let regJSON = "API-RegistrationJSON"
+        registration("\(regJSON) F-1", "a type that is not a string fails", passes: false, json: setting("type", 1))
+        registration("\(regJSON) F-2", "a clientDataJSON that is not a string fails", passes: false, json: inResponse(setting("clientDataJSON", ["a": 1])))
+        registration("\(regJSON) F-3", "a clientDataJSON that is not base64url fails", passes: false, json: inResponse(setting("clientDataJSON", "!!!")))
+        registration("\(regJSON) F-4", "an attestationObject that is not a string fails", passes: false, json: inResponse(setting("attestationObject", 7)))
+        registration("\(regJSON) F-5", "an attestationObject that is not base64url fails", passes: false, json: inResponse(setting("attestationObject", "!!!")))
+        registration("\(regJSON) F-6", "an empty id fails", passes: false, json: setting("id", ""))
+        registration("\(regJSON) F-7", "clientData.type that is not a string fails", passes: false, edit: { $0.clientDataOverride = clientData($0.clientData, setting: ("type", 1)) })
+        registration("\(regJSON) F-8", "an empty clientData.type fails", passes: false, edit: { $0.clientDataOverride = clientData($0.clientData, setting: ("type", "")) })
+        registration("\(regJSON) F-9", "clientData.challenge that is not a string fails", passes: false, edit: { $0.clientDataOverride = clientData($0.clientData, setting: ("challenge", 1)) })
+        registration("\(regJSON) F-10", "an empty clientData.challenge fails", passes: false, edit: { $0.clientDataOverride = clientData($0.clientData, setting: ("challenge", "")) })
+        registration("\(regJSON) F-11", "clientData.origin that is not a string fails", passes: false, edit: { $0.clientDataOverride = clientData($0.clientData, setting: ("origin", ["https://example.com"])) })
+        registration("\(regJSON) F-12", "an empty clientData.origin fails", passes: false, edit: { $0.clientDataOverride = clientData($0.clientData, setting: ("origin", "")) })
+        registration("\(regJSON) F-13", "clientDataJSON that is not JSON fails", passes: false, edit: { $0.clientDataOverride = Array("not json".utf8) })
+
         registration("\(att)-Resp-2 F-1", "clientData without type fails", passes: false, edit: { $0.clientDataOverride = clientData($0.clientData, removing: "type") })
         registration("\(att)-Resp-2 F-4", "clientData.type other than webauthn.create fails", passes: false, edit: { $0.clientData.type = "webauthn.nope" })
         registration("\(att)-Resp-2 F-5", "clientData.type webauthn.get fails", passes: false, edit: { $0.clientData.type = "webauthn.get" })
@@ -131,6 +148,13 @@ enum ConformanceCases {
         registration("\(att)-Resp-3 F-1", "an attestationObject that is not a CBOR map fails", passes: false, edit: { $0.attestationObjectOverride = [0x83, 0x01, 0x02, 0x03] })
         registration("\(att)-Resp-3 F-2", "an attestationObject without fmt fails", passes: false, edit: { $0.attestationObjectOverride = object($0, dropping: "fmt") })
         registration("\(att)-Resp-3 F-3", "a fmt that is not a text string fails", passes: false, edit: { $0.attestationObjectOverride = object($0, replacing: ("fmt", CBOR(1))) })
+        registration("\(att)-Resp-3 P-1", "packed full attestation over authenticator data with extension data (ED set, credProtect) verifies", passes: true,
+                     attestation: r.packedFull, edit: { parts in
+                         parts.authenticatorData.extensions = .map([CBORPair(.text("credProtect"), CBOR(1))])
+                         try SoftwareAuthenticator.Attestation.resignPacked(&parts, signer: AttestationSigner(pem: authority.attestationKeyPEM))
+                     })
+        registration("L3-6.1 F-1", "ED set without extension data fails", passes: false, edit: { $0.authenticatorData.flags.insert(.extensionData) })
+        registration("L3-6.1 F-2", "extension data that is not a CBOR map fails", passes: false, edit: { $0.authenticatorData.extensions = .text("credProtect") })
         registration("\(att)-Resp-3 F-4", "an attestationObject without attStmt fails", passes: false, edit: { $0.attestationObjectOverride = object($0, dropping: "attStmt") })
         registration("\(att)-Resp-3 F-5", "an attStmt that is not a map fails", passes: false, edit: { $0.attestationObjectOverride = object($0, replacing: ("attStmt", .array([]))) })
         registration("\(att)-Resp-3 F-6", "an attestationObject without authData fails", passes: false, edit: { $0.attestationObjectOverride = object($0, dropping: "authData") })
@@ -164,6 +188,32 @@ enum ConformanceCases {
                      edit: { $0.statement = .map(($0.statement.mapValue ?? []).map { $0.key == .text("x5c") ? CBORPair(.text("x5c"), .array([])) : $0 }) })
         registration("\(att)-Resp-5 F-9", "an x5c chain that does not lead to a trusted root fails (trusted attestation required)", passes: false,
                      attestation: try! Self.untrustedPacked())
+
+        // The attestation certificate requirements of §8.2.1 and path validity, each broken
+        // alone on a certificate the runner's (trusted) authority issues.
+        let aaguidOID = "1.3.6.1.4.1.45724.1.1.4", basicOID = "2.5.29.19"
+        registration("L3-8.2.1 P-1", "packed full attestation with a certificate the runner builds the same way as the failing cases below verifies",
+                     passes: true, attestation: try! Self.packedUnder(authority) { _ in })
+        registration("L3-8.2.1 F-1", "an expired attestation certificate fails", passes: false,
+                     attestation: try! Self.packedUnder(authority) { $0.notAfter = Date(timeIntervalSince1970: 1_735_689_600) })  // 2025-01-01
+        registration("L3-8.2.1 F-2", "an attestation certificate that is not yet valid fails", passes: false,
+                     attestation: try! Self.packedUnder(authority) { $0.notBefore = Date(timeIntervalSince1970: 4_070_908_800) })  // 2099-01-01
+        registration("L3-8.2.1 F-3", "an attestation certificate of version 1 fails", passes: false,
+                     attestation: try! Self.packedUnder(authority) { $0.version = 1; $0.extensions = [] })
+        registration("L3-8.2.1 F-4", "an attestation certificate whose subject OU is not \"Authenticator Attestation\" fails", passes: false,
+                     attestation: try! Self.packedUnder(authority) { $0.subject = $0.subject.map { $0.0 == "OU" ? ("OU", "Marketing") : $0 } })
+        registration("L3-8.2.1 F-5", "an attestation certificate without subject CN fails", passes: false,
+                     attestation: try! Self.packedUnder(authority) { $0.subject = $0.subject.filter { $0.0 != "CN" } })
+        registration("L3-8.2.1 F-6", "an attestation certificate with basic constraints CA true fails", passes: false,
+                     attestation: try! Self.packedUnder(authority) { $0.extensions = $0.extensions.map { $0.oid == basicOID ? (basicOID, true, DERWriter.basicConstraintsCATrue) : $0 } })
+        registration("L3-8.2.1 F-7", "an attestation certificate whose AAGUID extension differs from authenticator data fails", passes: false,
+                     attestation: try! Self.packedUnder(authority) { $0.extensions = $0.extensions.map { $0.oid == aaguidOID ? (aaguidOID, false, DERWriter.aaguid([UInt8](repeating: 0x42, count: 16))) : $0 } })
+        registration("L3-8.2.1 F-8", "an attestation certificate whose AAGUID extension is critical fails", passes: false,
+                     attestation: try! Self.packedUnder(authority) { $0.extensions = $0.extensions.map { $0.oid == aaguidOID ? (aaguidOID, true, $0.der) : $0 } })
+        registration("L3-8.2 F-1", "a packed sig made with a key other than the attestation certificate's fails", passes: false,
+                     attestation: try! Self.packedUnder(authority, signer: SigningKey.generate(.es256)) { _ in })
+        registration("L3-8.2 F-2", "an x5c whose first certificate is the root, not the attestation certificate, fails", passes: false,
+                     attestation: try! Self.packedUnder(authority, rootFirst: true) { _ in })
 
         registration("\(att)-Resp-6 P-1", "packed self attestation verifies", passes: true, attestation: .packedSelf)
         registration("\(att)-Resp-6 F-1", "packed self attestation whose signature does not verify fails", passes: false, attestation: .packedSelf,
@@ -271,6 +321,13 @@ enum ConformanceCases {
         assertion("\(asr)-Resp-1 F-15", "an empty authenticatorData fails", passes: false, json: inResponse(setting("authenticatorData", "")))
         assertion("\(asr)-Resp-1 F-16", "an assertion without signature fails", passes: false, json: inResponse(without("signature")))
         assertion("\(asr)-Resp-1 F-19", "an empty signature fails", passes: false, json: inResponse(setting("signature", "")))
+        let asrJSON = "API-AssertionJSON"
+        assertion("\(asrJSON) F-1", "a type that is not a string fails", passes: false, json: setting("type", 1))
+        assertion("\(asrJSON) F-2", "a clientDataJSON that is not a string fails", passes: false, json: inResponse(setting("clientDataJSON", 3)))
+        assertion("\(asrJSON) F-3", "an authenticatorData that is not a string fails", passes: false, json: inResponse(setting("authenticatorData", ["x"])))
+        assertion("\(asrJSON) F-4", "a signature that is not a string fails", passes: false, json: inResponse(setting("signature", 9)))
+        assertion("\(asrJSON) F-5", "a signature that is not base64url fails", passes: false, json: inResponse(setting("signature", "!!!")))
+        assertion("\(asrJSON) F-6", "an empty id fails", passes: false, json: setting("id", ""))
         assertion("\(asr)-Resp-1 F-20", "a signature that does not verify fails", passes: false, resign: false, edit: { $0.signature[$0.signature.count / 2] ^= 1 })
         assertion("\(asr)-Resp-1 F-21", "a userHandle that is not a string fails", passes: false, json: inResponse(setting("userHandle", 5)))
         assertion("\(asr)-Resp-2 F-1", "clientData without type fails", passes: false, edit: { $0.clientDataOverride = clientData($0.clientData, removing: "type") })
@@ -335,6 +392,22 @@ enum ConformanceCases {
     }
 
     /// Packed full attestation whose chain leads to a root no metadata names.
+    /// Packed full attestation under `authority`'s root, with a leaf certificate
+    /// built as `AttestationAuthority` builds it and then changed by `change`;
+    /// signed by the authority's attestation key unless `signer` is given.
+    static func packedUnder(_ authority: AttestationAuthority, signer: SigningKey? = nil, rootFirst: Bool = false,
+                            _ change: (inout CertificateBuilder) -> Void) throws -> SoftwareAuthenticator.Attestation {
+        let rootKey = try SigningKey(pem: authority.rootKeyPEM, algorithm: .es256)
+        let attestationKey = try SigningKey(pem: authority.attestationKeyPEM, algorithm: .es256)
+        var leaf = CertificateBuilder(subject: [("C", "AA"), ("O", "WebAuthn Testing"), ("OU", "Authenticator Attestation"), ("CN", "Packed Test Authenticator")])
+        leaf.serial = UInt64.random(in: 2...UInt64.max / 2)
+        leaf.extensions = [("2.5.29.19", true, DERWriter.basicConstraintsCAFalse), ("1.3.6.1.4.1.45724.1.1.4", false, DERWriter.aaguid(ConformancePKI.aaguid.bytes))]
+        change(&leaf)
+        let cert = try leaf.build(key: attestationKey, issuer: authority.root, issuerKey: rootKey)
+        let x5c = rootFirst ? [authority.root.der, cert.der] : [cert.der]
+        return .packed(x5c: x5c, signer: try AttestationSigner(pem: (signer ?? attestationKey).privateKeyPEM()))
+    }
+
     static func untrustedPacked() throws -> SoftwareAuthenticator.Attestation {
         let rootKey = try SigningKey.generate(.es256)
         let root = try CertificateBuilder(subject: [("CN", "Unknown Root")]).build(key: rootKey, issuer: nil, issuerKey: rootKey)
