@@ -47,10 +47,10 @@ public final class AttestationAuthority: Sendable {
         return try issue(b, for: attestationKey)
     }
 
-    func aikCertificate(aaguid: [UInt8]) throws -> X509Certificate {
+    func aikCertificate(aaguid: [UInt8], key: SigningKey? = nil) throws -> X509Certificate {
         var b = CertificateBuilder()
         b.extensions = [("2.5.29.17", true, DERWriter.tpmSAN()), ("2.5.29.37", false, DERWriter.extendedKeyUsage("2.23.133.8.3")),
                         ("2.5.29.19", true, DERWriter.basicConstraintsCAFalse), ("1.3.6.1.4.1.45724.1.1.4", false, DERWriter.aaguid(aaguid))]
-        return try issue(b, for: attestationKey)
+        return try issue(b, for: key ?? attestationKey)
     }
 }

@@ -42,7 +42,11 @@ enum FormatStatements {
 
     /// `tpm` (§8.3): a TPMT_PUBLIC for the credential key (ECC P-256 for ES256,
     /// RSA for RS256), a TPMS_ATTEST certifying it, signed by the AIK, and the AIK certificate.
-    static func tpm(_ parts: RegistrationParts, authority: AttestationAuthority, extraData: [UInt8]? = nil, aikEKU: Bool = true) throws -> CBOR {
+    ///
+    /// With `sha1`, an RSA AIK signs with RS1 and extraData is the SHA-1 of
+    /// attToBeSigned, as many Windows Hello TPMs do.
+    static func tpm(_ parts: RegistrationParts, authority: AttestationAuthority, extraData: [UInt8]? = nil, aikEKU: Bool = true,
+                    sha1: Bool = false) throws -> CBOR {
         guard let attested = parts.authenticatorData.attested else { throw WebAuthnError(.configurationInvalid, "tpm needs a credential") }
         func u16(_ v: Int) -> [UInt8] { [UInt8(v >> 8 & 0xff), UInt8(v & 0xff)] }
         func sized(_ b: [UInt8]) -> [UInt8] { u16(b.count) + b }
@@ -59,16 +63,17 @@ enum FormatStatements {
             throw WebAuthnError(.configurationInvalid, "tpm here needs an ES256 or RSA credential")
         }
         let name = u16(0x000B) + Digest.sha256(pubArea)
-        let certInfo = [0xff, 0x54, 0x43, 0x47] + u16(0x8017) + sized([]) + sized(extraData ?? Digest.hash(.sha256, parts.authenticatorData.bytes, Digest.sha256(parts.clientDataJSON)))
+        let certInfo = [0xff, 0x54, 0x43, 0x47] + u16(0x8017) + sized([]) + sized(extraData ?? Digest.hash(sha1 ? .sha1 : .sha256, parts.authenticatorData.bytes, Digest.sha256(parts.clientDataJSON)))
             + [UInt8](repeating: 0, count: 17) + [UInt8](repeating: 0, count: 8) + sized(name) + sized(name)
-        var aik = try authority.aikCertificate(aaguid: attested.aaguid)
+        let aikKey = sha1 ? try SigningKey.generate(.rs1) : authority.attestationKey
+        var aik = try authority.aikCertificate(aaguid: attested.aaguid, key: aikKey)
         if !aikEKU {
             var b = CertificateBuilder()
             b.extensions = [("2.5.29.17", true, DERWriter.tpmSAN()), ("2.5.29.19", true, DERWriter.basicConstraintsCAFalse)]
-            aik = try authority.issue(b, for: authority.attestationKey)
+            aik = try authority.issue(b, for: aikKey)
         }
-        return .map([CBORPair(.text("ver"), .text("2.0")), CBORPair(.text("alg"), CBOR(-7)),
-                     CBORPair(.text("x5c"), .array([.bytes(aik.der)])), CBORPair(.text("sig"), .bytes(try authority.attestationKey.sign(certInfo))),
+        return .map([CBORPair(.text("ver"), .text("2.0")), CBORPair(.text("alg"), CBOR(aikKey.algorithm.rawValue)),
+                     CBORPair(.text("x5c"), .array([.bytes(aik.der)])), CBORPair(.text("sig"), .bytes(try aikKey.sign(certInfo))),
                      CBORPair(.text("certInfo"), .bytes(certInfo)), CBORPair(.text("pubArea"), .bytes(pubArea))])
     }
 }

@@ -77,6 +77,9 @@ public final class SoftwareAuthenticator: Sendable {
         case androidKey(AttestationAuthority)
         /// tpm 2.0 with an ECC (ES256 credential) or RSA (RS256) pubArea and an AIK certificate.
         case tpm(AttestationAuthority)
+        /// tpm 2.0 as many Windows Hello TPMs make it: an RSA AIK signs certInfo with
+        /// RS1, and extraData is the SHA-1 of attToBeSigned.
+        case tpmSHA1(AttestationAuthority)
 
         var format: String {
             switch self {
@@ -85,7 +88,7 @@ public final class SoftwareAuthenticator: Sendable {
             case .fidoU2F: return "fido-u2f"
             case .apple: return "apple"
             case .androidKey: return "android-key"
-            case .tpm: return "tpm"
+            case .tpm, .tpmSHA1: return "tpm"
             }
         }
     }
@@ -140,6 +143,8 @@ public final class SoftwareAuthenticator: Sendable {
             parts.statement = try FormatStatements.androidKey(parts, credentialKey: key, authority: authority)
         case .tpm(let authority):
             parts.statement = try FormatStatements.tpm(parts, authority: authority)
+        case .tpmSHA1(let authority):
+            parts.statement = try FormatStatements.tpm(parts, authority: authority, sha1: true)
         case .packed(let x5c, let signer):
             let attestationKey = signer.key
             parts.statement = .map([
@@ -181,9 +186,10 @@ public final class SoftwareAuthenticator: Sendable {
             parts.statement = try FormatStatements.androidKey(parts, credentialKey: key, authority: authority,
                                                               challenge: defect == .wrongChallenge ? SecureRandom.bytes(32) : nil,
                                                               allApplications: defect == .allApplications)
-        case .tpm(let authority):
-            parts.statement = try FormatStatements.tpm(parts, authority: authority, extraData: defect == .wrongExtraData ? SecureRandom.bytes(32) : nil,
-                                                       aikEKU: defect != .aikWithoutEKU)
+        case .tpm(let authority), .tpmSHA1(let authority):
+            let sha1 = if case .tpmSHA1 = attestation { true } else { false }
+            parts.statement = try FormatStatements.tpm(parts, authority: authority, extraData: defect == .wrongExtraData ? SecureRandom.bytes(sha1 ? 20 : 32) : nil,
+                                                       aikEKU: defect != .aikWithoutEKU, sha1: sha1)
         default:
             throw WebAuthnError(.configurationInvalid, "restate covers fido-u2f, apple, android-key and tpm")
         }

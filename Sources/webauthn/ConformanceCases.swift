@@ -232,6 +232,10 @@ enum ConformanceCases {
         registration("\(att)-Resp-A F-1", "android-key whose certificate binds another clientDataHash fails", passes: false, attestation: .androidKey(authority), defect: .wrongChallenge)
 
         registration("L3-8.3 P-1", "tpm attestation with an RSA pubArea (RS256 credential) verifies", passes: true, algorithm: .rs256, attestation: .tpm(authority))
+        registration("L3-8.3 P-2", "tpm attestation signed RS1 (SHA-1) by an RSA AIK, as Windows Hello TPMs make it, verifies", passes: true,
+                     attestation: .tpmSHA1(authority))
+        registration("L3-8.3 F-2", "tpm attestation signed RS1 whose extraData is not the SHA-1 of attToBeSigned fails", passes: false,
+                     attestation: .tpmSHA1(authority), defect: .wrongExtraData)
         registration("L3-8.3.1 F-1", "tpm with an AIK certificate lacking tcg-kp-AIKCertificate fails", passes: false, attestation: .tpm(authority), defect: .aikWithoutEKU)
         registration("L3-8.4 F-1", "android-key with allApplications fails", passes: false, attestation: .androidKey(authority), defect: .allApplications)
         registration("L3-8.8 P-1", "apple anonymous attestation verifies", passes: true, attestation: .apple(authority))
