@@ -228,6 +228,33 @@ enum ConformanceCases {
                      edit: { let other = SecureRandom.bytes(32); $0.id = other; $0.authenticatorData.attested?.credentialId = other })
         registration("\(att)-Resp-9 P-1", "tpm attestation (SHA-256, ECC pubArea, AIK certificate) verifies", passes: true, attestation: .tpm(authority))
         registration("\(att)-Resp-9 F-2", "tpm with certInfo.extraData not the hash of attToBeSigned fails", passes: false, attestation: .tpm(authority), defect: .wrongExtraData)
+        // tpm statement members changed one at a time; certInfo changes are re-signed by the AIK
+        // so that only the changed rule is broken.
+        @Sendable func tpmStatement(_ parts: inout RegistrationParts, _ change: (inout [String: [UInt8]]) -> Void, resign: Bool = false) throws {
+            guard case .map(let pairs) = parts.statement else { return }
+            var members: [String: [UInt8]] = [:]
+            for pair in pairs { if case .text(let k) = pair.key, let b = pair.value.bytesValue { members[k] = b } }
+            change(&members)
+            if resign, let certInfo = members["certInfo"] {
+                members["sig"] = try SigningKey(pem: authority.attestationKeyPEM, algorithm: .es256).sign(certInfo)
+            }
+            parts.statement = .map(pairs.map { pair in
+                if case .text(let k) = pair.key, let b = members[k] { return CBORPair(pair.key, .bytes(b)) }
+                return pair
+            })
+        }
+        registration("L3-8.3 F-3", "tpm with ver other than \"2.0\" fails", passes: false, attestation: .tpm(authority),
+                     edit: { $0.statement = .map(($0.statement.mapValue ?? []).map { $0.key == .text("ver") ? CBORPair(.text("ver"), .text("1.0")) : $0 }) })
+        registration("L3-8.3 F-4", "tpm whose certInfo magic is not TPM_GENERATED_VALUE fails (re-signed by the AIK)", passes: false, attestation: .tpm(authority),
+                     edit: { try tpmStatement(&$0, { $0["certInfo"]?[3] ^= 0x01 }, resign: true) })
+        registration("L3-8.3 F-5", "tpm whose certInfo type is not TPM_ST_ATTEST_CERTIFY fails (re-signed by the AIK)", passes: false, attestation: .tpm(authority),
+                     edit: { try tpmStatement(&$0, { $0["certInfo"]?[5] = 0x18 }, resign: true) })
+        registration("L3-8.3 F-6", "tpm whose pubArea key is not the credential key fails", passes: false, attestation: .tpm(authority),
+                     edit: { try tpmStatement(&$0, { if let n = $0["pubArea"]?.count { $0["pubArea"]?[n - 1] ^= 0x01 } }) })
+        registration("L3-8.3 F-7", "tpm whose AIK signature over certInfo does not verify fails", passes: false, attestation: .tpm(authority),
+                     edit: { try tpmStatement(&$0, { if let n = $0["sig"]?.count { $0["sig"]?[n / 2] ^= 0x01 } }) })
+        registration("L3-8.4 F-2", "android-key whose signature does not verify with the leaf certificate's key fails", passes: false,
+                     attestation: .androidKey(authority), edit: { $0.authenticatorData.signCount = 5 })
         registration("\(att)-Resp-A P-1", "android-key attestation verifies", passes: true, attestation: .androidKey(authority))
         registration("\(att)-Resp-A F-1", "android-key whose certificate binds another clientDataHash fails", passes: false, attestation: .androidKey(authority), defect: .wrongChallenge)
 
