@@ -1,3 +1,4 @@
+import Foundation
 @_spi(Testing) import WebAuthnCore
 
 /// Attestation statements of the formats that bind a certificate to the
@@ -19,6 +20,27 @@ enum FormatStatements {
         var b = CertificateBuilder(subject: [("CN", "Apple-style test credential")])
         b.extensions = [("1.2.840.113635.100.8.2", false, DERWriter.sequence(DERWriter.explicit(1, DERWriter.octets(value))))]
         return .map([CBORPair(.text("x5c"), .array([.bytes(try authority.issue(b, for: credentialKey).der)]))])
+    }
+
+    /// `android-safetynet` (§8.5): a compact JWS (RS256) signed by a certificate
+    /// issued to `host` (attest.android.com) under `authority`'s root, whose
+    /// payload nonce is base64(SHA-256(authData ‖ clientDataHash)).
+    static func safetyNet(_ parts: RegistrationParts, authority: AttestationAuthority, nonce: [UInt8]? = nil, timestamp: Date = Date(),
+                          ctsProfileMatch: Bool = true, host: String = "attest.android.com") throws -> CBOR {
+        let key = try SigningKey.generate(.rs256)
+        let leaf = try authority.issue(CertificateBuilder(subject: [("C", "AA"), ("O", "WebAuthn Testing"), ("CN", host)]), for: key)
+        let value = nonce ?? Digest.hash(.sha256, parts.authenticatorData.bytes, Digest.sha256(parts.clientDataJSON))
+        let header: JSONValue = ["alg": "RS256", "x5c": .array([.string(Data(leaf.der).base64EncodedString()), .string(Data(authority.root.der).base64EncodedString())])]
+        let payload: JSONValue = [
+            "nonce": .string(Data(value).base64EncodedString()),
+            "timestampMs": .number((timestamp.timeIntervalSince1970 * 1000).rounded()),
+            "apkPackageName": "com.google.android.gms",
+            "ctsProfileMatch": .bool(ctsProfileMatch),
+            "basicIntegrity": true,
+        ]
+        let signingInput = Array((Base64URL.encode(header.serializedBytes()) + "." + Base64URL.encode(payload.serializedBytes())).utf8)
+        let jws = signingInput + Array(".".utf8) + Array(Base64URL.encode(try key.sign(signingInput)).utf8)
+        return .map([CBORPair(.text("ver"), .text("14366018")), CBORPair(.text("response"), .bytes(jws))])
     }
 
     /// `android-key` (§8.4): a certificate for the credential key with a

@@ -1,3 +1,4 @@
+import Foundation
 @_spi(Testing) import WebAuthnCore
 import Synchronization
 
@@ -80,6 +81,9 @@ public final class SoftwareAuthenticator: Sendable {
         /// tpm 2.0 as many Windows Hello TPMs make it: an RSA AIK signs certInfo with
         /// RS1, and extraData is the SHA-1 of attToBeSigned.
         case tpmSHA1(AttestationAuthority)
+        /// android-safetynet: a JWS by a certificate issued to attest.android.com
+        /// under `authority` (Google's service cannot be called from a test).
+        case androidSafetyNet(AttestationAuthority)
 
         var format: String {
             switch self {
@@ -88,6 +92,7 @@ public final class SoftwareAuthenticator: Sendable {
             case .fidoU2F: return "fido-u2f"
             case .apple: return "apple"
             case .androidKey: return "android-key"
+            case .androidSafetyNet: return "android-safetynet"
             case .tpm, .tpmSHA1: return "tpm"
             }
         }
@@ -145,6 +150,8 @@ public final class SoftwareAuthenticator: Sendable {
             parts.statement = try FormatStatements.tpm(parts, authority: authority)
         case .tpmSHA1(let authority):
             parts.statement = try FormatStatements.tpm(parts, authority: authority, sha1: true)
+        case .androidSafetyNet(let authority):
+            parts.statement = try FormatStatements.safetyNet(parts, authority: authority)
         case .packed(let x5c, let signer):
             let attestationKey = signer.key
             parts.statement = .map([
@@ -159,8 +166,14 @@ public final class SoftwareAuthenticator: Sendable {
 
     /// A defect to build into a statement on purpose.
     public enum StatementDefect: Sendable {
-        /// apple: a nonce that is not SHA-256(authData ‖ clientDataHash).
+        /// apple, android-safetynet: a nonce that is not SHA-256(authData ‖ clientDataHash).
         case wrongNonce
+        /// android-safetynet: a timestampMs a day old.
+        case staleTimestamp
+        /// android-safetynet: ctsProfileMatch false.
+        case ctsProfileMismatch
+        /// android-safetynet: a signing certificate issued to a host other than attest.android.com.
+        case wrongHost
         /// android-key: an attestationChallenge that is not the clientDataHash.
         case wrongChallenge
         /// android-key: allApplications in the TEE-enforced list.
@@ -190,8 +203,13 @@ public final class SoftwareAuthenticator: Sendable {
             let sha1 = if case .tpmSHA1 = attestation { true } else { false }
             parts.statement = try FormatStatements.tpm(parts, authority: authority, extraData: defect == .wrongExtraData ? SecureRandom.bytes(sha1 ? 20 : 32) : nil,
                                                        aikEKU: defect != .aikWithoutEKU, sha1: sha1)
+        case .androidSafetyNet(let authority):
+            parts.statement = try FormatStatements.safetyNet(parts, authority: authority, nonce: defect == .wrongNonce ? SecureRandom.bytes(32) : nil,
+                                                             timestamp: defect == .staleTimestamp ? Date(timeIntervalSinceNow: -86_400) : Date(),
+                                                             ctsProfileMatch: defect != .ctsProfileMismatch,
+                                                             host: defect == .wrongHost ? "attest.example.com" : "attest.android.com")
         default:
-            throw WebAuthnError(.configurationInvalid, "restate covers fido-u2f, apple, android-key and tpm")
+            throw WebAuthnError(.configurationInvalid, "restate covers fido-u2f, apple, android-key, android-safetynet and tpm")
         }
     }
 

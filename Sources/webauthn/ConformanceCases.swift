@@ -255,6 +255,14 @@ enum ConformanceCases {
                      edit: { try tpmStatement(&$0, { if let n = $0["sig"]?.count { $0["sig"]?[n / 2] ^= 0x01 } }) })
         registration("L3-8.4 F-2", "android-key whose signature does not verify with the leaf certificate's key fails", passes: false,
                      attestation: .androidKey(authority), edit: { $0.authenticatorData.signCount = 5 })
+        registration("\(att)-Resp-B P-1", "android-safetynet attestation (JWS by attest.android.com under the metadata root, fresh, ctsProfileMatch) verifies",
+                     passes: true, attestation: .androidSafetyNet(authority))
+        registration("L3-8.5 F-1", "android-safetynet whose nonce is not base64(SHA-256(authData ‖ clientDataHash)) fails", passes: false,
+                     attestation: .androidSafetyNet(authority), defect: .wrongNonce)
+        registration("L3-8.5 F-2", "android-safetynet with a day-old timestampMs fails", passes: false, attestation: .androidSafetyNet(authority), defect: .staleTimestamp)
+        registration("L3-8.5 F-3", "android-safetynet with ctsProfileMatch false fails", passes: false, attestation: .androidSafetyNet(authority), defect: .ctsProfileMismatch)
+        registration("L3-8.5 F-4", "android-safetynet signed by a certificate not issued to attest.android.com fails", passes: false,
+                     attestation: .androidSafetyNet(authority), defect: .wrongHost)
         registration("\(att)-Resp-A P-1", "android-key attestation verifies", passes: true, attestation: .androidKey(authority))
         registration("\(att)-Resp-A F-1", "android-key whose certificate binds another clientDataHash fails", passes: false, attestation: .androidKey(authority), defect: .wrongChallenge)
 

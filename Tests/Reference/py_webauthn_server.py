@@ -87,7 +87,7 @@ def attestation_result():
         verified = verify_registration_response(
             credential=shaped(request.get_json(force=True)), expected_challenge=state["challenge"],
             expected_origin=config["origin"], expected_rp_id=config["rp_id"],
-            pem_root_certs_bytes_by_fmt={fmt: [config["root"]] for fmt in ["packed", "tpm", "android-key", "apple", "fido-u2f"]})
+            pem_root_certs_bytes_by_fmt={fmt: [config["root"]] for fmt in ["packed", "tpm", "android-key", "android-safetynet", "apple", "fido-u2f"]})
     except Exception as error:  # py_webauthn raises its own exception types
         return failed(f"{type(error).__name__}: {error}")
     if verified.credential_id in by_id:
