@@ -70,6 +70,24 @@ struct ConformancePKI: Sendable {
     let authority: AttestationAuthority
     let statementPath: String
 
+    /// Authenticators whose metadata carries a status report (MDS3 §3.1.4),
+    /// each with its own AAGUID; the first five are compromise statuses.
+    static let statusAuthenticators: [(status: String, aaguid: AAGUID)] = [
+        "REVOKED", "USER_VERIFICATION_BYPASS", "ATTESTATION_KEY_COMPROMISE", "USER_KEY_REMOTE_COMPROMISE",
+        "USER_KEY_PHYSICAL_COMPROMISE", "FIDO_CERTIFIED_L1", "UPDATE_AVAILABLE",
+    ].enumerated().map { i, status in (status, AAGUID("7d1351a6-e097-4852-b8bf-c9ac5c9ce5\(String(format: "%02x", i))")!) }
+
+    /// A decoded BLOB payload with one entry per status authenticator.
+    static func statusPayload(root: JSONValue) -> JSONValue {
+        let entries: [JSONValue] = statusAuthenticators.map { item in
+            ["aaguid": .string(item.aaguid.description),
+             "metadataStatement": ["aaguid": .string(item.aaguid.description), "description": .string("webauthn conformance runner authenticator, \(item.status)"),
+                                   "attestationTypes": ["basic_full"], "attestationRootCertificates": [root]],
+             "statusReports": [["status": .string(item.status), "effectiveDate": "2024-01-01"]]]
+        }
+        return ["no": 1, "entries": .array(entries)]
+    }
+
     static func load(folder: String) throws -> ConformancePKI {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         func path(_ name: String) -> String { (folder as NSString).appendingPathComponent(name) }
@@ -78,6 +96,10 @@ struct ConformancePKI: Sendable {
            let attestationKey = try? String(contentsOfFile: path("runner-attestation.key.pem"), encoding: .utf8),
            let root = FileManager.default.contents(atPath: path("runner-root.cert.der")) {
             let authority = try AttestationAuthority(rootKeyPEM: rootKey, rootCertificateDER: [UInt8](root), attestationKeyPEM: attestationKey)
+            if !FileManager.default.fileExists(atPath: path("runner-status.json")) {
+                let payload = statusPayload(root: .string(Data(authority.root.der).base64EncodedString()))
+                try Data(payload.serializedBytes()).write(to: URL(fileURLWithPath: path("runner-status.json")))
+            }
             return ConformancePKI(authority: authority, statementPath: path("runner-packed.json"))
         }
         let authority = try AttestationAuthority.generate(name: "webauthn conformance runner")
@@ -88,6 +110,7 @@ struct ConformancePKI: Sendable {
         let statements: [(String, JSONValue)] = [
             ("runner-packed.json", ["aaguid": .string(aaguid.description), "description": "webauthn conformance runner authenticator",
                                     "attestationTypes": ["basic_full", "attca", "anonca"], "attestationRootCertificates": [root]]),
+            ("runner-status.json", statusPayload(root: root)),
             ("runner-u2f.json", ["attestationCertificateKeyIdentifiers": [.string(authority.attestationKeyIdentifier)],
                                  "description": "webauthn conformance runner U2F authenticator", "attestationTypes": ["basic_full"],
                                  "attestationRootCertificates": [root]]),

@@ -215,6 +215,20 @@ enum ConformanceCases {
         registration("L3-8.2 F-2", "an x5c whose first certificate is the root, not the attestation certificate, fails", passes: false,
                      attestation: try! Self.packedUnder(authority, rootFirst: true) { _ in })
 
+        // FIDO metadata status reports (MDS3 §3.1.4): the runner's status authenticators, each
+        // with its own AAGUID and a packed full attestation under the trusted root.
+        for (i, item) in ConformancePKI.statusAuthenticators.enumerated() {
+            let compromised = AuthenticatorStatus(rawValue: item.status).isCompromised
+            let id = compromised ? "MDS3-Status F-\(i + 1)" : "MDS3-Status P-\(i - 4)"
+            add(id, "packed full attestation from an authenticator whose metadata status is \(item.status) \(compromised ? "fails" : "verifies")") {
+                var profile = SoftwareAuthenticator.Profile.securityKey
+                profile.aaguid = item.aaguid.bytes
+                let (reply, _) = try await r.register(r.client(), username: r.uniqueName("mds"), authenticator: SoftwareAuthenticator(profile: profile),
+                                                      attestation: try Self.packedUnder(authority, aaguid: item.aaguid) { _ in })
+                if compromised { try check(reply.failedProperly, "expected a failure: \(reply.status) \(reply.message)") } else { try check(reply.ok, reply.message) }
+            }
+        }
+
         registration("\(att)-Resp-6 P-1", "packed self attestation verifies", passes: true, attestation: .packedSelf)
         registration("\(att)-Resp-6 F-1", "packed self attestation whose signature does not verify fails", passes: false, attestation: .packedSelf,
                      edit: { $0.authenticatorData.signCount = 77 })
@@ -434,13 +448,13 @@ enum ConformanceCases {
     /// Packed full attestation under `authority`'s root, with a leaf certificate
     /// built as `AttestationAuthority` builds it and then changed by `change`;
     /// signed by the authority's attestation key unless `signer` is given.
-    static func packedUnder(_ authority: AttestationAuthority, signer: SigningKey? = nil, rootFirst: Bool = false,
+    static func packedUnder(_ authority: AttestationAuthority, signer: SigningKey? = nil, rootFirst: Bool = false, aaguid: AAGUID = ConformancePKI.aaguid,
                             _ change: (inout CertificateBuilder) -> Void) throws -> SoftwareAuthenticator.Attestation {
         let rootKey = try SigningKey(pem: authority.rootKeyPEM, algorithm: .es256)
         let attestationKey = try SigningKey(pem: authority.attestationKeyPEM, algorithm: .es256)
         var leaf = CertificateBuilder(subject: [("C", "AA"), ("O", "WebAuthn Testing"), ("OU", "Authenticator Attestation"), ("CN", "Packed Test Authenticator")])
         leaf.serial = UInt64.random(in: 2...UInt64.max / 2)
-        leaf.extensions = [("2.5.29.19", true, DERWriter.basicConstraintsCAFalse), ("1.3.6.1.4.1.45724.1.1.4", false, DERWriter.aaguid(ConformancePKI.aaguid.bytes))]
+        leaf.extensions = [("2.5.29.19", true, DERWriter.basicConstraintsCAFalse), ("1.3.6.1.4.1.45724.1.1.4", false, DERWriter.aaguid(aaguid.bytes))]
         change(&leaf)
         let cert = try leaf.build(key: attestationKey, issuer: authority.root, issuerKey: rootKey)
         let x5c = rootFirst ? [authority.root.der, cert.der] : [cert.der]

@@ -4,7 +4,7 @@ import WebAuthnCore
 
 /// Options that load FIDO metadata as trust anchors.
 struct MetadataOptions: ParsableArguments {
-    @Option(parsing: .unconditional, help: "FIDO metadata: an MDS3 BLOB JWT, its decoded payload JSON, a statement, or a folder of statements.")
+    @Option(parsing: .unconditional, help: "FIDO metadata: an MDS3 BLOB JWT, its decoded payload JSON, a statement, or a folder of statements and payloads.")
     var metadata: String?
 
     @Option(name: .customLong("metadata-root"), parsing: .unconditional, help: "A PEM root for the BLOB's signing chain instead of the FIDO MDS root (e.g. the conformance tool's).")

@@ -120,7 +120,7 @@ struct TrustTests {
         #expect(try FIDOMetadata.blob(jwt: conformance, at: cAt, options: .init(roots: [Self.pem("mds/conformance/fido-conformance-mds3-root.pem")])).entries.count == 200)
     }
 
-    @Test("decoded payloads, single statements and folders of statements load")
+    @Test("decoded payloads, single statements and folders of statements and payloads load")
     func metadataSources() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("mds-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
@@ -135,6 +135,10 @@ struct TrustTests {
         try Data(payload.utf8).write(to: URL(fileURLWithPath: payloadPath))
         let loaded = try FIDOMetadata.load(path: payloadPath, at: Self.time2030)
         #expect(loaded.serial == 3 && loaded.entries[0].status?.rawValue == "REVOKED")
+        // A folder holding a statement and a decoded payload: both contribute, the payload with its status.
+        let both = try FIDOMetadata.load(path: dir.path, at: Self.time2030)
+        #expect(both.entries.count == 2)
+        #expect(both.entries.filter { $0.status?.rawValue == "REVOKED" }.count == 1)
         #expect(errorCode { _ = try FIDOMetadata.load(path: dir.appendingPathComponent("missing.json").path, at: Self.time2030) } == "metadata_invalid")
     }
 

@@ -1,7 +1,7 @@
 import Foundation
 
 /// FIDO Metadata Service (MDS3) trust data: a BLOB JWT as published, its
-/// decoded payload, one metadata statement, or a folder of statements.
+/// decoded payload, one metadata statement, or a folder of statements and payloads.
 public struct FIDOMetadata: Sendable {
     /// The BLOB's serial number (`no`); nil for statements.
     public let serial: Int?
@@ -37,7 +37,8 @@ public struct FIDOMetadata: Sendable {
     public static let maxSize = 32 << 20
 
     /// Loads a BLOB JWT file, a decoded BLOB payload (JSON with `entries`), a
-    /// metadata statement (JSON), or a folder of statement files.
+    /// metadata statement (JSON), or a folder of `.json` files, each a statement
+    /// or a decoded BLOB payload.
     public static func load(path: String, at time: Date, options: BLOBOptions = BLOBOptions()) throws(WebAuthnError) -> FIDOMetadata {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
@@ -49,7 +50,12 @@ public struct FIDOMetadata: Sendable {
             var skipped = 0
             for name in names {
                 let json = try parseJSON(try read((path as NSString).appendingPathComponent(name)))
-                if let entry = try? statementEntry(json, status: nil) { entries.append(entry) } else { skipped += 1 }
+                if json["entries"] != nil {
+                    // A decoded BLOB payload among the statements contributes its entries, with their status reports.
+                    let payload = try payload(json)
+                    entries += payload.entries
+                    skipped += payload.skipped
+                } else if let entry = try? statementEntry(json, status: nil) { entries.append(entry) } else { skipped += 1 }
             }
             return FIDOMetadata(serial: nil, nextUpdate: nil, entries: entries, skipped: skipped)
         }
