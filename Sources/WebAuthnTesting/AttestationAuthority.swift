@@ -41,10 +41,28 @@ public final class AttestationAuthority: Sendable {
         try issue(CertificateBuilder(subject: [("CN", "U2F Test Attestation")]), for: attestationKey)
     }
 
-    func packedCertificate(aaguid: [UInt8]) throws -> X509Certificate {
+    /// A packed attestation certificate that meets §8.2.1: subject C, O,
+    /// OU "Authenticator Attestation", CN; basic constraints CA false; the AAGUID extension.
+    static func packedCertificateTemplate(aaguid: [UInt8]) -> CertificateBuilder {
         var b = CertificateBuilder(subject: [("C", "AA"), ("O", "WebAuthn Testing"), ("OU", "Authenticator Attestation"), ("CN", "Packed Test Authenticator")])
         b.extensions = [("2.5.29.19", true, DERWriter.basicConstraintsCAFalse), ("1.3.6.1.4.1.45724.1.1.4", false, DERWriter.aaguid(aaguid))]
-        return try issue(b, for: attestationKey)
+        return b
+    }
+
+    func packedCertificate(aaguid: [UInt8]) throws -> X509Certificate {
+        try issue(Self.packedCertificateTemplate(aaguid: aaguid), for: attestationKey)
+    }
+
+    /// Packed full attestation under this root whose certificate is the §8.2.1
+    /// template after `change`, to break one requirement on purpose. It is signed
+    /// by the attestation key unless `signer` is given; `rootFirst` sends the root before the leaf.
+    @_spi(Testing)
+    public func packedAttestation(aaguid: [UInt8], signer: SigningKey? = nil, rootFirst: Bool = false,
+                                  certificate change: (inout CertificateBuilder) -> Void = { _ in }) throws -> SoftwareAuthenticator.Attestation {
+        var template = Self.packedCertificateTemplate(aaguid: aaguid)
+        change(&template)
+        let cert = try issue(template, for: attestationKey)
+        return .packed(x5c: rootFirst ? [root.der, cert.der] : [cert.der], signer: AttestationSigner(key: signer ?? attestationKey))
     }
 
     func aikCertificate(aaguid: [UInt8], key: SigningKey? = nil) throws -> X509Certificate {

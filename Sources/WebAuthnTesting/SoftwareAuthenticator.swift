@@ -9,6 +9,7 @@ public struct AttestationSigner: Sendable {
     public init(pem: String, algorithm: COSEAlgorithm = .es256) throws {
         key = try SigningKey(pem: pem, algorithm: algorithm)
     }
+    init(key: SigningKey) { self.key = key }
 }
 
 extension SoftwareAuthenticator.Attestation {

@@ -5,469 +5,97 @@ import WebAuthnTesting
 typealias JSONEdit = @Sendable (inout JSONObject) -> Void
 
 /// The cases: ids and P-/F- numbers of the FIDO Alliance's server test list,
-/// plus cases for what the server API and WebAuthn L3 add (prefixes API- and
-/// L3-<section>-<step>). Where the list contradicts L3, the runner follows L3
-/// (Docs/Conformance.md says where). Every case states its intent.
+/// plus cases for what the server API, WebAuthn L3 and FIDO metadata add
+/// (prefixes API-, L3-<section>-<step>, MDS3-). Where the list contradicts L3,
+/// the runner follows L3 (Docs/Conformance.md says where). Every case states
+/// its intent. The groups are in ConformanceCases+Options, +Attestation and +Assertion.
 enum ConformanceCases {
     static func all(_ r: ConformanceRunner) -> [ConformanceCase] {
-        var cases: [ConformanceCase] = []
-        func add(_ id: String, _ intent: String, _ run: @escaping @Sendable () async throws -> Void) {
-            cases.append(ConformanceCase(id: id, intent: intent, run: run))
-        }
-        let creation = "Server-ServerPublicKeyCredentialCreationOptions-Req-1"
-        let att = "Server-ServerAuthenticatorAttestationResponse"
-        let get = "Server-ServerPublicKeyCredentialGetOptionsResponse-Req-1"
-        let asr = "Server-ServerAuthenticatorAssertionResponse"
-        let authority = r.pki.authority
+        let list = CaseList(r)
+        list.creationOptionsCases()
+        list.attestationCases()
+        list.getOptionsCases()
+        list.assertionCases()
+        return list.cases
+    }
+}
 
-        // JSON edits of the posted credential.
-        func without(_ key: String) -> JSONEdit { { $0[key] = nil } }
-        func setting(_ key: String, _ value: JSONValue) -> JSONEdit { { $0[key] = value } }
-        func inResponse(_ edit: @escaping JSONEdit) -> JSONEdit {
-            { object in
-                guard var response = object["response"]?.objectValue else { return }
-                edit(&response)
-                object["response"] = .object(response)
-            }
-        }
-        /// clientDataJSON without one member, or with a member replaced.
-        @Sendable func clientData(_ c: ClientDataParts, removing key: String? = nil, setting pair: (String, JSONValue)? = nil) -> [UInt8] {
-            var object = try! JSONValue.parse(c.bytes).objectValue!
-            if let key { object[key] = nil }
-            if let pair { object[pair.0] = pair.1 }
-            return JSONValue.object(object).serializedBytes()
-        }
+/// Collects cases while the groups add them.
+final class CaseList {
+    static let creation = "Server-ServerPublicKeyCredentialCreationOptions-Req-1"
+    static let att = "Server-ServerAuthenticatorAttestationResponse"
+    static let get = "Server-ServerPublicKeyCredentialGetOptionsResponse-Req-1"
+    static let asr = "Server-ServerAuthenticatorAssertionResponse"
 
-        // MARK: Creation options
+    let r: ConformanceRunner
+    let authority: AttestationAuthority
+    private(set) var cases: [ConformanceCase] = []
 
-        add("\(creation) P-1", "options carry status ok, an empty errorMessage, user (name, displayName, base64url id ≤ 64 bytes), rp (name, id), a base64url challenge of ≥ 16 bytes, pubKeyCredParams with ES256/EdDSA/RS256, a timeout > 0, and the extensions asked for") {
-            let o = try await r.client().post("/attestation/options", ["username": .string(r.uniqueName("req1")), "displayName": "Req One",
-                                                                       "attestation": "none", "extensions": ["example.extension": true]])
-            try check(o.ok && o["errorMessage"]?.stringValue == "", "status/errorMessage: \(o.message)")
-            try check(o["rp"]?["id"]?.stringValue == r.rpId && o["rp"]?["name"]?.stringValue != nil, "rp: \(o["rp"]?.serialized() ?? "missing")")
-            try check(o["user"]?["name"]?.stringValue != nil && o["user"]?["displayName"]?.stringValue == "Req One", "user.name/displayName")
-            let userId = o["user"]?["id"]?.stringValue.flatMap(Base64URL.decode) ?? []
-            try check(!userId.isEmpty && userId.count <= 64, "user.id is not base64url of 1 to 64 bytes")
-            try check((o["challenge"]?.stringValue.flatMap(Base64URL.decode)?.count ?? 0) >= 16, "challenge is not base64url of ≥16 bytes")
-            let params = o["pubKeyCredParams"]?.arrayValue ?? []
-            try check(params.allSatisfy { $0["type"]?.stringValue == "public-key" && $0["alg"]?.intValue != nil }, "pubKeyCredParams members")
-            try check(Set(params.compactMap { $0["alg"]?.intValue }).isSuperset(of: [-7, -8, -257]), "pubKeyCredParams lacks ES256/EdDSA/RS256")
-            try check((o["timeout"]?.intValue ?? 0) > 0, "timeout")
-            try check(o["extensions"]?["example.extension"] != nil, "extensions not echoed")
-        }
-        add("\(creation) P-2", "attestation \"none\" asked for is echoed") {
-            let o = try await r.client().post("/attestation/options", ["username": .string(r.uniqueName("req2")), "attestation": "none"])
-            try check(o.ok && o["attestation"]?.stringValue == "none", "attestation: \(o["attestation"]?.serialized() ?? "missing")")
-        }
-        add("\(creation) P-3", "two options carry different challenges") {
-            let c = r.client(), name = r.uniqueName("req3")
-            let a = try await c.post("/attestation/options", ["username": .string(name)])
-            let b = try await c.post("/attestation/options", ["username": .string(name)])
-            try check(a.ok && b.ok && a["challenge"] != b["challenge"], "the challenges repeat")
-        }
-        add("API-CreationOptions P-1", "authenticatorSelection, attestation and extensions are echoed") {
-            let o = try await r.client().post("/attestation/options", [
-                "username": .string(r.uniqueName("echo")), "attestation": "direct", "extensions": ["credProps": true],
-                "authenticatorSelection": ["requireResidentKey": true, "authenticatorAttachment": "platform", "userVerification": "required"],
-            ])
-            try check(o.ok && o["attestation"]?.stringValue == "direct", "attestation not echoed")
-            try check(o["authenticatorSelection"]?["authenticatorAttachment"]?.stringValue == "platform", "authenticatorAttachment not echoed")
-            try check(o["authenticatorSelection"]?["requireResidentKey"]?.boolValue == true, "requireResidentKey not echoed")
-            try check(o["authenticatorSelection"]?["userVerification"]?.stringValue == "required", "userVerification not echoed")
-            try check(o["extensions"]?["credProps"]?.boolValue == true, "extensions not echoed")
-        }
-        add("API-CreationOptions F-1", "options without a username fail") {
-            let o = try await r.client().post("/attestation/options", ["displayName": "x"])
-            try check(o.failedProperly, "expected a failure: \(o.status) \(o.message)")
-        }
-
-        // MARK: Attestation responses
-
-        func registration(_ id: String, _ intent: String, passes: Bool, algorithm: COSEAlgorithm = .es256,
-                          attestation a: SoftwareAuthenticator.Attestation = .none, defect: SoftwareAuthenticator.StatementDefect? = nil,
-                          edit: @escaping @Sendable (inout RegistrationParts) throws -> Void = { _ in }, json: @escaping JSONEdit = { _ in }) {
-            add(id, intent) {
-                let (reply, _) = try await r.register(r.client(), username: r.uniqueName("u"), authenticator: r.securityKey(), algorithm: algorithm,
-                                                      attestation: a, defect: defect, edit: edit, json: json)
-                if passes { try check(reply.ok, reply.message) } else { try check(reply.failedProperly, "expected a failure: \(reply.status) \(reply.message)") }
-            }
-        }
-        add("\(att)-Resp-1 P-1", "after a registration, options for the same user list its credential in excludeCredentials") {
-            let c = r.client(), name = r.uniqueName("excl")
-            let (reply, parts) = try await r.register(c, username: name, authenticator: r.securityKey(), attestation: .packedSelf)
-            try check(reply.ok, reply.message)
-            let o = try await c.post("/attestation/options", ["username": .string(name)])
-            let excluded = o["excludeCredentials"]?.arrayValue ?? []
-            try check(excluded.contains { $0["type"]?.stringValue == "public-key" && $0["id"]?.stringValue == Base64URL.encode(parts.id) }, "excludeCredentials: \(excluded)")
-        }
-        registration("\(att)-Resp-1 F-1", "a response without id fails", passes: false, json: without("id"))
-        registration("\(att)-Resp-1 F-2", "an id that is not a string fails", passes: false, json: setting("id", 5))
-        registration("\(att)-Resp-1 F-3", "an id that is not base64url fails", passes: false, json: setting("id", "!!!"))
-        registration("\(att)-Resp-1 F-4", "a response without type fails", passes: false, json: without("type"))
-        registration("\(att)-Resp-1 F-6", "a type other than public-key fails", passes: false, json: setting("type", "password"))
-        registration("\(att)-Resp-1 F-7", "a response without response fails", passes: false, json: without("response"))
-        registration("\(att)-Resp-1 F-8", "a response member that is not an object fails", passes: false, json: setting("response", "x"))
-        registration("\(att)-Resp-1 F-9", "a response without clientDataJSON fails", passes: false, json: inResponse(without("clientDataJSON")))
-        registration("\(att)-Resp-1 F-11", "an empty clientDataJSON fails", passes: false, json: inResponse(setting("clientDataJSON", "")))
-        registration("\(att)-Resp-1 F-12", "a response without attestationObject fails", passes: false, json: inResponse(without("attestationObject")))
-        registration("\(att)-Resp-1 F-14", "an empty attestationObject fails", passes: false, json: inResponse(setting("attestationObject", "")))
-
-        // Wrong JSON types and empty values in the posted credential and in clientDataJSON.
-        let regJSON = "API-RegistrationJSON"
-        registration("\(regJSON) F-1", "a type that is not a string fails", passes: false, json: setting("type", 1))
-        registration("\(regJSON) F-2", "a clientDataJSON that is not a string fails", passes: false, json: inResponse(setting("clientDataJSON", ["a": 1])))
-        registration("\(regJSON) F-3", "a clientDataJSON that is not base64url fails", passes: false, json: inResponse(setting("clientDataJSON", "!!!")))
-        registration("\(regJSON) F-4", "an attestationObject that is not a string fails", passes: false, json: inResponse(setting("attestationObject", 7)))
-        registration("\(regJSON) F-5", "an attestationObject that is not base64url fails", passes: false, json: inResponse(setting("attestationObject", "!!!")))
-        registration("\(regJSON) F-6", "an empty id fails", passes: false, json: setting("id", ""))
-        registration("\(regJSON) F-7", "clientData.type that is not a string fails", passes: false, edit: { $0.clientDataOverride = clientData($0.clientData, setting: ("type", 1)) })
-        registration("\(regJSON) F-8", "an empty clientData.type fails", passes: false, edit: { $0.clientDataOverride = clientData($0.clientData, setting: ("type", "")) })
-        registration("\(regJSON) F-9", "clientData.challenge that is not a string fails", passes: false, edit: { $0.clientDataOverride = clientData($0.clientData, setting: ("challenge", 1)) })
-        registration("\(regJSON) F-10", "an empty clientData.challenge fails", passes: false, edit: { $0.clientDataOverride = clientData($0.clientData, setting: ("challenge", "")) })
-        registration("\(regJSON) F-11", "clientData.origin that is not a string fails", passes: false, edit: { $0.clientDataOverride = clientData($0.clientData, setting: ("origin", ["https://example.com"])) })
-        registration("\(regJSON) F-12", "an empty clientData.origin fails", passes: false, edit: { $0.clientDataOverride = clientData($0.clientData, setting: ("origin", "")) })
-        registration("\(regJSON) F-13", "clientDataJSON that is not JSON fails", passes: false, edit: { $0.clientDataOverride = Array("not json".utf8) })
-
-        registration("\(att)-Resp-2 F-1", "clientData without type fails", passes: false, edit: { $0.clientDataOverride = clientData($0.clientData, removing: "type") })
-        registration("\(att)-Resp-2 F-4", "clientData.type other than webauthn.create fails", passes: false, edit: { $0.clientData.type = "webauthn.nope" })
-        registration("\(att)-Resp-2 F-5", "clientData.type webauthn.get fails", passes: false, edit: { $0.clientData.type = "webauthn.get" })
-        registration("\(att)-Resp-2 F-6", "clientData without challenge fails", passes: false, edit: { $0.clientDataOverride = clientData($0.clientData, removing: "challenge") })
-        registration("\(att)-Resp-2 F-9", "a challenge that is not base64url fails", passes: false, edit: { $0.clientDataOverride = clientData($0.clientData, setting: ("challenge", "!!!")) })
-        registration("\(att)-Resp-2 F-10", "a challenge other than the issued one fails", passes: false, edit: { $0.clientData.challenge = SecureRandom.bytes(32) })
-        registration("\(att)-Resp-2 F-11", "clientData without origin fails", passes: false, edit: { $0.clientDataOverride = clientData($0.clientData, removing: "origin") })
-        registration("\(att)-Resp-2 F-14", "an origin other than the RP's fails", passes: false, edit: { $0.clientData.origin = "https://attacker.example" })
-        registration("\(att)-Resp-2 F-17", "a tokenBinding.status that is not present/supported/not-supported fails", passes: false,
-                     edit: { $0.clientData.extraJSON = #""tokenBinding":{"status":"unknown-status"}"# })
-
-        @Sendable func object(_ parts: RegistrationParts, dropping key: String? = nil, replacing pair: (String, CBOR)? = nil) -> [UInt8] {
-            var pairs = [CBORPair(.text("fmt"), .text(parts.format)), CBORPair(.text("attStmt"), parts.statement),
-                         CBORPair(.text("authData"), .bytes(parts.authenticatorData.bytes))].filter { $0.key != .text(key ?? "") }
-            if let pair { pairs = pairs.filter { $0.key != .text(pair.0) } + [CBORPair(.text(pair.0), pair.1)] }
-            return CBOREncoder.encode(.map(pairs))
-        }
-        registration("\(att)-Resp-3 F-1", "an attestationObject that is not a CBOR map fails", passes: false, edit: { $0.attestationObjectOverride = [0x83, 0x01, 0x02, 0x03] })
-        registration("\(att)-Resp-3 F-2", "an attestationObject without fmt fails", passes: false, edit: { $0.attestationObjectOverride = object($0, dropping: "fmt") })
-        registration("\(att)-Resp-3 F-3", "a fmt that is not a text string fails", passes: false, edit: { $0.attestationObjectOverride = object($0, replacing: ("fmt", CBOR(1))) })
-        registration("\(att)-Resp-3 P-1", "packed full attestation over authenticator data with extension data (ED set, credProtect) verifies", passes: true,
-                     attestation: r.packedFull, edit: { parts in
-                         parts.authenticatorData.extensions = .map([CBORPair(.text("credProtect"), CBOR(1))])
-                         try SoftwareAuthenticator.Attestation.resignPacked(&parts, signer: AttestationSigner(pem: authority.attestationKeyPEM))
-                     })
-        registration("L3-6.1 F-1", "ED set without extension data fails", passes: false, edit: { $0.authenticatorData.flags.insert(.extensionData) })
-        registration("L3-6.1 F-2", "extension data that is not a CBOR map fails", passes: false, edit: { $0.authenticatorData.extensions = .text("credProtect") })
-        registration("\(att)-Resp-3 F-4", "an attestationObject without attStmt fails", passes: false, edit: { $0.attestationObjectOverride = object($0, dropping: "attStmt") })
-        registration("\(att)-Resp-3 F-5", "an attStmt that is not a map fails", passes: false, edit: { $0.attestationObjectOverride = object($0, replacing: ("attStmt", .array([]))) })
-        registration("\(att)-Resp-3 F-6", "an attestationObject without authData fails", passes: false, edit: { $0.attestationObjectOverride = object($0, dropping: "authData") })
-        registration("\(att)-Resp-3 F-7", "an authData that is not a byte string fails", passes: false, edit: { $0.attestationObjectOverride = object($0, replacing: ("authData", .text("x"))) })
-        registration("\(att)-Resp-3 F-8", "an empty authData fails", passes: false, edit: { $0.attestationObjectOverride = object($0, replacing: ("authData", .bytes([]))) })
-        registration("\(att)-Resp-3 F-9", "AT clear while attested credential data is present fails", passes: false, edit: { $0.authenticatorData.flags.remove(.attestedCredentialData) })
-        registration("\(att)-Resp-3 F-10", "AT clear and no attested credential data fails", passes: false,
-                     edit: { $0.authenticatorData.flags.remove(.attestedCredentialData); $0.authenticatorData.attested = nil })
-        registration("\(att)-Resp-3 F-12", "attested credential data with leftover bytes fails", passes: false, edit: { $0.authenticatorData.trailing = [0x00] })
-        registration("\(att)-Resp-3 F-13", "a packed attStmt that is an empty map fails", passes: false, attestation: .packedSelf, edit: { $0.statement = .map([]) })
-        registration("\(att)-Resp-3 F-14", "a packed attStmt without alg fails", passes: false, attestation: .packedSelf,
-                     edit: { $0.statement = .map(($0.statement.mapValue ?? []).filter { $0.key != .text("alg") }) })
-        registration("\(att)-Resp-3 F-17", "a packed attStmt without sig fails", passes: false, attestation: .packedSelf,
-                     edit: { $0.statement = .map(($0.statement.mapValue ?? []).filter { $0.key != .text("sig") }) })
-        registration("\(att)-Resp-3 F-19", "a packed attStmt with an empty sig fails", passes: false, attestation: .packedSelf,
-                     edit: { $0.statement = .map(($0.statement.mapValue ?? []).map { $0.key == .text("sig") ? CBORPair(.text("sig"), .bytes([])) : $0 }) })
-
-        for (n, alg, name) in [(2, COSEAlgorithm.ps256, "PS256"), (5, .rs256, "RS256"), (9, .es256, "ES256"), (10, .es384, "ES384"),
-                               (11, .es512, "ES512"), (12, .edDSA, "EdDSA")] {
-            registration("\(att)-Resp-4 P-\(n)", "packed self attestation with \(name) verifies", passes: true, algorithm: alg, attestation: .packedSelf)
-        }
-
-        registration("\(att)-Resp-5 P-1", "packed full attestation chaining to the metadata root verifies", passes: true, attestation: r.packedFull)
-        registration("\(att)-Resp-5 F-2", "packed full attestation whose signature does not verify fails", passes: false, attestation: r.packedFull,
-                     edit: { $0.authenticatorData.signCount = 99 })
-        registration("\(att)-Resp-5 F-3", "packed full attestation without x5c (so self attestation with the wrong key) fails", passes: false, attestation: r.packedFull,
-                     edit: { $0.statement = .map(($0.statement.mapValue ?? []).filter { $0.key != .text("x5c") }) })
-        registration("\(att)-Resp-5 F-4", "an x5c that is not an array fails", passes: false, attestation: r.packedFull,
-                     edit: { $0.statement = .map(($0.statement.mapValue ?? []).map { $0.key == .text("x5c") ? CBORPair(.text("x5c"), .bytes([1])) : $0 }) })
-        registration("\(att)-Resp-5 F-5", "an empty x5c fails", passes: false, attestation: r.packedFull,
-                     edit: { $0.statement = .map(($0.statement.mapValue ?? []).map { $0.key == .text("x5c") ? CBORPair(.text("x5c"), .array([])) : $0 }) })
-        registration("\(att)-Resp-5 F-9", "an x5c chain that does not lead to a trusted root fails (trusted attestation required)", passes: false,
-                     attestation: try! Self.untrustedPacked())
-
-        // The attestation certificate requirements of §8.2.1 and path validity, each broken
-        // alone on a certificate the runner's (trusted) authority issues.
-        let aaguidOID = "1.3.6.1.4.1.45724.1.1.4", basicOID = "2.5.29.19"
-        registration("L3-8.2.1 P-1", "packed full attestation with a certificate the runner builds the same way as the failing cases below verifies",
-                     passes: true, attestation: try! Self.packedUnder(authority) { _ in })
-        registration("L3-8.2.1 F-1", "an expired attestation certificate fails", passes: false,
-                     attestation: try! Self.packedUnder(authority) { $0.notAfter = Date(timeIntervalSince1970: 1_735_689_600) })  // 2025-01-01
-        registration("L3-8.2.1 F-2", "an attestation certificate that is not yet valid fails", passes: false,
-                     attestation: try! Self.packedUnder(authority) { $0.notBefore = Date(timeIntervalSince1970: 4_070_908_800) })  // 2099-01-01
-        registration("L3-8.2.1 F-3", "an attestation certificate of version 1 fails", passes: false,
-                     attestation: try! Self.packedUnder(authority) { $0.version = 1; $0.extensions = [] })
-        registration("L3-8.2.1 F-4", "an attestation certificate whose subject OU is not \"Authenticator Attestation\" fails", passes: false,
-                     attestation: try! Self.packedUnder(authority) { $0.subject = $0.subject.map { $0.0 == "OU" ? ("OU", "Marketing") : $0 } })
-        registration("L3-8.2.1 F-5", "an attestation certificate without subject CN fails", passes: false,
-                     attestation: try! Self.packedUnder(authority) { $0.subject = $0.subject.filter { $0.0 != "CN" } })
-        registration("L3-8.2.1 F-6", "an attestation certificate with basic constraints CA true fails", passes: false,
-                     attestation: try! Self.packedUnder(authority) { $0.extensions = $0.extensions.map { $0.oid == basicOID ? (basicOID, true, DERWriter.basicConstraintsCATrue) : $0 } })
-        registration("L3-8.2.1 F-7", "an attestation certificate whose AAGUID extension differs from authenticator data fails", passes: false,
-                     attestation: try! Self.packedUnder(authority) { $0.extensions = $0.extensions.map { $0.oid == aaguidOID ? (aaguidOID, false, DERWriter.aaguid([UInt8](repeating: 0x42, count: 16))) : $0 } })
-        registration("L3-8.2.1 F-8", "an attestation certificate whose AAGUID extension is critical fails", passes: false,
-                     attestation: try! Self.packedUnder(authority) { $0.extensions = $0.extensions.map { $0.oid == aaguidOID ? (aaguidOID, true, $0.der) : $0 } })
-        registration("L3-8.2 F-1", "a packed sig made with a key other than the attestation certificate's fails", passes: false,
-                     attestation: try! Self.packedUnder(authority, signer: SigningKey.generate(.es256)) { _ in })
-        registration("L3-8.2 F-2", "an x5c whose first certificate is the root, not the attestation certificate, fails", passes: false,
-                     attestation: try! Self.packedUnder(authority, rootFirst: true) { _ in })
-
-        // FIDO metadata status reports (MDS3 §3.1.4): the runner's status authenticators, each
-        // with its own AAGUID and a packed full attestation under the trusted root.
-        for (i, item) in ConformancePKI.statusAuthenticators.enumerated() {
-            let compromised = AuthenticatorStatus(rawValue: item.status).isCompromised
-            let id = compromised ? "MDS3-Status F-\(i + 1)" : "MDS3-Status P-\(i - 4)"
-            add(id, "packed full attestation from an authenticator whose metadata status is \(item.status) \(compromised ? "fails" : "verifies")") {
-                var profile = SoftwareAuthenticator.Profile.securityKey
-                profile.aaguid = item.aaguid.bytes
-                let (reply, _) = try await r.register(r.client(), username: r.uniqueName("mds"), authenticator: SoftwareAuthenticator(profile: profile),
-                                                      attestation: try Self.packedUnder(authority, aaguid: item.aaguid) { _ in })
-                if compromised { try check(reply.failedProperly, "expected a failure: \(reply.status) \(reply.message)") } else { try check(reply.ok, reply.message) }
-            }
-        }
-
-        registration("\(att)-Resp-6 P-1", "packed self attestation verifies", passes: true, attestation: .packedSelf)
-        registration("\(att)-Resp-6 F-1", "packed self attestation whose signature does not verify fails", passes: false, attestation: .packedSelf,
-                     edit: { $0.authenticatorData.signCount = 77 })
-        registration("\(att)-Resp-6 F-3", "an unknown fmt fails", passes: false, edit: { $0.format = "not-a-format" })
-        registration("\(att)-Resp-7 P-1", "none attestation verifies", passes: true)
-        registration("\(att)-Resp-7 F-1", "fmt none with a non-empty attStmt fails", passes: false, edit: { $0.statement = .map([CBORPair(.text("sig"), .bytes([1]))]) })
-        registration("\(att)-Resp-8 P-1", "fido-u2f attestation chaining to the metadata root (matched by key identifier) verifies", passes: true, attestation: .fidoU2F(authority))
-        registration("\(att)-Resp-8 F-1", "fido-u2f with a non-zero AAGUID fails", passes: false, attestation: .fidoU2F(authority),
-                     edit: { $0.authenticatorData.attested?.aaguid = SecureRandom.bytes(16) })
-        registration("\(att)-Resp-8 F-2", "fido-u2f whose signature does not verify (signed over another credential id) fails", passes: false, attestation: .fidoU2F(authority),
-                     edit: { let other = SecureRandom.bytes(32); $0.id = other; $0.authenticatorData.attested?.credentialId = other })
-        registration("\(att)-Resp-9 P-1", "tpm attestation (SHA-256, ECC pubArea, AIK certificate) verifies", passes: true, attestation: .tpm(authority))
-        registration("\(att)-Resp-9 F-2", "tpm with certInfo.extraData not the hash of attToBeSigned fails", passes: false, attestation: .tpm(authority), defect: .wrongExtraData)
-        // tpm statement members changed one at a time; certInfo changes are re-signed by the AIK
-        // so that only the changed rule is broken.
-        @Sendable func tpmStatement(_ parts: inout RegistrationParts, _ change: (inout [String: [UInt8]]) -> Void, resign: Bool = false) throws {
-            guard case .map(let pairs) = parts.statement else { return }
-            var members: [String: [UInt8]] = [:]
-            for pair in pairs { if case .text(let k) = pair.key, let b = pair.value.bytesValue { members[k] = b } }
-            change(&members)
-            if resign, let certInfo = members["certInfo"] {
-                members["sig"] = try SigningKey(pem: authority.attestationKeyPEM, algorithm: .es256).sign(certInfo)
-            }
-            parts.statement = .map(pairs.map { pair in
-                if case .text(let k) = pair.key, let b = members[k] { return CBORPair(pair.key, .bytes(b)) }
-                return pair
-            })
-        }
-        registration("L3-8.3 F-3", "tpm with ver other than \"2.0\" fails", passes: false, attestation: .tpm(authority),
-                     edit: { $0.statement = .map(($0.statement.mapValue ?? []).map { $0.key == .text("ver") ? CBORPair(.text("ver"), .text("1.0")) : $0 }) })
-        registration("L3-8.3 F-4", "tpm whose certInfo magic is not TPM_GENERATED_VALUE fails (re-signed by the AIK)", passes: false, attestation: .tpm(authority),
-                     edit: { try tpmStatement(&$0, { $0["certInfo"]?[3] ^= 0x01 }, resign: true) })
-        registration("L3-8.3 F-5", "tpm whose certInfo type is not TPM_ST_ATTEST_CERTIFY fails (re-signed by the AIK)", passes: false, attestation: .tpm(authority),
-                     edit: { try tpmStatement(&$0, { $0["certInfo"]?[5] = 0x18 }, resign: true) })
-        registration("L3-8.3 F-6", "tpm whose pubArea key is not the credential key fails", passes: false, attestation: .tpm(authority),
-                     edit: { try tpmStatement(&$0, { if let n = $0["pubArea"]?.count { $0["pubArea"]?[n - 1] ^= 0x01 } }) })
-        registration("L3-8.3 F-7", "tpm whose AIK signature over certInfo does not verify fails", passes: false, attestation: .tpm(authority),
-                     edit: { try tpmStatement(&$0, { if let n = $0["sig"]?.count { $0["sig"]?[n / 2] ^= 0x01 } }) })
-        registration("L3-8.4 F-2", "android-key whose signature does not verify with the leaf certificate's key fails", passes: false,
-                     attestation: .androidKey(authority), edit: { $0.authenticatorData.signCount = 5 })
-        registration("\(att)-Resp-B P-1", "android-safetynet attestation (JWS by attest.android.com under the metadata root, fresh, ctsProfileMatch) verifies",
-                     passes: true, attestation: .androidSafetyNet(authority))
-        registration("L3-8.5 F-1", "android-safetynet whose nonce is not base64(SHA-256(authData ‖ clientDataHash)) fails", passes: false,
-                     attestation: .androidSafetyNet(authority), defect: .wrongNonce)
-        registration("L3-8.5 F-2", "android-safetynet with a day-old timestampMs fails", passes: false, attestation: .androidSafetyNet(authority), defect: .staleTimestamp)
-        registration("L3-8.5 F-3", "android-safetynet with ctsProfileMatch false fails", passes: false, attestation: .androidSafetyNet(authority), defect: .ctsProfileMismatch)
-        registration("L3-8.5 F-4", "android-safetynet signed by a certificate not issued to attest.android.com fails", passes: false,
-                     attestation: .androidSafetyNet(authority), defect: .wrongHost)
-        registration("\(att)-Resp-A P-1", "android-key attestation verifies", passes: true, attestation: .androidKey(authority))
-        registration("\(att)-Resp-A F-1", "android-key whose certificate binds another clientDataHash fails", passes: false, attestation: .androidKey(authority), defect: .wrongChallenge)
-
-        registration("L3-8.3 P-1", "tpm attestation with an RSA pubArea (RS256 credential) verifies", passes: true, algorithm: .rs256, attestation: .tpm(authority))
-        registration("L3-8.3 P-2", "tpm attestation signed RS1 (SHA-1) by an RSA AIK, as Windows Hello TPMs make it, verifies", passes: true,
-                     attestation: .tpmSHA1(authority))
-        registration("L3-8.3 F-2", "tpm attestation signed RS1 whose extraData is not the SHA-1 of attToBeSigned fails", passes: false,
-                     attestation: .tpmSHA1(authority), defect: .wrongExtraData)
-        registration("L3-8.3.1 F-1", "tpm with an AIK certificate lacking tcg-kp-AIKCertificate fails", passes: false, attestation: .tpm(authority), defect: .aikWithoutEKU)
-        registration("L3-8.4 F-1", "android-key with allApplications fails", passes: false, attestation: .androidKey(authority), defect: .allApplications)
-        registration("L3-8.8 P-1", "apple anonymous attestation verifies", passes: true, attestation: .apple(authority))
-        registration("L3-8.8 F-1", "apple with a nonce other than SHA-256(authData ‖ clientDataHash) fails", passes: false, attestation: .apple(authority), defect: .wrongNonce)
-        registration("L3-7.1-14 F-1", "a registration with a wrong rpIdHash fails", passes: false, edit: { $0.authenticatorData.rpIdHash = Digest.sha256(Array("attacker.example".utf8)) })
-        registration("L3-7.1-15 F-1", "a registration with UP clear fails", passes: false, edit: { $0.authenticatorData.flags.remove(.userPresent) })
-        registration("L3-7.1-17 F-1", "a registration with BS but not BE fails", passes: false, edit: { $0.authenticatorData.flags.insert(.backupState) })
-        add("L3-7.1-20 F-1", "a credential whose algorithm the server did not offer in pubKeyCredParams fails") {
-            let c = r.client()
-            let offered = try await c.post("/attestation/options", ["username": .string(r.uniqueName("alg"))])
-            let algs = Set(offered["pubKeyCredParams"]?.arrayValue?.compactMap { $0["alg"]?.intValue } ?? [])
-            guard let alg = [COSEAlgorithm.rs384, .es512, .es384, .ps384, .rs512].first(where: { !algs.contains($0.rawValue) }) else {
-                throw CaseFailure("the server offers every algorithm the runner can make; nothing to refuse")
-            }
-            let (reply, _) = try await r.register(c, username: r.uniqueName("alg"), authenticator: r.securityKey(), algorithm: alg)
-            try check(reply.failedProperly, "\(alg) was not offered but accepted: \(reply.status) \(reply.message)")
-        }
-        add("L3-7.1-27 F-1", "registering a credential id that exists fails") {
-            let key = r.securityKey()
-            let (first, parts) = try await r.register(r.client(), username: r.uniqueName("dup"), authenticator: key)
-            try check(first.ok, first.message)
-            let (second, _) = try await r.register(r.client(), username: r.uniqueName("dup2"), authenticator: key) { copy in
-                copy.id = parts.id
-                copy.authenticatorData.attested = parts.authenticatorData.attested
-            }
-            try check(second.failedProperly, "duplicate accepted: \(second.status) \(second.message)")
-        }
-
-        // MARK: Get options
-
-        add("\(get) P-1", "request options carry status ok, a base64url challenge of ≥ 16 bytes, rpId, the extensions asked for, the user's credential in allowCredentials, and the requested userVerification") {
-            let c = r.client(), name = r.uniqueName("get1")
-            let (reply, parts) = try await r.register(c, username: name, authenticator: r.securityKey())
-            try check(reply.ok, reply.message)
-            let o = try await c.post("/assertion/options", ["username": .string(name), "userVerification": "discouraged", "extensions": ["example.extension": "test"]])
-            try check(o.ok && o["errorMessage"]?.stringValue == "", o.message)
-            try check((o["challenge"]?.stringValue.flatMap(Base64URL.decode)?.count ?? 0) >= 16, "challenge")
-            try check(o["rpId"]?.stringValue == r.rpId, "rpId")
-            try check(o["extensions"]?["example.extension"]?.stringValue == "test", "extensions not echoed")
-            let allowed = o["allowCredentials"]?.arrayValue ?? []
-            try check(allowed.count == 1 && allowed[0]["type"]?.stringValue == "public-key" && allowed[0]["id"]?.stringValue == Base64URL.encode(parts.id), "allowCredentials: \(allowed)")
-            try check(o["userVerification"]?.stringValue == "discouraged", "userVerification not echoed")
-        }
-        add("\(get) P-2", "two request options carry different challenges") {
-            let a = try await r.client().post("/assertion/options", [:])
-            let b = try await r.client().post("/assertion/options", [:])
-            try check(a.ok && b.ok && a["challenge"] != b["challenge"], "the challenges repeat")
-        }
-        add("API-GetOptions P-1", "request options without a username start a discoverable login (no allowCredentials)") {
-            let o = try await r.client().post("/assertion/options", [:])
-            try check(o.ok && (o["allowCredentials"]?.arrayValue ?? []).isEmpty, o.message)
-        }
-        add("API-GetOptions F-1", "request options for an unknown username fail") {
-            let o = try await r.client().post("/assertion/options", ["username": .string(r.uniqueName("nobody"))])
-            try check(o.failedProperly, "expected a failure: \(o.status) \(o.message)")
-        }
-
-        // MARK: Assertion responses
-
-        /// A registered credential and a client that holds its session.
-        @Sendable func registered(_ key: SoftwareAuthenticator? = nil) async throws -> (ConformanceRunner.Client, String, SoftwareAuthenticator, [UInt8]) {
-            let c = r.client(), name = r.uniqueName("user"), authenticator = key ?? r.securityKey()
-            let (reply, parts) = try await r.register(c, username: name, authenticator: authenticator)
-            try check(reply.ok, "registration: \(reply.message)")
-            return (c, name, authenticator, parts.id)
-        }
-        func assertion(_ id: String, _ intent: String, passes: Bool, key: (@Sendable () -> SoftwareAuthenticator)? = nil, userVerification: String? = nil,
-                       resign: Bool = true, edit: @escaping @Sendable (inout AssertionParts) throws -> Void = { _ in }, json: @escaping JSONEdit = { _ in }) {
-            add(id, intent) {
-                let (c, name, authenticator, credential) = try await registered(key?())
-                let (reply, _) = try await r.signIn(c, username: name, authenticator: authenticator, credential: credential, resign: resign,
-                                                    userVerification: userVerification, edit: edit, json: json)
-                if passes { try check(reply.ok, reply.message) } else { try check(reply.failedProperly, "expected a failure: \(reply.status) \(reply.message)") }
-            }
-        }
-        let passkey: @Sendable () -> SoftwareAuthenticator = { SoftwareAuthenticator(profile: .platformPasskey) }
-        assertion("\(asr)-Resp-1 P-1", "a well-formed assertion verifies", passes: true)
-        assertion("\(asr)-Resp-1 F-1", "an assertion without id fails", passes: false, json: without("id"))
-        assertion("\(asr)-Resp-1 F-3", "an id that is not base64url fails", passes: false, json: setting("id", "!!!"))
-        assertion("\(asr)-Resp-1 F-4", "an assertion without type fails", passes: false, json: without("type"))
-        assertion("\(asr)-Resp-1 F-6", "a type other than public-key fails", passes: false, json: setting("type", "password"))
-        assertion("\(asr)-Resp-1 F-7", "an assertion without response fails", passes: false, json: without("response"))
-        assertion("\(asr)-Resp-1 F-9", "an assertion without clientDataJSON fails", passes: false, json: inResponse(without("clientDataJSON")))
-        assertion("\(asr)-Resp-1 F-11", "an empty clientDataJSON fails", passes: false, json: inResponse(setting("clientDataJSON", "")))
-        assertion("\(asr)-Resp-1 F-12", "an assertion without authenticatorData fails", passes: false, json: inResponse(without("authenticatorData")))
-        assertion("\(asr)-Resp-1 F-14", "an authenticatorData that is not base64url fails", passes: false, json: inResponse(setting("authenticatorData", "!!!")))
-        assertion("\(asr)-Resp-1 F-15", "an empty authenticatorData fails", passes: false, json: inResponse(setting("authenticatorData", "")))
-        assertion("\(asr)-Resp-1 F-16", "an assertion without signature fails", passes: false, json: inResponse(without("signature")))
-        assertion("\(asr)-Resp-1 F-19", "an empty signature fails", passes: false, json: inResponse(setting("signature", "")))
-        let asrJSON = "API-AssertionJSON"
-        assertion("\(asrJSON) F-1", "a type that is not a string fails", passes: false, json: setting("type", 1))
-        assertion("\(asrJSON) F-2", "a clientDataJSON that is not a string fails", passes: false, json: inResponse(setting("clientDataJSON", 3)))
-        assertion("\(asrJSON) F-3", "an authenticatorData that is not a string fails", passes: false, json: inResponse(setting("authenticatorData", ["x"])))
-        assertion("\(asrJSON) F-4", "a signature that is not a string fails", passes: false, json: inResponse(setting("signature", 9)))
-        assertion("\(asrJSON) F-5", "a signature that is not base64url fails", passes: false, json: inResponse(setting("signature", "!!!")))
-        assertion("\(asrJSON) F-6", "an empty id fails", passes: false, json: setting("id", ""))
-        assertion("\(asr)-Resp-1 F-20", "a signature that does not verify fails", passes: false, resign: false, edit: { $0.signature[$0.signature.count / 2] ^= 1 })
-        assertion("\(asr)-Resp-1 F-21", "a userHandle that is not a string fails", passes: false, json: inResponse(setting("userHandle", 5)))
-        assertion("\(asr)-Resp-2 F-1", "clientData without type fails", passes: false, edit: { $0.clientDataOverride = clientData($0.clientData, removing: "type") })
-        assertion("\(asr)-Resp-2 F-5", "clientData.type webauthn.create fails", passes: false, edit: { $0.clientData.type = "webauthn.create" })
-        assertion("\(asr)-Resp-2 F-6", "clientData without challenge fails", passes: false, edit: { $0.clientDataOverride = clientData($0.clientData, removing: "challenge") })
-        assertion("\(asr)-Resp-2 F-10", "a challenge other than the issued one fails", passes: false, edit: { $0.clientData.challenge = SecureRandom.bytes(32) })
-        assertion("\(asr)-Resp-2 F-11", "clientData without origin fails", passes: false, edit: { $0.clientDataOverride = clientData($0.clientData, removing: "origin") })
-        assertion("\(asr)-Resp-2 F-14", "an origin other than the RP's fails", passes: false, edit: { $0.clientData.origin = "https://attacker.example" })
-        assertion("\(asr)-Resp-2 F-17", "a tokenBinding.status that is not present/supported/not-supported fails", passes: false,
-                  edit: { $0.clientData.extraJSON = #""tokenBinding":{"status":"unknown-status"}"# })
-        add("\(asr)-Resp-3 P-1", "an authenticator without a counter (always 0) signs in again and again") {
-            let (c, name, key, credential) = try await registered(passkey())
-            for _ in 0..<2 {
-                let (reply, _) = try await r.signIn(c, username: name, authenticator: key, credential: credential)
-                try check(reply.ok, reply.message)
-            }
-        }
-        assertion("\(asr)-Resp-3 P-2", "UV set when userVerification is required verifies", passes: true, key: passkey, userVerification: "required")
-        assertion("\(asr)-Resp-3 P-5", "UP set with userVerification discouraged verifies", passes: true, userVerification: "discouraged")
-        assertion("\(asr)-Resp-3 P-6", "UV set despite userVerification discouraged verifies", passes: true, key: passkey, userVerification: "discouraged")
-        assertion("\(asr)-Resp-3 P-8", "authenticator extension data with ED set verifies", passes: true,
-                  edit: { $0.authenticatorData.extensions = .map([CBORPair(.text("example.extension"), .text("test"))]) })
-        assertion("\(asr)-Resp-3 F-1", "authenticatorData with leftover bytes fails", passes: false, edit: { $0.authenticatorData.trailing = [0] })
-        assertion("\(asr)-Resp-3 F-2", "a wrong rpIdHash fails", passes: false, edit: { $0.authenticatorData.rpIdHash = Digest.sha256(Array("attacker.example".utf8)) })
-        assertion("\(asr)-Resp-3 F-3", "a signature over another clientDataHash fails", passes: false, resign: false,
-                  edit: { $0.clientData.extraJSON = #""x":1"# })
-        add("\(asr)-Resp-3 F-4", "a counter that does not increase fails (once it is non-zero)") {
-            let (c, name, key, credential) = try await registered()
-            let (first, parts) = try await r.signIn(c, username: name, authenticator: key, credential: credential)
-            try check(first.ok, first.message)
-            let count = parts.authenticatorData.signCount
-            let (again, _) = try await r.signIn(c, username: name, authenticator: key, credential: credential) { $0.authenticatorData.signCount = count }
-            try check(again.failedProperly, "a repeated counter was accepted: \(again.status) \(again.message)")
-        }
-        assertion("\(asr)-Resp-3 F-5", "UP without UV when userVerification is required fails", passes: false, userVerification: "required")
-
-        assertion("L3-7.2-16 F-1", "UP clear fails (the list's Resp-3 P-4/P-7 expect success; L3 §7.2 step 16 requires UP)", passes: false,
-                  edit: { $0.authenticatorData.flags.remove(.userPresent) })
-        add("L3-7.2-11 F-1", "a replayed assertion fails") {
-            let (c, name, key, credential) = try await registered()
-            let (first, parts) = try await r.signIn(c, username: name, authenticator: key, credential: credential)
-            try check(first.ok, first.message)
-            let replay = try await c.post("/assertion/result", ConformanceRunner.conformanceShape(parts.json))
-            try check(replay.failedProperly, "replay accepted: \(replay.status) \(replay.message)")
-        }
-        assertion("L3-7.2-6 F-1", "a userHandle of another account fails", passes: false, edit: { $0.userHandle = Array("someone-else".utf8) })
-        add("L3-7.2-6 P-1", "a discoverable login with a synced passkey (counter 0, BE/BS) verifies, twice") {
-            let (_, _, key, credential) = try await registered(passkey())
-            for _ in 0..<2 {
-                let (reply, _) = try await r.signIn(r.client(), username: nil, authenticator: key, credential: credential)
-                try check(reply.ok, reply.message)
-            }
-        }
-        add("L3-7.2-6 F-2", "a discoverable login without a userHandle fails") {
-            let (_, _, key, credential) = try await registered()
-            let (reply, _) = try await r.signIn(r.client(), username: nil, authenticator: key, credential: credential) { $0.userHandle = nil }
-            try check(reply.failedProperly, "expected a failure: \(reply.status) \(reply.message)")
-        }
-        assertion("L3-7.2-18 F-1", "BS without BE fails", passes: false, edit: { $0.authenticatorData.flags.insert(.backupState) })
-        assertion("L3-7.2-19 F-1", "BE that changed since registration fails", passes: false, edit: { $0.authenticatorData.flags.insert(.backupEligible) })
-        return cases
+    init(_ r: ConformanceRunner) {
+        self.r = r
+        authority = r.pki.authority
     }
 
-    /// Packed full attestation whose chain leads to a root no metadata names.
-    /// Packed full attestation under `authority`'s root, with a leaf certificate
-    /// built as `AttestationAuthority` builds it and then changed by `change`;
-    /// signed by the authority's attestation key unless `signer` is given.
-    static func packedUnder(_ authority: AttestationAuthority, signer: SigningKey? = nil, rootFirst: Bool = false, aaguid: AAGUID = ConformancePKI.aaguid,
-                            _ change: (inout CertificateBuilder) -> Void) throws -> SoftwareAuthenticator.Attestation {
-        let rootKey = try SigningKey(pem: authority.rootKeyPEM, algorithm: .es256)
-        let attestationKey = try SigningKey(pem: authority.attestationKeyPEM, algorithm: .es256)
-        var leaf = CertificateBuilder(subject: [("C", "AA"), ("O", "WebAuthn Testing"), ("OU", "Authenticator Attestation"), ("CN", "Packed Test Authenticator")])
-        leaf.serial = UInt64.random(in: 2...UInt64.max / 2)
-        leaf.extensions = [("2.5.29.19", true, DERWriter.basicConstraintsCAFalse), ("1.3.6.1.4.1.45724.1.1.4", false, DERWriter.aaguid(aaguid.bytes))]
-        change(&leaf)
-        let cert = try leaf.build(key: attestationKey, issuer: authority.root, issuerKey: rootKey)
-        let x5c = rootFirst ? [authority.root.der, cert.der] : [cert.der]
-        return .packed(x5c: x5c, signer: try AttestationSigner(pem: (signer ?? attestationKey).privateKeyPEM()))
+    func add(_ id: String, _ intent: String, _ run: @escaping @Sendable () async throws -> Void) {
+        cases.append(ConformanceCase(id: id, intent: intent, run: run))
     }
 
-    static func untrustedPacked() throws -> SoftwareAuthenticator.Attestation {
-        let rootKey = try SigningKey.generate(.es256)
-        let root = try CertificateBuilder(subject: [("CN", "Unknown Root")]).build(key: rootKey, issuer: nil, issuerKey: rootKey)
-        let key = try SigningKey.generate(.es256)
-        var leaf = CertificateBuilder(subject: [("C", "AA"), ("O", "Unknown"), ("OU", "Authenticator Attestation"), ("CN", "Unknown Authenticator")])
-        leaf.extensions = [("2.5.29.19", true, [0x30, 0x00])]
-        let cert = try leaf.build(key: key, issuer: root, issuerKey: rootKey)
-        return .packed(x5c: [cert.der], signer: try AttestationSigner(pem: key.privateKeyPEM()))
+    /// A registration case: a security key registers (after `edit` and `json`); it must succeed or fail properly.
+    func registration(_ id: String, _ intent: String, passes: Bool, algorithm: COSEAlgorithm = .es256,
+                      attestation a: SoftwareAuthenticator.Attestation = .none, defect: SoftwareAuthenticator.StatementDefect? = nil,
+                      edit: @escaping @Sendable (inout RegistrationParts) throws -> Void = { _ in }, json: @escaping JSONEdit = { _ in }) {
+        add(id, intent) { [r] in
+            let (reply, _) = try await r.register(r.client(), username: r.uniqueName("u"), authenticator: r.securityKey(), algorithm: algorithm,
+                                                  attestation: a, defect: defect, edit: edit, json: json)
+            try reply.expect(passes: passes)
+        }
+    }
+
+    /// An assertion case: a registered credential signs in (after `edit` and `json`); it must succeed or fail properly.
+    func assertion(_ id: String, _ intent: String, passes: Bool, key: (@Sendable () -> SoftwareAuthenticator)? = nil, userVerification: String? = nil,
+                   resign: Bool = true, edit: @escaping @Sendable (inout AssertionParts) throws -> Void = { _ in }, json: @escaping JSONEdit = { _ in }) {
+        add(id, intent) { [r] in
+            let (c, name, authenticator, credential) = try await r.registered(key?())
+            let (reply, _) = try await r.signIn(c, username: name, authenticator: authenticator, credential: credential, resign: resign,
+                                                userVerification: userVerification, edit: edit, json: json)
+            try reply.expect(passes: passes)
+        }
+    }
+}
+
+/// JSON and clientData edits of the posted credential.
+enum Edits {
+    static func without(_ key: String) -> JSONEdit { { $0[key] = nil } }
+    static func setting(_ key: String, _ value: JSONValue) -> JSONEdit { { $0[key] = value } }
+    static func inResponse(_ edit: @escaping JSONEdit) -> JSONEdit {
+        { object in
+            guard var response = object["response"]?.objectValue else { return }
+            edit(&response)
+            object["response"] = .object(response)
+        }
+    }
+    /// clientDataJSON without one member, or with a member replaced.
+    @Sendable static func clientData(_ c: ClientDataParts, removing key: String? = nil, setting pair: (String, JSONValue)? = nil) -> [UInt8] {
+        var object = try! JSONValue.parse(c.bytes).objectValue!
+        if let key { object[key] = nil }
+        if let pair { object[pair.0] = pair.1 }
+        return JSONValue.object(object).serializedBytes()
+    }
+}
+
+extension ConformanceRunner.Reply {
+    /// A P case must succeed; an F case must fail with status failed, a 4xx code and an errorMessage.
+    func expect(passes: Bool) throws {
+        if passes { try check(ok, message) } else { try check(failedProperly, "expected a failure: \(status) \(message)") }
+    }
+}
+
+extension ConformanceRunner {
+    /// A registered credential and a client that holds its session.
+    func registered(_ key: SoftwareAuthenticator? = nil) async throws -> (ConformanceRunner.Client, String, SoftwareAuthenticator, [UInt8]) {
+        let c = client(), name = uniqueName("user"), authenticator = key ?? securityKey()
+        let (reply, parts) = try await register(c, username: name, authenticator: authenticator)
+        try check(reply.ok, "registration: \(reply.message)")
+        return (c, name, authenticator, parts.id)
     }
 }

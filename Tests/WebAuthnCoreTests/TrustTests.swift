@@ -139,6 +139,9 @@ struct TrustTests {
         let both = try FIDOMetadata.load(path: dir.path, at: Self.time2030)
         #expect(both.entries.count == 2)
         #expect(both.entries.filter { $0.status?.rawValue == "REVOKED" }.count == 1)
+        // A broken payload in a folder fails the load (its status reports must not vanish silently).
+        try Data(#"{"no":4,"entries":5}"#.utf8).write(to: dir.appendingPathComponent("broken.json"))
+        #expect(errorCode { _ = try FIDOMetadata.load(path: dir.path, at: Self.time2030) } == "metadata_invalid")
         #expect(errorCode { _ = try FIDOMetadata.load(path: dir.appendingPathComponent("missing.json").path, at: Self.time2030) } == "metadata_invalid")
     }
 

@@ -52,6 +52,8 @@ public struct FIDOMetadata: Sendable {
                 let json = try parseJSON(try read((path as NSString).appendingPathComponent(name)))
                 if json["entries"] != nil {
                     // A decoded BLOB payload among the statements contributes its entries, with their status reports.
+                    // A broken payload fails the load rather than being skipped: its status reports
+                    // (REVOKED, ...) must not vanish silently.
                     let payload = try payload(json)
                     entries += payload.entries
                     skipped += payload.skipped
