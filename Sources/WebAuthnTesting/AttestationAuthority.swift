@@ -1,3 +1,4 @@
+import Foundation
 @_spi(Testing) import WebAuthnCore
 
 /// A test PKI for the software authenticator: a root, and one attestation
@@ -56,13 +57,29 @@ public final class AttestationAuthority: Sendable {
     /// Packed full attestation under this root whose certificate is the §8.2.1
     /// template after `change`, to break one requirement on purpose. It is signed
     /// by the attestation key unless `signer` is given; `rootFirst` sends the root before the leaf.
+    /// With `intermediateNotAfter`, the leaf is issued by an intermediate CA (valid until
+    /// then) that x5c carries after it; `includeRoot` appends the root to x5c.
     @_spi(Testing)
-    public func packedAttestation(aaguid: [UInt8], signer: SigningKey? = nil, rootFirst: Bool = false,
+    public func packedAttestation(aaguid: [UInt8], signer: SigningKey? = nil, rootFirst: Bool = false, intermediateNotAfter: Date? = nil,
+                                  includeRoot: Bool = false,
                                   certificate change: (inout CertificateBuilder) -> Void = { _ in }) throws -> SoftwareAuthenticator.Attestation {
         var template = Self.packedCertificateTemplate(aaguid: aaguid)
         change(&template)
-        let cert = try issue(template, for: attestationKey)
-        return .packed(x5c: rootFirst ? [root.der, cert.der] : [cert.der], signer: AttestationSigner(key: signer ?? attestationKey))
+        var x5c: [[UInt8]]
+        if let notAfter = intermediateNotAfter {
+            let caKey = try SigningKey.generate(.es256)
+            var ca = CertificateBuilder(subject: [("C", "AA"), ("O", "WebAuthn Testing"), ("CN", "Packed Test Intermediate CA")])
+            ca.extensions = [("2.5.29.19", true, DERWriter.basicConstraintsCATrue)]
+            ca.notAfter = notAfter
+            let intermediate = try issue(ca, for: caKey)
+            template.serial = UInt64.random(in: 2...UInt64.max / 2)
+            x5c = [try template.build(key: attestationKey, issuer: intermediate, issuerKey: caKey).der, intermediate.der]
+        } else {
+            x5c = [try issue(template, for: attestationKey).der]
+        }
+        if includeRoot { x5c.append(root.der) }
+        if rootFirst { x5c.insert(root.der, at: 0) }
+        return .packed(x5c: x5c, signer: AttestationSigner(key: signer ?? attestationKey))
     }
 
     func aikCertificate(aaguid: [UInt8], key: SigningKey? = nil) throws -> X509Certificate {

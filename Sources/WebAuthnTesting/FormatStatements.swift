@@ -26,11 +26,12 @@ enum FormatStatements {
     /// issued to `host` (attest.android.com) under `authority`'s root, whose
     /// payload nonce is base64(SHA-256(authData ‖ clientDataHash)).
     static func safetyNet(_ parts: RegistrationParts, authority: AttestationAuthority, nonce: [UInt8]? = nil, timestamp: Date = Date(),
-                          ctsProfileMatch: Bool = true, host: String = "attest.android.com") throws -> CBOR {
+                          ctsProfileMatch: Bool = true, host: String = "attest.android.com", emptyChain: Bool = false) throws -> CBOR {
         let key = try SigningKey.generate(.rs256)
         let leaf = try authority.issue(CertificateBuilder(subject: [("C", "AA"), ("O", "WebAuthn Testing"), ("CN", host)]), for: key)
         let value = nonce ?? Digest.hash(.sha256, parts.authenticatorData.bytes, Digest.sha256(parts.clientDataJSON))
-        let header: JSONValue = ["alg": "RS256", "x5c": .array([.string(Data(leaf.der).base64EncodedString()), .string(Data(authority.root.der).base64EncodedString())])]
+        let chain: [JSONValue] = emptyChain ? [] : [.string(Data(leaf.der).base64EncodedString()), .string(Data(authority.root.der).base64EncodedString())]
+        let header: JSONValue = ["alg": "RS256", "x5c": .array(chain)]
         let payload: JSONValue = [
             "nonce": .string(Data(value).base64EncodedString()),
             "timestampMs": .number((timestamp.timeIntervalSince1970 * 1000).rounded()),
@@ -47,7 +48,8 @@ enum FormatStatements {
     /// KeyDescription (challenge = clientDataHash, TEE-enforced origin GENERATED
     /// and purpose SIGN), and the credential key's signature.
     static func androidKey(_ parts: RegistrationParts, credentialKey: SigningKey, authority: AttestationAuthority,
-                           challenge: [UInt8]? = nil, allApplications: Bool = false) throws -> CBOR {
+                           challenge: [UInt8]? = nil, allApplications: Bool = false, certificateKey: SigningKey? = nil) throws -> CBOR {
+        let signer = certificateKey ?? credentialKey
         let cdh = Digest.sha256(parts.clientDataJSON)
         var tee = DERWriter.explicit(1, DERWriter.tlv(0x31, DERWriter.integer(2)))
         if allApplications { tee += DERWriter.explicit(600, DERWriter.null()) }
@@ -56,9 +58,9 @@ enum FormatStatements {
                                              DERWriter.octets(challenge ?? cdh), DERWriter.octets([]), DERWriter.sequence(), DERWriter.sequence(tee))
         var b = CertificateBuilder(subject: [("CN", "Android Keystore Key")])
         b.extensions = [("1.3.6.1.4.1.11129.2.1.17", false, description)]
-        let cert = try authority.issue(b, for: credentialKey)
-        return .map([CBORPair(.text("alg"), CBOR(credentialKey.algorithm.rawValue)),
-                     CBORPair(.text("sig"), .bytes(try credentialKey.sign(parts.authenticatorData.bytes, cdh))),
+        let cert = try authority.issue(b, for: signer)
+        return .map([CBORPair(.text("alg"), CBOR(signer.algorithm.rawValue)),
+                     CBORPair(.text("sig"), .bytes(try signer.sign(parts.authenticatorData.bytes, cdh))),
                      CBORPair(.text("x5c"), .array([.bytes(cert.der), .bytes(authority.root.der)]))])
     }
 

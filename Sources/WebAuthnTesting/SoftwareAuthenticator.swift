@@ -12,6 +12,14 @@ public struct AttestationSigner: Sendable {
     init(key: SigningKey) { self.key = key }
 }
 
+extension CBOR {
+    /// A map with the value of text key `key` replaced (other members and their order kept).
+    public func replacing(_ key: String, with value: CBOR) -> CBOR {
+        guard case .map(let pairs) = self else { return self }
+        return .map(pairs.map { $0.key == .text(key) ? CBORPair($0.key, value) : $0 })
+    }
+}
+
 extension SoftwareAuthenticator.Attestation {
     /// Re-signs a packed statement after its parts changed.
     public static func resignPacked(_ parts: inout RegistrationParts, signer: AttestationSigner) throws {
@@ -169,8 +177,16 @@ public final class SoftwareAuthenticator: Sendable {
     public enum StatementDefect: Sendable {
         /// apple, android-safetynet: a nonce that is not SHA-256(authData ‖ clientDataHash).
         case wrongNonce
-        /// android-safetynet: a timestampMs a day old.
+        /// android-safetynet: a timestampMs two minutes old (the engine's default window is one minute).
         case staleTimestamp
+        /// android-safetynet: a timestampMs two minutes in the future.
+        case futureTimestamp
+        /// android-safetynet: an empty `ver`.
+        case emptyVersion
+        /// android-safetynet: an empty `response` (no JWS).
+        case emptyResponse
+        /// android-safetynet: a JWS header whose x5c is an empty array.
+        case emptyCertificateChain
         /// android-safetynet: ctsProfileMatch false.
         case ctsProfileMismatch
         /// android-safetynet: a signing certificate issued to a host other than attest.android.com.
@@ -179,6 +195,10 @@ public final class SoftwareAuthenticator: Sendable {
         case wrongChallenge
         /// android-key: allApplications in the TEE-enforced list.
         case allApplications
+        /// android-key: a certificate (and signature) for a key other than the credential key.
+        case foreignCertificateKey
+        /// packed full: the credential key, not the attestation key, signs.
+        case signedByCredentialKey
         /// tpm: certInfo.extraData that is not the hash of authData ‖ clientDataHash.
         case wrongExtraData
         /// tpm: an AIK certificate without the tcg-kp-AIKCertificate EKU.
@@ -199,18 +219,25 @@ public final class SoftwareAuthenticator: Sendable {
         case .androidKey(let authority):
             parts.statement = try FormatStatements.androidKey(parts, credentialKey: key, authority: authority,
                                                               challenge: defect == .wrongChallenge ? SecureRandom.bytes(32) : nil,
-                                                              allApplications: defect == .allApplications)
+                                                              allApplications: defect == .allApplications,
+                                                              certificateKey: defect == .foreignCertificateKey ? SigningKey.generate(key.algorithm) : nil)
         case .tpm(let authority), .tpmSHA1(let authority):
             let sha1 = if case .tpmSHA1 = attestation { true } else { false }
             parts.statement = try FormatStatements.tpm(parts, authority: authority, extraData: defect == .wrongExtraData ? SecureRandom.bytes(sha1 ? 20 : 32) : nil,
                                                        aikEKU: defect != .aikWithoutEKU, sha1: sha1)
         case .androidSafetyNet(let authority):
-            parts.statement = try FormatStatements.safetyNet(parts, authority: authority, nonce: defect == .wrongNonce ? SecureRandom.bytes(32) : nil,
-                                                             timestamp: defect == .staleTimestamp ? Date(timeIntervalSinceNow: -86_400) : Date(),
-                                                             ctsProfileMatch: defect != .ctsProfileMismatch,
-                                                             host: defect == .wrongHost ? "attest.example.com" : "attest.android.com")
+            let skew: TimeInterval = defect == .staleTimestamp ? -120 : defect == .futureTimestamp ? 120 : 0
+            var statement = try FormatStatements.safetyNet(parts, authority: authority, nonce: defect == .wrongNonce ? SecureRandom.bytes(32) : nil,
+                                                           timestamp: Date(timeIntervalSinceNow: skew), ctsProfileMatch: defect != .ctsProfileMismatch,
+                                                           host: defect == .wrongHost ? "attest.example.com" : "attest.android.com",
+                                                           emptyChain: defect == .emptyCertificateChain)
+            if defect == .emptyVersion { statement = statement.replacing("ver", with: .text("")) }
+            if defect == .emptyResponse { statement = statement.replacing("response", with: .bytes([])) }
+            parts.statement = statement
+        case .packedFull where defect == .signedByCredentialKey, .packed where defect == .signedByCredentialKey:
+            parts.statement = parts.statement.replacing("sig", with: .bytes(try key.sign(parts.authenticatorData.bytes, Digest.sha256(parts.clientDataJSON))))
         default:
-            throw WebAuthnError(.configurationInvalid, "restate covers fido-u2f, apple, android-key, android-safetynet and tpm")
+            throw WebAuthnError(.configurationInvalid, "restate covers fido-u2f, apple, android-key, android-safetynet, tpm and packed full (signedByCredentialKey)")
         }
     }
 

@@ -20,6 +20,7 @@ struct Conformance: AsyncParsableCommand {
     @Flag(name: .customLong("write-metadata-only"), help: "Write the metadata statements and stop.") var writeMetadataOnly = false
     @Option(parsing: .unconditional, help: "Run only the cases whose id contains this text.") var only: String?
     @Option(parsing: .unconditional, help: "Write a per-case JSON report here.") var json: String?
+    @Flag(help: "After each passing F case, print the server's refusal (its status and errorMessage).") var verbose = false
 
     func validate() throws {
         guard URL(string: url)?.host != nil else { throw ValidationError("--url is not a URL") }
@@ -36,21 +37,23 @@ struct Conformance: AsyncParsableCommand {
         var report: [JSONValue] = []
         for testCase in ConformanceCases.all(runner) where only.map({ testCase.id.contains($0) }) ?? true {
             let outcome: String?
+            let refusals = RefusalLog()
             do {
-                try await testCase.run()
+                try await RefusalLog.$current.withValue(refusals) { try await testCase.run() }
                 outcome = nil
             } catch {
                 outcome = "\(error)"
             }
+            let refusal = testCase.id.contains(" F-") ? refusals.last : nil
             if let outcome {
                 failed += 1
                 print("FAIL \(testCase.id): \(outcome)")
             } else {
                 passed += 1
-                print("PASS \(testCase.id)")
+                print("PASS \(testCase.id)" + (verbose ? refusal.map { " (refused: \($0))" } ?? "" : ""))
             }
             report.append(["id": .string(testCase.id), "intent": .string(testCase.intent), "passed": .bool(outcome == nil),
-                           "reason": outcome.map { .string($0) } ?? .null])
+                           "reason": outcome.map { .string($0) } ?? .null, "serverRefusal": refusal.map { .string($0) } ?? .null])
         }
         print("\(passed) passed, \(failed) failed")
         if let json {
@@ -67,6 +70,8 @@ struct Conformance: AsyncParsableCommand {
 /// metadata statements naming the runner's authenticators.
 struct ConformancePKI: Sendable {
     static let aaguid = AAGUID("7d1351a6-e097-4852-b8bf-c9ac5c9ce4a3")!
+    /// The authenticator whose metadata lists self (surrogate) attestation only.
+    static let selfAAGUID = AAGUID("7d1351a6-e097-4852-b8bf-c9ac5c9ce4a5")!
     let authority: AttestationAuthority
     let statementPath: String
 
@@ -88,38 +93,44 @@ struct ConformancePKI: Sendable {
         return ["no": 1, "entries": .array(entries)]
     }
 
-    static func load(folder: String) throws -> ConformancePKI {
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        func path(_ name: String) -> String { (folder as NSString).appendingPathComponent(name) }
-        let statementPath = path("runner-statements.json")
-        if let rootKey = try? String(contentsOfFile: path("runner-root.key.pem"), encoding: .utf8),
-           let attestationKey = try? String(contentsOfFile: path("runner-attestation.key.pem"), encoding: .utf8),
-           let root = FileManager.default.contents(atPath: path("runner-root.cert.der")) {
-            let authority = try AttestationAuthority(rootKeyPEM: rootKey, rootCertificateDER: [UInt8](root), attestationKeyPEM: attestationKey)
-            if !FileManager.default.fileExists(atPath: path("runner-status.json")) {
-                let payload = statusPayload(root: .string(Data(authority.root.der).base64EncodedString()))
-                try Data(payload.serializedBytes()).write(to: URL(fileURLWithPath: path("runner-status.json")))
-            }
-            return ConformancePKI(authority: authority, statementPath: path("runner-packed.json"))
-        }
-        let authority = try AttestationAuthority.generate(name: "webauthn conformance runner")
-        try authority.rootKeyPEM.write(toFile: path("runner-root.key.pem"), atomically: true, encoding: .utf8)
-        try authority.attestationKeyPEM.write(toFile: path("runner-attestation.key.pem"), atomically: true, encoding: .utf8)
-        try Data(authority.root.der).write(to: URL(fileURLWithPath: path("runner-root.cert.der")))
+    /// The metadata the runner writes for the server under test: its packed
+    /// authenticator (full attestation), a self-attestation-only authenticator
+    /// (`basic_surrogate`, for Resp-4 and Resp-6), its U2F key, and the
+    /// status payload.
+    static func statements(_ authority: AttestationAuthority) -> [(String, JSONValue)] {
         let root = JSONValue.string(Data(authority.root.der).base64EncodedString())
-        let statements: [(String, JSONValue)] = [
+        return [
             ("runner-packed.json", ["aaguid": .string(aaguid.description), "description": "webauthn conformance runner authenticator",
                                     "attestationTypes": ["basic_full", "attca", "anonca"], "attestationRootCertificates": [root]]),
+            ("runner-self.json", ["aaguid": .string(selfAAGUID.description), "description": "webauthn conformance runner self-attestation authenticator",
+                                  "attestationTypes": ["basic_surrogate"], "attestationRootCertificates": [root]]),
             ("runner-status.json", statusPayload(root: root)),
             ("runner-u2f.json", ["attestationCertificateKeyIdentifiers": [.string(authority.attestationKeyIdentifier)],
                                  "description": "webauthn conformance runner U2F authenticator", "attestationTypes": ["basic_full"],
                                  "attestationRootCertificates": [root]]),
         ]
-        for (name, statement) in statements {
+    }
+
+    /// Loads the runner's PKI from `folder`, creating it on first use, and
+    /// writes whichever metadata files the folder lacks.
+    static func load(folder: String) throws -> ConformancePKI {
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        func path(_ name: String) -> String { (folder as NSString).appendingPathComponent(name) }
+        let authority: AttestationAuthority
+        if let rootKey = try? String(contentsOfFile: path("runner-root.key.pem"), encoding: .utf8),
+           let attestationKey = try? String(contentsOfFile: path("runner-attestation.key.pem"), encoding: .utf8),
+           let root = FileManager.default.contents(atPath: path("runner-root.cert.der")) {
+            authority = try AttestationAuthority(rootKeyPEM: rootKey, rootCertificateDER: [UInt8](root), attestationKeyPEM: attestationKey)
+        } else {
+            authority = try AttestationAuthority.generate(name: "webauthn conformance runner")
+            try authority.rootKeyPEM.write(toFile: path("runner-root.key.pem"), atomically: true, encoding: .utf8)
+            try authority.attestationKeyPEM.write(toFile: path("runner-attestation.key.pem"), atomically: true, encoding: .utf8)
+            try Data(authority.root.der).write(to: URL(fileURLWithPath: path("runner-root.cert.der")))
+        }
+        for (name, statement) in statements(authority) where !FileManager.default.fileExists(atPath: path(name)) {
             try Data(statement.serializedBytes()).write(to: URL(fileURLWithPath: path(name)))
         }
-        _ = statementPath
-        return try load(folder: folder)
+        return ConformancePKI(authority: authority, statementPath: path("runner-packed.json"))
     }
 }
 

@@ -8,36 +8,33 @@ extension CaseList {
         let r = self.r, asr = Self.asr
 
         let passkey: @Sendable () -> SoftwareAuthenticator = { SoftwareAuthenticator(profile: .platformPasskey) }
+        let response = Edits.inResponse
         assertion("\(asr)-Resp-1 P-1", "a well-formed assertion verifies", passes: true)
         assertion("\(asr)-Resp-1 F-1", "an assertion without id fails", passes: false, json: Edits.without("id"))
+        assertion("\(asr)-Resp-1 F-2", "an id that is not a string fails", passes: false, json: Edits.setting("id", 5))
         assertion("\(asr)-Resp-1 F-3", "an id that is not base64url fails", passes: false, json: Edits.setting("id", "!!!"))
         assertion("\(asr)-Resp-1 F-4", "an assertion without type fails", passes: false, json: Edits.without("type"))
+        assertion("\(asr)-Resp-1 F-5", "a type that is not a string fails", passes: false, json: Edits.setting("type", 1))
         assertion("\(asr)-Resp-1 F-6", "a type other than public-key fails", passes: false, json: Edits.setting("type", "password"))
         assertion("\(asr)-Resp-1 F-7", "an assertion without response fails", passes: false, json: Edits.without("response"))
-        assertion("\(asr)-Resp-1 F-9", "an assertion without clientDataJSON fails", passes: false, json: Edits.inResponse(Edits.without("clientDataJSON")))
-        assertion("\(asr)-Resp-1 F-11", "an empty clientDataJSON fails", passes: false, json: Edits.inResponse(Edits.setting("clientDataJSON", "")))
-        assertion("\(asr)-Resp-1 F-12", "an assertion without authenticatorData fails", passes: false, json: Edits.inResponse(Edits.without("authenticatorData")))
-        assertion("\(asr)-Resp-1 F-14", "an authenticatorData that is not base64url fails", passes: false, json: Edits.inResponse(Edits.setting("authenticatorData", "!!!")))
-        assertion("\(asr)-Resp-1 F-15", "an empty authenticatorData fails", passes: false, json: Edits.inResponse(Edits.setting("authenticatorData", "")))
-        assertion("\(asr)-Resp-1 F-16", "an assertion without signature fails", passes: false, json: Edits.inResponse(Edits.without("signature")))
-        assertion("\(asr)-Resp-1 F-19", "an empty signature fails", passes: false, json: Edits.inResponse(Edits.setting("signature", "")))
-        let asrJSON = "API-AssertionJSON"
-        assertion("\(asrJSON) F-1", "a type that is not a string fails", passes: false, json: Edits.setting("type", 1))
-        assertion("\(asrJSON) F-2", "a clientDataJSON that is not a string fails", passes: false, json: Edits.inResponse(Edits.setting("clientDataJSON", 3)))
-        assertion("\(asrJSON) F-3", "an authenticatorData that is not a string fails", passes: false, json: Edits.inResponse(Edits.setting("authenticatorData", ["x"])))
-        assertion("\(asrJSON) F-4", "a signature that is not a string fails", passes: false, json: Edits.inResponse(Edits.setting("signature", 9)))
-        assertion("\(asrJSON) F-5", "a signature that is not base64url fails", passes: false, json: Edits.inResponse(Edits.setting("signature", "!!!")))
-        assertion("\(asrJSON) F-6", "an empty id fails", passes: false, json: Edits.setting("id", ""))
+        assertion("\(asr)-Resp-1 F-8", "a response member that is not an object fails", passes: false, json: Edits.setting("response", "x"))
+        assertion("\(asr)-Resp-1 F-9", "an assertion without clientDataJSON fails", passes: false, json: response(Edits.without("clientDataJSON")))
+        assertion("\(asr)-Resp-1 F-10", "a clientDataJSON that is not a string fails", passes: false, json: response(Edits.setting("clientDataJSON", 3)))
+        assertion("\(asr)-Resp-1 F-11", "an empty clientDataJSON fails", passes: false, json: response(Edits.setting("clientDataJSON", "")))
+        assertion("\(asr)-Resp-1 F-12", "an assertion without authenticatorData fails", passes: false, json: response(Edits.without("authenticatorData")))
+        assertion("\(asr)-Resp-1 F-13", "an authenticatorData that is not a string fails", passes: false, json: response(Edits.setting("authenticatorData", ["x"])))
+        assertion("\(asr)-Resp-1 F-14", "an authenticatorData that is not base64url fails", passes: false, json: response(Edits.setting("authenticatorData", "!!!")))
+        assertion("\(asr)-Resp-1 F-15", "an empty authenticatorData fails", passes: false, json: response(Edits.setting("authenticatorData", "")))
+        assertion("\(asr)-Resp-1 F-16", "an assertion without signature fails", passes: false, json: response(Edits.without("signature")))
+        assertion("\(asr)-Resp-1 F-17", "a signature that is not a string fails", passes: false, json: response(Edits.setting("signature", 9)))
+        assertion("\(asr)-Resp-1 F-18", "a signature that is not base64url fails", passes: false, json: response(Edits.setting("signature", "!!!")))
+        assertion("\(asr)-Resp-1 F-19", "an empty signature fails", passes: false, json: response(Edits.setting("signature", "")))
         assertion("\(asr)-Resp-1 F-20", "a signature that does not verify fails", passes: false, resign: false, edit: { $0.signature[$0.signature.count / 2] ^= 1 })
-        assertion("\(asr)-Resp-1 F-21", "a userHandle that is not a string fails", passes: false, json: Edits.inResponse(Edits.setting("userHandle", 5)))
-        assertion("\(asr)-Resp-2 F-1", "clientData without type fails", passes: false, edit: { $0.clientDataOverride = Edits.clientData($0.clientData, removing: "type") })
-        assertion("\(asr)-Resp-2 F-5", "clientData.type webauthn.create fails", passes: false, edit: { $0.clientData.type = "webauthn.create" })
-        assertion("\(asr)-Resp-2 F-6", "clientData without challenge fails", passes: false, edit: { $0.clientDataOverride = Edits.clientData($0.clientData, removing: "challenge") })
-        assertion("\(asr)-Resp-2 F-10", "a challenge other than the issued one fails", passes: false, edit: { $0.clientData.challenge = SecureRandom.bytes(32) })
-        assertion("\(asr)-Resp-2 F-11", "clientData without origin fails", passes: false, edit: { $0.clientDataOverride = Edits.clientData($0.clientData, removing: "origin") })
-        assertion("\(asr)-Resp-2 F-14", "an origin other than the RP's fails", passes: false, edit: { $0.clientData.origin = "https://attacker.example" })
-        assertion("\(asr)-Resp-2 F-17", "a tokenBinding.status that is not present/supported/not-supported fails", passes: false,
-                  edit: { $0.clientData.extraJSON = #""tokenBinding":{"status":"unknown-status"}"# })
+        assertion("\(asr)-Resp-1 F-21", "a userHandle that is not a string fails", passes: false, json: response(Edits.setting("userHandle", 5)))
+        assertion("API-AssertionJSON F-1", "an empty id fails", passes: false, json: Edits.setting("id", ""))
+        for (n, intent, edit) in Self.clientDataDefects(expectedType: "webauthn.get") {
+            assertion("\(asr)-Resp-2 F-\(n)", intent, passes: false, edit: { edit(&$0.clientData, &$0.clientDataOverride) })
+        }
         add("\(asr)-Resp-3 P-1", "an authenticator without a counter (always 0) signs in again and again") {
             let (c, name, key, credential) = try await r.registered(passkey())
             for _ in 0..<2 {
@@ -46,6 +43,8 @@ extension CaseList {
             }
         }
         assertion("\(asr)-Resp-3 P-2", "UV set when userVerification is required verifies", passes: true, key: passkey, userVerification: "required")
+        assertion("\(asr)-Resp-3 P-3", "UP and UV set when userVerification is required verifies", passes: true, userVerification: "required",
+                  edit: { $0.authenticatorData.flags.formUnion([.userPresent, .userVerified]) })
         assertion("\(asr)-Resp-3 P-5", "UP set with userVerification discouraged verifies", passes: true, userVerification: "discouraged")
         assertion("\(asr)-Resp-3 P-6", "UV set despite userVerification discouraged verifies", passes: true, key: passkey, userVerification: "discouraged")
         assertion("\(asr)-Resp-3 P-8", "authenticator extension data with ED set verifies", passes: true,

@@ -22,6 +22,17 @@ struct ConformanceCase: Sendable {
     let run: @Sendable () async throws -> Void
 }
 
+/// The last refusal (errorMessage of a failed reply) the server gave during a case,
+/// so that a passing F case can show why the server refused.
+final class RefusalLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var message: String?
+    @TaskLocal static var current: RefusalLog?
+
+    func record(_ text: String) { lock.withLock { message = text } }
+    var last: String? { lock.withLock { message } }
+}
+
 /// Talks to the server under test like a browser would (one cookie jar per client).
 final class ConformanceRunner: Sendable {
     let base: String
@@ -73,7 +84,9 @@ final class ConformanceRunner: Sendable {
                 if parts.count == 2 { lock.withLock { cookies[parts[0]] = parts[1] } }
             }
             let json = (try? JSONValue.parse([UInt8](data))) ?? .string(String(decoding: data, as: UTF8.self))
-            return Reply(status: http.statusCode, json: json)
+            let reply = Reply(status: http.statusCode, json: json)
+            if !reply.ok { RefusalLog.current?.record("\(reply.status) \(reply.message)") }
+            return reply
         }
     }
 
@@ -137,6 +150,13 @@ final class ConformanceRunner: Sendable {
     func securityKey() -> SoftwareAuthenticator {
         var profile = SoftwareAuthenticator.Profile.securityKey
         profile.aaguid = ConformancePKI.aaguid.bytes
+        return SoftwareAuthenticator(profile: profile)
+    }
+
+    /// A security key whose metadata says it makes self attestation only.
+    func selfAttestingKey() -> SoftwareAuthenticator {
+        var profile = SoftwareAuthenticator.Profile.securityKey
+        profile.aaguid = ConformancePKI.selfAAGUID.bytes
         return SoftwareAuthenticator(profile: profile)
     }
 

@@ -116,10 +116,14 @@ struct HostileInputTests {
         #expect(errorCode { _ = try CollectedClientData(bytes: Array(text.utf8)) } == "client_data_malformed")
     }
 
-    @Test("tokenBinding with an undefined status is refused")
-    func tokenBinding() {
-        let text = #"{"type":"webauthn.create","challenge":"AA","origin":"https://example.com","tokenBinding":{"status":"not-supported"}}"#
+    @Test("tokenBinding that is not an object, lacks status or has an undefined status is refused", arguments: [
+        #"{"status":"not-supported"}"#, #"{}"#, #""present""#, #"[]"#, #"5"#,
+    ])
+    func tokenBinding(value: String) {
+        let text = #"{"type":"webauthn.create","challenge":"AA","origin":"https://example.com","tokenBinding":"# + value + "}"
         #expect(errorCode { _ = try CollectedClientData(bytes: Array(text.utf8)) } == "token_binding_invalid")
+        let fine = #"{"type":"webauthn.create","challenge":"AA","origin":"https://example.com","tokenBinding":{"status":"supported"}}"#
+        #expect(errorCode { _ = try CollectedClientData(bytes: Array(fine.utf8)) } == nil)
     }
 
     @Test("every truncation of authenticator data is a typed error")

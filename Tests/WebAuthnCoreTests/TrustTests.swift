@@ -161,6 +161,11 @@ struct TrustTests {
         // Metadata that lists only attca makes a packed x5c attestation attca.
         let attca = TrustAnchors(metadata: [MetadataEntry(aaguid: aaguid, description: "x", attestationTypes: ["attca"], attestationRootCertificates: [W3CVectorTests.attestationCA])])
         #expect(try f.verify(anchors: attca).attestationType == .attca)
+        // Metadata that lists only self (surrogate) attestation: a full chain is not that authenticator.
+        let surrogate = TrustAnchors(metadata: [MetadataEntry(aaguid: aaguid, description: "x", attestationTypes: ["basic_surrogate"], attestationRootCertificates: [W3CVectorTests.attestationCA])])
+        let lax = try f.verify(anchors: surrogate)
+        #expect(!lax.trust.trusted && lax.trust.reason.contains("basic_surrogate"))
+        #expect(f.code({ $0.attestation.requireTrustedAttestation = true }, anchors: surrogate) == "attestation_type_not_allowed")
     }
 
     @Test("real devices are trusted through the real FIDO BLOB: YubiKey (packed, by AAGUID; U2F, by key identifier), Surface Pro 4 (TPM)")

@@ -6,11 +6,11 @@ import WebAuthnCore
 /// against the project's own server, and the runner must catch a defect.
 @Suite("Conformance runner", .serialized)
 struct ConformanceRunnerTests {
-    static func runConformance(port: Int, metadata: String) throws -> (Int32, String) {
+    static func runConformance(port: Int, metadata: String, extra: [String] = []) throws -> (Int32, String) {
         let process = Process()
         process.executableURL = ServeProcess.binary
         process.arguments = ["conformance", "--url", "http://127.0.0.1:\(port)", "--rp-id", ServeProcess.rpId, "--origin", ServeProcess.origin,
-                             "--metadata-out", metadata]
+                             "--metadata-out", metadata] + extra
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice
@@ -37,14 +37,33 @@ struct ConformanceRunnerTests {
         let metadata = try Self.metadataFolder()
         let server = try ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--metadata", metadata, "--require-trusted-attestation"])
         defer { server.stop() }
-        let (status, output) = try Self.runConformance(port: server.port, metadata: metadata)
+        let report = FileManager.default.temporaryDirectory.appendingPathComponent("report-\(UUID().uuidString).json")
+        defer { try? FileManager.default.removeItem(at: report) }
+        let (status, output) = try Self.runConformance(port: server.port, metadata: metadata, extra: ["--json", report.path])
         let failures = output.split(separator: "\n").filter { $0.hasPrefix("FAIL") }
         #expect(status == 0, "\(failures)")
         #expect(failures.isEmpty)
         let summary = output.split(separator: "\n").last.map(String.init) ?? ""
         #expect(summary.range(of: #"^\d+ passed, 0 failed$"#, options: .regularExpression) != nil, "\(summary)")
-        #expect(output.contains("PASS Server-ServerAuthenticatorAttestationResponse-Resp-5 P-1"))
-        for id in ["L3-8.2.1 P-1", "L3-8.2.1 F-1", "L3-8.2.1 F-2", "L3-8.2.1 F-7", "L3-8.2 F-1", "L3-8.3 P-2", "L3-8.3 F-4", "API-RegistrationJSON F-13", "Server-ServerAuthenticatorAttestationResponse-Resp-B P-1", "L3-8.5 F-3", "MDS3-Status F-1", "MDS3-Status P-1"] { #expect(output.contains("PASS \(id)\n"), "\(id)") }
+        for id in ["Resp-5 P-1", "Resp-5 P-2", "Resp-7 P-2", "Resp-9 P-2", "Resp-B P-1", "L3-8.2 P-1", "L3-8.2.1 P-1", "MDS3-Status P-1"] {
+            #expect(output.contains("PASS \(id.hasPrefix("Resp") ? "Server-ServerAuthenticatorAttestationResponse-" : "")\(id)\n"), "\(id)")
+        }
+        // Each F case must be refused for its own rule: the server's error code names it.
+        let cases = try JSONValue.parse([UInt8](Data(contentsOf: report)))["cases"]?.arrayValue ?? []
+        func refusal(_ id: String) -> String { cases.first { $0["id"]?.stringValue == id }?["serverRefusal"]?.stringValue ?? "none" }
+        let att = "Server-ServerAuthenticatorAttestationResponse", asr = "Server-ServerAuthenticatorAssertionResponse"
+        let expected: [(String, String)] = [
+            ("\(att)-Resp-2 F-15", "token_binding_invalid"), ("\(att)-Resp-3 F-11", "authenticator_data_malformed"),
+            ("\(att)-Resp-3 F-16", "attestation_statement_malformed"), ("\(att)-Resp-5 F-6", "certificate_expired"),
+            ("\(att)-Resp-5 F-12", "certificate_expired"), ("\(att)-Resp-5 F-14", "attestation_signature_invalid"),
+            ("\(att)-Resp-6 F-2", "attestation_type_not_allowed"), ("\(att)-Resp-9 F-3", "attestation_statement_malformed"),
+            ("\(att)-Resp-9 F-4", "attestation_key_mismatch"), ("\(att)-Resp-A F-2", "attestation_key_mismatch"),
+            ("\(att)-Resp-B F-1", "attestation_statement_malformed"), ("\(att)-Resp-B F-4", "attestation_statement_malformed"),
+            ("\(att)-Resp-B F-6", "attestation_timestamp_invalid"), ("\(att)-Resp-B F-7", "attestation_timestamp_invalid"),
+            ("L3-8.2.1 F-5", "attestation_aaguid_mismatch"), ("L3-8.3 F-5", "attestation_key_mismatch"), ("MDS3-Status F-1", "authenticator_compromised"),
+            ("\(asr)-Resp-1 F-13", "response_malformed"), ("\(asr)-Resp-2 F-16", "token_binding_invalid"), ("\(asr)-Resp-3 F-4", "counter_regression"),
+        ]
+        for (id, code) in expected { #expect(refusal(id).contains(" \(code):"), "\(id): \(refusal(id))") }
     }
 
     @Test("the runner reports a server that accepts an untrusted chain and compromised authenticators")
@@ -56,7 +75,9 @@ struct ConformanceRunnerTests {
         #expect(status == 1)
         // Without required trust, the server also registers authenticators that metadata reports compromised.
         #expect(output.contains("FAIL Server-ServerAuthenticatorAttestationResponse-Resp-5 F-9"))
+        // ... and one whose metadata lists self attestation only, sending full attestation.
+        #expect(output.contains("FAIL Server-ServerAuthenticatorAttestationResponse-Resp-6 F-2"))
         for n in 1...5 { #expect(output.contains("FAIL MDS3-Status F-\(n):")) }
-        #expect(output.split(separator: "\n").last?.hasSuffix(" 6 failed") == true)
+        #expect(output.split(separator: "\n").last?.hasSuffix(" 7 failed") == true)
     }
 }

@@ -117,6 +117,13 @@ public enum RegistrationVerifier {
         if policy.deniedAAGUIDs.contains(aaguid) || policy.allowedAAGUIDs.map({ !$0.contains(aaguid) }) == true {
             throw WebAuthnError(.aaguidNotAllowed, "authenticator AAGUID \(aaguid) is not allowed by policy", step: step(25))
         }
+        if let entry, let listed = type.metadataName, !entry.attestationTypes.isEmpty, !entry.attestationTypes.contains(listed) {
+            // FIDO metadata lists the attestation types this authenticator makes;
+            // another type means the response is not from the authenticator it names.
+            let reason = "FIDO metadata for \(entry.description) lists attestation types \(entry.attestationTypes), not \(listed)"
+            if policy.requireTrustedAttestation { throw WebAuthnError(.attestationTypeNotAllowed, reason, step: step(25)) }
+            return (AttestationTrust(trusted: false, reason: reason, certificateChain: v.trustPath, metadata: entry), type)
+        }
         if let status = entry?.status, status.isCompromised, policy.requireTrustedAttestation {
             throw WebAuthnError(.authenticatorCompromised, "FIDO metadata reports \(entry?.description ?? "the authenticator") as \(status)", step: step(25))
         }

@@ -53,7 +53,10 @@ public struct CollectedClientData: Sendable {
         }
         // tokenBinding is reserved in L3. When a Level 1/2 client sends it as
         // an object, its status must be one of the values those levels define.
-        if let tokenBinding = object["tokenBinding"]?.objectValue {
+        if let value = object["tokenBinding"], !value.isNull {
+            guard let tokenBinding = value.objectValue else {
+                throw WebAuthnError(.tokenBindingInvalid, "clientDataJSON member \"tokenBinding\" is not an object")
+            }
             let status = tokenBinding["status"]?.stringValue
             guard status == "present" || status == "supported" else {
                 throw WebAuthnError(.tokenBindingInvalid, "tokenBinding.status is \(status.map { "\"\($0)\"" } ?? "missing"); expected \"present\" or \"supported\"")

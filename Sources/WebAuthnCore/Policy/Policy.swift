@@ -35,6 +35,17 @@ public enum AttestationType: String, Sendable, CaseIterable {
 
     /// Whether the type presents a certificate chain (and so can be trusted or not).
     public var presentsCertificateChain: Bool { self == .basic || self == .attca || self == .anonca }
+
+    /// The type's name in FIDO metadata `attestationTypes` (MDS3), if it has one.
+    public var metadataName: String? {
+        switch self {
+        case .basic: return "basic_full"
+        case .`self`: return "basic_surrogate"
+        case .attca: return "attca"
+        case .anonca: return "anonca"
+        case .none: return nil
+        }
+    }
 }
 
 /// Which Android KeyMint authorization lists must show a key generated for signing.
