@@ -66,12 +66,28 @@ public struct WebAuthnRoutes: Sendable {
         let displayName = body["displayName"]?.stringValue ?? username
         let user = try await accounts.account(named: username, creating: try UserEntity(id: SecureRandom.bytes(32), name: username, displayName: displayName))
         var selection = AuthenticatorSelection(userVerification: engine.relyingParty.policy.userVerification)
-        let requested = body["authenticatorSelection"]?.objectValue
-        if let requested {
-            if let uv = requested["userVerification"]?.stringValue.flatMap(UserVerificationRequirement.init(rawValue:)) { selection.userVerification = uv }
-            if let attachment = requested["authenticatorAttachment"]?.stringValue { selection.authenticatorAttachment = attachment }
-            if let rk = requested["residentKey"]?.stringValue { selection.residentKey = rk }
-            else if requested["requireResidentKey"]?.boolValue == true { selection.residentKey = "required" }
+        // What was asked for, minus unknown members and values (L3 §5.4.4: they are ignored).
+        var requested: JSONObject?
+        if let asked = body["authenticatorSelection"]?.objectValue {
+            var known = JSONObject()
+            if let uv = asked["userVerification"]?.stringValue.flatMap(UserVerificationRequirement.init(rawValue:)) {
+                selection.userVerification = uv
+                known["userVerification"] = .string(uv.rawValue)
+            }
+            if let attachment = asked["authenticatorAttachment"]?.stringValue, ["platform", "cross-platform"].contains(attachment) {
+                selection.authenticatorAttachment = attachment
+                known["authenticatorAttachment"] = .string(attachment)
+            }
+            let require = asked["requireResidentKey"]?.boolValue
+            if let require { known["requireResidentKey"] = .bool(require) }
+            if let rk = asked["residentKey"]?.stringValue, ["discouraged", "preferred", "required"].contains(rk) {
+                selection.residentKey = rk
+                known["residentKey"] = .string(rk)
+            } else if let require {
+                // L3 §5.4.4: without residentKey, requireResidentKey decides: required, or discouraged.
+                selection.residentKey = require ? "required" : "discouraged"
+            }
+            requested = known
         }
         let attestation = body["attestation"]?.stringValue ?? "none"
         guard ["none", "indirect", "direct", "enterprise"].contains(attestation) else {
@@ -81,10 +97,9 @@ public struct WebAuthnRoutes: Sendable {
         let options = try await engine.startRegistration(user: user, authenticatorSelection: selection, attestation: attestation, extensions: extensions)
         let session = sessions.update(sessionID(request)) { $0.pendingChallenge = options.challenge }
         var payload = options.json.objectValue!
-        if var echoed = payload["authenticatorSelection"]?.objectValue, let requested {
-            // Echo what was asked for, as the conformance API expects.
-            if let rk = requested["requireResidentKey"] { echoed["requireResidentKey"] = rk }
-            payload["authenticatorSelection"] = .object(echoed)
+        if let requested {
+            // The conformance API echoes the selection asked for; the ceremony uses its L3 effective values.
+            payload["authenticatorSelection"] = .object(requested)
         }
         return HTTP.ok(payload, cookie: HTTP.sessionCookie(session, secure: configuration.secureCookies))
     }

@@ -35,7 +35,8 @@ struct Conformance: AsyncParsableCommand {
         let runner = ConformanceRunner(base: url, rpId: rpId, origin: origin, pki: pki)
         var passed = 0, failed = 0
         var report: [JSONValue] = []
-        for testCase in ConformanceCases.all(runner) where only.map({ testCase.id.contains($0) }) ?? true {
+        let offered = await runner.offeredAlgorithms()
+        for testCase in ConformanceCases.all(runner, offered: offered) where only.map({ testCase.id.contains($0) }) ?? true {
             let outcome: String?
             let refusals = RefusalLog()
             do {

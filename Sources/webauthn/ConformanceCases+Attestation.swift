@@ -98,7 +98,7 @@ extension CaseList {
             let c = r.client()
             let offered = try await c.post("/attestation/options", ["username": .string(r.uniqueName("alg"))])
             let algs = Set(offered["pubKeyCredParams"]?.arrayValue?.compactMap { $0["alg"]?.intValue } ?? [])
-            guard let alg = [COSEAlgorithm.rs384, .es512, .es384, .ps384, .rs512].first(where: { !algs.contains($0.rawValue) }) else {
+            guard let alg = [COSEAlgorithm.rs384, .es512, .es384, .ps384, .rs512, .ed448, .ps512, .rs1].first(where: { !algs.contains($0.rawValue) }) else {
                 throw CaseFailure("the server offers every algorithm the runner can make; nothing to refuse")
             }
             let (reply, _) = try await r.register(c, username: r.uniqueName("alg"), authenticator: r.securityKey(), algorithm: alg)

@@ -10,9 +10,13 @@ extension CaseList {
         let expired = Date(timeIntervalSince1970: 1_735_689_600)  // 2025-01-01
         let later = Date(timeIntervalSince1970: 4_070_908_800)  // 2099-01-01
 
-        for (n, alg, name) in [(2, COSEAlgorithm.ps256, "PS256"), (5, .rs256, "RS256"), (9, .es256, "ES256"), (10, .es384, "ES384"),
-                               (11, .es512, "ES512"), (12, .edDSA, "EdDSA")] {
-            registration("\(att)-Resp-4 P-\(n)", "packed self attestation with \(name) verifies", passes: true, algorithm: alg, attestation: .packedSelf)
+        for (n, alg) in [(2, COSEAlgorithm.ps256), (5, .rs256), (9, .es256), (10, .es384), (11, .es512), (12, .edDSA)] {
+            registration("\(att)-Resp-4 P-\(n)", "packed self attestation with \(alg.name) verifies", passes: true, algorithm: alg, attestation: .packedSelf)
+        }
+        // OPTIONAL in the list: run when the server offers the algorithm.
+        for (n, alg) in [(3, COSEAlgorithm.ps384), (4, .ps512), (6, .rs384), (7, .rs512)] where offered.contains(alg.rawValue) {
+            registration("\(att)-Resp-4 P-\(n)", "packed self attestation with \(alg.name) (optional; the server offers it) verifies", passes: true,
+                         algorithm: alg, attestation: .packedSelf)
         }
 
         // Packed full attestation (§8.2), each defect alone on a chain to the runner's (trusted) root.

@@ -10,8 +10,9 @@ typealias JSONEdit = @Sendable (inout JSONObject) -> Void
 /// the runner follows L3 (Docs/Conformance.md says where). Every case states
 /// its intent. The groups are in ConformanceCases+Options, +Attestation and +Assertion.
 enum ConformanceCases {
-    static func all(_ r: ConformanceRunner) -> [ConformanceCase] {
-        let list = CaseList(r)
+    /// `offered`: the algorithms the server lists in pubKeyCredParams (OPTIONAL algorithm cases run only for those).
+    static func all(_ r: ConformanceRunner, offered: Set<Int> = []) -> [ConformanceCase] {
+        let list = CaseList(r, offered: offered)
         list.creationOptionsCases()
         list.attestationCases()
         list.getOptionsCases()
@@ -29,10 +30,12 @@ final class CaseList {
 
     let r: ConformanceRunner
     let authority: AttestationAuthority
+    let offered: Set<Int>
     private(set) var cases: [ConformanceCase] = []
 
-    init(_ r: ConformanceRunner) {
+    init(_ r: ConformanceRunner, offered: Set<Int>) {
         self.r = r
+        self.offered = offered
         authority = r.pki.authority
     }
 

@@ -146,6 +146,12 @@ final class ConformanceRunner: Sendable {
         return .object(object)
     }
 
+    /// The algorithms the server offers in pubKeyCredParams (empty if it cannot be asked).
+    func offeredAlgorithms() async -> Set<Int> {
+        let o = try? await client().post("/attestation/options", ["username": .string(uniqueName("algs")), "displayName": "algorithms"])
+        return Set(o?["pubKeyCredParams"]?.arrayValue?.compactMap { $0["alg"]?.intValue } ?? [])
+    }
+
     /// A security key with the runner's AAGUID, whose attestation chains to the runner's root.
     func securityKey() -> SoftwareAuthenticator {
         var profile = SoftwareAuthenticator.Profile.securityKey

@@ -25,6 +25,8 @@ struct Serve: AsyncParsableCommand {
     var requireTrustedAttestation = false
     @Option(name: .customLong("attestation-types"), parsing: .unconditional, help: "Accepted attestation types: a subset of none,self,basic,attca,anonca.")
     var attestationTypes: String?
+    @Option(parsing: .unconditional, help: "Algorithms offered in pubKeyCredParams, in preference order: comma-separated COSE names. Default ES256,EdDSA,ES384,ES512,PS256,RS256; also Ed25519, Ed448, PS384, PS512, RS384, RS512.")
+    var algorithms: String?
     @Flag(name: .customLong("require-user-verification"), help: "Require the UV flag in every ceremony.") var requireUserVerification = false
     @Flag(name: .customLong("allow-cross-origin"), help: "Accept cross-origin ceremonies from any top-level origin.") var allowCrossOrigin = false
     @Option(name: .customLong("top-origin"), parsing: .unconditionalSingleValue, help: "Accept cross-origin ceremonies from this top-level origin (repeatable).")
@@ -47,6 +49,20 @@ struct Serve: AsyncParsableCommand {
         }
     }
 
+    /// `--algorithms`: COSE algorithm names (RS1 is never offered).
+    static func parseAlgorithms(_ list: String?) throws -> [COSEAlgorithm]? {
+        guard let list else { return nil }
+        var result: [COSEAlgorithm] = []
+        for name in list.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) {
+            guard let alg = COSEAlgorithm.supported.first(where: { $0.name.caseInsensitiveCompare(name) == .orderedSame }), alg != .rs1 else {
+                throw ValidationError("--algorithms: unknown or refused algorithm \"\(name)\"; use \(COSEAlgorithm.supported.filter { $0 != .rs1 }.map(\.name).joined(separator: ","))")
+            }
+            if !result.contains(alg) { result.append(alg) }
+        }
+        guard !result.isEmpty else { throw ValidationError("--algorithms is empty") }
+        return result
+    }
+
     var isPostgres: Bool { db.hasPrefix("postgres://") || db.hasPrefix("postgresql://") }
 
     func run() async throws {
@@ -56,6 +72,7 @@ struct Serve: AsyncParsableCommand {
         let crossOrigin: CrossOriginPolicy = !topOrigins.isEmpty ? .allowTopOrigins(topOrigins) : allowCrossOrigin ? .allowAnyTopOrigin : .deny
         let policy = VerificationPolicy(
             userVerification: requireUserVerification ? .required : .preferred, crossOrigin: crossOrigin,
+            algorithms: try Self.parseAlgorithms(algorithms) ?? VerificationPolicy().algorithms,
             attestation: AttestationPolicy(acceptedTypes: types, requireTrustedAttestation: requireTrustedAttestation))
         let store: any CredentialStore & ChallengeStore & AccountStore
         let sqlite: SQLiteStore?

@@ -63,6 +63,10 @@ struct HostileInputTests {
         #expect(v["n"]?.numberValue == -125)
         #expect(v["i"]?.intValue == 42)
         #expect(try JSONValue.parse(v.serialized()) == v)
+        // Objects compare by members, not by their order.
+        #expect(try JSONValue.parse(#"{"a":1,"b":[2]}"#) == JSONValue.parse(#"{"b":[2],"a":1}"#))
+        #expect(try JSONValue.parse(#"{"a":1,"b":2}"#) != JSONValue.parse(#"{"a":1,"c":2}"#))
+        #expect(try JSONValue.parse(#"{"a":1}"#) != JSONValue.parse(#"{"a":1,"b":2}"#))
     }
 
     @Test("base64url: padding and the standard alphabet are accepted, other bytes are not")

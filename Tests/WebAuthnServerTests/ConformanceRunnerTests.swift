@@ -35,7 +35,10 @@ struct ConformanceRunnerTests {
     @Test("every case passes against webauthn serve with the runner's metadata and trusted attestation required")
     func allCasesPass() throws {
         let metadata = try Self.metadataFolder()
-        let server = try ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--metadata", metadata, "--require-trusted-attestation"])
+        // All algorithms offered, so that the list's OPTIONAL algorithm cases (Resp-4 P-3, P-4, P-6, P-7) run too.
+        let server = try ServeProcess(database: ServeProcess.temporaryDatabase(), extra: [
+            "--metadata", metadata, "--require-trusted-attestation", "--algorithms", "ES256,EdDSA,ES384,ES512,PS256,PS384,PS512,RS256,RS384,RS512",
+        ])
         defer { server.stop() }
         let report = FileManager.default.temporaryDirectory.appendingPathComponent("report-\(UUID().uuidString).json")
         defer { try? FileManager.default.removeItem(at: report) }
@@ -45,7 +48,7 @@ struct ConformanceRunnerTests {
         #expect(failures.isEmpty)
         let summary = output.split(separator: "\n").last.map(String.init) ?? ""
         #expect(summary.range(of: #"^\d+ passed, 0 failed$"#, options: .regularExpression) != nil, "\(summary)")
-        for id in ["Resp-5 P-1", "Resp-5 P-2", "Resp-7 P-2", "Resp-9 P-2", "Resp-B P-1", "L3-8.2 P-1", "L3-8.2.1 P-1", "MDS3-Status P-1"] {
+        for id in ["Resp-4 P-3", "Resp-4 P-4", "Resp-4 P-6", "Resp-4 P-7", "Resp-5 P-1", "Resp-5 P-2", "Resp-7 P-2", "Resp-9 P-2", "Resp-B P-1", "L3-8.2 P-1", "L3-8.2.1 P-1", "MDS3-Status P-1"] {
             #expect(output.contains("PASS \(id.hasPrefix("Resp") ? "Server-ServerAuthenticatorAttestationResponse-" : "")\(id)\n"), "\(id)")
         }
         // Each F case must be refused for its own rule: the server's error code names it.

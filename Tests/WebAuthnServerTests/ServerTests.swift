@@ -47,7 +47,12 @@ struct ServerTests {
         #expect(algs.isSuperset(of: [-7, -8, -257]))
         #expect(options.json["attestation"]?.stringValue == "direct")
         #expect(options.json["authenticatorSelection"]?["authenticatorAttachment"]?.stringValue == "cross-platform")
-        #expect(options.json["authenticatorSelection"]?["requireResidentKey"]?.boolValue == false)
+        #expect(options.json["authenticatorSelection"] == ["requireResidentKey": false, "authenticatorAttachment": "cross-platform", "userVerification": "preferred"])
+        // Unknown members and values are ignored, as L3 §5.4.4 says, and not echoed.
+        let odd = try await server.request("/attestation/options", [
+            "username": "odd", "authenticatorSelection": ["residentKey": "sometimes", "userVerification": "maybe", "authenticatorAttachment": "pocket", "x": 1],
+        ])
+        #expect(odd.ok && odd.json["authenticatorSelection"] == [:])
         #expect(options.json["extensions"]?["credProps"]?.boolValue == true)
         #expect(options.cookie?.hasPrefix("webauthn_session=") == true)
 

@@ -50,9 +50,9 @@ public struct JSONObject: Sendable, Equatable, ExpressibleByDictionaryLiteral {
 
     public var keys: [String] { members.map(\.key) }
 
+    /// Equal when both have the same members, in any order (JSON objects are unordered).
     public static func == (lhs: JSONObject, rhs: JSONObject) -> Bool {
-        lhs.members.count == rhs.members.count
-            && zip(lhs.members, rhs.members).allSatisfy { $0.key == $1.key && $0.value == $1.value }
+        lhs.members.count == rhs.members.count && lhs.members.allSatisfy { rhs[$0.key] == $0.value }
     }
 }
 
