@@ -64,14 +64,14 @@ def attestation_options():
         user_display_name=body.get("displayName") or name,
         attestation=AttestationConveyancePreference(body.get("attestation", "none")),
         authenticator_selection=AuthenticatorSelectionCriteria(
-            resident_key=ResidentKeyRequirement(selection.get("residentKey", "discouraged")),
+            resident_key=ResidentKeyRequirement(selection.get("residentKey", "required" if selection.get("requireResidentKey") else "discouraged")),
             user_verification=UserVerificationRequirement(selection.get("userVerification", "preferred"))),
         exclude_credentials=[PublicKeyCredentialDescriptor(id=cid) for cid in user["credentials"]])
     sid = session_id()
     sessions[sid] = {"challenge": options.challenge, "username": name}
     payload = json.loads(options_to_json(options))
     if selection:
-        payload["authenticatorSelection"] = {**payload.get("authenticatorSelection", {}), **selection}
+        payload["authenticatorSelection"] = selection  # the conformance API echoes what was asked for
     if "extensions" in body:
         payload["extensions"] = body["extensions"]
     return ok(payload, sid)
