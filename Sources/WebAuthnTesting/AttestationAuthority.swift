@@ -32,6 +32,20 @@ public final class AttestationAuthority: Sendable {
     /// SHA-1 of the attestation key, as FIDO metadata names U2F authenticators.
     public var attestationKeyIdentifier: String { (try? u2fCertificate().publicKeyIdentifier) ?? nil ?? "" }
 
+    /// A FIDO MDS3 metadata statement for an authenticator of this authority, with
+    /// this root as its attestation root: give it to a relying party (this engine's
+    /// `FIDOMetadata.load`, or any MDS3 consumer) to trust the authority's attestations.
+    /// Name the authenticator by `aaguid`, or with nil by this authority's attestation
+    /// key identifier (as MDS3 names U2F authenticators).
+    public func metadataStatement(aaguid: AAGUID?, description: String, attestationTypes: [String] = ["basic_full"]) -> JSONValue {
+        var statement: JSONObject = ["description": .string(description), "attestationTypes": .array(attestationTypes.map { .string($0) }),
+                                     "attestationRootCertificates": [.string(Data(root.der).base64EncodedString())]]
+        if let aaguid { statement["aaguid"] = .string(aaguid.description) } else {
+            statement["attestationCertificateKeyIdentifiers"] = [.string(attestationKeyIdentifier)]
+        }
+        return .object(statement)
+    }
+
     func issue(_ builder: CertificateBuilder, for key: SigningKey) throws -> X509Certificate {
         var b = builder
         b.serial = UInt64.random(in: 2...UInt64.max / 2)

@@ -84,11 +84,10 @@ struct ConformancePKI: Sendable {
     ].enumerated().map { i, status in (status, AAGUID("7d1351a6-e097-4852-b8bf-c9ac5c9ce5\(String(format: "%02x", i))")!) }
 
     /// A decoded BLOB payload with one entry per status authenticator.
-    static func statusPayload(root: JSONValue) -> JSONValue {
+    static func statusPayload(_ authority: AttestationAuthority) -> JSONValue {
         let entries: [JSONValue] = statusAuthenticators.map { item in
             ["aaguid": .string(item.aaguid.description),
-             "metadataStatement": ["aaguid": .string(item.aaguid.description), "description": .string("webauthn conformance runner authenticator, \(item.status)"),
-                                   "attestationTypes": ["basic_full"], "attestationRootCertificates": [root]],
+             "metadataStatement": authority.metadataStatement(aaguid: item.aaguid, description: "webauthn conformance runner authenticator, \(item.status)"),
              "statusReports": [["status": .string(item.status), "effectiveDate": "2024-01-01"]]]
         }
         return ["no": 1, "entries": .array(entries)]
@@ -99,16 +98,13 @@ struct ConformancePKI: Sendable {
     /// (`basic_surrogate`, for Resp-4 and Resp-6), its U2F key, and the
     /// status payload.
     static func statements(_ authority: AttestationAuthority) -> [(String, JSONValue)] {
-        let root = JSONValue.string(Data(authority.root.der).base64EncodedString())
-        return [
-            ("runner-packed.json", ["aaguid": .string(aaguid.description), "description": "webauthn conformance runner authenticator",
-                                    "attestationTypes": ["basic_full", "attca", "anonca"], "attestationRootCertificates": [root]]),
-            ("runner-self.json", ["aaguid": .string(selfAAGUID.description), "description": "webauthn conformance runner self-attestation authenticator",
-                                  "attestationTypes": ["basic_surrogate"], "attestationRootCertificates": [root]]),
-            ("runner-status.json", statusPayload(root: root)),
-            ("runner-u2f.json", ["attestationCertificateKeyIdentifiers": [.string(authority.attestationKeyIdentifier)],
-                                 "description": "webauthn conformance runner U2F authenticator", "attestationTypes": ["basic_full"],
-                                 "attestationRootCertificates": [root]]),
+        [
+            ("runner-packed.json", authority.metadataStatement(aaguid: aaguid, description: "webauthn conformance runner authenticator",
+                                                               attestationTypes: ["basic_full", "attca", "anonca"])),
+            ("runner-self.json", authority.metadataStatement(aaguid: selfAAGUID, description: "webauthn conformance runner self-attestation authenticator",
+                                                             attestationTypes: ["basic_surrogate"])),
+            ("runner-status.json", statusPayload(authority)),
+            ("runner-u2f.json", authority.metadataStatement(aaguid: nil, description: "webauthn conformance runner U2F authenticator")),
         ]
     }
 

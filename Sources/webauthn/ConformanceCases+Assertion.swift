@@ -35,6 +35,8 @@ extension CaseList {
         for (n, intent, edit) in Self.clientDataDefects(expectedType: "webauthn.get") {
             assertion("\(asr)-Resp-2 F-\(n)", intent, passes: false, edit: { edit(&$0.clientData, &$0.clientDataOverride) })
         }
+        assertion("L3-5.8.1 P-2", "an assertion whose clientData tokenBinding is not an object verifies (reserved in L3; the list's Resp-2 F-15 expects a failure)",
+                  passes: true, edit: { $0.clientData.extraJSON = #""tokenBinding":"unused""# })
         add("\(asr)-Resp-3 P-1", "an authenticator without a counter (always 0) signs in again and again") {
             let (c, name, key, credential) = try await r.registered(passkey())
             for _ in 0..<2 {

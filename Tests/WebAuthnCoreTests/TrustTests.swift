@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import WebAuthnTesting
 @testable @_spi(Testing) import WebAuthnCore
 
 /// Certificate paths, CRLs, FIDO metadata and the trust policy (WebAuthn L3 §7.1 steps 24–25).
@@ -166,6 +167,34 @@ struct TrustTests {
         let lax = try f.verify(anchors: surrogate)
         #expect(!lax.trust.trusted && lax.trust.reason.contains("basic_surrogate"))
         #expect(f.code({ $0.attestation.requireTrustedAttestation = true }, anchors: surrogate) == "attestation_type_not_allowed")
+    }
+
+    @Test("a test authority's metadata statements make its attestations trusted (by AAGUID and, for U2F, by key identifier), and only those")
+    func testAuthorityStatements() throws {
+        let authority = try AttestationAuthority.generate()
+        var profile = SoftwareAuthenticator.Profile.securityKey
+        profile.aaguid = [UInt8](repeating: 0x5a, count: 16)
+        let aaguid = AAGUID(bytes: profile.aaguid)!
+        let statements = [authority.metadataStatement(aaguid: aaguid, description: "test key"),
+                          authority.metadataStatement(aaguid: nil, description: "test U2F key")]
+        let entries = try statements.map { try FIDOMetadata.statementEntry($0, status: nil) }
+        #expect(entries[0].aaguid == aaguid && entries[1].attestationCertificateKeyIdentifiers == [authority.attestationKeyIdentifier])
+        func result(_ attestation: SoftwareAuthenticator.Attestation, anchors: TrustAnchors) throws -> RegistrationResult {
+            let rp = try RelyingParty(id: "example.com", origins: ["https://example.com"], clock: .fixed(Date(timeIntervalSince1970: 1_893_456_000)),
+                                      trustAnchors: anchors)
+            let challenge = SecureRandom.bytes(32)
+            let parts = try SoftwareAuthenticator(profile: profile).register(rpId: rp.id, origin: "https://example.com", challenge: challenge,
+                                                                             userHandle: [1], attestation: attestation)
+            let ceremony = PendingCeremony(kind: .registration, challenge: challenge, user: try UserEntity(id: [1], name: "a"), algorithms: [],
+                                           userVerification: .preferred, conditionalMediation: false, expiresAt: .distantFuture)
+            return try RegistrationVerifier.verify(parts.response, ceremony: ceremony, relyingParty: rp)
+        }
+        var anchors = TrustAnchors.builtIn
+        anchors.add(entries)
+        for attestation in [SoftwareAuthenticator.Attestation.packedFull(authority), .fidoU2F(authority)] {
+            #expect(try result(attestation, anchors: anchors).trust.trusted)
+            #expect(try !result(attestation, anchors: .builtIn).trust.trusted)
+        }
     }
 
     @Test("real devices are trusted through the real FIDO BLOB: YubiKey (packed, by AAGUID; U2F, by key identifier), Surface Pro 4 (TPM)")

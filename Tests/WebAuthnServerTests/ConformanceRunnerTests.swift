@@ -48,7 +48,7 @@ struct ConformanceRunnerTests {
         #expect(failures.isEmpty)
         let summary = output.split(separator: "\n").last.map(String.init) ?? ""
         #expect(summary.range(of: #"^\d+ passed, 0 failed$"#, options: .regularExpression) != nil, "\(summary)")
-        for id in ["Resp-4 P-3", "Resp-4 P-4", "Resp-4 P-6", "Resp-4 P-7", "Resp-5 P-1", "Resp-5 P-2", "Resp-7 P-2", "Resp-9 P-2", "Resp-B P-1", "L3-8.2 P-1", "L3-8.2.1 P-1", "MDS3-Status P-1"] {
+        for id in ["Resp-4 P-3", "Resp-4 P-4", "Resp-4 P-6", "Resp-4 P-7", "Resp-5 P-1", "Resp-5 P-2", "Resp-7 P-2", "Resp-9 P-2", "Resp-B P-1", "L3-5.8.1 P-1", "L3-5.8.1 P-2", "L3-8.2 P-1", "L3-8.2.1 P-1", "MDS3-Status P-1"] {
             #expect(output.contains("PASS \(id.hasPrefix("Resp") ? "Server-ServerAuthenticatorAttestationResponse-" : "")\(id)\n"), "\(id)")
         }
         // Each F case must be refused for its own rule: the server's error code names it.
@@ -56,7 +56,7 @@ struct ConformanceRunnerTests {
         func refusal(_ id: String) -> String { cases.first { $0["id"]?.stringValue == id }?["serverRefusal"]?.stringValue ?? "none" }
         let att = "Server-ServerAuthenticatorAttestationResponse", asr = "Server-ServerAuthenticatorAssertionResponse"
         let expected: [(String, String)] = [
-            ("\(att)-Resp-2 F-15", "token_binding_invalid"), ("\(att)-Resp-3 F-11", "authenticator_data_malformed"),
+            ("\(att)-Resp-2 F-16", "token_binding_invalid"), ("\(att)-Resp-3 F-11", "authenticator_data_malformed"),
             ("\(att)-Resp-3 F-16", "attestation_statement_malformed"), ("\(att)-Resp-5 F-6", "certificate_expired"),
             ("\(att)-Resp-5 F-12", "certificate_expired"), ("\(att)-Resp-5 F-14", "attestation_signature_invalid"),
             ("\(att)-Resp-6 F-2", "attestation_type_not_allowed"), ("\(att)-Resp-9 F-3", "attestation_statement_malformed"),

@@ -81,7 +81,7 @@ extension WebAuthnError.Code {
     public static let crossOriginNotAllowed: Self = "cross_origin_not_allowed"
     /// `topOrigin` is not one of the allowed top-level origins.
     public static let topOriginNotAllowed: Self = "top_origin_not_allowed"
-    /// `tokenBinding` is present but malformed or says `present` (unsupported).
+    /// `tokenBinding` is an object whose `status` is neither `present` nor `supported` (other values are ignored).
     public static let tokenBindingInvalid: Self = "token_binding_invalid"
 
     // MARK: Authenticator data
@@ -115,7 +115,7 @@ extension WebAuthnError.Code {
     public static let attestationCertificateInvalid: Self = "attestation_certificate_invalid"
     /// The AAGUID in the attestation certificate differs from authenticator data.
     public static let attestationAAGUIDMismatch: Self = "attestation_aaguid_mismatch"
-    /// The attestation type is not accepted by policy.
+    /// The attestation type is not accepted by policy, or (trust required) not among the authenticator's FIDO metadata `attestationTypes`.
     public static let attestationTypeNotAllowed: Self = "attestation_type_not_allowed"
     /// A certificate is outside its validity period at the engine's time.
     public static let certificateExpired: Self = "certificate_expired"
