@@ -39,6 +39,11 @@ extension CaseList {
         registration("\(regJSON) F-2", "an attestationObject that is not base64url fails", passes: false, json: response(Edits.setting("attestationObject", "!!!")))
         registration("\(regJSON) F-3", "an empty id fails", passes: false, json: Edits.setting("id", ""))
         registration("\(regJSON) F-4", "clientDataJSON that is not JSON fails", passes: false, edit: { $0.clientDataOverride = Array("not json".utf8) })
+        // Broken CBOR: the attestation object cut short, or followed by more bytes.
+        registration("API-RegistrationCBOR F-1", "an attestationObject cut short (its last 8 bytes missing) fails", passes: false,
+                     edit: { $0.attestationObjectOverride = Array($0.attestationObject.dropLast(8)) })
+        registration("API-RegistrationCBOR F-2", "an attestationObject followed by trailing bytes fails", passes: false,
+                     edit: { $0.attestationObjectOverride = $0.attestationObject + [0x00] })
 
         for (n, intent, edit) in Self.clientDataDefects(expectedType: "webauthn.create") {
             registration("\(att)-Resp-2 F-\(n)", intent, passes: false, edit: { edit(&$0.clientData, &$0.clientDataOverride) })
@@ -96,6 +101,8 @@ extension CaseList {
         registration("L3-7.1-14 F-1", "a registration with a wrong rpIdHash fails", passes: false, edit: { $0.authenticatorData.rpIdHash = Digest.sha256(Array("attacker.example".utf8)) })
         registration("L3-7.1-15 F-1", "a registration with UP clear fails", passes: false, edit: { $0.authenticatorData.flags.remove(.userPresent) })
         registration("L3-7.1-17 F-1", "a registration with BS but not BE fails", passes: false, edit: { $0.authenticatorData.flags.insert(.backupState) })
+        registration("L3-7.1-26 P-1", "a credential ID of 1023 bytes (the most allowed) verifies", passes: true, credentialIdLength: 1023)
+        registration("L3-7.1-26 F-1", "a credential ID of 1024 bytes fails", passes: false, credentialIdLength: 1024)
         add("L3-7.1-20 F-1", "a credential whose algorithm the server did not offer in pubKeyCredParams fails") {
             let c = r.client()
             let offered = try await c.post("/attestation/options", ["username": .string(r.uniqueName("alg"))])

@@ -47,13 +47,14 @@ final class CaseList {
     /// Packed self attestation comes from the runner's self-attestation authenticator (its metadata says so).
     func registration(_ id: String, _ intent: String, passes: Bool, algorithm: COSEAlgorithm = .es256,
                       attestation a: SoftwareAuthenticator.Attestation = .none, defect: SoftwareAuthenticator.StatementDefect? = nil,
-                      options: JSONObject = [:], key: (@Sendable () -> SoftwareAuthenticator)? = nil,
+                      options: JSONObject = [:], key: (@Sendable () -> SoftwareAuthenticator)? = nil, credentialIdLength: Int = 32,
                       edit: @escaping @Sendable (inout RegistrationParts) throws -> Void = { _ in }, json: @escaping JSONEdit = { _ in }) {
         let selfAttesting = if case .packedSelf = a { true } else { false }
         add(id, intent) { [r] in
             let authenticator = key?() ?? (selfAttesting ? r.selfAttestingKey() : r.securityKey())
             let (reply, _) = try await r.register(r.client(), username: r.uniqueName("u"), authenticator: authenticator, algorithm: algorithm,
-                                                  attestation: a, options: options, defect: defect, edit: edit, json: json)
+                                                  attestation: a, options: options, defect: defect, credentialIdLength: credentialIdLength,
+                                                  edit: edit, json: json)
             try reply.expect(passes: passes)
         }
     }

@@ -97,7 +97,7 @@ final class ConformanceRunner: Sendable {
     /// Asks for creation options and answers them with `authenticator`, after `edit`.
     func register(_ client: Client, username: String, authenticator: SoftwareAuthenticator, algorithm: COSEAlgorithm = .es256,
                   attestation: SoftwareAuthenticator.Attestation = .none, options extra: JSONObject = [:],
-                  defect: SoftwareAuthenticator.StatementDefect? = nil,
+                  defect: SoftwareAuthenticator.StatementDefect? = nil, credentialIdLength: Int = 32,
                   edit: (inout RegistrationParts) throws -> Void = { _ in },
                   json jsonEdit: (inout JSONObject) -> Void = { _ in }) async throws -> (Reply, RegistrationParts) {
         var body: JSONObject = ["username": .string(username), "displayName": .string(username), "attestation": "direct"]
@@ -109,7 +109,7 @@ final class ConformanceRunner: Sendable {
             throw CaseFailure("attestation/options has no base64url challenge or user.id")
         }
         var parts = try authenticator.register(rpId: rpId, origin: origin, challenge: challenge, userHandle: user,
-                                               algorithm: algorithm, attestation: attestation)
+                                               algorithm: algorithm, attestation: attestation, credentialIdLength: credentialIdLength)
         try edit(&parts)
         if let defect { try authenticator.restate(&parts, attestation, defect: defect) }
         var object = Self.conformanceShape(parts.json).objectValue!

@@ -48,7 +48,7 @@ struct ConformanceRunnerTests {
         #expect(failures.isEmpty)
         let summary = output.split(separator: "\n").last.map(String.init) ?? ""
         #expect(summary.range(of: #"^\d+ passed, 0 failed$"#, options: .regularExpression) != nil, "\(summary)")
-        for id in ["Resp-4 P-3", "Resp-4 P-4", "Resp-4 P-6", "Resp-4 P-7", "Resp-5 P-1", "Resp-5 P-2", "Resp-7 P-2", "Resp-9 P-2", "Resp-B P-1", "L3-5.8.1 P-1", "L3-5.8.1 P-2", "L3-8.2 P-1", "L3-8.2.1 P-1", "MDS3-Status P-1"] {
+        for id in ["Resp-4 P-3", "Resp-4 P-4", "Resp-4 P-6", "Resp-4 P-7", "Resp-5 P-1", "Resp-5 P-2", "Resp-7 P-2", "Resp-9 P-2", "Resp-B P-1", "L3-5.8.1 P-1", "L3-5.8.1 P-2", "L3-7.1-26 P-1", "L3-8.2 P-1", "L3-8.2.1 P-1", "MDS3-Status P-1"] {
             #expect(output.contains("PASS \(id.hasPrefix("Resp") ? "Server-ServerAuthenticatorAttestationResponse-" : "")\(id)\n"), "\(id)")
         }
         // Each F case must be refused for its own rule: the server's error code names it.
@@ -64,7 +64,7 @@ struct ConformanceRunnerTests {
             ("\(att)-Resp-B F-1", "attestation_statement_malformed"), ("\(att)-Resp-B F-4", "attestation_statement_malformed"),
             ("\(att)-Resp-B F-6", "attestation_timestamp_invalid"), ("\(att)-Resp-B F-7", "attestation_timestamp_invalid"),
             ("L3-8.2.1 F-5", "attestation_aaguid_mismatch"), ("L3-8.3 F-5", "attestation_key_mismatch"), ("MDS3-Status F-1", "authenticator_compromised"),
-            ("\(asr)-Resp-1 F-13", "response_malformed"), ("\(asr)-Resp-2 F-16", "token_binding_invalid"), ("\(asr)-Resp-3 F-4", "counter_regression"),
+            ("API-RegistrationCBOR F-1", "cbor_malformed"), ("L3-7.1-26 F-1", "credential_id_too_long"), ("\(asr)-Resp-1 F-13", "response_malformed"), ("\(asr)-Resp-2 F-16", "token_binding_invalid"), ("\(asr)-Resp-3 F-4", "counter_regression"),
         ]
         for (id, code) in expected { #expect(refusal(id).contains(" \(code):"), "\(id): \(refusal(id))") }
     }
