@@ -127,6 +127,7 @@ struct ConformancePKI: Sendable {
         for (name, statement) in statements(authority) where !FileManager.default.fileExists(atPath: path(name)) {
             try Data(statement.serializedBytes()).write(to: URL(fileURLWithPath: path(name)))
         }
+        if !FileManager.default.fileExists(atPath: path("mds")) { try ConformanceMDS.write(folder: path("mds"), authority: authority) }
         return ConformancePKI(authority: authority, statementPath: path("runner-packed.json"))
     }
 }

@@ -79,6 +79,17 @@ extension CaseList {
             }
         }
 
+        // The "Metadata Service" group: BLOBs the server loaded (or rejected) at start-up, from DIR/mds.
+        for item in ConformanceMDS.cases {
+            add("Server-MDS-1 \(item.number)", item.intent) {
+                var profile = SoftwareAuthenticator.Profile.securityKey
+                profile.aaguid = item.aaguid.bytes
+                let (reply, _) = try await r.register(r.client(), username: r.uniqueName("mds"), authenticator: SoftwareAuthenticator(profile: profile),
+                                                      attestation: try Self.packedUnder(authority, aaguid: item.aaguid) { _ in })
+                try reply.expect(passes: item.passes)
+            }
+        }
+
         // Packed self attestation from the runner's authenticator whose metadata lists basic_surrogate only.
         registration("\(att)-Resp-6 P-1", "packed self attestation verifies", passes: true, attestation: .packedSelf)
         registration("\(att)-Resp-6 F-1", "packed self attestation whose signature does not verify fails", passes: false, attestation: .packedSelf,

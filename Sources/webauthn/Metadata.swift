@@ -13,13 +13,30 @@ struct MetadataOptions: ParsableArguments {
     @Flag(name: .customLong("allow-stale-metadata"), help: "Accept a BLOB past its nextUpdate.")
     var allowStaleMetadata = false
 
-    func load(at time: Date) throws -> FIDOMetadata? {
-        guard let metadata else { return nil }
+    @Option(name: .customLong("mds-blob"), parsing: .unconditionalSingleValue,
+            help: "An MDS3 BLOB as a metadata service serves it, or a folder of .jwt BLOBs (repeatable). Each is verified; one that does not verify is rejected with its reason, and the rest are used.")
+    var mdsBlobs: [String] = []
+
+    @Option(name: .customLong("metadata-crl"), parsing: .unconditionalSingleValue,
+            help: "A CRL (DER or PEM) for BLOB signing chains, or a folder of .crl files (repeatable). With CRLs, every certificate of a BLOB chain needs its issuer's CRL.")
+    var metadataCRLs: [String] = []
+
+    func blobOptions() throws -> FIDOMetadata.BLOBOptions {
         var options = FIDOMetadata.BLOBOptions(refuseStale: !allowStaleMetadata)
         if let metadataRoot {
             guard let text = try? String(contentsOfFile: metadataRoot, encoding: .utf8) else { throw ValidationError("cannot read \(metadataRoot)") }
             do { options.roots = [try X509Certificate(pem: text)] } catch { throw ValidationError("--metadata-root: \(error.message)") }
         }
+        for path in Self.files(metadataCRLs, suffix: ".crl") {
+            guard let data = FileManager.default.contents(atPath: path) else { throw ValidationError("cannot read \(path)") }
+            do { options.crls.append(try CertificateRevocationList(derOrPEM: [UInt8](data))) } catch { throw ValidationError("--metadata-crl \(path): \(error.message)") }
+        }
+        return options
+    }
+
+    func load(at time: Date) throws -> FIDOMetadata? {
+        guard let metadata else { return nil }
+        let options = try blobOptions()
         do {
             return try FIDOMetadata.load(path: metadata, at: time, options: options)
         } catch {
@@ -27,9 +44,35 @@ struct MetadataOptions: ParsableArguments {
         }
     }
 
-    func anchors(at time: Date) throws -> TrustAnchors {
+    /// The BLOBs of `--mds-blob`: those that verify, and each rejected one with its reason.
+    func loadBLOBs(at time: Date) throws -> (accepted: [(path: String, metadata: FIDOMetadata)], rejected: [(path: String, error: WebAuthnError)]) {
+        let options = try blobOptions()
+        var accepted: [(path: String, metadata: FIDOMetadata)] = [], rejected: [(path: String, error: WebAuthnError)] = []
+        for path in Self.files(mdsBlobs, suffix: ".jwt") {
+            guard let data = FileManager.default.contents(atPath: path) else { throw ValidationError("cannot read \(path)") }
+            do { accepted.append((path, try FIDOMetadata.blob(jwt: [UInt8](data), at: time, options: options))) } catch { rejected.append((path, error)) }
+        }
+        return (accepted, rejected)
+    }
+
+    /// Files named directly, and the files of folders with `suffix`, sorted.
+    static func files(_ paths: [String], suffix: String) -> [String] {
+        paths.flatMap { path -> [String] in
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue else { return [path] }
+            let names = ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).filter { $0.hasSuffix(suffix) }.sorted()
+            return names.map { (path as NSString).appendingPathComponent($0) }
+        }
+    }
+
+    /// Trust anchors: the built-in roots, `--metadata`, and the `--mds-blob` BLOBs that verify
+    /// (`report` hears of each rejected one).
+    func anchors(at time: Date, report: (String, WebAuthnError) -> Void = { _, _ in }) throws -> TrustAnchors {
         var anchors = TrustAnchors.builtIn
         if let loaded = try load(at: time) { anchors.add(loaded.entries) }
+        let blobs = try loadBLOBs(at: time)
+        for blob in blobs.accepted { anchors.add(blob.metadata.entries) }
+        for rejection in blobs.rejected { report(rejection.path, rejection.error) }
         return anchors
     }
 }
@@ -45,20 +88,23 @@ struct MetadataCommand: AsyncParsableCommand {
         @Option(parsing: .unconditional, help: "Verify as of this time (ISO 8601).") var at: String?
 
         mutating func validate() throws {
-            guard trust.metadata != nil else { throw ValidationError("give --metadata PATH") }
+            guard trust.metadata != nil || !trust.mdsBlobs.isEmpty else { throw ValidationError("give --metadata PATH or --mds-blob PATH") }
             if let at, CommonVerifyOptions.parseDate(at) == nil { throw ValidationError("--at is not an ISO 8601 time") }
         }
 
         func run() async throws {
             let time = at.flatMap(CommonVerifyOptions.parseDate) ?? Date()
-            guard let loaded = try trust.load(at: time) else { return }
+            let loaded = try trust.load(at: time)
+            let blobs = try trust.loadBLOBs(at: time)
             let iso = ISO8601DateFormatter()
+            let entries = (loaded?.entries ?? []) + blobs.accepted.flatMap(\.metadata.entries)
             Output.print([
                 "status": "ok",
-                "no": loaded.serial.map { .number(Double($0)) } ?? .null,
-                "nextUpdate": loaded.nextUpdate.map { .string(iso.string(from: $0)) } ?? .null,
-                "skipped": .number(Double(loaded.skipped)),
-                "entries": .array(loaded.entries.map { entry in
+                "no": loaded?.serial.map { .number(Double($0)) } ?? .null,
+                "nextUpdate": loaded?.nextUpdate.map { .string(iso.string(from: $0)) } ?? .null,
+                "skipped": .number(Double((loaded?.skipped ?? 0) + blobs.accepted.map(\.metadata.skipped).reduce(0, +))),
+                "rejected": .array(blobs.rejected.map { ["file": .string($0.path), "error": .string($0.error.code.rawValue), "message": .string($0.error.message)] }),
+                "entries": .array(entries.map { entry in
                     [
                         "aaguid": entry.aaguid.map { .string($0.description) } ?? .null,
                         "attestationCertificateKeyIdentifiers": .array(entry.attestationCertificateKeyIdentifiers.map { .string($0) }),

@@ -83,7 +83,9 @@ struct Serve: AsyncParsableCommand {
             sqlite = try await SQLiteStore.open(path: String(db.dropFirst("sqlite:".count)), logger: logger)
             store = sqlite!
         }
-        let anchors = try trust.anchors(at: Date())
+        let anchors = try trust.anchors(at: Date()) { path, error in
+            logger.error("metadata BLOB rejected, not used", metadata: ["file": .string(path), "code": .string(error.code.rawValue), "reason": .string(error.message)])
+        }
         let listenPort = port
         let allowed = origins.isEmpty ? ["http://localhost:\(port)"] : origins
         let rp: RelyingParty

@@ -103,7 +103,9 @@ struct VerifyRegistration: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let anchors = try trust.anchors(at: common.verificationTime)
+        let anchors = try trust.anchors(at: common.verificationTime) { path, error in
+            FileHandle.standardError.write(Data("metadata BLOB \(path) rejected, not used: \(error.code.rawValue): \(error.message)\n".utf8))
+        }
         let rp = try common.relyingParty(attestation: AttestationPolicy(acceptedTypes: try acceptedTypes(), requireTrustedAttestation: requireTrustedAttestation),
                                          trustAnchors: anchors)
         let body = try readInput(common.response)

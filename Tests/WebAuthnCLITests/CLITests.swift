@@ -219,4 +219,28 @@ extension CLITests {
         #expect(withRoot.status == 0)
         #expect(try Self.run(["metadata", "inspect"]).status == 2)
     }
+
+    @Test("--mds-blob uses the BLOBs that verify and reports each rejected one; without the CRLs, revocations go unseen")
+    func mdsBlobs() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("mds-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let made = try Self.run(["conformance", "--url", "http://127.0.0.1:1", "--rp-id", "example.com", "--origin", "https://example.com",
+                                 "--metadata-out", folder, "--write-metadata-only"])
+        #expect(made.status == 0, "\(made.stderr)")
+        let mds = folder + "/mds"
+        let run = try Self.run(["metadata", "inspect", "--mds-blob", mds, "--metadata-root", mds + "/mds-root.pem", "--metadata-crl", mds])
+        #expect(run.status == 0, "\(run.stderr)")
+        let rejected = run.json?["rejected"]?.arrayValue ?? []
+        let files = rejected.compactMap { $0["file"]?.stringValue.map { ($0 as NSString).lastPathComponent } }
+        #expect(files == ["bad-chain.jwt", "bad-signature.jwt", "revoked-intermediate.jwt", "revoked-signer.jwt"])
+        #expect(rejected.allSatisfy { $0["error"]?.stringValue == "metadata_untrusted" })
+        #expect(run.json?["entries"]?.arrayValue?.count == 2)
+        // The same BLOBs without CRLs: only the signature and the chain fail.
+        let noCRLs = try Self.run(["metadata", "inspect", "--mds-blob", mds, "--metadata-root", mds + "/mds-root.pem"])
+        #expect(noCRLs.json?["rejected"]?.arrayValue?.count == 2)
+        // A CRL file that is not a CRL is a usage error, not a silent skip.
+        let bogus = folder + "/bogus.crl"
+        try Data("-----BEGIN X509 CRL-----\n!!!\n".utf8).write(to: URL(fileURLWithPath: bogus))
+        #expect(try Self.run(["metadata", "inspect", "--mds-blob", mds, "--metadata-crl", bogus]).status == 2)
+    }
 }

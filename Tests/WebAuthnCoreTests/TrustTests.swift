@@ -56,6 +56,32 @@ struct TrustTests {
         #expect(errorCode { _ = try CertificateRevocationList(der: [1, 2, 3]) } == "configuration_invalid")
     }
 
+    @Test("CRLs issued with CRLBuilder revoke what they list, and read as PEM or DER; a broken PEM CRL is a typed error")
+    func issuedCRL() throws {
+        let caKey = try SigningKey.generate(.es256), leafKey = try SigningKey.generate(.es256)
+        var caBuilder = CertificateBuilder(subject: [("CN", "CRL test CA")])
+        caBuilder.extensions = [("2.5.29.19", true, [0x30, 0x03, 0x01, 0x01, 0xff])]
+        let ca = try caBuilder.build(key: caKey, issuer: nil, issuerKey: caKey)
+        var leafBuilder = CertificateBuilder(subject: [("CN", "leaf")])
+        leafBuilder.serial = 77
+        let leaf = try leafBuilder.build(key: leafKey, issuer: ca, issuerKey: caKey)
+        let der = try CRLBuilder(revoking: [77]).build(issuer: ca, issuerKey: caKey)
+        let pem = "-----BEGIN X509 CRL-----\n" + Data(der).base64EncodedString(options: .lineLength64Characters) + "\n-----END X509 CRL-----\n"
+        for crl in [try CertificateRevocationList(derOrPEM: der), try CertificateRevocationList(derOrPEM: Array(pem.utf8))] {
+            guard case .untrusted(let e) = CertificateChain.validate([leaf], anchors: [ca], crls: [crl], at: Self.time2030) else {
+                Issue.record("a revoked certificate was accepted"); continue
+            }
+            #expect(e.code == .certificateRevoked)
+        }
+        let empty = try CertificateRevocationList(der: CRLBuilder().build(issuer: ca, issuerKey: caKey))
+        guard case .trusted = CertificateChain.validate([leaf], anchors: [ca], crls: [empty], at: Self.time2030) else {
+            Issue.record("a CRL that lists nothing revoked the certificate"); return
+        }
+        for broken in ["-----BEGIN X509 CRL-----\nAAAA", "-----BEGIN X509 CRL-----\n!!\n-----END X509 CRL-----", "-----BEGIN X509 CRL-----\nAAAA\n-----END X509 CRL-----"] {
+            #expect(errorCode { _ = try CertificateRevocationList(derOrPEM: Array(broken.utf8)) } == "configuration_invalid", "\(broken)")
+        }
+    }
+
     @Test("registration: an untrusted chain is reported, and refused when trust is required; expired always fails")
     func registrationTrust() throws {
         let f = W3CFixture("w3c-packed-es256.json")

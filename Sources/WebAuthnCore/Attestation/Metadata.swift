@@ -87,7 +87,7 @@ public struct FIDOMetadata: Sendable {
             }
             chain.append(try X509Certificate(der: [UInt8](der)))
         }
-        switch CertificateChain.validate(chain, anchors: options.roots, crls: options.crls, at: time) {
+        switch CertificateChain.validate(chain, anchors: options.roots, crls: options.crls, at: time, leafRole: "the BLOB signing certificate") {
         case .trusted: break
         case .untrusted(let error): throw WebAuthnError(.metadataUntrusted, "the BLOB signing chain: \(error.message)")
         }

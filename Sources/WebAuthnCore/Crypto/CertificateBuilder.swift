@@ -79,3 +79,47 @@ extension SigningKey {
         return SigningKey(taking: pkey, algorithm: algorithm)
     }
 }
+
+/// Issues X.509 v2 CRLs through OpenSSL, for test PKIs (the conformance
+/// runner's metadata-service chain). SPI: relying parties never issue CRLs.
+@_spi(Testing)
+public struct CRLBuilder {
+    /// Serial numbers of the revoked certificates.
+    public var revokedSerials: [UInt64]
+    public var lastUpdate = Date(timeIntervalSince1970: 1_704_067_200)  // 2024-01-01
+    public var nextUpdate = Date(timeIntervalSince1970: 4_102_444_800)  // 2100-01-01
+
+    public init(revoking serials: [UInt64] = []) { revokedSerials = serials }
+
+    /// The CRL, DER, signed by `issuerKey` in the name of `issuer`.
+    public func build(issuer: X509Certificate, issuerKey: SigningKey) throws(WebAuthnError) -> [UInt8] {
+        guard let crl = X509_CRL_new() else { throw OpenSSL.failure("X509_CRL_new") }
+        defer { X509_CRL_free(crl) }
+        guard let last = ASN1_TIME_set(nil, time_t(lastUpdate.timeIntervalSince1970)),
+              let next = ASN1_TIME_set(nil, time_t(nextUpdate.timeIntervalSince1970)) else { throw OpenSSL.failure("CRL times") }
+        defer { ASN1_TIME_free(last); ASN1_TIME_free(next) }
+        var ok = X509_CRL_set_version(crl, 1) == 1
+        ok = ok && X509_CRL_set_issuer_name(crl, X509_get_subject_name(issuer.x509)) == 1
+        ok = ok && X509_CRL_set1_lastUpdate(crl, last) == 1 && X509_CRL_set1_nextUpdate(crl, next) == 1
+        for serial in revokedSerials where ok {
+            guard let revoked = X509_REVOKED_new() else { throw OpenSSL.failure("X509_REVOKED_new") }
+            guard let number = ASN1_INTEGER_new() else { X509_REVOKED_free(revoked); throw OpenSSL.failure("ASN1_INTEGER_new") }
+            defer { ASN1_INTEGER_free(number) }
+            ok = ASN1_INTEGER_set_uint64(number, serial) == 1 && X509_REVOKED_set_serialNumber(revoked, number) == 1
+                && X509_REVOKED_set_revocationDate(revoked, last) == 1
+            // add0 takes the entry; on failure it is still ours to free.
+            if ok && X509_CRL_add0_revoked(crl, revoked) == 1 { continue }
+            X509_REVOKED_free(revoked)
+            ok = false
+        }
+        ok = ok && X509_CRL_sort(crl) == 1
+        let md: OpaquePointer? = issuerKey.algorithm.digest == nil ? nil : OpenSSL.sha256
+        ok = ok && X509_CRL_sign(crl, issuerKey.pkey, md) > 0
+        guard ok else { throw OpenSSL.failure("issuing a CRL") }
+        var out: UnsafeMutablePointer<UInt8>?
+        let length = i2d_X509_CRL(crl, &out)
+        guard length > 0, let out else { throw OpenSSL.failure("encoding a CRL") }
+        defer { webauthn_openssl_free(out) }
+        return Array(UnsafeBufferPointer(start: out, count: Int(length)))
+    }
+}

@@ -21,6 +21,18 @@ public final class CertificateRevocationList: @unchecked Sendable {
         crl = parsed
     }
 
+    /// Parses a DER CRL, or a PEM one (`-----BEGIN X509 CRL-----`).
+    public convenience init(derOrPEM bytes: [UInt8]) throws(WebAuthnError) {
+        let marker = Array("-----BEGIN X509 CRL-----".utf8)
+        guard let start = bytes.firstRange(of: marker) else { try self.init(der: bytes); return }
+        let rest = bytes[start.upperBound...]
+        guard let end = rest.firstRange(of: Array("-----END X509 CRL-----".utf8)),
+              let der = Data(base64Encoded: String(decoding: rest[..<end.lowerBound], as: UTF8.self), options: .ignoreUnknownCharacters) else {
+            throw WebAuthnError(.configurationInvalid, "a PEM CRL without a base64 body between its markers")
+        }
+        try self.init(der: [UInt8](der))
+    }
+
     deinit { X509_CRL_free(crl) }
 }
 
@@ -42,9 +54,11 @@ public enum CertificateChain {
         case untrusted(WebAuthnError)
     }
 
-    /// Validates `chain` (leaf first) against `anchors` at `time`.
+    /// Validates `chain` (leaf first) against `anchors` at `time`; `leafRole` names the first
+    /// certificate in messages.
     public static func validate(
-        _ chain: [X509Certificate], anchors: [X509Certificate], crls: [CertificateRevocationList] = [], at time: Date
+        _ chain: [X509Certificate], anchors: [X509Certificate], crls: [CertificateRevocationList] = [], at time: Date,
+        leafRole: String = "the attestation certificate"
     ) -> Outcome {
         guard let leaf = chain.first else {
             return .untrusted(WebAuthnError(.attestationUntrusted, "there is no certificate to validate"))
@@ -80,7 +94,7 @@ public enum CertificateChain {
         guard ok else {
             let reason = String(cString: X509_verify_cert_error_string(Int(code)))
             let depth = X509_STORE_CTX_get_error_depth(ctx)
-            let where_ = depth == 0 ? "the attestation certificate" : "certificate \(depth) of the chain"
+            let where_ = depth == 0 ? leafRole : "certificate \(depth) of the chain"
             switch code {
             case X509_V_ERR_CERT_HAS_EXPIRED, X509_V_ERR_CERT_NOT_YET_VALID:
                 return .untrusted(WebAuthnError(.certificateExpired, "\(where_): \(reason) at \(ISO8601DateFormatter().string(from: time))"))

@@ -24,6 +24,9 @@ final class ServeProcess: @unchecked Sendable {
     let output = Pipe()
     private(set) var port = 0
     let database: String
+    /// The server's standard error (its log), in a file so that it never blocks the server.
+    let errorLog = FileManager.default.temporaryDirectory.appendingPathComponent("serve-\(UUID().uuidString).log")
+    var log: String { (try? String(contentsOf: errorLog, encoding: .utf8)) ?? "" }
 
     /// Starts `serve` on a free port with a SQLite database at `database`.
     init(database: String, extra: [String] = []) throws {
@@ -32,7 +35,8 @@ final class ServeProcess: @unchecked Sendable {
         process.arguments = ["serve", "--port", "0", "--rp-id", Self.rpId, "--origin", Self.origin, "--db", database.contains("://") ? database : "sqlite:" + database,
                              "--log-level", "warning"] + extra
         process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
+        _ = FileManager.default.createFile(atPath: errorLog.path, contents: nil)
+        process.standardError = try FileHandle(forWritingTo: errorLog)
         try process.run()
         // The one line saying where it listens carries the port.
         var text = ""
@@ -63,7 +67,10 @@ final class ServeProcess: @unchecked Sendable {
         process.waitUntilExit()
     }
 
-    deinit { if process.isRunning { process.terminate() } }
+    deinit {
+        if process.isRunning { process.terminate() }
+        try? FileManager.default.removeItem(at: errorLog)
+    }
 
     struct Reply {
         let status: Int
