@@ -10,17 +10,9 @@ extension CaseList {
         let passkey: @Sendable () -> SoftwareAuthenticator = { SoftwareAuthenticator(profile: .platformPasskey) }
         let response = Edits.inResponse
         assertion("\(asr)-Resp-1 P-1", "a well-formed assertion verifies", passes: true)
-        assertion("\(asr)-Resp-1 F-1", "an assertion without id fails", passes: false, json: Edits.without("id"))
-        assertion("\(asr)-Resp-1 F-2", "an id that is not a string fails", passes: false, json: Edits.setting("id", 5))
-        assertion("\(asr)-Resp-1 F-3", "an id that is not base64url fails", passes: false, json: Edits.setting("id", "!!!"))
-        assertion("\(asr)-Resp-1 F-4", "an assertion without type fails", passes: false, json: Edits.without("type"))
-        assertion("\(asr)-Resp-1 F-5", "a type that is not a string fails", passes: false, json: Edits.setting("type", 1))
-        assertion("\(asr)-Resp-1 F-6", "a type other than public-key fails", passes: false, json: Edits.setting("type", "password"))
-        assertion("\(asr)-Resp-1 F-7", "an assertion without response fails", passes: false, json: Edits.without("response"))
-        assertion("\(asr)-Resp-1 F-8", "a response member that is not an object fails", passes: false, json: Edits.setting("response", "x"))
-        assertion("\(asr)-Resp-1 F-9", "an assertion without clientDataJSON fails", passes: false, json: response(Edits.without("clientDataJSON")))
-        assertion("\(asr)-Resp-1 F-10", "a clientDataJSON that is not a string fails", passes: false, json: response(Edits.setting("clientDataJSON", 3)))
-        assertion("\(asr)-Resp-1 F-11", "an empty clientDataJSON fails", passes: false, json: response(Edits.setting("clientDataJSON", "")))
+        for (n, intent, edit) in Self.credentialShapeDefects() {
+            assertion("\(asr)-Resp-1 F-\(n)", intent, passes: false, json: edit)
+        }
         assertion("\(asr)-Resp-1 F-12", "an assertion without authenticatorData fails", passes: false, json: response(Edits.without("authenticatorData")))
         assertion("\(asr)-Resp-1 F-13", "an authenticatorData that is not a string fails", passes: false, json: response(Edits.setting("authenticatorData", ["x"])))
         assertion("\(asr)-Resp-1 F-14", "an authenticatorData that is not base64url fails", passes: false, json: response(Edits.setting("authenticatorData", "!!!")))

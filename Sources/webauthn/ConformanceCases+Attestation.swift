@@ -18,17 +18,9 @@ extension CaseList {
             try check(excluded.contains { $0["type"]?.stringValue == "public-key" && $0["id"]?.stringValue == Base64URL.encode(parts.id) }, "excludeCredentials: \(excluded)")
         }
         let response = Edits.inResponse
-        registration("\(att)-Resp-1 F-1", "a response without id fails", passes: false, json: Edits.without("id"))
-        registration("\(att)-Resp-1 F-2", "an id that is not a string fails", passes: false, json: Edits.setting("id", 5))
-        registration("\(att)-Resp-1 F-3", "an id that is not base64url fails", passes: false, json: Edits.setting("id", "!!!"))
-        registration("\(att)-Resp-1 F-4", "a response without type fails", passes: false, json: Edits.without("type"))
-        registration("\(att)-Resp-1 F-5", "a type that is not a string fails", passes: false, json: Edits.setting("type", 1))
-        registration("\(att)-Resp-1 F-6", "a type other than public-key fails", passes: false, json: Edits.setting("type", "password"))
-        registration("\(att)-Resp-1 F-7", "a response without response fails", passes: false, json: Edits.without("response"))
-        registration("\(att)-Resp-1 F-8", "a response member that is not an object fails", passes: false, json: Edits.setting("response", "x"))
-        registration("\(att)-Resp-1 F-9", "a response without clientDataJSON fails", passes: false, json: response(Edits.without("clientDataJSON")))
-        registration("\(att)-Resp-1 F-10", "a clientDataJSON that is not a string fails", passes: false, json: response(Edits.setting("clientDataJSON", ["a": 1])))
-        registration("\(att)-Resp-1 F-11", "an empty clientDataJSON fails", passes: false, json: response(Edits.setting("clientDataJSON", "")))
+        for (n, intent, edit) in Self.credentialShapeDefects() {
+            registration("\(att)-Resp-1 F-\(n)", intent, passes: false, json: edit)
+        }
         registration("\(att)-Resp-1 F-12", "a response without attestationObject fails", passes: false, json: response(Edits.without("attestationObject")))
         registration("\(att)-Resp-1 F-13", "an attestationObject that is not a string fails", passes: false, json: response(Edits.setting("attestationObject", 7)))
         registration("\(att)-Resp-1 F-14", "an empty attestationObject fails", passes: false, json: response(Edits.setting("attestationObject", "")))
@@ -123,6 +115,24 @@ extension CaseList {
             }
             try check(second.failedProperly, "duplicate accepted: \(second.status) \(second.message)")
         }
+    }
+
+    /// The list's response-structure cases shared by attestation and assertion Resp-1 (F-1 to F-11), by number.
+    static func credentialShapeDefects() -> [(Int, String, JSONEdit)] {
+        let response = Edits.inResponse
+        return [
+            (1, "a response without id fails", Edits.without("id")),
+            (2, "an id that is not a string fails", Edits.setting("id", 5)),
+            (3, "an id that is not base64url fails", Edits.setting("id", "!!!")),
+            (4, "a response without type fails", Edits.without("type")),
+            (5, "a type that is not a string fails", Edits.setting("type", 1)),
+            (6, "a type other than public-key fails", Edits.setting("type", "password")),
+            (7, "a response without response fails", Edits.without("response")),
+            (8, "a response member that is not an object fails", Edits.setting("response", "x")),
+            (9, "a response without clientDataJSON fails", response(Edits.without("clientDataJSON"))),
+            (10, "a clientDataJSON that is not a string fails", response(Edits.setting("clientDataJSON", ["a": 1]))),
+            (11, "an empty clientDataJSON fails", response(Edits.setting("clientDataJSON", ""))),
+        ]
     }
 
     typealias ClientDataEdit = @Sendable (inout ClientDataParts, inout [UInt8]?) -> Void
