@@ -106,6 +106,9 @@ public struct RegistrationParts: Sendable {
 
     public var jsonBytes: [UInt8] { json.serializedBytes() }
 
+    /// The response as the FIDO2 conformance API posts it (ServerAuthenticatorAttestationResponse).
+    public var conformanceJSON: JSONValue { ConformanceShape.from(json) }
+
     public var response: RegistrationResponse {
         RegistrationResponse(id: id, clientDataJSON: clientDataJSON, attestationObject: attestationObject, transports: transports)
     }
@@ -138,8 +141,23 @@ public struct AssertionParts: Sendable {
 
     public var jsonBytes: [UInt8] { json.serializedBytes() }
 
+    /// The response as the FIDO2 conformance API posts it (ServerAuthenticatorAssertionResponse).
+    public var conformanceJSON: JSONValue { ConformanceShape.from(json) }
+
     public var response: AuthenticationResponse {
         AuthenticationResponse(id: id, clientDataJSON: clientDataJSON, authenticatorData: authenticatorData.bytes,
                                signature: signature, userHandle: userHandle)
+    }
+}
+
+/// The FIDO2 conformance API's credential shape: the browser's `toJSON()` without
+/// `rawId`, and `getClientExtensionResults` for `clientExtensionResults`.
+enum ConformanceShape {
+    static func from(_ json: JSONValue) -> JSONValue {
+        guard var object = json.objectValue else { return json }
+        object["rawId"] = nil
+        object["getClientExtensionResults"] = object["clientExtensionResults"] ?? [:]
+        object["clientExtensionResults"] = nil
+        return .object(object)
     }
 }

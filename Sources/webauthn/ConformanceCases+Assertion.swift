@@ -63,7 +63,7 @@ extension CaseList {
             let (c, name, key, credential) = try await r.registered()
             let (first, parts) = try await r.signIn(c, username: name, authenticator: key, credential: credential)
             try check(first.ok, first.message)
-            let replay = try await c.post("/assertion/result", ConformanceRunner.conformanceShape(parts.json))
+            let replay = try await c.post("/assertion/result", parts.conformanceJSON)
             try check(replay.failedProperly, "replay accepted: \(replay.status) \(replay.message)")
         }
         assertion("L3-7.2-6 F-1", "a userHandle of another account fails", passes: false, edit: { $0.userHandle = Array("someone-else".utf8) })

@@ -112,7 +112,7 @@ final class ConformanceRunner: Sendable {
                                                algorithm: algorithm, attestation: attestation, credentialIdLength: credentialIdLength)
         try edit(&parts)
         if let defect { try authenticator.restate(&parts, attestation, defect: defect) }
-        var object = Self.conformanceShape(parts.json).objectValue!
+        var object = parts.conformanceJSON.objectValue!
         jsonEdit(&object)
         return (try await client.post("/attestation/result", .object(object)), parts)
     }
@@ -132,18 +132,9 @@ final class ConformanceRunner: Sendable {
         var parts = try authenticator.authenticate(rpId: rpId, origin: origin, challenge: challenge, credentialId: credential)
         try edit(&parts)
         if resign { parts = try authenticator.resign(parts) }
-        var object = Self.conformanceShape(parts.json).objectValue!
+        var object = parts.conformanceJSON.objectValue!
         jsonEdit(&object)
         return (try await client.post("/assertion/result", .object(object)), parts)
-    }
-
-    /// The conformance tool's credential shape: no rawId, getClientExtensionResults.
-    static func conformanceShape(_ json: JSONValue) -> JSONValue {
-        guard var object = json.objectValue else { return json }
-        object["rawId"] = nil
-        object["getClientExtensionResults"] = object["clientExtensionResults"] ?? [:]
-        object["clientExtensionResults"] = nil
-        return .object(object)
     }
 
     /// The algorithms the server offers in pubKeyCredParams (empty if it cannot be asked).

@@ -108,6 +108,11 @@ struct HostileInputTests {
         let response = try RegistrationResponse(json: .object(object))
         #expect(response.clientExtensionResults["credProps"]?["rk"]?.boolValue == true)
         #expect(h.verify(try h.register(), ceremony: nil) == nil)
+        // The software authenticator writes that shape itself, and the engine reads it back.
+        let parts = try h.register()
+        let shaped = parts.conformanceJSON
+        #expect(shaped["rawId"] == nil && shaped["getClientExtensionResults"] != nil && shaped["clientExtensionResults"] == nil)
+        #expect(try RegistrationResponse(json: shaped).id == parts.id)
     }
 
     @Test("client data of the wrong shape is client_data_malformed", arguments: [
