@@ -29,7 +29,7 @@ struct Conformance: AsyncParsableCommand {
     func run() async throws {
         let pki = try ConformancePKI.load(folder: metadataOut)
         if writeMetadataOnly {
-            print("wrote \(pki.statementPath)")
+            print("metadata in \(metadataOut): " + (ConformancePKI.statements(pki.authority).map(\.0) + ["mds/ (BLOBs, mds-root.pem, CRLs)"]).joined(separator: ", "))
             return
         }
         let runner = ConformanceRunner(base: url, rpId: rpId, origin: origin, pki: pki)
@@ -74,7 +74,6 @@ struct ConformancePKI: Sendable {
     /// The authenticator whose metadata lists self (surrogate) attestation only.
     static let selfAAGUID = AAGUID("7d1351a6-e097-4852-b8bf-c9ac5c9ce4a5")!
     let authority: AttestationAuthority
-    let statementPath: String
 
     /// Authenticators whose metadata carries a status report (MDS3 §3.1.4),
     /// each with its own AAGUID; the first five are compromise statuses.
@@ -128,7 +127,7 @@ struct ConformancePKI: Sendable {
             try Data(statement.serializedBytes()).write(to: URL(fileURLWithPath: path(name)))
         }
         if !FileManager.default.fileExists(atPath: path("mds")) { try ConformanceMDS.write(folder: path("mds"), authority: authority) }
-        return ConformancePKI(authority: authority, statementPath: path("runner-packed.json"))
+        return ConformancePKI(authority: authority)
     }
 }
 
