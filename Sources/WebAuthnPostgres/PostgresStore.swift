@@ -54,6 +54,9 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore 
         !(try await pool.query("DELETE FROM credentials WHERE id = $1 RETURNING id", [PGText.bytea(id)])).isEmpty
     }
 
+    /// Credential keys already imported, shared by every store of the process.
+    static let keys = COSEKeyCache()
+
     static func record(_ row: PostgresConnection.Row) throws -> CredentialRecord {
         func bytes(_ name: String) throws -> [UInt8] {
             guard let b = PGText.bytes(row[name]) else { throw WebAuthnError(.storageFailure, "credentials.\(name) is unreadable") }
@@ -61,7 +64,7 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore 
         }
         let transports = row["transports"] ?? ""
         return CredentialRecord(
-            id: try bytes("id"), userHandle: try bytes("user_handle"), publicKey: try COSEKey(bytes: try bytes("public_key")),
+            id: try bytes("id"), userHandle: try bytes("user_handle"), publicKey: try keys.key(try bytes("public_key")),
             signCount: UInt32(row["sign_count"] ?? "0") ?? 0, transports: transports.isEmpty ? [] : transports.split(separator: ",").map(String.init),
             uvInitialized: row["uv_initialized"] == "t", backupEligible: row["backup_eligible"] == "t", backupState: row["backup_state"] == "t",
             aaguid: AAGUID(bytes: try bytes("aaguid")) ?? .zero, attestationFormat: row["attestation_format"] ?? "none",

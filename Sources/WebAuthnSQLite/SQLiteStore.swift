@@ -67,6 +67,9 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore {
         !(try await connection.query("DELETE FROM credentials WHERE id = ? RETURNING id", [.blob(id)])).isEmpty
     }
 
+    /// Credential keys already imported, shared by every store of the process.
+    static let keys = COSEKeyCache()
+
     static func record(_ row: SQLiteRow) throws -> CredentialRecord {
         func blob(_ name: String) throws -> [UInt8] {
             guard let buffer = row.column(name)?.blob else { throw WebAuthnError(.storageFailure, "credentials.\(name) is not a blob") }
@@ -75,7 +78,7 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore {
         func int(_ name: String) -> Int { Int(row.column(name)?.integer ?? 0) }
         let transports = row.column("transports")?.string ?? ""
         return CredentialRecord(
-            id: try blob("id"), userHandle: try blob("user_handle"), publicKey: try COSEKey(bytes: try blob("public_key")),
+            id: try blob("id"), userHandle: try blob("user_handle"), publicKey: try keys.key(try blob("public_key")),
             signCount: UInt32(clamping: int("sign_count")), transports: transports.isEmpty ? [] : transports.split(separator: ",").map(String.init),
             uvInitialized: int("uv_initialized") != 0, backupEligible: int("backup_eligible") != 0, backupState: int("backup_state") != 0,
             aaguid: AAGUID(bytes: try blob("aaguid")) ?? .zero, attestationFormat: row.column("attestation_format")?.string ?? "none",

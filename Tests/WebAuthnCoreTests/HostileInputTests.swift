@@ -172,6 +172,18 @@ struct HostileInputTests {
         return CBOREncoder.encode(.map(pairs))
     }
 
+    @Test("the COSE key cache gives the key the bytes give, refuses what COSEKey refuses, keeps nothing it refused, and stays bounded")
+    func coseKeyCache() throws {
+        let cache = COSEKeyCache(capacity: 2)
+        let bytes = Self.ec2()
+        let first = try cache.key(bytes), again = try cache.key(bytes)
+        #expect(first.bytes == bytes && first.algorithm == .es256 && first.publicKey === again.publicKey)
+        #expect(errorCode { _ = try cache.key(Self.ec2(-35)) } == "cose_key_invalid")
+        #expect(cache.count == 1)
+        for _ in 0..<3 { _ = try cache.key(CBOREncoder.encode(try SigningKey.generate(.es256).coseKey())) }
+        #expect(cache.count <= 2)
+    }
+
     @Test("COSE keys are validated strictly")
     func coseKeys() throws {
         #expect(errorCode { _ = try COSEKey(bytes: Self.ec2()) } == nil)
