@@ -8,12 +8,15 @@ import Foundation
 public final class AttestationAuthority: Sendable {
     let rootKey: SigningKey
     let attestationKey: SigningKey
+    /// The RSA key that signs SafetyNet JWSs (made once per authority; RSA keys are slow to make).
+    let safetyNetKey: SigningKey
     public let root: X509Certificate
 
     public init(rootKeyPEM: String, rootCertificateDER: [UInt8], attestationKeyPEM: String) throws {
         rootKey = try SigningKey(pem: rootKeyPEM, algorithm: .es256)
         attestationKey = try SigningKey(pem: attestationKeyPEM, algorithm: .es256)
         root = try X509Certificate(der: rootCertificateDER)
+        safetyNetKey = try SigningKey.generate(.rs256)
     }
 
     /// A new root and attestation key.

@@ -27,7 +27,7 @@ enum FormatStatements {
     /// payload nonce is base64(SHA-256(authData ‖ clientDataHash)).
     static func safetyNet(_ parts: RegistrationParts, authority: AttestationAuthority, nonce: [UInt8]? = nil, timestamp: Date = Date(),
                           ctsProfileMatch: Bool = true, host: String = "attest.android.com", emptyChain: Bool = false) throws -> CBOR {
-        let key = try SigningKey.generate(.rs256)
+        let key = authority.safetyNetKey
         let leaf = try authority.issue(CertificateBuilder(subject: [("C", "AA"), ("O", "WebAuthn Testing"), ("CN", host)]), for: key)
         let value = nonce ?? Digest.hash(.sha256, parts.authenticatorData.bytes, Digest.sha256(parts.clientDataJSON))
         let chain: [JSONValue] = emptyChain ? [] : [.string(Data(leaf.der).base64EncodedString()), .string(Data(authority.root.der).base64EncodedString())]
