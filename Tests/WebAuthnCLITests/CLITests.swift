@@ -126,6 +126,11 @@ struct CLITests {
         #expect(try Self.run(["verify", "registration", "--rp-id", "example.com", "--origin", "https://example.com", "--challenge", "AA", "--response", "/nonexistent"]).status == 2)
         #expect(try Self.run(["verify", "registration", "--rp-id", "example.com", "--origin", "https://example.com", "--challenge", "AA", "--response", "-", "--attestation-types", "bogus"]).status == 2)
         #expect(try Self.run(["frobnicate"]).status == 2)
+        // serve refuses algorithms it does not know and RS1 before it opens anything.
+        for list in ["RS1", "ES256,nope", ""] {
+            #expect(try Self.run(["serve", "--algorithms", list, "--db", "sqlite:/nonexistent-dir/x.sqlite"]).status == 2, "\(list)")
+        }
+        #expect(try Self.run(["metadata", "inspect", "--mds-blob", "/nonexistent.jwt"]).status == 2)
         #expect(try Self.run(["--help"]).status == 0)
     }
 
