@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import WebAuthnTesting
+@_spi(Testing) import WebAuthnTesting
 @testable @_spi(Testing) import WebAuthnCore
 
 /// Certificate paths, CRLs, FIDO metadata and the trust policy (WebAuthn L3 §7.1 steps 24–25).
@@ -221,6 +221,14 @@ struct TrustTests {
             #expect(try result(attestation, anchors: anchors).trust.trusted)
             #expect(try !result(attestation, anchors: .builtIn).trust.trusted)
         }
+        // Metadata that says self attestation only makes full attestation untrusted, but an
+        // expired certificate still fails first: a metadata objection never excuses it.
+        var surrogate = TrustAnchors.builtIn
+        surrogate.add([try FIDOMetadata.statementEntry(authority.metadataStatement(aaguid: aaguid, description: "self only", attestationTypes: ["basic_surrogate"]), status: nil)])
+        let objected = try result(.packedFull(authority), anchors: surrogate).trust
+        #expect(!objected.trusted && objected.reason.contains("basic_surrogate"))
+        let expired = try authority.packedAttestation(aaguid: profile.aaguid) { $0.notAfter = Date(timeIntervalSince1970: 1_735_689_600) }
+        #expect(errorCode { _ = try result(expired, anchors: surrogate) } == "certificate_expired")
     }
 
     @Test("real devices are trusted through the real FIDO BLOB: YubiKey (packed, by AAGUID; U2F, by key identifier), Surface Pro 4 (TPM)")

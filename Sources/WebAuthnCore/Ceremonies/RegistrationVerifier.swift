@@ -117,15 +117,21 @@ public enum RegistrationVerifier {
         if policy.deniedAAGUIDs.contains(aaguid) || policy.allowedAAGUIDs.map({ !$0.contains(aaguid) }) == true {
             throw WebAuthnError(.aaguidNotAllowed, "authenticator AAGUID \(aaguid) is not allowed by policy", step: step(25))
         }
+        // What FIDO metadata says against this attestation: a type the entry does not list
+        // (the response is not from the authenticator it names), or a compromised status.
+        // Fatal when trust is required; otherwise the attestation is reported untrusted,
+        // after the checks below (an expired or revoked certificate still fails).
+        var objection: String?
         if let entry, let listed = type.metadataName, !entry.attestationTypes.isEmpty, !entry.attestationTypes.contains(listed) {
-            // FIDO metadata lists the attestation types this authenticator makes;
-            // another type means the response is not from the authenticator it names.
             let reason = "FIDO metadata for \(entry.description) lists attestation types \(entry.attestationTypes), not \(listed)"
             if policy.requireTrustedAttestation { throw WebAuthnError(.attestationTypeNotAllowed, reason, step: step(25)) }
-            return (AttestationTrust(trusted: false, reason: reason, certificateChain: v.trustPath, metadata: entry), type)
+            objection = reason
         }
-        if let status = entry?.status, status.isCompromised, policy.requireTrustedAttestation {
-            throw WebAuthnError(.authenticatorCompromised, "FIDO metadata reports \(entry?.description ?? "the authenticator") as \(status)", step: step(25))
+        if let entry, let status = entry.status, status.isCompromised {
+            if policy.requireTrustedAttestation {
+                throw WebAuthnError(.authenticatorCompromised, "FIDO metadata reports \(entry.description) as \(status)", step: step(25))
+            }
+            objection = objection ?? "metadata reports the authenticator as \(status)"
         }
         let now = rp.clock.now()
         for (i, cert) in v.trustPath.enumerated() {
@@ -133,13 +139,13 @@ public enum RegistrationVerifier {
         }
         guard type.presentsCertificateChain else {
             let reason = type == .none ? "no attestation was provided" : "self attestation: the credential key signed its own attestation"
-            return (AttestationTrust(trusted: false, reason: reason, certificateChain: [], metadata: entry), type)
+            return (AttestationTrust(trusted: false, reason: objection ?? reason, certificateChain: [], metadata: entry), type)
         }
         let roots = (anchors.formatRoots[format] ?? []) + (entry?.attestationRootCertificates ?? [])
         switch CertificateChain.validate(v.trustPath, anchors: roots, crls: anchors.crls, at: now) {
         case .trusted(let path):
-            if let status = entry?.status, status.isCompromised {
-                return (AttestationTrust(trusted: false, reason: "the chain is valid but metadata reports the authenticator as \(status)", certificateChain: path, metadata: entry), type)
+            if let objection {
+                return (AttestationTrust(trusted: false, reason: "the chain is valid but \(objection)", certificateChain: path, metadata: entry), type)
             }
             let source = entry.map { "FIDO metadata (\($0.description))" } ?? "the \(format) roots"
             return (AttestationTrust(trusted: true, reason: "the chain leads to a root from \(source)", certificateChain: path, metadata: entry), type)
