@@ -7,7 +7,8 @@ import Foundation
 /// Keep the PEMs to make the same authority again in another process.
 public final class AttestationAuthority: Sendable {
     let rootKey: SigningKey
-    let attestationKey: SigningKey
+    /// The key that signs packed and fido-u2f statements and is the tpm AIK.
+    @_spi(Testing) public let attestationKey: SigningKey
     /// The RSA key that signs SafetyNet JWSs (made once per authority; RSA keys are slow to make).
     let safetyNetKey: SigningKey
     public let root: X509Certificate
@@ -22,9 +23,7 @@ public final class AttestationAuthority: Sendable {
     /// A new root and attestation key.
     public static func generate(name: String = "webauthn test authority") throws -> AttestationAuthority {
         let rootKey = try SigningKey.generate(.es256)
-        var builder = CertificateBuilder(subject: [("C", "AA"), ("O", name), ("CN", "\(name) root")])
-        builder.extensions = [("2.5.29.19", true, DERWriter.basicConstraintsCATrue)]
-        let root = try builder.build(key: rootKey, issuer: nil, issuerKey: rootKey)
+        let root = try CertificateBuilder.certificateAuthority(organization: name, name: "\(name) root").build(key: rootKey, issuer: nil, issuerKey: rootKey)
         return try AttestationAuthority(rootKeyPEM: try rootKey.privateKeyPEM(), rootCertificateDER: root.der,
                                         attestationKeyPEM: try SigningKey.generate(.es256).privateKeyPEM())
     }
@@ -85,8 +84,7 @@ public final class AttestationAuthority: Sendable {
         var x5c: [[UInt8]]
         if let notAfter = intermediateNotAfter {
             let caKey = try SigningKey.generate(.es256)
-            var ca = CertificateBuilder(subject: [("C", "AA"), ("O", "WebAuthn Testing"), ("CN", "Packed Test Intermediate CA")])
-            ca.extensions = [("2.5.29.19", true, DERWriter.basicConstraintsCATrue)]
+            var ca = CertificateBuilder.certificateAuthority(organization: "WebAuthn Testing", name: "Packed Test Intermediate CA")
             ca.notAfter = notAfter
             let intermediate = try issue(ca, for: caKey)
             template.serial = UInt64.random(in: 2...UInt64.max / 2)

@@ -30,8 +30,6 @@ enum FormatStatements {
         let key = authority.safetyNetKey
         let leaf = try authority.issue(CertificateBuilder(subject: [("C", "AA"), ("O", "WebAuthn Testing"), ("CN", host)]), for: key)
         let value = nonce ?? Digest.hash(.sha256, parts.authenticatorData.bytes, Digest.sha256(parts.clientDataJSON))
-        let chain: [JSONValue] = emptyChain ? [] : [.string(Data(leaf.der).base64EncodedString()), .string(Data(authority.root.der).base64EncodedString())]
-        let header: JSONValue = ["alg": "RS256", "x5c": .array(chain)]
         let payload: JSONValue = [
             "nonce": .string(Data(value).base64EncodedString()),
             "timestampMs": .number((timestamp.timeIntervalSince1970 * 1000).rounded()),
@@ -39,8 +37,7 @@ enum FormatStatements {
             "ctsProfileMatch": .bool(ctsProfileMatch),
             "basicIntegrity": true,
         ]
-        let signingInput = Array((Base64URL.encode(header.serializedBytes()) + "." + Base64URL.encode(payload.serializedBytes())).utf8)
-        let jws = signingInput + Array(".".utf8) + Array(Base64URL.encode(try key.sign(signingInput)).utf8)
+        let jws = try JWSWriter.compact(payload, key: key, x5c: emptyChain ? [] : [leaf, authority.root])
         return .map([CBORPair(.text("ver"), .text("14366018")), CBORPair(.text("response"), .bytes(jws))])
     }
 
@@ -99,5 +96,26 @@ enum FormatStatements {
         return .map([CBORPair(.text("ver"), .text("2.0")), CBORPair(.text("alg"), CBOR(aikKey.algorithm.rawValue)),
                      CBORPair(.text("x5c"), .array([.bytes(aik.der)])), CBORPair(.text("sig"), .bytes(try aikKey.sign(certInfo))),
                      CBORPair(.text("certInfo"), .bytes(certInfo)), CBORPair(.text("pubArea"), .bytes(pubArea))])
+    }
+}
+
+/// Signs compact JWSs (RS256) as SafetyNet and FIDO MDS3 BLOBs carry them: x5c in the header.
+@_spi(Testing)
+public enum JWSWriter {
+    public static func compact(_ payload: JSONValue, key: SigningKey, x5c: [X509Certificate], type: String? = nil) throws -> [UInt8] {
+        var header: JSONObject = ["alg": "RS256", "x5c": .array(x5c.map { .string(Data($0.der).base64EncodedString()) })]
+        if let type { header["typ"] = .string(type) }
+        let input = Array((Base64URL.encode(JSONValue.object(header).serializedBytes()) + "." + Base64URL.encode(payload.serializedBytes())).utf8)
+        return input + Array(".".utf8) + Array(Base64URL.encode(try key.sign(input)).utf8)
+    }
+}
+
+extension CertificateBuilder {
+    /// A CA certificate template: subject C, O, CN and basic constraints CA true.
+    @_spi(Testing)
+    public static func certificateAuthority(organization: String, name: String) -> CertificateBuilder {
+        var b = CertificateBuilder(subject: [("C", "AA"), ("O", organization), ("CN", name)])
+        b.extensions = [("2.5.29.19", true, DERWriter.basicConstraintsCATrue)]
+        return b
     }
 }

@@ -9,7 +9,7 @@ public struct AttestationSigner: Sendable {
     public init(pem: String, algorithm: COSEAlgorithm = .es256) throws {
         key = try SigningKey(pem: pem, algorithm: algorithm)
     }
-    init(key: SigningKey) { self.key = key }
+    @_spi(Testing) public init(key: SigningKey) { self.key = key }
 }
 
 extension CBOR {
@@ -18,15 +18,18 @@ extension CBOR {
         guard case .map(let pairs) = self else { return self }
         return .map(pairs.map { $0.key == .text(key) ? CBORPair($0.key, value) : $0 })
     }
+
+    /// A map without text key `key`.
+    public func removing(_ key: String) -> CBOR {
+        guard case .map(let pairs) = self else { return self }
+        return .map(pairs.filter { $0.key != .text(key) })
+    }
 }
 
 extension SoftwareAuthenticator.Attestation {
     /// Re-signs a packed statement after its parts changed.
     public static func resignPacked(_ parts: inout RegistrationParts, signer: AttestationSigner) throws {
-        let key = signer.key
-        guard case .map(var pairs) = parts.statement, let i = pairs.firstIndex(where: { $0.key == .text("sig") }) else { return }
-        pairs[i] = CBORPair(.text("sig"), .bytes(try key.sign(parts.authenticatorData.bytes, Digest.sha256(parts.clientDataJSON))))
-        parts.statement = .map(pairs)
+        parts.statement = parts.statement.replacing("sig", with: .bytes(try signer.key.sign(parts.authenticatorData.bytes, Digest.sha256(parts.clientDataJSON))))
     }
 }
 

@@ -52,7 +52,7 @@ extension CaseList {
         registration("\(att)-Resp-3 P-1", "packed full attestation over authenticator data with extension data (ED set, credProtect) verifies", passes: true,
                      attestation: r.packedFull, edit: { parts in
                          parts.authenticatorData.extensions = .map([CBORPair(.text("credProtect"), CBOR(1))])
-                         try SoftwareAuthenticator.Attestation.resignPacked(&parts, signer: AttestationSigner(pem: authority.attestationKeyPEM))
+                         try SoftwareAuthenticator.Attestation.resignPacked(&parts, signer: AttestationSigner(key: authority.attestationKey))
                      })
         registration("\(att)-Resp-3 F-1", "an attestationObject that is not a CBOR map fails", passes: false, edit: { $0.attestationObjectOverride = [0x83, 0x01, 0x02, 0x03] })
         registration("\(att)-Resp-3 F-2", "an attestationObject without fmt fails", passes: false, edit: { $0.attestationObjectOverride = object($0, dropping: "fmt") })
@@ -70,13 +70,13 @@ extension CaseList {
         registration("\(att)-Resp-3 F-12", "attested credential data with leftover bytes fails", passes: false, edit: { $0.authenticatorData.trailing = [0x00] })
         registration("\(att)-Resp-3 F-13", "a packed attStmt that is an empty map fails", passes: false, attestation: .packedSelf, edit: { $0.statement = .map([]) })
         registration("\(att)-Resp-3 F-14", "a packed attStmt without alg fails", passes: false, attestation: .packedSelf,
-                     edit: { $0.statement = .map(($0.statement.mapValue ?? []).filter { $0.key != .text("alg") }) })
+                     edit: { $0.statement = $0.statement.removing("alg") })
         registration("\(att)-Resp-3 F-15", "a packed attStmt.alg that is not a number fails", passes: false, attestation: .packedSelf,
                      edit: { $0.statement = $0.statement.replacing("alg", with: .text("ES256")) })
         registration("\(att)-Resp-3 F-16", "a packed attStmt.alg (ES384) that does not match the attestation key and its metadata (ES256, P-256) fails", passes: false,
                      attestation: r.packedFull, edit: { $0.statement = $0.statement.replacing("alg", with: CBOR(COSEAlgorithm.es384.rawValue)) })
         registration("\(att)-Resp-3 F-17", "a packed attStmt without sig fails", passes: false, attestation: .packedSelf,
-                     edit: { $0.statement = .map(($0.statement.mapValue ?? []).filter { $0.key != .text("sig") }) })
+                     edit: { $0.statement = $0.statement.removing("sig") })
         registration("\(att)-Resp-3 F-18", "a packed attStmt.sig that is not a byte string fails", passes: false, attestation: .packedSelf,
                      edit: { $0.statement = $0.statement.replacing("sig", with: .text("signature")) })
         registration("\(att)-Resp-3 F-19", "a packed attStmt with an empty sig fails", passes: false, attestation: .packedSelf,

@@ -44,14 +44,15 @@ final class CaseList {
     }
 
     /// A registration case: a security key registers (after `edit` and `json`); it must succeed or fail properly.
-    /// Packed self attestation comes from the runner's self-attestation authenticator (its metadata says so).
+    /// The authenticator has `aaguid`; by default packed self attestation comes from the runner's
+    /// self-attestation authenticator (its metadata says so), the rest from its security key.
     func registration(_ id: String, _ intent: String, passes: Bool, algorithm: COSEAlgorithm = .es256,
                       attestation a: SoftwareAuthenticator.Attestation = .none, defect: SoftwareAuthenticator.StatementDefect? = nil,
-                      options: JSONObject = [:], key: (@Sendable () -> SoftwareAuthenticator)? = nil, credentialIdLength: Int = 32,
+                      options: JSONObject = [:], aaguid: AAGUID? = nil, credentialIdLength: Int = 32,
                       edit: @escaping @Sendable (inout RegistrationParts) throws -> Void = { _ in }, json: @escaping JSONEdit = { _ in }) {
         let selfAttesting = if case .packedSelf = a { true } else { false }
         add(id, intent) { [r] in
-            let authenticator = key?() ?? (selfAttesting ? r.selfAttestingKey() : r.securityKey())
+            let authenticator = r.securityKey(aaguid: aaguid ?? (selfAttesting ? ConformancePKI.selfAAGUID : ConformancePKI.aaguid))
             let (reply, _) = try await r.register(r.client(), username: r.uniqueName("u"), authenticator: authenticator, algorithm: algorithm,
                                                   attestation: a, options: options, defect: defect, credentialIdLength: credentialIdLength,
                                                   edit: edit, json: json)

@@ -31,9 +31,8 @@ enum ConformanceMDS {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         func write(_ name: String, _ bytes: [UInt8]) throws { try Data(bytes).write(to: URL(fileURLWithPath: (folder as NSString).appendingPathComponent(name))) }
         func ca(_ name: String, serial: UInt64, key: SigningKey, issuer: X509Certificate?, issuerKey: SigningKey) throws -> X509Certificate {
-            var b = CertificateBuilder(subject: [("C", "AA"), ("O", "webauthn conformance runner"), ("CN", name)])
+            var b = CertificateBuilder.certificateAuthority(organization: "webauthn conformance runner", name: name)
             b.serial = serial
-            b.extensions = [("2.5.29.19", true, DERWriter.basicConstraintsCATrue)]
             return try b.build(key: key, issuer: issuer, issuerKey: issuerKey)
         }
         func signer(_ serial: UInt64, issuer: X509Certificate, issuerKey: SigningKey) throws -> (X509Certificate, SigningKey) {
@@ -54,7 +53,7 @@ enum ConformanceMDS {
         let stranger = try ca("Unknown root", serial: 1, key: strangerKey, issuer: nil, issuerKey: strangerKey)
         let foreign = try signer(24, issuer: stranger, issuerKey: strangerKey)
 
-        try write("mds-root.pem", Array(pem(root.der).utf8))
+        try write("mds-root.pem", Array(root.pem.utf8))
         try write("mds-root.crl", CRLBuilder(revoking: [12]).build(issuer: root, issuerKey: rootKey))
         try write("mds-intermediate.crl", CRLBuilder(revoking: [23]).build(issuer: i1, issuerKey: i1Key))
         try write("mds-revoked-intermediate.crl", CRLBuilder().build(issuer: i2, issuerKey: i2Key))
@@ -72,21 +71,9 @@ enum ConformanceMDS {
             case "revoked-signer": (revoked.0, revoked.1, [i1])
             default: (good.0, good.1, [i1])
             }
-            var jws = try signedJWT(payload, certificate: cert, key: key, chain: chain)
+            var jws = try JWSWriter.compact(payload, key: key, x5c: [cert] + chain, type: "JWT")
             if item.file == "bad-signature" { jws[jws.count - 5] = jws[jws.count - 5] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A") }
             try write("\(item.file).jwt", jws)
         }
-    }
-
-    /// A compact JWS (RS256) with x5c = the signing certificate and `chain`.
-    static func signedJWT(_ payload: JSONValue, certificate: X509Certificate, key: SigningKey, chain: [X509Certificate]) throws -> [UInt8] {
-        let header: JSONValue = ["alg": "RS256", "typ": "JWT", "x5c": .array(([certificate] + chain).map { .string(Data($0.der).base64EncodedString()) })]
-        let input = Array((Base64URL.encode(header.serializedBytes()) + "." + Base64URL.encode(payload.serializedBytes())).utf8)
-        return input + Array(".".utf8) + Array(Base64URL.encode(try key.sign(input)).utf8)
-    }
-
-    static func pem(_ der: [UInt8]) -> String {
-        let body = Data(der).base64EncodedString(options: [.lineLength64Characters, .endLineWithLineFeed])
-        return "-----BEGIN CERTIFICATE-----\n\(body)\n-----END CERTIFICATE-----\n"
     }
 }

@@ -143,17 +143,10 @@ final class ConformanceRunner: Sendable {
         return Set(o?["pubKeyCredParams"]?.arrayValue?.compactMap { $0["alg"]?.intValue } ?? [])
     }
 
-    /// A security key with the runner's AAGUID, whose attestation chains to the runner's root.
-    func securityKey() -> SoftwareAuthenticator {
+    /// A security key with `aaguid` (default: the runner's), whose attestation chains to the runner's root.
+    func securityKey(aaguid: AAGUID = ConformancePKI.aaguid) -> SoftwareAuthenticator {
         var profile = SoftwareAuthenticator.Profile.securityKey
-        profile.aaguid = ConformancePKI.aaguid.bytes
-        return SoftwareAuthenticator(profile: profile)
-    }
-
-    /// A security key whose metadata says it makes self attestation only.
-    func selfAttestingKey() -> SoftwareAuthenticator {
-        var profile = SoftwareAuthenticator.Profile.securityKey
-        profile.aaguid = ConformancePKI.selfAAGUID.bytes
+        profile.aaguid = aaguid.bytes
         return SoftwareAuthenticator(profile: profile)
     }
 

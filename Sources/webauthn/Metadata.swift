@@ -34,9 +34,9 @@ struct MetadataOptions: ParsableArguments {
         return options
     }
 
-    func load(at time: Date) throws -> FIDOMetadata? {
+    func load(at time: Date, options: FIDOMetadata.BLOBOptions? = nil) throws -> FIDOMetadata? {
         guard let metadata else { return nil }
-        let options = try blobOptions()
+        let options = try options ?? blobOptions()
         do {
             return try FIDOMetadata.load(path: metadata, at: time, options: options)
         } catch {
@@ -45,12 +45,13 @@ struct MetadataOptions: ParsableArguments {
     }
 
     /// The BLOBs of `--mds-blob`: those that verify, and each rejected one with its reason.
-    func loadBLOBs(at time: Date) throws -> (accepted: [(path: String, metadata: FIDOMetadata)], rejected: [(path: String, error: WebAuthnError)]) {
-        let options = try blobOptions()
+    func loadBLOBs(at time: Date, options: FIDOMetadata.BLOBOptions? = nil) throws
+        -> (accepted: [(path: String, metadata: FIDOMetadata)], rejected: [(path: String, error: WebAuthnError)]) {
+        let options = try options ?? blobOptions()
         var accepted: [(path: String, metadata: FIDOMetadata)] = [], rejected: [(path: String, error: WebAuthnError)] = []
         for path in Self.files(mdsBlobs, suffix: ".jwt") {
-            guard let data = FileManager.default.contents(atPath: path) else { throw ValidationError("cannot read \(path)") }
-            do { accepted.append((path, try FIDOMetadata.blob(jwt: [UInt8](data), at: time, options: options))) } catch { rejected.append((path, error)) }
+            guard FileManager.default.isReadableFile(atPath: path) else { throw ValidationError("cannot read \(path)") }
+            do { accepted.append((path, try FIDOMetadata.blob(path: path, at: time, options: options))) } catch { rejected.append((path, error)) }
         }
         return (accepted, rejected)
     }
@@ -69,8 +70,9 @@ struct MetadataOptions: ParsableArguments {
     /// (`report` hears of each rejected one).
     func anchors(at time: Date, report: (String, WebAuthnError) -> Void = { _, _ in }) throws -> TrustAnchors {
         var anchors = TrustAnchors.builtIn
-        if let loaded = try load(at: time) { anchors.add(loaded.entries) }
-        let blobs = try loadBLOBs(at: time)
+        let options = try blobOptions()
+        if let loaded = try load(at: time, options: options) { anchors.add(loaded.entries) }
+        let blobs = try loadBLOBs(at: time, options: options)
         for blob in blobs.accepted { anchors.add(blob.metadata.entries) }
         for rejection in blobs.rejected { report(rejection.path, rejection.error) }
         return anchors
@@ -94,8 +96,9 @@ struct MetadataCommand: AsyncParsableCommand {
 
         func run() async throws {
             let time = at.flatMap(CommonVerifyOptions.parseDate) ?? Date()
-            let loaded = try trust.load(at: time)
-            let blobs = try trust.loadBLOBs(at: time)
+            let options = try trust.blobOptions()
+            let loaded = try trust.load(at: time, options: options)
+            let blobs = try trust.loadBLOBs(at: time, options: options)
             let iso = ISO8601DateFormatter()
             let entries = (loaded?.entries ?? []) + blobs.accepted.flatMap(\.metadata.entries)
             Output.print([

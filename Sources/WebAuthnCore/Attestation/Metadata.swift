@@ -69,6 +69,12 @@ public struct FIDOMetadata: Sendable {
         return FIDOMetadata(serial: nil, nextUpdate: nil, entries: [try statementEntry(json, status: nil)], skipped: 0)
     }
 
+    /// Reads a BLOB JWT file (at most `maxSize` bytes) and verifies it as `blob(jwt:at:options:)` does;
+    /// unlike `load(path:…)`, it never accepts anything but a signed BLOB.
+    public static func blob(path: String, at time: Date, options: BLOBOptions = BLOBOptions()) throws(WebAuthnError) -> FIDOMetadata {
+        try blob(jwt: try read(path), at: time, options: options)
+    }
+
     /// Verifies and reads a BLOB JWT: its x5c chain to `options.roots` at
     /// `time`, its signature, its `nextUpdate` and `no`.
     public static func blob(jwt bytes: [UInt8], at time: Date, options: BLOBOptions = BLOBOptions()) throws(WebAuthnError) -> FIDOMetadata {

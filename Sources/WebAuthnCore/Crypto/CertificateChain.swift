@@ -23,14 +23,14 @@ public final class CertificateRevocationList: @unchecked Sendable {
 
     /// Parses a DER CRL, or a PEM one (`-----BEGIN X509 CRL-----`).
     public convenience init(derOrPEM bytes: [UInt8]) throws(WebAuthnError) {
-        let marker = Array("-----BEGIN X509 CRL-----".utf8)
-        guard let start = bytes.firstRange(of: marker) else { try self.init(der: bytes); return }
-        let rest = bytes[start.upperBound...]
-        guard let end = rest.firstRange(of: Array("-----END X509 CRL-----".utf8)),
-              let der = Data(base64Encoded: String(decoding: rest[..<end.lowerBound], as: UTF8.self), options: .ignoreUnknownCharacters) else {
-            throw WebAuthnError(.configurationInvalid, "a PEM CRL without a base64 body between its markers")
+        guard bytes.drop(while: { $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }).starts(with: Array("-----BEGIN".utf8)) else {
+            try self.init(der: bytes)
+            return
         }
-        try self.init(der: [UInt8](der))
+        guard let der = PEM.body(String(decoding: bytes, as: UTF8.self)) else {
+            throw WebAuthnError(.configurationInvalid, "the PEM CRL's body is not base64")
+        }
+        try self.init(der: der)
     }
 
     deinit { X509_CRL_free(crl) }

@@ -50,12 +50,14 @@ public final class X509Certificate: @unchecked Sendable {
 
     /// Parses PEM text holding one certificate.
     public convenience init(pem: String) throws(WebAuthnError) {
-        let body = pem.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
-        guard let der = Data(base64Encoded: body) else {
+        guard let der = PEM.body(pem) else {
             throw WebAuthnError(.attestationCertificateInvalid, "PEM certificate body is not base64")
         }
-        try self.init(der: [UInt8](der))
+        try self.init(der: der)
     }
+
+    /// The certificate as PEM text.
+    public var pem: String { PEM.text(der, label: "CERTIFICATE") }
 
     deinit { X509_free(x509) }
 
@@ -183,4 +185,19 @@ public final class X509Certificate: @unchecked Sendable {
 
     /// The SHA-256 fingerprint of the DER encoding, as lowercase hex.
     public var fingerprint: String { Bytes.hex(Digest.sha256(der)) }
+}
+
+/// PEM text: base64 lines between `-----BEGIN …-----` and `-----END …-----`.
+enum PEM {
+    /// The DER inside `text` (its lines that are not markers, joined), or nil if that is not base64.
+    static func body(_ text: String) -> [UInt8]? {
+        let base64 = text.split(whereSeparator: \.isNewline).filter { !$0.hasPrefix("-----") }
+            .map { $0.trimmingCharacters(in: .whitespaces) }.joined()
+        return Data(base64Encoded: base64).map { [UInt8]($0) }
+    }
+
+    static func text(_ der: [UInt8], label: String) -> String {
+        let body = Data(der).base64EncodedString(options: [.lineLength64Characters, .endLineWithLineFeed])
+        return "-----BEGIN \(label)-----\n\(body)\n-----END \(label)-----\n"
+    }
 }
