@@ -170,6 +170,12 @@ struct TrustTests {
         try Data(#"{"no":4,"entries":5}"#.utf8).write(to: dir.appendingPathComponent("broken.json"))
         #expect(errorCode { _ = try FIDOMetadata.load(path: dir.path, at: Self.time2030) } == "metadata_invalid")
         #expect(errorCode { _ = try FIDOMetadata.load(path: dir.appendingPathComponent("missing.json").path, at: Self.time2030) } == "metadata_invalid")
+        // blob(path:) takes only a signed BLOB: a decoded payload, garbage or a missing file is refused.
+        try Data(#"{"no":4,"entries":[]}"#.utf8).write(to: dir.appendingPathComponent("payload.json"))
+        try Data("eyJ.not.a.jws".utf8).write(to: dir.appendingPathComponent("garbage.jwt"))
+        for name in ["payload.json", "garbage.jwt", "missing.jwt"] {
+            #expect(errorCode { _ = try FIDOMetadata.blob(path: dir.appendingPathComponent(name).path, at: Self.time2030) } == "metadata_invalid", "\(name)")
+        }
     }
 
     @Test("metadata roots make an authenticator trusted; a compromised status is refused when trust is required")
