@@ -66,28 +66,9 @@ public struct WebAuthnRoutes: Sendable {
         let displayName = body["displayName"]?.stringValue ?? username
         let user = try await accounts.account(named: username, creating: try UserEntity(id: SecureRandom.bytes(32), name: username, displayName: displayName))
         var selection = AuthenticatorSelection(userVerification: engine.relyingParty.policy.userVerification)
-        // What was asked for, minus unknown members and values (L3 §5.4.4: they are ignored).
         var requested: JSONObject?
         if let asked = body["authenticatorSelection"]?.objectValue {
-            var known = JSONObject()
-            if let uv = asked["userVerification"]?.stringValue.flatMap(UserVerificationRequirement.init(rawValue:)) {
-                selection.userVerification = uv
-                known["userVerification"] = .string(uv.rawValue)
-            }
-            if let attachment = asked["authenticatorAttachment"]?.stringValue, ["platform", "cross-platform"].contains(attachment) {
-                selection.authenticatorAttachment = attachment
-                known["authenticatorAttachment"] = .string(attachment)
-            }
-            let require = asked["requireResidentKey"]?.boolValue
-            if let require { known["requireResidentKey"] = .bool(require) }
-            if let rk = asked["residentKey"]?.stringValue, ["discouraged", "preferred", "required"].contains(rk) {
-                selection.residentKey = rk
-                known["residentKey"] = .string(rk)
-            } else if let require {
-                // L3 §5.4.4: without residentKey, requireResidentKey decides: required, or discouraged.
-                selection.residentKey = require ? "required" : "discouraged"
-            }
-            requested = known
+            (selection, requested) = AuthenticatorSelection.requested(asked, over: selection)
         }
         let attestation = body["attestation"]?.stringValue ?? "none"
         guard ["none", "indirect", "direct", "enterprise"].contains(attestation) else {

@@ -184,6 +184,20 @@ struct HostileInputTests {
         #expect(cache.count <= 2)
     }
 
+    @Test("authenticatorSelection asked for: L3 effective values, unknown members and values ignored")
+    func authenticatorSelection() throws {
+        let defaults = AuthenticatorSelection()
+        func asked(_ text: String) throws -> (AuthenticatorSelection, JSONObject) {
+            AuthenticatorSelection.requested(try JSONValue.parse(text).objectValue!, over: defaults)
+        }
+        let (off, offEcho) = try asked(#"{"requireResidentKey":false,"userVerification":"preferred"}"#)
+        #expect(off.residentKey == "discouraged" && offEcho == ["requireResidentKey": false, "userVerification": "preferred"])
+        #expect(try asked(#"{"requireResidentKey":true}"#).0.residentKey == "required")
+        #expect(try asked(#"{"requireResidentKey":true,"residentKey":"preferred"}"#).0.residentKey == "preferred")
+        let (odd, oddEcho) = try asked(#"{"residentKey":"sometimes","userVerification":"maybe","authenticatorAttachment":"pocket","requireResidentKey":"yes","x":1}"#)
+        #expect(odd == defaults && oddEcho == [:])
+    }
+
     @Test("COSE keys are validated strictly")
     func coseKeys() throws {
         #expect(errorCode { _ = try COSEKey(bytes: Self.ec2()) } == nil)

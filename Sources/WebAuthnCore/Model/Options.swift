@@ -13,6 +13,31 @@ public struct AuthenticatorSelection: Sendable, Equatable {
         self.userVerification = userVerification
     }
 
+    /// The selection a client asked for (`AuthenticatorSelectionCriteria` as JSON) over
+    /// `defaults`, per L3 §5.4.4: unknown members and values are ignored; without
+    /// `residentKey`, `requireResidentKey` decides (true: required, false: discouraged).
+    /// `asked` is the known members as they were given (what the conformance API echoes).
+    public static func requested(_ json: JSONObject, over defaults: AuthenticatorSelection) -> (selection: AuthenticatorSelection, asked: JSONObject) {
+        var selection = defaults, asked = JSONObject()
+        if let uv = json["userVerification"]?.stringValue.flatMap(UserVerificationRequirement.init(rawValue:)) {
+            selection.userVerification = uv
+            asked["userVerification"] = .string(uv.rawValue)
+        }
+        if let attachment = json["authenticatorAttachment"]?.stringValue, ["platform", "cross-platform"].contains(attachment) {
+            selection.authenticatorAttachment = attachment
+            asked["authenticatorAttachment"] = .string(attachment)
+        }
+        let require = json["requireResidentKey"]?.boolValue
+        if let require { asked["requireResidentKey"] = .bool(require) }
+        if let rk = json["residentKey"]?.stringValue, ["discouraged", "preferred", "required"].contains(rk) {
+            selection.residentKey = rk
+            asked["residentKey"] = .string(rk)
+        } else if let require {
+            selection.residentKey = require ? "required" : "discouraged"
+        }
+        return (selection, asked)
+    }
+
     var json: JSONValue {
         var o = JSONObject()
         if let a = authenticatorAttachment { o["authenticatorAttachment"] = .string(a) }
