@@ -38,7 +38,73 @@ enum SQLiteMigrations {
             )
             """,
         ]),
+        // Accounts unique by look-alike key and created only with their first
+        // credential (one statement through the view's trigger); ceremonies
+        // bound to a session, at most 8 per binding, swept through an index on
+        // expiry; signed-in sessions shared by every process.
+        (2, [
+            "ALTER TABLE accounts ADD COLUMN name_key TEXT",
+            "CREATE UNIQUE INDEX accounts_by_key ON accounts (name_key)",
+            "ALTER TABLE challenges ADD COLUMN binding BLOB",
+            "CREATE INDEX challenges_by_expiry ON challenges (expires_at)",
+            "CREATE INDEX challenges_by_binding ON challenges (binding, expires_at)",
+            """
+            CREATE TRIGGER challenges_per_binding AFTER INSERT ON challenges WHEN NEW.binding IS NOT NULL BEGIN
+                DELETE FROM challenges WHERE binding = NEW.binding AND challenge NOT IN (
+                    SELECT challenge FROM challenges WHERE binding = NEW.binding ORDER BY expires_at DESC, rowid DESC LIMIT \(PendingCeremony.maxPerBinding));
+            END
+            """,
+            """
+            CREATE TABLE sessions (
+                id_hash BLOB PRIMARY KEY,
+                user_handle BLOB NOT NULL,
+                created_at REAL NOT NULL,
+                authenticated_at REAL NOT NULL,
+                expires_at REAL NOT NULL
+            )
+            """,
+            "CREATE INDEX sessions_by_user ON sessions (user_handle, created_at)",
+            "CREATE INDEX sessions_by_expiry ON sessions (expires_at)",
+            """
+            CREATE TRIGGER sessions_per_user AFTER INSERT ON sessions BEGIN
+                DELETE FROM sessions WHERE user_handle = NEW.user_handle AND id_hash NOT IN (
+                    SELECT id_hash FROM sessions WHERE user_handle = NEW.user_handle ORDER BY created_at DESC, rowid DESC LIMIT \(SignedInSession.maxPerUser));
+            END
+            """,
+            """
+            CREATE VIEW new_accounts AS SELECT
+                a.name AS name, a.name_key AS name_key, a.handle AS handle, a.display_name AS display_name,
+                c.id AS id, c.public_key AS public_key, c.sign_count AS sign_count, c.transports AS transports,
+                c.uv_initialized AS uv_initialized, c.backup_eligible AS backup_eligible, c.backup_state AS backup_state,
+                c.aaguid AS aaguid, c.attestation_format AS attestation_format, c.created_at AS created_at, c.last_used_at AS last_used_at
+            FROM accounts a JOIN credentials c ON c.user_handle = a.handle
+            """,
+            """
+            CREATE TRIGGER new_accounts_insert INSTEAD OF INSERT ON new_accounts BEGIN
+                INSERT INTO accounts (name, name_key, handle, display_name) VALUES (NEW.name, NEW.name_key, NEW.handle, NEW.display_name);
+                INSERT INTO credentials (id, user_handle, public_key, sign_count, transports, uv_initialized, backup_eligible, backup_state,
+                                         aaguid, attestation_format, created_at, last_used_at)
+                VALUES (NEW.id, NEW.handle, NEW.public_key, NEW.sign_count, NEW.transports, NEW.uv_initialized, NEW.backup_eligible,
+                        NEW.backup_state, NEW.aaguid, NEW.attestation_format, NEW.created_at, NEW.last_used_at);
+            END
+            """,
+        ]),
     ]
+
+    /// Work a migration needs beyond SQL, run in its transaction after its statements.
+    static func afterStatements(of version: Int, _ connection: SQLiteConnection) async throws {
+        guard version == 2 else { return }
+        // Look-alike keys for accounts made before version 2. Two old accounts
+        // with one key keep distinct keys (the later one suffixed), so the
+        // migration never fails; names made from now on cannot collide.
+        var seen: Set<String> = []
+        for row in try await connection.query("SELECT rowid AS r, name FROM accounts ORDER BY rowid") {
+            guard let name = row.column("name")?.string, let rowid = row.column("r")?.integer else { continue }
+            var key = UserName.lookalikeKey(name)
+            if !seen.insert(key).inserted { key += "#legacy-\(rowid)" }
+            _ = try await connection.query("UPDATE accounts SET name_key = ? WHERE rowid = ?", [.text(key), .integer(rowid)])
+        }
+    }
 
     static func migrate(_ connection: SQLiteConnection) async throws {
         _ = try await connection.query("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
@@ -47,6 +113,7 @@ enum SQLiteMigrations {
             let current = Int(try await connection.query("SELECT MAX(version) AS v FROM schema_version").first?.column("v")?.integer ?? 0)
             for migration in migrations where migration.version > current {
                 for statement in migration.statements { _ = try await connection.query(statement) }
+                try await afterStatements(of: migration.version, connection)
                 _ = try await connection.query("INSERT INTO schema_version (version) VALUES (?)", [.integer(SQLiteInt64(migration.version))])
             }
             _ = try await connection.query("COMMIT")

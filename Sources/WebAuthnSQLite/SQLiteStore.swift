@@ -3,13 +3,13 @@ import Logging
 import SQLiteNIO
 import WebAuthnCore
 
-/// The embedded default store: credentials, pending ceremonies and accounts
-/// in one SQLite file (WAL, synchronous FULL: an acknowledged write survives
+/// The embedded default store: credentials, pending ceremonies, accounts and
+/// signed-in sessions in one SQLite file (WAL, synchronous FULL: an acknowledged write survives
 /// a crash). Every state change is one atomic statement: `INSERT` on the
 /// primary key (a duplicate fails), `DELETE … RETURNING` to consume a
 /// challenge exactly once, `UPDATE … WHERE sign_count = ? RETURNING` for the
 /// counter compare-and-set. Several processes may share the file.
-public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore {
+public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, SessionStore {
     let connection: SQLiteConnection
     public let path: String
 
@@ -89,10 +89,10 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore {
     // MARK: ChallengeStore
 
     public func insert(_ ceremony: PendingCeremony) async throws {
-        // Expired ceremonies are swept on the way, so the table stays bounded.
-        _ = try await connection.query("DELETE FROM challenges WHERE expires_at < ?", [.float(Date().timeIntervalSince1970 - 3600)])
-        _ = try await connection.query("INSERT OR REPLACE INTO challenges (challenge, ceremony, expires_at) VALUES (?, ?, ?)",
-                                        [.blob(ceremony.challenge), .text(ceremony.json.serialized()), .float(ceremony.expiresAt.timeIntervalSince1970)])
+        // The challenges_per_binding trigger keeps a binding's newest ceremonies, in the same statement.
+        _ = try await connection.query("INSERT OR REPLACE INTO challenges (challenge, ceremony, expires_at, binding) VALUES (?, ?, ?, ?)",
+                                        [.blob(ceremony.challenge), .text(ceremony.json.serialized()), .float(ceremony.expiresAt.timeIntervalSince1970),
+                                         ceremony.binding.map { .blob($0) } ?? .null])
     }
 
     public func pending(challenge: [UInt8]) async throws -> PendingCeremony? {
@@ -103,6 +103,11 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore {
         try await connection.query("DELETE FROM challenges WHERE challenge = ? RETURNING ceremony", [.blob(challenge)]).first.map(Self.ceremony)
     }
 
+    public func sweep(expiredBefore date: Date) async throws -> Int {
+        _ = try await connection.query("DELETE FROM challenges WHERE expires_at < ?", [.float(date.timeIntervalSince1970)])
+        return Int(try await connection.query("SELECT COUNT(*) AS n FROM challenges").first?.column("n")?.integer ?? 0)
+    }
+
     static func ceremony(_ row: SQLiteRow) throws -> PendingCeremony {
         guard let text = row.column("ceremony")?.string else { throw WebAuthnError(.storageFailure, "challenges.ceremony is not text") }
         return try PendingCeremony(json: JSONValue.parse(text))
@@ -111,18 +116,32 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore {
     // MARK: AccountStore
 
     public func account(named name: String) async throws -> UserEntity? {
-        try await connection.query("SELECT name, handle, display_name FROM accounts WHERE name = ?", [.text(name)]).first.map(Self.account)
+        try await connection.query("SELECT name, handle, display_name FROM accounts WHERE name_key = ?", [.text(UserName.lookalikeKey(name))]).first.map(Self.account)
     }
 
     public func account(handle: [UInt8]) async throws -> UserEntity? {
         try await connection.query("SELECT name, handle, display_name FROM accounts WHERE handle = ?", [.blob(handle)]).first.map(Self.account)
     }
 
-    public func account(named name: String, creating candidate: UserEntity) async throws -> UserEntity {
-        _ = try await connection.query("INSERT OR IGNORE INTO accounts (name, handle, display_name) VALUES (?, ?, ?)",
-                                        [.text(name), .blob(candidate.id), .text(candidate.displayName)])
-        guard let account = try await account(named: name) else { throw WebAuthnError(.storageFailure, "account \(name) vanished") }
-        return account
+    public func create(_ user: UserEntity, firstCredential r: CredentialRecord) async throws {
+        // One statement: the new_accounts_insert trigger inserts both rows or neither.
+        do {
+            _ = try await connection.query(
+                """
+                INSERT INTO new_accounts (name, name_key, handle, display_name, id, public_key, sign_count, transports, uv_initialized,
+                                          backup_eligible, backup_state, aaguid, attestation_format, created_at, last_used_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+                [.text(user.name), .text(UserName.lookalikeKey(user.name)), .blob(user.id), .text(user.displayName),
+                 .blob(r.id), .blob(r.publicKey.bytes), .integer(SQLiteInt64(r.signCount)), .text(r.transports.joined(separator: ",")),
+                 .integer(r.uvInitialized ? 1 : 0), .integer(r.backupEligible ? 1 : 0), .integer(r.backupState ? 1 : 0), .blob(r.aaguid.bytes),
+                 .text(r.attestationFormat), .float(r.createdAt.timeIntervalSince1970), r.lastUsedAt.map { .float($0.timeIntervalSince1970) } ?? .null])
+        } catch let error as SQLiteError where error.message.contains("constraint") {
+            if error.message.contains("credentials.") {
+                throw WebAuthnError(.credentialAlreadyRegistered, "credential \(Base64URL.encode(r.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
+            }
+            throw WebAuthnError(.usernameUnavailable, "an account named \(user.name.prefix(64)) (or a name that looks the same) exists")
+        }
     }
 
     static func account(_ row: SQLiteRow) throws -> UserEntity {
@@ -130,6 +149,36 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore {
             throw WebAuthnError(.storageFailure, "accounts row is unreadable")
         }
         return try UserEntity(id: Array(handle.readableBytesView), name: name, displayName: row.column("display_name")?.string)
+    }
+
+    // MARK: SessionStore
+
+    public func insert(_ session: SignedInSession) async throws {
+        // The sessions_per_user trigger keeps the account's newest sessions, in the same statement.
+        _ = try await connection.query(
+            "INSERT OR REPLACE INTO sessions (id_hash, user_handle, created_at, authenticated_at, expires_at) VALUES (?, ?, ?, ?, ?)",
+            [.blob(session.idHash), .blob(session.userHandle), .float(session.createdAt.timeIntervalSince1970),
+             .float(session.authenticatedAt.timeIntervalSince1970), .float(session.expiresAt.timeIntervalSince1970)])
+    }
+
+    public func session(idHash: [UInt8]) async throws -> SignedInSession? {
+        guard let row = try await connection.query(
+            "SELECT id_hash, user_handle, created_at, authenticated_at, expires_at FROM sessions WHERE id_hash = ?", [.blob(idHash)]).first else { return nil }
+        guard let handle = row.column("user_handle")?.blob, let created = row.column("created_at")?.double,
+              let authenticated = row.column("authenticated_at")?.double, let expires = row.column("expires_at")?.double else {
+            throw WebAuthnError(.storageFailure, "sessions row is unreadable")
+        }
+        return SignedInSession(idHash: idHash, userHandle: Array(handle.readableBytesView), createdAt: Date(timeIntervalSince1970: created),
+                               authenticatedAt: Date(timeIntervalSince1970: authenticated), expiresAt: Date(timeIntervalSince1970: expires))
+    }
+
+    public func delete(idHash: [UInt8]) async throws {
+        _ = try await connection.query("DELETE FROM sessions WHERE id_hash = ?", [.blob(idHash)])
+    }
+
+    public func sweepSessions(expiredBefore date: Date) async throws -> Int {
+        _ = try await connection.query("DELETE FROM sessions WHERE expires_at < ?", [.float(date.timeIntervalSince1970)])
+        return Int(try await connection.query("SELECT COUNT(*) AS n FROM sessions").first?.column("n")?.integer ?? 0)
     }
 }
 

@@ -1,5 +1,6 @@
-/// The demo page: plain HTML and JavaScript, no build step. It drives the
-/// same conformance API endpoints any client would.
+/// The demo page: plain HTML, a script and a style sheet served from their
+/// own paths (the Content-Security-Policy allows no inline script or style),
+/// no build step. It drives the same conformance API endpoints any client would.
 enum DemoPage {
     static let html = #"""
 <!doctype html>
@@ -8,16 +9,7 @@ enum DemoPage {
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>WebAuthn engine demo</title>
-<style>
-  body { font-family: system-ui, sans-serif; max-width: 46rem; margin: 2rem auto; padding: 0 1rem; color: #1b1b1b; }
-  h1 { font-size: 1.5rem; } h2 { font-size: 1.1rem; margin-top: 2rem; }
-  input, button { font: inherit; padding: .45rem .7rem; } input { width: 16rem; }
-  button { cursor: pointer; } .row { display: flex; gap: .5rem; flex-wrap: wrap; align-items: center; }
-  #status { margin: 1rem 0; padding: .6rem .8rem; border-radius: .3rem; background: #f2f2f2; white-space: pre-wrap; }
-  #status.ok { background: #e6f4ea; } #status.error { background: #fde8e8; }
-  table { border-collapse: collapse; width: 100%; font-size: .9rem; } th, td { text-align: left; padding: .35rem; border-bottom: 1px solid #ddd; }
-  code { font-size: .8rem; }
-</style>
+<link rel="stylesheet" href="/demo.css">
 </head>
 <body>
 <h1>Passkeys and security keys</h1>
@@ -30,11 +22,27 @@ enum DemoPage {
 </div>
 <div id="status">Ready.</div>
 <section id="account" hidden>
-  <h2>Signed in as <span id="who"></span> <button id="logout">Sign out</button></h2>
+  <h2>Signed in as <span id="who"></span> <button id="add-passkey">Add a passkey</button> <button id="logout">Sign out</button></h2>
   <table><thead><tr><th>Authenticator</th><th>AAGUID</th><th>Backup</th><th>Counter</th><th>Last used</th><th></th></tr></thead>
   <tbody id="credentials"></tbody></table>
 </section>
-<script>
+<script src="/demo.js"></script>
+</body>
+</html>
+"""#
+
+    static let css = #"""
+  body { font-family: system-ui, sans-serif; max-width: 46rem; margin: 2rem auto; padding: 0 1rem; color: #1b1b1b; }
+  h1 { font-size: 1.5rem; } h2 { font-size: 1.1rem; margin-top: 2rem; }
+  input, button { font: inherit; padding: .45rem .7rem; } input { width: 16rem; }
+  button { cursor: pointer; } .row { display: flex; gap: .5rem; flex-wrap: wrap; align-items: center; }
+  #status { margin: 1rem 0; padding: .6rem .8rem; border-radius: .3rem; background: #f2f2f2; white-space: pre-wrap; }
+  #status.ok { background: #e6f4ea; } #status.error { background: #fde8e8; }
+  table { border-collapse: collapse; width: 100%; font-size: .9rem; } th, td { text-align: left; padding: .35rem; border-bottom: 1px solid #ddd; }
+  code { font-size: .8rem; }
+"""#
+
+    static let script = #"""
 const $ = (id) => document.getElementById(id);
 const b64 = {
   encode(buf) { return btoa(String.fromCharCode(...new Uint8Array(buf))).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, ''); },
@@ -69,8 +77,8 @@ function toJSON(c) {
          out.response.userHandle = r.userHandle ? b64.encode(r.userHandle) : null; }
   return out;
 }
-async function register() {
-  const username = $('username').value.trim();
+async function register(signedInName) {
+  const username = signedInName || $('username').value.trim();
   if (!username) return say('Type a user name first.', 'error');
   abortConditional();
   try {
@@ -100,6 +108,7 @@ async function signIn(withName, mediation) {
 async function refresh() {
   const s = await (await fetch('/demo/session', { credentials: 'same-origin' })).json();
   $('account').hidden = !s.user;
+  signedInAs = s.user;
   if (!s.user) return;
   $('who').textContent = s.user;
   const list = await (await fetch('/demo/credentials', { credentials: 'same-origin' })).json();
@@ -108,20 +117,23 @@ async function refresh() {
     const cells = [c.authenticator, c.aaguid, c.backupEligible ? (c.backedUp ? 'synced' : 'eligible') : 'device-bound', String(c.signCount), c.lastUsedAt || 'never'];
     for (const text of cells) { const td = document.createElement('td'); td.textContent = text; tr.append(td); }
     const td = document.createElement('td'); const b = document.createElement('button'); b.textContent = 'Delete';
-    b.onclick = async () => { await fetch('/demo/credentials/' + c.id, { method: 'DELETE', credentials: 'same-origin' }); await refresh(); };
+    b.onclick = async () => { await fetch('/demo/credentials/' + encodeURIComponent(c.id), { method: 'DELETE', credentials: 'same-origin' }); await refresh(); };
     td.append(b); tr.append(td); return tr;
   }));
 }
-$('register').onclick = register;
+let signedInAs = null;
+$('register').onclick = () => register();
+// Adding a passkey to the account needs its session: the server refuses a stranger.
+$('add-passkey').onclick = () => register(signedInAs);
 $('signin').onclick = () => signIn(true);
 $('signin-discoverable').onclick = () => signIn(false);
-$('logout').onclick = async () => { await fetch('/demo/logout', { method: 'POST', credentials: 'same-origin' }); await refresh(); say('Signed out.'); };
+$('logout').onclick = async () => {
+  await fetch('/demo/logout', { method: 'POST', credentials: 'same-origin', headers: { 'Content-Type': 'application/json' }, body: '{}' });
+  await refresh(); say('Signed out.');
+};
 if (window.PublicKeyCredential && PublicKeyCredential.isConditionalMediationAvailable) {
   PublicKeyCredential.isConditionalMediationAvailable().then(ok => { if (ok) signIn(false, 'conditional'); });
 }
 refresh();
-</script>
-</body>
-</html>
 """#
 }

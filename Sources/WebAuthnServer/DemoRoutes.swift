@@ -3,23 +3,24 @@ import Hummingbird
 import WebAuthnCore
 
 extension WebAuthnRoutes {
-    /// The demo page and its small API: who is signed in, their credentials, delete one, sign out.
+    /// The demo page and its small API: who is signed in, their credentials,
+    /// delete one, sign out. Everything but the page needs the signed-in session.
     func addDemo<Context: RequestContext>(to router: Router<Context>) {
-        router.get("/") { _, _ in
-            Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
-                     body: ResponseBody(byteBuffer: ByteBuffer(string: DemoPage.html)))
-        }
-        router.get("/demo/session") { request, _ in
-            await handle(request) {
-                guard let handle = sessions.session(sessionID(request))?.signedIn, let account = try await accounts.account(handle: handle) else {
+        router.get("/") { _, _ in Self.file(DemoPage.html, type: "text/html; charset=utf-8") }
+        router.get("/demo.js") { _, _ in Self.file(DemoPage.script, type: "text/javascript; charset=utf-8") }
+        router.get("/demo.css") { _, _ in Self.file(DemoPage.css, type: "text/css; charset=utf-8") }
+        router.get("/demo/session") { request, context in
+            await handle(request, context) {
+                guard let handle = try await signedInAccount(request, token: sessions.token(request)),
+                      let account = try await accounts.account(handle: handle) else {
                     return HTTP.ok(["user": .null])
                 }
                 return HTTP.ok(["user": .string(account.name)])
             }
         }
-        router.get("/demo/credentials") { request, _ in
-            await handle(request) {
-                let handle = try signedIn(request)
+        router.get("/demo/credentials") { request, context in
+            await handle(request, context) {
+                let handle = try await requireSignedIn(request)
                 let iso = ISO8601DateFormatter()
                 let list = try await engine.credentials.credentials(forUser: handle).map { c -> JSONValue in
                     let entry = engine.relyingParty.trustAnchors.entry(aaguid: c.aaguid, attestationCertificate: nil)
@@ -40,25 +41,36 @@ extension WebAuthnRoutes {
             }
         }
         router.delete("/demo/credentials/:id") { request, context in
-            await handle(request) {
-                let handle = try signedIn(request)
-                guard let text = context.parameters.get("id"), let id = Base64URL.decode(text),
+            await handle(request, context) {
+                let handle = try await requireSignedIn(request)
+                guard let text = context.parameters.get("id"), text.utf8.count <= 2048, let id = Base64URL.decode(text),
                       let credential = try await engine.credentials.credential(id: id), credential.userHandle == handle else {
                     throw WebAuthnError(.credentialUnknown, "you have no such credential")
                 }
                 _ = try await engine.credentials.delete(id: id)
+                Audit.event("credential_deleted", context, ["account": .string(Audit.hash(handle)), "credential": .string(Audit.hash(id))])
                 return HTTP.ok()
             }
         }
-        router.post("/demo/logout") { request, _ in
-            sessions.end(sessionID(request))
-            return HTTP.ok()
+        router.post("/demo/logout") { request, context in
+            await handle(request, context) {
+                try await sessions.signOut(sessions.token(request))
+                Audit.event("signed_out", context)
+                var response = HTTP.ok()
+                response.setCookie(sessions.expiredCookie)
+                return response
+            }
         }
     }
 
-    func signedIn(_ request: Request) throws(WebAuthnError) -> [UInt8] {
-        guard let handle = sessions.session(sessionID(request))?.signedIn else {
-            throw WebAuthnError(.credentialUnknown, "sign in first")
+    static func file(_ text: String, type: String) -> Response {
+        Response(status: .ok, headers: [.contentType: type, .cacheControl: "no-cache"], body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
+    }
+
+    /// The signed-in account's handle, or `sign_in_required`.
+    func requireSignedIn(_ request: Request) async throws -> [UInt8] {
+        guard let handle = try await signedInAccount(request, token: sessions.token(request)) else {
+            throw WebAuthnError(.signInRequired, "sign in first")
         }
         return handle
     }

@@ -27,9 +27,24 @@ enum HTTP {
     static func status(for error: WebAuthnError) -> HTTPResponse.Status {
         switch error.code {
         case .inputTooLarge: return .contentTooLarge
-        case .storageFailure, .cryptoFailure: return .internalServerError
-        case .signatureInvalid, .credentialNotOwnedByUser, .userHandleMismatch, .counterRegression: return .unauthorized
+        case .storageFailure, .cryptoFailure, .internalError, .configurationInvalid: return .internalServerError
+        case .signatureInvalid, .credentialNotOwnedByUser, .userHandleMismatch, .counterRegression, .authenticationFailed, .signInRequired:
+            return .unauthorized
+        case .sessionMismatch: return .forbidden
+        case .usernameUnavailable: return .conflict
+        case .contentTypeUnsupported: return .unsupportedMediaType
+        case .rateLimited: return .tooManyRequests
+        case .tooManyPendingCeremonies: return .serviceUnavailable
         default: return .badRequest
+        }
+    }
+
+    /// Ceremony bodies are `application/json` only: a cross-site form can
+    /// post only `text/plain`, form or multipart bodies without a preflight.
+    static func requireJSON(_ request: Request) throws(WebAuthnError) {
+        let type = request.headers[.contentType]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
+        guard type == "application/json" else {
+            throw WebAuthnError(.contentTypeUnsupported, "the body must be sent as Content-Type: application/json")
         }
     }
 
@@ -43,8 +58,28 @@ enum HTTP {
         }
         return try JSONValue.parse(Array(buffer.readableBytesView), limits: JSONLimits(maxBytes: limit, maxDepth: 32))
     }
+}
 
-    static func sessionCookie(_ id: String, secure: Bool) -> Cookie {
-        Cookie(name: SessionStore.cookieName, value: id, maxAge: Int(SessionStore.lifetime), path: "/", secure: secure, httpOnly: true, sameSite: .strict)
+/// Security headers on every answer: no sniffing, no referrer, no framing,
+/// a Content-Security-Policy without inline script, and HSTS over HTTPS.
+/// The page's policy allows its own script and style files only.
+struct SecurityHeadersMiddleware<Context: RequestContext>: RouterMiddleware {
+    let secure: Bool
+
+    static var pagePolicy: String {
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    }
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        var response = try await next(request, context)
+        let html = response.headers[.contentType]?.hasPrefix("text/html") == true
+        response.headers[.contentSecurityPolicy] = html ? Self.pagePolicy : "default-src 'none'; frame-ancestors 'none'"
+        response.headers[.xContentTypeOptions] = "nosniff"
+        response.headers[.init("Referrer-Policy")!] = "no-referrer"
+        response.headers[.init("X-Frame-Options")!] = "DENY"
+        response.headers[.init("Cross-Origin-Opener-Policy")!] = "same-origin"
+        if secure { response.headers[.strictTransportSecurity] = "max-age=31536000" }
+        if response.headers[.cacheControl] == nil { response.headers[.cacheControl] = "no-store" }
+        return response
     }
 }

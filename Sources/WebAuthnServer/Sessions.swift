@@ -1,68 +1,76 @@
 import Foundation
-import Synchronization
+import Hummingbird
 import WebAuthnCore
 
-/// Browser sessions, bound by an HttpOnly, SameSite cookie: the challenge of
-/// the ceremony in progress and who is signed in. In memory, per process: a
-/// response that reaches another instance is matched by its challenge, which
-/// the shared store holds.
-final class SessionStore: Sendable {
-    struct Session: Sendable {
-        var pendingChallenge: [UInt8]?
-        var signedIn: [UInt8]?
-        var expiresAt: Date
+/// Browser sessions.
+///
+/// The cookie holds a session secret: 16 random bytes and a 16-byte
+/// HMAC-SHA-256 tag under the server secret, so a forged cookie is no
+/// session (and cannot dodge the per-address throttle). The server keeps no
+/// state for a session that has not signed in: the pending ceremony carries
+/// its *binding*, SHA-256 of the secret, and the engine accepts the response
+/// only with the same cookie. A sign-in stores a ``SignedInSession`` under
+/// that hash in the shared ``SessionStore`` (SQLite or PostgreSQL), so any
+/// instance behind a load balancer knows it; sign-in and sign-out always
+/// change the secret (no fixation).
+struct BrowserSessions: Sendable {
+    let store: any SessionStore
+    let secret: [UInt8]
+    let secure: Bool
+    let lifetime: TimeInterval
+
+    /// `__Host-` when secure: the browser then refuses it from a sub-domain or over plain HTTP.
+    var cookieName: String { secure ? "__Host-webauthn_session" : "webauthn_session" }
+
+    /// A session secret held by a browser.
+    struct Token: Sendable, Equatable {
+        let bytes: [UInt8]
+        var binding: [UInt8] { Digest.sha256(bytes) }
+        var cookieValue: String { Base64URL.encode(bytes) }
     }
 
-    static let cookieName = "webauthn_session"
-    static let lifetime: TimeInterval = 12 * 3600
-    private let sessions = Mutex<[String: Session]>([:])
-    /// The most sessions kept: beyond it expired ones are swept, then the
-    /// oldest dropped, so a flood of new clients cannot grow memory without bound.
-    let capacity: Int
-
-    init(capacity: Int = 100_000) { self.capacity = capacity }
-
-    var count: Int { sessions.withLock { $0.count } }
-
-    /// The session for a cookie value, if it exists and has not expired.
-    func session(_ id: String?) -> Session? {
-        guard let id else { return nil }
-        return sessions.withLock { all in
-            guard let s = all[id], s.expiresAt > Date() else { return nil }
-            return s
-        }
+    func mint() -> Token {
+        let nonce = SecureRandom.bytes(16)
+        return Token(bytes: nonce + Array(Digest.hmacSHA256(key: secret, Array("webauthn session".utf8), nonce).prefix(16)))
     }
 
-    /// Updates (or creates) a session; returns its id.
-    func update(_ id: String?, _ change: (inout Session) -> Void) -> String {
-        sessions.withLock { all in
-            let key = id.flatMap { all[$0] != nil ? $0 : nil } ?? Base64URL.encode(SecureRandom.bytes(24))
-            var s = all[key] ?? Session(expiresAt: Date().addingTimeInterval(Self.lifetime))
-            change(&s)
-            if all[key] == nil && all.count >= capacity {
-                let now = Date()
-                all = all.filter { $0.value.expiresAt > now }
-                while all.count >= capacity, let oldest = all.min(by: { $0.value.expiresAt < $1.value.expiresAt }) {
-                    all.removeValue(forKey: oldest.key)
-                }
-            }
-            all[key] = s
-            return key
-        }
+    /// The request's session token, if its cookie is one this server issued.
+    func token(_ request: Request) -> Token? {
+        guard let value = request.cookies[cookieName]?.value, value.utf8.count == 43,
+              let bytes = Base64URL.decode(value), bytes.count == 32 else { return nil }
+        let tag = Digest.hmacSHA256(key: secret, Array("webauthn session".utf8), Array(bytes[0..<16])).prefix(16)
+        // Constant time: every byte is compared whatever the first difference.
+        guard zip(tag, bytes[16...]).reduce(0, { $0 | ($1.0 ^ $1.1) }) == 0 else { return nil }
+        return Token(bytes: bytes)
     }
 
-    /// Takes the pending challenge out of a session (it is used once).
-    func takeChallenge(_ id: String?) -> [UInt8]? {
-        guard let id else { return nil }
-        return sessions.withLock { all in
-            let challenge = all[id]?.pendingChallenge
-            all[id]?.pendingChallenge = nil
-            return challenge
-        }
+    /// The signed-in session of a token, if it exists and has not expired by `now`.
+    func signedIn(_ token: Token?, now: Date) async throws -> SignedInSession? {
+        guard let token, let session = try await store.session(idHash: token.binding), session.expiresAt > now else { return nil }
+        return session
     }
 
-    func end(_ id: String?) {
-        guard let id else { return }
-        _ = sessions.withLock { $0.removeValue(forKey: id) }
+    /// Signs `userHandle` in: a new token (never the one that asked), stored
+    /// as signed in; the old token's signed-in state, if any, ends.
+    func signIn(_ userHandle: [UInt8], replacing old: Token?, now: Date) async throws -> Token {
+        let token = mint()
+        try await store.insert(SignedInSession(idHash: token.binding, userHandle: userHandle, createdAt: now, authenticatedAt: now,
+                                               expiresAt: now.addingTimeInterval(lifetime)))
+        if let old { try await store.delete(idHash: old.binding) }
+        return token
+    }
+
+    /// Ends the session of `token` on the server.
+    func signOut(_ token: Token?) async throws {
+        if let token { try await store.delete(idHash: token.binding) }
+    }
+
+    func cookie(_ token: Token) -> Cookie {
+        Cookie(name: cookieName, value: token.cookieValue, maxAge: Int(lifetime), path: "/", secure: secure, httpOnly: true, sameSite: .strict)
+    }
+
+    /// A cookie that makes the browser forget the session.
+    var expiredCookie: Cookie {
+        Cookie(name: cookieName, value: "", maxAge: 0, path: "/", secure: secure, httpOnly: true, sameSite: .strict)
     }
 }

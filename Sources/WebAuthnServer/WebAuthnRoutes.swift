@@ -1,37 +1,64 @@
 import Foundation
 import Hummingbird
 import Logging
+import NIOCore
 import WebAuthnCore
 
 /// The relying party's HTTP routes, to mount on a Hummingbird router:
 ///
 /// - the FIDO2 server conformance API: `POST /attestation/options`,
 ///   `/attestation/result`, `/assertion/options`, `/assertion/result`;
-/// - the demo page at `/` and its API under `/demo/`;
+/// - the demo page at `/` and its API under `/demo/` (``ServerConfiguration/demo``);
 /// - `/.well-known/webauthn` and `/.well-known/apple-app-site-association` when configured.
 ///
-/// Ceremony state is bound to the browser by an HttpOnly, SameSite cookie
-/// and kept in the engine's challenge store, so it is consumed once even
-/// when another instance receives the response.
+/// Safe by default (Docs/ThreatModel.md): accounts are created only by a
+/// registration that completes, and an existing account takes a new
+/// credential only from a session signed in as it; every ceremony is bound
+/// to the browser session that asked for it and finished only with that
+/// session's cookie, on `application/json`; unknown names get stand-in
+/// options indistinguishable from real ones; failed sign-ins answer one
+/// generic message; the endpoints are throttled per client address and per
+/// session; internal errors reach the client as a request id only.
 public struct WebAuthnRoutes: Sendable {
     public let engine: WebAuthnEngine
     public let accounts: any AccountStore
     public let configuration: ServerConfiguration
-    let sessions = SessionStore()
+    let sessions: BrowserSessions
+    let standIns: StandIns
+    let limiter: RateLimiter?
 
-    public init(engine: WebAuthnEngine, accounts: any AccountStore, configuration: ServerConfiguration = ServerConfiguration()) {
+    /// - Parameters:
+    ///   - sessions: where signed-in sessions live; share it between instances
+    ///     (the SQLite and PostgreSQL stores are session stores).
+    public init(engine: WebAuthnEngine, accounts: any AccountStore, sessions: any SessionStore = InMemorySessionStore(),
+                configuration: ServerConfiguration = ServerConfiguration()) {
         self.engine = engine
         self.accounts = accounts
         self.configuration = configuration
+        self.sessions = BrowserSessions(store: sessions, secret: configuration.secret, secure: configuration.secureCookies,
+                                        lifetime: configuration.sessionLifetime)
+        self.standIns = StandIns(secret: configuration.secret)
+        self.limiter = configuration.rateLimit.map { RateLimiter(maxTracked: $0.maxTracked) }
     }
+
+    var now: Date { engine.relyingParty.clock.now() }
 
     /// Adds the routes to `router`.
     public func add<Context: RequestContext>(to router: Router<Context>) {
         router.add(middleware: RequestLogMiddleware<Context>())
-        router.post("/attestation/options") { request, context in await handle(request) { try await attestationOptions(request) } }
-        router.post("/attestation/result") { request, context in await handle(request) { try await attestationResult(request) } }
-        router.post("/assertion/options") { request, context in await handle(request) { try await assertionOptions(request) } }
-        router.post("/assertion/result") { request, context in await handle(request) { try await assertionResult(request) } }
+        router.add(middleware: SecurityHeadersMiddleware<Context>(secure: configuration.secureCookies))
+        router.post("/attestation/options") { request, context in
+            await ceremony(request, context) { try await attestationOptions(request, context) }
+        }
+        router.post("/attestation/result") { request, context in
+            await ceremony(request, context) { try await attestationResult(request, context) }
+        }
+        router.post("/assertion/options") { request, context in
+            await ceremony(request, context) { try await assertionOptions(request, context) }
+        }
+        router.post("/assertion/result") { request, context in
+            await ceremony(request, context) { try await assertionResult(request, context) }
+        }
         if !configuration.relatedOrigins.isEmpty {
             router.get("/.well-known/webauthn") { _, _ in HTTP.json(["origins": .array(configuration.relatedOrigins.map { .string($0) })]) }
         }
@@ -43,28 +70,100 @@ public struct WebAuthnRoutes: Sendable {
         if configuration.demo { addDemo(to: router) }
     }
 
-    /// Runs a handler, turning every error into the conformance API's failure envelope.
-    func handle(_ request: Request, _ body: () async throws -> Response) async -> Response {
-        do {
+    // MARK: Request handling
+
+    /// A ceremony endpoint: JSON only, throttled, every error turned into the
+    /// conformance API's failure envelope without internal detail.
+    func ceremony<Context: RequestContext>(_ request: Request, _ context: Context, _ body: () async throws -> Response) async -> Response {
+        await handle(request, context) {
+            try HTTP.requireJSON(request)
+            try throttle(request, context)
             return try await body()
-        } catch let error as WebAuthnError {
-            return HTTP.failed(error, status: HTTP.status(for: error))
-        } catch {
-            return HTTP.failed(WebAuthnError(.storageFailure, "internal error"), status: .internalServerError)
         }
     }
 
-    func sessionID(_ request: Request) -> String? { request.cookies[SessionStore.cookieName]?.value }
+    /// Runs a handler, turning every error into the failure envelope: the
+    /// code and message of client errors; for internal ones a generic
+    /// message and the request id, with the detail in the log.
+    func handle<Context: RequestContext>(_ request: Request, _ context: Context, _ body: () async throws -> Response) async -> Response {
+        do {
+            return try await body()
+        } catch let error as WebAuthnError {
+            return failure(error, request, context)
+        } catch let throttled as Throttled {
+            var response = HTTP.failed(WebAuthnError(.rateLimited, "too many requests; retry in \(throttled.seconds) s"), status: .tooManyRequests)
+            response.headers[.retryAfter] = String(throttled.seconds)
+            Audit.event("throttled", context, ["scope": .string(throttled.scope), "path": .string(request.uri.path)])
+            return response
+        } catch {
+            return failure(WebAuthnError(.storageFailure, "\(error)"), request, context)
+        }
+    }
+
+    func failure<Context: RequestContext>(_ error: WebAuthnError, _ request: Request, _ context: Context) -> Response {
+        let id = context.id
+        switch error.code {
+        case .storageFailure, .cryptoFailure, .configurationInvalid:
+            context.logger.error("internal error", metadata: ["code": .string(error.code.rawValue), "detail": .string(error.message)])
+            return HTTP.failed(WebAuthnError(.internalError, "the server failed; quote request id \(id)"), status: .internalServerError)
+        case .tooManyPendingCeremonies:
+            context.logger.warning("pending ceremonies at their limit", metadata: ["code": .string(error.code.rawValue)])
+            var response = HTTP.failed(error, status: .serviceUnavailable)
+            response.headers[.retryAfter] = "30"
+            return response
+        default:
+            return HTTP.failed(error, status: HTTP.status(for: error))
+        }
+    }
+
+    /// Counts the request in its bucket: the session's when it carries a
+    /// valid session cookie, else the client address's.
+    func throttle<Context: RequestContext>(_ request: Request, _ context: Context) throws {
+        guard let limit = configuration.rateLimit, let limiter else { return }
+        let now = self.now
+        if let token = sessions.token(request) {
+            if let wait = limiter.take("s:" + token.cookieValue, rate: limit.perSession, now: now) { throw Throttled(seconds: wait, scope: "session") }
+        } else {
+            let address = ClientAddress.of(request, peer: (context as? any RemoteAddressRequestContext)?.remoteAddress,
+                                           trustedProxies: configuration.trustedProxies)
+            if let wait = limiter.take("a:" + address, rate: limit.perAddress, now: now) { throw Throttled(seconds: wait, scope: "address") }
+        }
+    }
+
+    struct Throttled: Error {
+        let seconds: Int
+        let scope: String
+    }
+
+    /// The account the request is signed in as: the host application's hook
+    /// first, then the passkey session.
+    func signedInAccount(_ request: Request, token: BrowserSessions.Token?) async throws -> [UInt8]? {
+        if let hook = configuration.signedInAccount, let handle = await hook(request) { return handle }
+        return try await sessions.signedIn(token, now: now)?.userHandle
+    }
 
     // MARK: Registration
 
-    func attestationOptions(_ request: Request) async throws -> Response {
+    func attestationOptions<Context: RequestContext>(_ request: Request, _ context: Context) async throws -> Response {
         let body = try await HTTP.body(request, limit: configuration.maxBodySize)
-        guard let username = body["username"]?.stringValue, !username.isEmpty, username.utf8.count <= 256 else {
-            throw WebAuthnError(.responseMalformed, "username is missing, empty or longer than 256 bytes")
+        guard let raw = body["username"]?.stringValue, !raw.isEmpty else {
+            throw WebAuthnError(.responseMalformed, "username is missing or empty")
         }
-        let displayName = body["displayName"]?.stringValue ?? username
-        let user = try await accounts.account(named: username, creating: try UserEntity(id: SecureRandom.bytes(32), name: username, displayName: displayName))
+        let name = try UserName.normalize(name: raw)
+        let displayName = try body["displayName"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }.map { try UserName.normalize(displayName: $0) } ?? name
+        let token = sessions.token(request)
+        let signedIn = try await signedInAccount(request, token: token)
+        let existing = try await accounts.account(named: name)
+        let allowed = configuration.conformance
+            ? true : await configuration.mayEnroll(EnrollmentRequest(name: name, existingAccount: existing, signedInAs: signedIn))
+        guard allowed else {
+            Audit.event("enrollment_refused", context, ["account": .string(Audit.hash(existing?.id ?? []))])
+            throw WebAuthnError(.usernameUnavailable, existing == nil
+                ? "this server does not let this session create an account"
+                : "the name is taken; sign in as its account to add a passkey")
+        }
+        // A new name creates nothing now: the account is made with its first credential.
+        let user = try existing ?? UserEntity(id: SecureRandom.bytes(32), name: name, displayName: displayName)
         var selection = AuthenticatorSelection(userVerification: engine.relyingParty.policy.userVerification)
         var requested: JSONObject?
         if let asked = body["authenticatorSelection"]?.objectValue {
@@ -75,62 +174,100 @@ public struct WebAuthnRoutes: Sendable {
             throw WebAuthnError(.responseMalformed, "attestation \"\(attestation.prefix(32))\" is not none, indirect, direct or enterprise")
         }
         let extensions = body["extensions"]?.objectValue ?? JSONObject()
-        let options = try await engine.startRegistration(user: user, authenticatorSelection: selection, attestation: attestation, extensions: extensions)
-        let session = sessions.update(sessionID(request)) { $0.pendingChallenge = options.challenge }
-        var payload = options.json.objectValue!
+        // Conditional create (a quiet passkey upgrade) only for the signed-in owner of an existing account.
+        let conditionalCreate = body["mediation"]?.stringValue == "conditional" && existing != nil && signedIn == existing?.id
+        let session = token ?? sessions.mint()
+        let options = try await engine.startRegistration(user: user, authenticatorSelection: selection, attestation: attestation,
+                                                         extensions: extensions, newAccount: existing == nil,
+                                                         conditionalCreate: conditionalCreate, binding: session.binding)
+        var payload = options.json.objectValue ?? JSONObject()
         if let requested {
             // The conformance API echoes the selection asked for; the ceremony uses its L3 effective values.
             payload["authenticatorSelection"] = .object(requested)
         }
-        return HTTP.ok(payload, cookie: HTTP.sessionCookie(session, secure: configuration.secureCookies))
+        return HTTP.ok(payload, cookie: sessions.cookie(session))
     }
 
-    func attestationResult(_ request: Request) async throws -> Response {
+    func attestationResult<Context: RequestContext>(_ request: Request, _ context: Context) async throws -> Response {
         let body = try await HTTP.body(request, limit: configuration.maxBodySize)
-        let session = sessionID(request)
-        let result = try await engine.finishRegistration(RegistrationResponse(json: body), expectedChallenge: sessions.takeChallenge(session))
-        let id = sessions.update(session) { $0.signedIn = result.credential.userHandle }
+        let token = sessions.token(request)
+        let result: RegistrationResult
+        do throws(WebAuthnError) {
+            result = try await engine.finishRegistration(RegistrationResponse(json: body), binding: token?.binding)
+        } catch {
+            Audit.event("registration_failed", context, ["code": .string(error.code.rawValue)])
+            throw error
+        }
+        let signedIn = try await sessions.signIn(result.credential.userHandle, replacing: token, now: now)
+        Audit.event("registered", context, ["account": .string(Audit.hash(result.credential.userHandle)),
+                                            "credential": .string(Audit.hash(result.credential.id)), "fmt": .string(result.format)])
         return HTTP.ok([
             "credentialId": .string(Base64URL.encode(result.credential.id)),
             "fmt": .string(result.format),
             "attestationType": .string(result.attestationType.rawValue),
             "trusted": .bool(result.trust.trusted),
-        ], cookie: HTTP.sessionCookie(id, secure: configuration.secureCookies))
+        ], cookie: sessions.cookie(signedIn))
     }
 
     // MARK: Authentication
 
-    func assertionOptions(_ request: Request) async throws -> Response {
+    func assertionOptions<Context: RequestContext>(_ request: Request, _ context: Context) async throws -> Response {
         let body = try await HTTP.body(request, limit: configuration.maxBodySize)
         var userHandle: [UInt8]?
-        if let username = body["username"]?.stringValue, !username.isEmpty {
-            guard let account = try await accounts.account(named: username) else {
-                throw WebAuthnError(.credentialUnknown, "no account named \(username.prefix(64))")
+        var allow: [CredentialDescriptor]?
+        if let raw = body["username"]?.stringValue, !raw.isEmpty {
+            // The same work for every name: one account lookup, one credential lookup.
+            let name = (try? UserName.normalize(name: raw)) ?? raw
+            let account = try await accounts.account(named: name)
+            let handle = account?.id ?? standIns.userHandle(for: name)
+            let records = try await engine.credentials.credentials(forUser: handle)
+            if records.isEmpty {
+                if configuration.conformance {
+                    throw WebAuthnError(.credentialUnknown, "no account named \(raw.prefix(64)) with a credential")
+                }
+                userHandle = standIns.userHandle(for: name)
+                allow = standIns.credentials(for: name)
+            } else {
+                userHandle = handle
+                allow = records.map { CredentialDescriptor(id: $0.id, transports: $0.transports) }
             }
-            guard !(try await engine.credentials.credentials(forUser: account.id)).isEmpty else {
-                throw WebAuthnError(.credentialUnknown, "the account \(username.prefix(64)) has no credential")
-            }
-            userHandle = account.id
         }
         let uv = body["userVerification"]?.stringValue.flatMap(UserVerificationRequirement.init(rawValue:))
         let extensions = body["extensions"]?.objectValue ?? JSONObject()
-        let conditional = body["mediation"]?.stringValue == "conditional"
+        let session = sessions.token(request) ?? sessions.mint()
+        // `mediation` is the page's business: user presence is required whatever it says.
         let options = try await engine.startAuthentication(userHandle: userHandle, userVerification: uv, extensions: extensions,
-                                                           conditionalMediation: conditional)
-        let session = sessions.update(sessionID(request)) { $0.pendingChallenge = options.challenge }
-        return HTTP.ok(options.json.objectValue!, cookie: HTTP.sessionCookie(session, secure: configuration.secureCookies))
+                                                           binding: session.binding, allowCredentials: allow)
+        return HTTP.ok(options.json.objectValue ?? JSONObject(), cookie: sessions.cookie(session))
     }
 
-    func assertionResult(_ request: Request) async throws -> Response {
+    /// Failures whose detail would tell an attacker which credentials or
+    /// accounts exist: the client gets `authentication_failed`, the log the code.
+    static let concealed: Set<WebAuthnError.Code> = [
+        .credentialUnknown, .credentialNotAllowed, .credentialNotOwnedByUser, .userHandleMismatch, .userHandleMissing, .signatureInvalid,
+    ]
+
+    func assertionResult<Context: RequestContext>(_ request: Request, _ context: Context) async throws -> Response {
         let body = try await HTTP.body(request, limit: configuration.maxBodySize)
-        let session = sessionID(request)
-        let result = try await engine.finishAuthentication(AuthenticationResponse(json: body), expectedChallenge: sessions.takeChallenge(session))
-        let id = sessions.update(session) { $0.signedIn = result.userHandle }
+        let token = sessions.token(request)
+        let result: AuthenticationResult
+        do throws(WebAuthnError) {
+            result = try await engine.finishAuthentication(AuthenticationResponse(json: body), binding: token?.binding)
+        } catch {
+            Audit.event("sign_in_failed", context, ["code": .string(error.code.rawValue)])
+            if Self.concealed.contains(error.code) {
+                throw WebAuthnError(.authenticationFailed, "the credential could not be verified for this sign-in")
+            }
+            throw error
+        }
+        let signedIn = try await sessions.signIn(result.userHandle, replacing: token, now: now)
+        Audit.event("signed_in", context, ["account": .string(Audit.hash(result.userHandle)), "credential": .string(Audit.hash(result.credentialId)),
+                                           "uv": .string(String(result.userVerified))])
         return HTTP.ok([
             "credentialId": .string(Base64URL.encode(result.credentialId)),
             "signCount": .number(Double(result.signCount)),
             "userVerified": .bool(result.userVerified),
-        ], cookie: HTTP.sessionCookie(id, secure: configuration.secureCookies))
+        ], cookie: sessions.cookie(signedIn))
     }
 }
 
@@ -143,5 +280,31 @@ struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
         let ms = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e6
         context.logger.info("\(request.method) \(request.uri.path) \(response.status.code) \(String(format: "%.1f", ms)) ms")
         return response
+    }
+}
+
+/// The audit trail: one structured log event (level notice) per
+/// registration, sign-in, failure, deletion and throttling, with the request
+/// id and hashes of the account handle and credential id; never a
+/// challenge, cookie, key or body.
+enum Audit {
+    static func event<Context: RequestContext>(_ name: String, _ context: Context, _ metadata: Logger.Metadata = [:]) {
+        var m = metadata
+        m["event"] = .string(name)
+        context.logger.notice("audit", metadata: m)
+    }
+
+    /// The first 12 bytes of SHA-256, in base64url: enough to correlate, not to identify.
+    static func hash(_ bytes: [UInt8]) -> String { Base64URL.encode(Array(Digest.sha256(bytes).prefix(12))) }
+}
+
+/// A request context that knows the client's socket address (for throttling).
+public struct WebAuthnRequestContext: RequestContext, RemoteAddressRequestContext {
+    public var coreContext: CoreRequestContextStorage
+    public let remoteAddress: SocketAddress?
+
+    public init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        remoteAddress = source.channel.remoteAddress
     }
 }

@@ -38,6 +38,15 @@ struct Serve: AsyncParsableCommand {
     var appleAppIDs: [String] = []
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error, critical.") var logLevel = "info"
     @Option(name: .customLong("idle-timeout"), help: "Seconds before an idle connection is closed.") var idleTimeout: Int64 = 30
+    @Option(name: .customLong("secret-file"), help: ArgumentHelp(
+        "A file holding the server secret (at least 32 bytes; or the WEBAUTHN_SECRET environment variable): it signs session cookies and derives the stand-ins of unknown names. Instances behind one load balancer need the same one. Default: random per start."))
+    var secretFile: String?
+    @Option(name: .customLong("rate-limit"), help: "Throttle the ceremony endpoints: off, or A[:S] requests per second per client address without a session (default 30) and per session (default 300); bursts of ten seconds' worth.")
+    var rateLimit = "30:300"
+    @Option(name: .customLong("trusted-proxy"), parsing: .unconditionalSingleValue, help: "A proxy range (CIDR) whose X-Forwarded-For is believed for the client address (repeatable).")
+    var trustedProxies: [String] = []
+    @Flag(name: .customLong("conformance"), help: "The FIDO conformance tools' semantics: anyone may enroll onto an existing name, and unknown names fail. Unsafe: for conformance runs only.")
+    var conformance = false
 
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
@@ -47,6 +56,26 @@ struct Serve: AsyncParsableCommand {
         guard isPostgres || (db.hasPrefix("sqlite:") && db.count > "sqlite:".count) else {
             throw ValidationError("--db must be sqlite:PATH or postgres://USER@HOST:PORT/DB")
         }
+        guard RateLimit.parse(rateLimit) != nil else { throw ValidationError("--rate-limit must be off, A or A:S with positive numbers") }
+        for proxy in trustedProxies where CIDR(proxy) == nil { throw ValidationError("--trusted-proxy \(proxy) is not an address range such as 10.0.0.0/8") }
+    }
+
+    /// The server secret: `--secret-file`, else WEBAUTHN_SECRET, else nil (random).
+    func secret() throws -> [UInt8]? {
+        let text: String
+        if let secretFile {
+            guard let contents = FileManager.default.contents(atPath: secretFile), contents.count <= 4096 else {
+                throw ValidationError("--secret-file \(secretFile) cannot be read (or is larger than 4 KiB)")
+            }
+            text = String(decoding: contents, as: UTF8.self)
+        } else if let env = ProcessInfo.processInfo.environment["WEBAUTHN_SECRET"] {
+            text = env
+        } else {
+            return nil
+        }
+        let bytes = Array(text.trimmingCharacters(in: .whitespacesAndNewlines).utf8)
+        guard bytes.count >= 32 else { throw ValidationError("the server secret must be at least 32 bytes (for example 43 base64 characters from openssl rand -base64 32)") }
+        return bytes
     }
 
     /// `--algorithms`: COSE algorithm names (RS1 is never offered).
@@ -74,7 +103,7 @@ struct Serve: AsyncParsableCommand {
             userVerification: requireUserVerification ? .required : .preferred, crossOrigin: crossOrigin,
             algorithms: try Self.parseAlgorithms(algorithms) ?? VerificationPolicy().algorithms,
             attestation: AttestationPolicy(acceptedTypes: types, requireTrustedAttestation: requireTrustedAttestation))
-        let store: any CredentialStore & ChallengeStore & AccountStore
+        let store: any CredentialStore & ChallengeStore & AccountStore & SessionStore
         let sqlite: SQLiteStore?
         if isPostgres {
             store = try await PostgresStore.open(url: db)
@@ -94,10 +123,19 @@ struct Serve: AsyncParsableCommand {
         } catch {
             throw ValidationError(error.message)
         }
-        let engine = WebAuthnEngine(relyingParty: rp, credentials: store, challenges: store)
-        let routes = WebAuthnRoutes(engine: engine, accounts: store, configuration: ServerConfiguration(
-            relatedOrigins: relatedOrigins, appleWebCredentialApps: appleAppIDs, secureCookies: allowed.allSatisfy { $0.hasPrefix("https://") }))
-        let router = Router()
+        let engine = WebAuthnEngine(relyingParty: rp, credentials: store, challenges: store, accounts: store)
+        let secret = try self.secret()
+        if secret == nil {
+            logger.notice("no --secret-file or WEBAUTHN_SECRET: a random secret signs sessions until this process stops (several instances need one shared secret)")
+        }
+        if conformance {
+            logger.warning("--conformance: anyone may enroll a credential onto an existing name and unknown names are revealed; never use it for real accounts")
+        }
+        let routes = WebAuthnRoutes(engine: engine, accounts: store, sessions: store, configuration: ServerConfiguration(
+            relatedOrigins: relatedOrigins, appleWebCredentialApps: appleAppIDs, secureCookies: allowed.allSatisfy { $0.hasPrefix("https://") },
+            secret: secret, conformance: conformance, rateLimit: RateLimit.parse(rateLimit) ?? RateLimit(),
+            trustedProxies: trustedProxies.compactMap(CIDR.init)))
+        let router = Router(context: WebAuthnRequestContext.self)
         routes.add(to: router)
         // The store line names the database, never its credentials.
         let (host, db) = (self.host, isPostgres ? "postgres (" + (URLComponents(string: self.db)?.host ?? "?") + ")" : self.db)

@@ -97,14 +97,19 @@ struct AuthenticationStepTests {
         #expect(h.verify(try h.authenticator.resign(parts), credential: credential) == "rp_id_hash_mismatch")
     }
 
-    @Test("step 16: UP must be set unless mediation was conditional")
+    @Test("step 16: UP must be set, whatever the mediation (only conditional create, at registration, relaxes it)")
     func step16UserPresent() throws {
         let credential = try h.registered()
         var parts = try h.assert(credential)
         parts.authenticatorData.flags.remove(.userPresent)
         parts = try h.authenticator.resign(parts)
         #expect(h.verify(parts, credential: credential) == "user_presence_missing")
-        #expect(h.verify(parts, credential: credential, ceremony: h.authenticationCeremony(userHandle: h.user.id, conditional: true)) == nil)
+        // A ceremony record claiming conditional create is a registration-only
+        // relaxation: on an authentication ceremony it is dropped.
+        let claimed = PendingCeremony(kind: .authentication, challenge: h.challenge, userHandle: h.user.id, userVerification: .preferred,
+                                      conditionalCreate: true, expiresAt: .distantFuture)
+        #expect(!claimed.conditionalCreate)
+        #expect(h.verify(parts, credential: credential, ceremony: claimed) == "user_presence_missing")
     }
 
     @Test("step 17: UV must be set when required")

@@ -191,6 +191,7 @@ struct EngineTests {
             func insert(_ ceremony: PendingCeremony) async throws { throw Down() }
             func pending(challenge: [UInt8]) async throws -> PendingCeremony? { throw Down() }
             func consume(challenge: [UInt8]) async throws -> PendingCeremony? { throw Down() }
+            func sweep(expiredBefore date: Date) async throws -> Int { throw Down() }
         }
         let broken = WebAuthnEngine(relyingParty: engine.relyingParty, credentials: credentials, challenges: Broken())
         #expect(await errorCode { _ = try await broken.startRegistration(user: user) } == "storage_failure")

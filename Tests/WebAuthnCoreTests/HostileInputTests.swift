@@ -51,7 +51,7 @@ struct HostileInputTests {
 
     @Test("JSON limits: depth and size")
     func jsonLimits() {
-        #expect(errorCode { _ = try JSONValue.parse(String(repeating: "[", count: 100_000)) } == "json_malformed")
+        #expect(errorCode { _ = try JSONValue.parse(String(repeating: "[", count: 10_000)) } == "json_malformed")
         #expect(errorCode { _ = try JSONValue.parse([UInt8](repeating: 0x20, count: 2 << 20)) } == "input_too_large")
         #expect(errorCode { _ = try JSONValue.parse([0x22, 0xff, 0x22]) } == "json_malformed")
     }
@@ -204,13 +204,13 @@ struct HostileInputTests {
         #expect(errorCode { _ = try COSEKey(bytes: Self.ec2(-35)) } == "cose_key_invalid")  // ES384 on P-256
         #expect(errorCode { _ = try COSEKey(bytes: Self.ec2(crv: 9)) } == "algorithm_unsupported")
         #expect(errorCode { _ = try COSEKey(bytes: Self.ec2(x: [UInt8](repeating: 1, count: 31))) } == "cose_key_invalid")
-        #expect(errorCode { _ = try COSEKey(bytes: Self.ec2(y: [UInt8](repeating: 1, count: 32))) } == "cose_key_invalid")  // not on the curve
+        #expect(errorCode { _ = try COSEKey(bytes: Self.ec2(y: [UInt8](repeating: 1, count: 32))) } == "public_key_point_invalid")  // not on the curve
         #expect(errorCode { _ = try COSEKey(bytes: Self.ec2(extra: [CBORPair(CBOR(-4), .bytes([1]))])) } == "cose_key_invalid")
         #expect(errorCode { _ = try COSEKey(bytes: CBOREncoder.encode(.map([CBORPair(CBOR(1), CBOR(2))]))) } == "cose_key_invalid")
         #expect(errorCode { _ = try COSEKey(bytes: CBOREncoder.encode(.map([CBORPair(CBOR(1), CBOR(7)), CBORPair(CBOR(3), CBOR(-48))]))) } == "algorithm_unsupported")
         #expect(errorCode { _ = try COSEKey(bytes: CBOREncoder.encode(.map([CBORPair(CBOR(1), CBOR(3)), CBORPair(CBOR(3), CBOR(-257)),
                                                                              CBORPair(CBOR(-1), .bytes([UInt8](repeating: 0xff, count: 128))),
-                                                                             CBORPair(CBOR(-2), .bytes([1, 0, 1]))]))) } == "cose_key_invalid")
+                                                                             CBORPair(CBOR(-2), .bytes([1, 0, 1]))]))) } == "public_key_rsa_invalid")  // 1024 bits
         #expect(errorCode { _ = try COSEKey(bytes: CBOREncoder.encode(.map([CBORPair(CBOR(1), CBOR(1)), CBORPair(CBOR(3), CBOR(-7)),
                                                                              CBORPair(CBOR(-1), CBOR(6)), CBORPair(CBOR(-2), .bytes([UInt8](repeating: 1, count: 32)))]))) } == "cose_key_invalid")
     }

@@ -103,7 +103,7 @@ struct RegistrationStepTests {
         #expect(h.verify(parts) == "rp_id_hash_mismatch")
     }
 
-    @Test("step 15: UP must be set unless mediation was conditional")
+    @Test("step 15: UP must be set unless the server issued the options for a conditional create")
     func step15UserPresent() throws {
         var parts = try h.register()
         parts.authenticatorData.flags.remove(.userPresent)

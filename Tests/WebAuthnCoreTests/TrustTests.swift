@@ -103,7 +103,12 @@ struct TrustTests {
         let aaguid = AAGUID(bytes: f.aaguid)!
         #expect(f.code { $0.attestation.deniedAAGUIDs = [aaguid] } == "aaguid_not_allowed")
         #expect(f.code { $0.attestation.allowedAAGUIDs = [AAGUID.zero] } == "aaguid_not_allowed")
-        #expect(f.code { $0.attestation.allowedAAGUIDs = [aaguid] } == nil)
+        // The W3C CA is a format root here: it vouches for no model, so the allow-list
+        // admits the AAGUID only when that AAGUID's metadata entry holds the root.
+        #expect(f.code { $0.attestation.allowedAAGUIDs = [aaguid] } == "aaguid_unverified")
+        let metadata = TrustAnchors(metadata: [MetadataEntry(aaguid: aaguid, description: "W3C packed ES256", attestationTypes: ["basic_full"],
+                                                             attestationRootCertificates: [W3CVectorTests.attestationCA])])
+        #expect(f.code({ $0.attestation.allowedAAGUIDs = [aaguid] }, anchors: metadata) == nil)
         #expect(f.code { $0.attestation.acceptedTypes = [.none, .self] } == "attestation_type_not_allowed")
     }
 
@@ -218,7 +223,7 @@ struct TrustTests {
             let parts = try SoftwareAuthenticator(profile: profile).register(rpId: rp.id, origin: "https://example.com", challenge: challenge,
                                                                              userHandle: [1], attestation: attestation)
             let ceremony = PendingCeremony(kind: .registration, challenge: challenge, user: try UserEntity(id: [1], name: "a"), algorithms: [],
-                                           userVerification: .preferred, conditionalMediation: false, expiresAt: .distantFuture)
+                                           userVerification: .preferred, expiresAt: .distantFuture)
             return try RegistrationVerifier.verify(parts.response, ceremony: ceremony, relyingParty: rp)
         }
         var anchors = TrustAnchors.builtIn

@@ -43,7 +43,7 @@ struct ConformanceRunnerTests {
         let metadata = try Self.metadataFolder()
         // All algorithms offered, so that the list's OPTIONAL algorithm cases (Resp-4 P-3, P-4, P-6, P-7) run too.
         let server = try ServeProcess(database: ServeProcess.temporaryDatabase(), extra: Self.metadataFlags(metadata) + [
-            "--require-trusted-attestation", "--algorithms", "ES256,EdDSA,ES384,ES512,PS256,PS384,PS512,RS256,RS384,RS512",
+            "--conformance", "--require-trusted-attestation", "--algorithms", "ES256,EdDSA,ES384,ES512,PS256,PS384,PS512,RS256,RS384,RS512",
         ])
         // The four BLOBs that must not verify were rejected at start-up, each for its own reason.
         let log = server.log

@@ -1,29 +1,100 @@
 import Foundation
+import Hummingbird
+import NIOCore
 import Testing
+@testable import WebAuthnCore
 @testable import WebAuthnServer
 
-@Suite("Browser sessions")
+@Suite("Browser sessions, throttling and client addresses")
 struct SessionTests {
-    @Test("the session table is bounded: new clients evict the oldest sessions")
-    func bounded() {
-        let sessions = SessionStore(capacity: 50)
-        var first: String?
-        for i in 0..<500 {
-            let id = sessions.update(nil) { $0.pendingChallenge = [UInt8(i & 0xff)] }
-            if i == 0 { first = id }
-        }
-        #expect(sessions.count == 50)
-        #expect(sessions.session(first) == nil)
+    let sessions = BrowserSessions(store: InMemorySessionStore(), secret: SecureRandom.bytes(32), secure: false, lifetime: 3600)
+
+    func request(cookie: String?, headers: [String: String] = [:]) -> Request {
+        var fields = HTTPFields()
+        if let cookie { fields[.cookie] = cookie }
+        for (name, value) in headers { fields[.init(name)!] = value }
+        return Request(head: .init(method: .post, scheme: "http", authority: "localhost", path: "/", headerFields: fields), body: .init(buffer: ByteBuffer()))
     }
 
-    @Test("a pending challenge is taken once; an unknown cookie starts a new session")
-    func challengeOnce() {
-        let sessions = SessionStore()
-        let id = sessions.update(nil) { $0.pendingChallenge = [1, 2, 3] }
-        #expect(sessions.takeChallenge(id) == [1, 2, 3])
-        #expect(sessions.takeChallenge(id) == nil)
-        #expect(sessions.update("forged") { _ in } != "forged")
-        sessions.end(id)
-        #expect(sessions.session(id) == nil)
+    @Test("a cookie is a session only if this server's secret signed it")
+    func signedCookies() {
+        let token = sessions.mint()
+        #expect(sessions.token(request(cookie: "webauthn_session=\(token.cookieValue)")) == token)
+        var forged = token.bytes
+        forged[31] ^= 1
+        #expect(sessions.token(request(cookie: "webauthn_session=\(Base64URL.encode(forged))")) == nil)
+        let other = BrowserSessions(store: InMemorySessionStore(), secret: SecureRandom.bytes(32), secure: false, lifetime: 3600)
+        #expect(other.token(request(cookie: "webauthn_session=\(token.cookieValue)")) == nil)
+        #expect(sessions.token(request(cookie: "webauthn_session=forged")) == nil)
+        #expect(sessions.token(request(cookie: nil)) == nil)
+        let secure = BrowserSessions(store: InMemorySessionStore(), secret: [1], secure: true, lifetime: 60)
+        #expect(secure.cookie(secure.mint()).description.contains("__Host-webauthn_session="))
+        #expect(secure.cookie(secure.mint()).secure && secure.cookie(secure.mint()).httpOnly)
+    }
+
+    @Test("signing in always issues a new session, ends the old one, and signing out ends it on the server")
+    func rotation() async throws {
+        let now = Date()
+        let anonymous = sessions.mint()
+        let first = try await sessions.signIn([1, 2, 3], replacing: anonymous, now: now)
+        #expect(first != anonymous)
+        #expect(try await sessions.signedIn(first, now: now)?.userHandle == [1, 2, 3])
+        let second = try await sessions.signIn([1, 2, 3], replacing: first, now: now)
+        #expect(second != first)
+        #expect(try await sessions.signedIn(first, now: now) == nil)
+        #expect(try await sessions.signedIn(second, now: now.addingTimeInterval(3601)) == nil)  // expired
+        try await sessions.signOut(second)
+        #expect(try await sessions.signedIn(second, now: now) == nil)
+    }
+
+    @Test("the in-memory session store is bounded and evicts the oldest in O(1)")
+    func boundedSessions() async throws {
+        let store = InMemorySessionStore(capacity: 50)
+        var first: [UInt8] = []
+        for i in 0..<500 {
+            let s = SignedInSession(idHash: SecureRandom.bytes(32), userHandle: SecureRandom.bytes(8), createdAt: Date(), authenticatedAt: Date(),
+                                    expiresAt: Date().addingTimeInterval(60))
+            if i == 0 { first = s.idHash }
+            try await store.insert(s)
+        }
+        #expect(store.count == 50)
+        #expect(try await store.session(idHash: first) == nil)
+    }
+
+    @Test("token buckets: a burst of ten seconds' worth, then 429 with a wait; refilled by time; bounded")
+    func buckets() {
+        let limiter = RateLimiter(maxTracked: 100)
+        let t0 = Date(timeIntervalSince1970: 1_000_000)
+        var allowed = 0
+        for _ in 0..<100 where limiter.take("a", rate: 3, now: t0) == nil { allowed += 1 }
+        #expect(allowed == 30)
+        #expect(limiter.take("a", rate: 3, now: t0) == 1)
+        #expect(limiter.take("a", rate: 3, now: t0.addingTimeInterval(1)) == nil)
+        #expect(limiter.take("b", rate: 3, now: t0) == nil)  // another key has its own bucket
+        for i in 0..<1000 { _ = limiter.take("k\(i)", rate: 1, now: t0) }
+        #expect(limiter.count <= 100)
+    }
+
+    @Test("client address: the socket peer, or X-Forwarded-For only behind a trusted proxy")
+    func clientAddress() throws {
+        let peer = try SocketAddress(ipAddress: "10.1.2.3", port: 5000)
+        let forwarded = request(cookie: nil, headers: ["X-Forwarded-For": "203.0.113.9, 10.1.2.4"])
+        #expect(ClientAddress.of(forwarded, peer: peer, trustedProxies: []) == "10.1.2.3")
+        let proxies = [try #require(CIDR("10.0.0.0/8"))]
+        #expect(ClientAddress.of(forwarded, peer: peer, trustedProxies: proxies) == "203.0.113.9")
+        let outsider = try SocketAddress(ipAddress: "198.51.100.7", port: 5000)
+        #expect(ClientAddress.of(forwarded, peer: outsider, trustedProxies: proxies) == "198.51.100.7")
+        #expect(ClientAddress.of(request(cookie: nil, headers: ["X-Forwarded-For": "garbage"]), peer: peer, trustedProxies: proxies) == "10.1.2.3")
+        #expect(CIDR("::1/128")?.contains("::1") == true && CIDR("::1/128")?.contains("::2") == false)
+        #expect(CIDR("10.0.0.0/8")?.contains("::ffff:10.9.9.9") == true)
+        #expect(CIDR("10.0.0.0/33") == nil && CIDR("nonsense") == nil)
+    }
+
+    @Test("--rate-limit values")
+    func rateLimitParsing() {
+        #expect(RateLimit.parse("off") == .some(nil))
+        #expect(RateLimit.parse("5") == .some(RateLimit(perAddress: 5)))
+        #expect(RateLimit.parse("5:50") == .some(RateLimit(perAddress: 5, perSession: 50)))
+        #expect(RateLimit.parse("0") == nil && RateLimit.parse("x") == nil && RateLimit.parse("1:2:3") == nil && RateLimit.parse("inf") == nil)
     }
 }

@@ -5,11 +5,11 @@ import WebAuthnSQLite
 @testable import WebAuthnPostgres
 import WebAuthnTesting
 
-/// The contract of CredentialStore, ChallengeStore and AccountStore, run
-/// against every backend: in-memory and SQLite.
+/// The contract of CredentialStore, ChallengeStore, AccountStore and
+/// SessionStore, run against every backend: in-memory, SQLite and PostgreSQL.
 @Suite("Store contract")
 struct StoreContractTests {
-    typealias Stores = (credentials: any CredentialStore, challenges: any ChallengeStore, accounts: any AccountStore)
+    typealias Stores = (credentials: any CredentialStore, challenges: any ChallengeStore, accounts: any AccountStore, sessions: any SessionStore)
 
     struct Backend: Sendable, CustomStringConvertible {
         let description: String
@@ -27,11 +27,14 @@ struct StoreContractTests {
     static let postgresURL = ProcessInfo.processInfo.environment["WEBAUTHN_TEST_POSTGRES"]
 
     static let backends: [Backend] = [
-        Backend(description: "in-memory") { ((InMemoryCredentialStore(), InMemoryChallengeStore(), InMemoryAccountStore()), {}) },
+        Backend(description: "in-memory") {
+            let credentials = InMemoryCredentialStore()
+            return ((credentials, InMemoryChallengeStore(), InMemoryAccountStore(credentials: credentials), InMemorySessionStore()), {})
+        },
         Backend(description: "sqlite") {
             let path = FileManager.default.temporaryDirectory.appendingPathComponent("contract-\(UUID().uuidString).sqlite").path
             let store = try await SQLiteStore.open(path: path)
-            return ((store, store, store), { try await store.close() })
+            return ((store, store, store, store), { try await store.close() })
         },
     ] + (postgresURL.map { url in
         [Backend(description: "postgres") {
@@ -39,7 +42,7 @@ struct StoreContractTests {
             let schema = "contract_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
             _ = try await PostgresPool(url: url, size: 1).query("CREATE SCHEMA \(schema)")
             let store = try await PostgresStore.open(url: url + "?options=-c%20search_path%3D\(schema)", connections: 4)
-            return ((store, store, store), {})
+            return ((store, store, store, store), {})
         }]
     } ?? [])
 
@@ -50,10 +53,11 @@ struct StoreContractTests {
                                 createdAt: Date(timeIntervalSince1970: 1_800_000_000))
     }
 
-    static func ceremony(_ challenge: [UInt8] = SecureRandom.bytes(32)) throws -> PendingCeremony {
+    static func ceremony(_ challenge: [UInt8] = SecureRandom.bytes(32), binding: [UInt8]? = [7, 7, 7],
+                         expiresAt: Date = Date(timeIntervalSince1970: 1_900_000_000.5)) throws -> PendingCeremony {
         PendingCeremony(kind: .registration, challenge: challenge, user: try UserEntity(id: [1, 2], name: "alice", displayName: "Alice"),
                         userHandle: nil, allowCredentials: [[9, 9]], algorithms: [.es256, .edDSA], userVerification: .required,
-                        conditionalMediation: true, expiresAt: Date(timeIntervalSince1970: 1_900_000_000.5))
+                        conditionalCreate: true, newAccount: true, binding: binding, expiresAt: expiresAt)
     }
 
     @Test("credentials: insert, read back every field, refuse a duplicate, list by user, delete", arguments: backends)
@@ -109,7 +113,8 @@ struct StoreContractTests {
             try await challenges.insert(c)
             let peeked = try #require(try await challenges.pending(challenge: c.challenge))
             #expect(peeked.user == c.user && peeked.algorithms == c.algorithms && peeked.allowCredentials == c.allowCredentials)
-            #expect(peeked.userVerification == .required && peeked.conditionalMediation && peeked.expiresAt == c.expiresAt)
+            #expect(peeked.userVerification == .required && peeked.conditionalCreate && peeked.newAccount && peeked.expiresAt == c.expiresAt)
+            #expect(peeked.binding == [7, 7, 7])
             let consumers = await withTaskGroup(of: Bool.self) { group in
                 for _ in 0..<16 { group.addTask { (try? await challenges.consume(challenge: c.challenge)) != nil } }
                 return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
@@ -119,20 +124,104 @@ struct StoreContractTests {
         }
     }
 
-    @Test("accounts: get-or-create is atomic", arguments: backends)
+    @Test("challenges: a binding keeps its newest ceremonies only; a sweep removes the expired ones and counts the rest", arguments: backends)
+    func challengeBounds(backend: Backend) async throws {
+        try await backend.with { (stores: Stores) async throws in
+            let challenges = stores.challenges
+            let binding = SecureRandom.bytes(32)
+            var issued: [[UInt8]] = []
+            for i in 0..<(PendingCeremony.maxPerBinding + 4) {
+                let c = try Self.ceremony(binding: binding, expiresAt: Date(timeIntervalSince1970: 1_900_000_000 + Double(i)))
+                try await challenges.insert(c)
+                issued.append(c.challenge)
+            }
+            var kept: [[UInt8]] = []
+            for challenge in issued where try await challenges.pending(challenge: challenge) != nil { kept.append(challenge) }
+            #expect(kept == Array(issued.suffix(PendingCeremony.maxPerBinding)))
+            // Another binding, and unbound ceremonies, are not affected.
+            let other = try Self.ceremony(binding: SecureRandom.bytes(32))
+            try await challenges.insert(other)
+            let unbound = try Self.ceremony(binding: nil)
+            try await challenges.insert(unbound)
+            #expect(try await challenges.pending(challenge: other.challenge) != nil)
+            // Expired ones go; live ones stay.
+            let expired = try Self.ceremony(binding: nil, expiresAt: Date(timeIntervalSince1970: 1_000))
+            try await challenges.insert(expired)
+            let remaining = try await challenges.sweep(expiredBefore: Date(timeIntervalSince1970: 1_900_000_000 + 5.5))
+            #expect(try await challenges.pending(challenge: expired.challenge) == nil)
+            #expect(try await challenges.pending(challenge: issued.last!) != nil)
+            #expect(try await challenges.pending(challenge: issued[5]) == nil)  // expired at ...005
+            // Left: the bound ones expiring at ...006 to ...011 (`other` and `unbound` expired at ...000.5).
+            #expect(remaining == 6)
+        }
+    }
+
+    @Test("accounts: an account exists only with its first credential; names are unique by look-alike key", arguments: backends)
     func accounts(backend: Backend) async throws {
         try await backend.with { (stores: Stores) async throws in
             let accounts = stores.accounts
-            let ids = await withTaskGroup(of: [UInt8]?.self) { group in
+            // Sixteen concurrent sign-ups for one name: exactly one account, with its credential.
+            let outcomes = await withTaskGroup(of: ([UInt8], [UInt8], Bool).self) { group in
                 for _ in 0..<16 {
-                    group.addTask { try? await accounts.account(named: "bob", creating: UserEntity.new(name: "bob")).id }
+                    group.addTask {
+                        let user = UserEntity.new(name: "bob")
+                        guard let credential = try? Self.record(user: user.id) else { return (user.id, [], false) }
+                        let ok = (try? await accounts.create(user, firstCredential: credential)) != nil
+                        return (user.id, credential.id, ok)
+                    }
                 }
-                return await group.reduce(into: Set<[UInt8]>()) { if let id = $1 { $0.insert(id) } }
+                return await group.reduce(into: []) { $0.append($1) }
             }
-            #expect(ids.count == 1)
-            #expect(try await accounts.account(named: "bob")?.id == ids.first)
-            #expect(try await accounts.account(handle: ids.first!)?.name == "bob")
+            let winners = outcomes.filter(\.2)
+            #expect(winners.count == 1)
+            let winner = try #require(winners.first)
+            #expect(try await accounts.account(named: "bob")?.id == winner.0)
+            #expect(try await accounts.account(handle: winner.0)?.name == "bob")
+            #expect(try await stores.credentials.credential(id: winner.1)?.userHandle == winner.0)
+            for loser in outcomes where !loser.2 {
+                #expect(try await stores.credentials.credential(id: loser.1) == nil)
+                #expect(try await accounts.account(handle: loser.0) == nil)
+            }
+            // Look-alikes are the same account: case and full-width forms.
+            #expect(try await accounts.account(named: "BOB")?.id == winner.0)
+            let lookalike = UserEntity.new(name: "ＢＯＢ")
+            #expect(await errorCode { try await accounts.create(lookalike, firstCredential: try Self.record(user: lookalike.id)) } == "username_unavailable")
+            // A credential ID that exists: no account either.
+            let carol = UserEntity.new(name: "carol")
+            #expect(await errorCode { try await accounts.create(carol, firstCredential: try Self.record(winner.1, user: carol.id)) } == "credential_already_registered")
+            #expect(try await accounts.account(named: "carol") == nil)
             #expect(try await accounts.account(named: "nobody") == nil)
+        }
+    }
+
+    @Test("sessions: stored by hash, read back, ended, at most maxPerUser per account, swept when expired", arguments: backends)
+    func sessions(backend: Backend) async throws {
+        try await backend.with { (stores: Stores) async throws in
+            let sessions = stores.sessions
+            let user = SecureRandom.bytes(32)
+            func session(_ i: Int, user: [UInt8], expires: Double = 1_900_000_000) -> SignedInSession {
+                SignedInSession(idHash: SecureRandom.bytes(32), userHandle: user, createdAt: Date(timeIntervalSince1970: 1_800_000_000 + Double(i)),
+                                authenticatedAt: Date(timeIntervalSince1970: 1_800_000_000 + Double(i)), expiresAt: Date(timeIntervalSince1970: expires))
+            }
+            let first = session(0, user: user)
+            try await sessions.insert(first)
+            #expect(try await sessions.session(idHash: first.idHash) == first)
+            try await sessions.delete(idHash: first.idHash)
+            #expect(try await sessions.session(idHash: first.idHash) == nil)
+            var made: [SignedInSession] = []
+            for i in 1...(SignedInSession.maxPerUser + 3) {
+                let s = session(i, user: user)
+                try await sessions.insert(s)
+                made.append(s)
+            }
+            for (i, s) in made.enumerated() {
+                #expect((try await sessions.session(idHash: s.idHash) != nil) == (i >= 3), "session \(i)")
+            }
+            let old = session(100, user: SecureRandom.bytes(32), expires: 1_000)
+            try await sessions.insert(old)
+            let remaining = try await sessions.sweepSessions(expiredBefore: Date(timeIntervalSince1970: 1_850_000_000))
+            #expect(try await sessions.session(idHash: old.idHash) == nil)
+            #expect(remaining == SignedInSession.maxPerUser)
         }
     }
 }

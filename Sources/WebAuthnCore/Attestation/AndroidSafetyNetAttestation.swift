@@ -42,21 +42,30 @@ enum AndroidSafetyNetAttestation: AttestationFormatVerifier {
         guard let nonceText = jws.payload["nonce"]?.stringValue, let nonce = Data(base64Encoded: nonceText), [UInt8](nonce) == expected else {
             throw WebAuthnError(.attestationNonceMismatch, "the SafetyNet nonce is not base64(SHA-256(authData ‖ clientDataHash))", step: step + " step 3")
         }
-        // Freshness, by the engine's clock.
-        guard let timestamp = jws.payload["timestampMs"]?.numberValue else {
-            throw WebAuthnError(.attestationStatementMalformed, "the SafetyNet payload has no timestampMs", step: step)
-        }
-        let now = input.now.timeIntervalSince1970 * 1000
-        let maxAge = input.policy.attestation.safetyNetMaxAge * 1000
-        guard timestamp <= now + futureSkew * 1000, now - timestamp <= maxAge else {
-            throw WebAuthnError(.attestationTimestampInvalid, "the SafetyNet timestampMs \(Int64(timestamp)) is not within \(Int(maxAge / 1000)) s before the engine's time \(Int64(now))", step: step)
-        }
+        try verifyFreshness(jws.payload, now: input.now, maxAge: input.policy.attestation.safetyNetMaxAge)
         // The device passed Google's compatibility check, when the policy requires it.
         if input.policy.attestation.requireSafetyNetCTSProfileMatch && jws.payload["ctsProfileMatch"]?.boolValue != true {
             throw WebAuthnError(.attestationIntegrityFailed, "the SafetyNet ctsProfileMatch is not true (AttestationPolicy.requireSafetyNetCTSProfileMatch)", step: step)
         }
         // Step 5: Basic, trust path x5c.
         return AttestationVerification(type: .basic, trustPath: certificates)
+    }
+
+    /// Freshness, by the engine's clock: `timestampMs` is an integer number of
+    /// milliseconds (read with a checked conversion: 1e300 is not one), at most
+    /// `maxAge` seconds old and at most `futureSkew` ahead.
+    static func verifyFreshness(_ payload: JSONValue, now: Date, maxAge: Double) throws(WebAuthnError) {
+        guard let number = payload["timestampMs"]?.numberValue else {
+            throw WebAuthnError(.attestationStatementMalformed, "the SafetyNet payload has no timestampMs", step: step)
+        }
+        guard let timestamp = Int64(exactly: number), timestamp >= 0 else {
+            throw WebAuthnError(.attestationTimestampInvalid, "the SafetyNet timestampMs is not a non-negative integer of milliseconds", step: step)
+        }
+        let nowMs = now.timeIntervalSince1970 * 1000
+        let age = nowMs - Double(timestamp)
+        guard age >= -futureSkew * 1000, age <= maxAge * 1000 else {
+            throw WebAuthnError(.attestationTimestampInvalid, "the SafetyNet timestampMs \(timestamp) is not within \(maxAge) s before the engine's time (\(nowMs.rounded()) ms), with \(futureSkew) s of skew", step: step)
+        }
     }
 }
 
@@ -94,27 +103,32 @@ struct JWS {
         signingInput = Array(compact[0..<(parts[0].count + 1 + parts[1].count)])
     }
 
+    /// The size of r ‖ s for each ECDSA algorithm (RFC 7518 §3.4): twice the curve's coordinate size.
+    static let ecdsaSignatureSizes: [COSEAlgorithm: Int] = [.es256: 64, .es384: 96, .es512: 132]
+
     /// Verifies the signature; ECDSA signatures in JWS are raw r ‖ s and are converted to DER.
     func verifySignature(with key: PublicKey) throws(WebAuthnError) {
         var sig = signature
-        if [COSEAlgorithm.es256, .es384, .es512].contains(algorithm) {
-            guard sig.count % 2 == 0, !sig.isEmpty else { throw WebAuthnError(.attestationSignatureInvalid, "the JWS ECDSA signature is not r ‖ s") }
-            sig = Self.derSignature(r: Array(sig[..<(sig.count / 2)]), s: Array(sig[(sig.count / 2)...]))
+        if let size = Self.ecdsaSignatureSizes[algorithm] {
+            guard sig.count == size else {
+                throw WebAuthnError(.attestationSignatureInvalid, "the JWS \(algorithm.name) signature is \(sig.count) bytes; r ‖ s is \(size)")
+            }
+            sig = Self.derSignature(r: Array(sig[..<(size / 2)]), s: Array(sig[(size / 2)...]))
         }
         guard key.verify(signature: sig, parts: [signingInput], algorithm: algorithm) else {
             throw WebAuthnError(.attestationSignatureInvalid, "the JWS signature does not verify with its x5c[0] key (\(algorithm))")
         }
     }
 
-    /// ECDSA-Sig-Value ::= SEQUENCE { r INTEGER, s INTEGER } from fixed-size r and s.
+    /// ECDSA-Sig-Value ::= SEQUENCE { r INTEGER, s INTEGER } from fixed-size r and s
+    /// (any size: DER lengths are written in as many bytes as they need).
     static func derSignature(r: [UInt8], s: [UInt8]) -> [UInt8] {
         func integer(_ v: [UInt8]) -> [UInt8] {
             var bytes = Array(v.drop { $0 == 0 })
             if bytes.isEmpty || bytes[0] & 0x80 != 0 { bytes.insert(0, at: 0) }
-            return [0x02] + length(bytes.count) + bytes
+            return [0x02] + DER.encodeLength(bytes.count) + bytes
         }
-        func length(_ n: Int) -> [UInt8] { n < 0x80 ? [UInt8(n)] : [0x81, UInt8(n)] }
         let body = integer(r) + integer(s)
-        return [0x30] + length(body.count) + body
+        return [0x30] + DER.encodeLength(body.count) + body
     }
 }

@@ -49,7 +49,8 @@ enum AttestationFormats {
     /// WebAuthn L3 §7.1 step 22: a USASCII case-sensitive match of `fmt`
     /// against the supported formats.
     static func verifier(for format: String) throws(WebAuthnError) -> any AttestationFormatVerifier.Type {
-        if let verifier = verifiers[format] { return verifier }
+        // The dictionary finds canonically equivalent names too; the bytes must match.
+        if let verifier = verifiers[format], Bytes.sameUTF8(verifier.identifier, format) { return verifier }
         let supported = verifiers.keys.sorted().joined(separator: ", ")
         if knownUnsupported.contains(format) {
             throw WebAuthnError(.attestationFormatUnsupported, "attestation format \"\(format)\" is not supported by this build; supported: \(supported)", step: "WebAuthn L3 §7.1 step 22")

@@ -14,7 +14,7 @@ enum CompoundAttestation: AttestationFormatVerifier {
             guard let format = item["fmt"]?.textValue, let statement = item["attStmt"], item.mapValue?.count == 2 else {
                 throw WebAuthnError(.attestationStatementMalformed, "compound statement \(i) is not {fmt, attStmt}", step: step)
             }
-            guard format != identifier else {
+            guard !Bytes.sameUTF8(format, identifier) else {
                 throw WebAuthnError(.attestationStatementMalformed, "compound statements cannot nest", step: step)
             }
             let verifier = try AttestationFormats.verifier(for: format)

@@ -85,10 +85,9 @@ enum PackedAttestation: AttestationFormatVerifier {
         }
         // extnValue holds a DER OCTET STRING of 16 bytes: 04 10 <aaguid>.
         let value = ext.value
-        guard value.count == 18, value[0] == 0x04, value[1] == 0x10 else {
+        guard value.count == 18, value[0] == 0x04, value[1] == 0x10, let certAAGUID = AAGUID(bytes: Array(value[2...])) else {
             throw WebAuthnError(.attestationCertificateInvalid, "the id-fido-gen-ce-aaguid extension is not an OCTET STRING of 16 bytes", step: "WebAuthn L3 §8.2.1")
         }
-        let certAAGUID = AAGUID(bytes: Array(value[2...]))!
         guard certAAGUID == aaguid else {
             throw WebAuthnError(.attestationAAGUIDMismatch, "certificate AAGUID (\(PackedAttestation.aaguidExtensionOID)) is \(certAAGUID); authenticator data says \(aaguid)", step: "WebAuthn L3 §8.2 step 2")
         }

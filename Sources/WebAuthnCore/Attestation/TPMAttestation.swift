@@ -9,7 +9,7 @@ enum TPMAttestation: AttestationFormatVerifier {
         let s = input.statement
         try AttestationFormats.checkMembers(s, allowed: ["ver", "alg", "x5c", "sig", "certInfo", "pubArea"], format: identifier, step: step)
         // Step 1: the attStmt syntax.
-        guard s["ver"]?.textValue == "2.0" else {
+        guard let ver = s["ver"]?.textValue, Bytes.sameUTF8(ver, "2.0") else {
             throw WebAuthnError(.attestationStatementMalformed, "tpm attStmt.ver must be \"2.0\"", step: step + " step 1")
         }
         let (alg, sig) = try AttestationFormats.algorithmAndSignature(s, format: identifier)

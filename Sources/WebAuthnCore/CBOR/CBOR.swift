@@ -34,7 +34,15 @@ public indirect enum CBOR: Sendable, Hashable {
         for p in pairs where p.key == key { return p.value }
         return nil
     }
-    public subscript(key: String) -> CBOR? { self[.text(key)] }
+    /// Looks up a map member by text key, compared as UTF-8 bytes (not by
+    /// Unicode canonical equivalence, as `String ==` would).
+    public subscript(key: String) -> CBOR? {
+        guard case .map(let pairs) = self else { return nil }
+        for p in pairs {
+            if case .text(let t) = p.key, Bytes.sameUTF8(t, key) { return p.value }
+        }
+        return nil
+    }
     public subscript(key: Int) -> CBOR? { self[CBOR(key)] }
 
     /// An integer value.

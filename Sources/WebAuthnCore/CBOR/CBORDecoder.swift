@@ -24,15 +24,16 @@ enum CBORDecoder {
     static func decodePrefix(
         _ bytes: [UInt8], from offset: Int, limits: CBORLimits = CBORLimits()
     ) throws(WebAuthnError) -> (CBOR, Int) {
+        guard offset >= 0, offset < bytes.count else { throw WebAuthnError(.cborMalformed, "empty CBOR input") }
         guard bytes.count - offset <= limits.maxBytes else {
             throw WebAuthnError(.inputTooLarge, "CBOR input is \(bytes.count - offset) bytes; the limit is \(limits.maxBytes)")
         }
-        guard offset < bytes.count else { throw WebAuthnError(.cborMalformed, "empty CBOR input") }
         let builder = CBORBuilder(limits: limits)
         let context = Unmanaged.passUnretained(builder).toOpaque()
         var position = offset
         try bytes.withUnsafeBufferPointer { (buffer) throws(WebAuthnError) in
-            let base = buffer.baseAddress!
+            // Not empty (checked above), so the buffer has a base address.
+            guard let base = buffer.baseAddress else { throw WebAuthnError(.cborMalformed, "empty CBOR input") }
             withUnsafePointer(to: cborCallbacks) { callbacks in
                 while builder.result == nil && builder.error == nil {
                     builder.remaining = buffer.count - position
@@ -49,7 +50,9 @@ enum CBORDecoder {
             }
             if let error = builder.error { throw error }
         }
-        return (builder.result!, position - offset)
+        // The loop ends with a result or an error.
+        guard let result = builder.result else { throw WebAuthnError(.cborMalformed, "CBOR ended without a complete item") }
+        return (result, position - offset)
     }
 }
 
@@ -117,7 +120,16 @@ private final class CBORBuilder {
         stack.append(top)
     }
 
+    /// Pairs the keys and values of a map, refusing duplicate keys: a scan for
+    /// up to 16 keys, a set beyond, so the check stays linear. A NaN key is
+    /// refused too (NaN equals nothing, so it would escape the check).
     private func makeMap(_ keys: [CBOR], _ values: [CBOR]) -> [CBORPair]? {
+        for key in keys {
+            if case .float(let d) = key, d.isNaN {
+                fail(.cborMalformed, "CBOR map key is NaN")
+                return nil
+            }
+        }
         if keys.count <= 16 {
             for i in 0..<keys.count {
                 for j in (i + 1)..<max(i + 1, keys.count) where keys[i] == keys[j] {
@@ -136,7 +148,9 @@ private final class CBORBuilder {
         guard error == nil, countItem() else { return }
         // Every member takes at least one byte: a larger claim is a lie that
         // would otherwise make us reserve memory for nothing.
-        guard size <= remaining else { return fail(.cborMalformed, "CBOR array declares \(size) items but the input is shorter") }
+        // libcbor passes a 64-bit length as size_t, which Swift sees as Int: a
+        // length of 2^63 or more arrives negative.
+        guard size >= 0, size <= remaining else { return fail(.cborMalformed, "CBOR array declares more items than the input has bytes") }
         guard stack.count < limits.maxDepth else { return fail(.cborLimitExceeded, "CBOR nesting deeper than \(limits.maxDepth)") }
         if size == 0 { append(.array([])); return }
         stack.append(.array(expected: size, items: []))
@@ -144,13 +158,20 @@ private final class CBORBuilder {
 
     func startMap(_ size: Int) {
         guard error == nil, countItem() else { return }
-        guard size <= remaining / 2 else { return fail(.cborMalformed, "CBOR map declares \(size) pairs but the input is shorter") }
+        guard size >= 0, size <= remaining / 2 else { return fail(.cborMalformed, "CBOR map declares more pairs than the input has bytes") }
         guard stack.count < limits.maxDepth else { return fail(.cborLimitExceeded, "CBOR nesting deeper than \(limits.maxDepth)") }
         if size == 0 { append(.map([])); return }
         stack.append(.map(expected: size, keys: [], values: []))
     }
 
+    /// A definite byte string: libcbor has checked that its `length` bytes are in the input.
+    func bytes(_ data: UnsafePointer<UInt8>?, _ length: Int) {
+        guard length >= 0, length <= remaining else { return fail(.cborMalformed, "CBOR byte string is longer than the input") }
+        emit(.bytes(Array(UnsafeBufferPointer(start: data, count: length))))
+    }
+
     func text(_ data: UnsafePointer<UInt8>?, _ length: Int) {
+        guard length >= 0, length <= remaining else { return fail(.cborMalformed, "CBOR text string is longer than the input") }
         let buffer = UnsafeBufferPointer(start: data, count: length)
         guard let s = String(validating: buffer, as: UTF8.self) else {
             return fail(.cborMalformed, "CBOR text string is not valid UTF-8")
@@ -158,8 +179,11 @@ private final class CBORBuilder {
         emit(.text(s))
     }
 
+    /// The builder behind libcbor's context pointer, which is always the one
+    /// `decodePrefix` passed (never nil).
     static func from(_ context: UnsafeMutableRawPointer?) -> CBORBuilder {
-        Unmanaged<CBORBuilder>.fromOpaque(context!).takeUnretainedValue()
+        guard let context else { fatalError("libcbor called back without the decoder's context") }  // not input-dependent
+        return Unmanaged<CBORBuilder>.fromOpaque(context).takeUnretainedValue()
     }
 }
 
@@ -177,9 +201,7 @@ private let cborCallbacks: cbor_callbacks = {
     c.negint64 = { ctx, v in CBORBuilder.from(ctx).emit(.negative(v)) }
     // libcbor 0.8's header labels these two pairs the other way round; the
     // (data, length) callbacks are the definite strings.
-    c.byte_string = { ctx, data, length in
-        CBORBuilder.from(ctx).emit(.bytes(Array(UnsafeBufferPointer(start: data, count: length))))
-    }
+    c.byte_string = { ctx, data, length in CBORBuilder.from(ctx).bytes(data, length) }
     c.string = { ctx, data, length in CBORBuilder.from(ctx).text(data, length) }
     c.byte_string_start = { ctx in CBORBuilder.from(ctx).fail(.cborMalformed, "indefinite-length byte string") }
     c.string_start = { ctx in CBORBuilder.from(ctx).fail(.cborMalformed, "indefinite-length text string") }

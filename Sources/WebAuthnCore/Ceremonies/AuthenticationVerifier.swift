@@ -35,7 +35,7 @@ public enum AuthenticationVerifier {
         try ClientDataChecks.verifyTopOrigin(c, policy: rp.policy.crossOrigin, step: step(14))
         let authData = try AuthenticatorData(bytes: response.authenticatorData)
         try AuthenticatorDataChecks.verifyRpIdHash(authData, rp: rp, step: step(15))
-        try AuthenticatorDataChecks.verifyUserPresent(authData, conditional: ceremony.conditionalMediation, step: step(16))
+        try AuthenticatorDataChecks.verifyUserPresent(authData, conditionalCreate: false, step: step(16))  // always, whatever the mediation
         let uvRequirement: UserVerificationRequirement = rp.policy.userVerification == .required ? .required : ceremony.userVerification
         try AuthenticatorDataChecks.verifyUserVerified(authData, requirement: uvRequirement, step: step(17))
         try AuthenticatorDataChecks.verifyBackupFlags(authData, step: step(18))
@@ -82,14 +82,16 @@ public enum AuthenticationVerifier {
                 throw WebAuthnError(.credentialNotOwnedByUser, "the credential belongs to another user than the one this ceremony was started for", step: step(6))
             }
             if let handle = response.userHandle, handle != user {
-                throw WebAuthnError(.userHandleMismatch, "userHandle \(Base64URL.encode(handle)) is not the user handle of the account \(Base64URL.encode(user))", step: step(6))
+                // The message names no handle: the account's would tell a caller whose account it is.
+                throw WebAuthnError(.userHandleMismatch, "response.userHandle is not the user handle of the account this ceremony was started for", step: step(6))
             }
         } else {
             guard let handle = response.userHandle else {
                 throw WebAuthnError(.userHandleMissing, "a discoverable login needs response.userHandle, and it is absent", step: step(6))
             }
             guard handle == credential.userHandle else {
-                throw WebAuthnError(.userHandleMismatch, "userHandle \(Base64URL.encode(handle)) is not the credential owner's \(Base64URL.encode(credential.userHandle))", step: step(6))
+                // The message names no handle: the owner's would tell a caller whose credential it is.
+                throw WebAuthnError(.userHandleMismatch, "response.userHandle is not the user handle of the credential's owner", step: step(6))
             }
         }
     }

@@ -1,9 +1,12 @@
 /// Checks of the client data that registration and authentication share
 /// (WebAuthn L3 §7.1 steps 7–11, §7.2 steps 10–14). Each is one spec step.
+/// Strings are compared as UTF-8 bytes (`Bytes.sameUTF8`), never with
+/// `String ==`, which equates canonically equivalent text (U+212A KELVIN SIGN
+/// and `K`) where a browser's serialisation would not.
 enum ClientDataChecks {
     /// §7.1 step 7 / §7.2 step 10: C.type is `webauthn.create` / `webauthn.get`.
     static func verifyType(_ c: CollectedClientData, expected: String, step: @autoclosure () -> String) throws(WebAuthnError) {
-        guard c.type == expected else {
+        guard Bytes.sameUTF8(c.type, expected) else {
             throw WebAuthnError(.clientDataTypeMismatch, "clientData.type is \"\(c.type.prefix(64))\"; expected \"\(expected)\"", step: step())
         }
     }
@@ -15,9 +18,9 @@ enum ClientDataChecks {
         }
     }
 
-    /// §7.1 step 9 / §7.2 step 12: C.origin is one of the relying party's origins (exact match).
+    /// §7.1 step 9 / §7.2 step 12: C.origin is one of the relying party's origins (exact match, byte for byte).
     static func verifyOrigin(_ c: CollectedClientData, rp: RelyingParty, step: @autoclosure () -> String) throws(WebAuthnError) {
-        guard rp.origins.contains(c.origin) else {
+        guard rp.origins.contains(where: { Bytes.sameUTF8($0, c.origin) }) else {
             throw WebAuthnError(.originNotAllowed, "clientData.origin is \"\(c.origin.prefix(256))\"; expected one of \(rp.origins)", step: step())
         }
     }
@@ -46,7 +49,7 @@ enum ClientDataChecks {
             guard let top = c.topOrigin else {
                 throw WebAuthnError(.topOriginNotAllowed, "a cross-origin response without clientData.topOrigin; expected one of \(allowed)", step: step())
             }
-            guard allowed.contains(top) else {
+            guard allowed.contains(where: { Bytes.sameUTF8($0, top) }) else {
                 throw WebAuthnError(.topOriginNotAllowed, "clientData.topOrigin is \"\(top.prefix(256))\"; expected one of \(allowed)", step: step())
             }
         }
@@ -62,9 +65,12 @@ enum AuthenticatorDataChecks {
         }
     }
 
-    /// §7.1 step 15 / §7.2 step 16: UP is set, unless the ceremony used conditional mediation.
-    static func verifyUserPresent(_ authData: AuthenticatorData, conditional: Bool, step: @autoclosure () -> String) throws(WebAuthnError) {
-        guard conditional || authData.userPresent else {
+    /// §7.1 step 15 / §7.2 step 16: UP is set. Only a registration whose
+    /// options the relying party issued for a conditional create may omit it
+    /// (`conditionalCreate`, read from the pending ceremony, never from the
+    /// response); authentication passes `false` always.
+    static func verifyUserPresent(_ authData: AuthenticatorData, conditionalCreate: Bool, step: @autoclosure () -> String) throws(WebAuthnError) {
+        guard conditionalCreate || authData.userPresent else {
             throw WebAuthnError(.userPresenceMissing, "the User Present (UP) flag is not set; flags are 0x\(String(authData.flags.rawValue, radix: 16))", step: step())
         }
     }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// The registration ceremony's verification (WebAuthn L3 §7.1), as a pure
 /// function of its inputs: no I/O, no store. Steps run in spec order, each a
 /// named function. The caller (``WebAuthnEngine`` or your own code) supplies
@@ -37,7 +39,7 @@ public enum RegistrationVerifier {
         let authData = attestation.authenticatorData
         let credential = try verifyAttestedCredentialDataPresent(authData, response: response)
         try AuthenticatorDataChecks.verifyRpIdHash(authData, rp: rp, step: step(14))
-        try AuthenticatorDataChecks.verifyUserPresent(authData, conditional: ceremony.conditionalMediation, step: step(15))
+        try AuthenticatorDataChecks.verifyUserPresent(authData, conditionalCreate: ceremony.conditionalCreate, step: step(15))
         try AuthenticatorDataChecks.verifyUserVerified(authData, requirement: effectiveUserVerification(ceremony, rp), step: step(16))
         try AuthenticatorDataChecks.verifyBackupFlags(authData, step: step(17))
         // Steps 18–19 (use BE/BS in policy): reported in the result.
@@ -104,60 +106,124 @@ public enum RegistrationVerifier {
     /// Expired or revoked certificates always fail; a chain that does not
     /// lead to an anchor is reported untrusted, and fails only when the
     /// policy requires trusted attestation.
+    ///
+    /// The AAGUID in authenticator data is a claim. It counts as verified only
+    /// when the chain leads to a root of that AAGUID's own metadata entry (for
+    /// U2F, the entry of the certificate's key identifier): only then is the
+    /// entry attached to the result and used to refine the type, and only then
+    /// does `allowedAAGUIDs` admit it. A format's built-in roots (Google's for
+    /// `android-key`, Apple's) make a chain trusted, never a model verified.
+    /// A claim that is not proven can still refuse: the deny list applies to
+    /// it, and so do the objections of the entry it names.
     static func assessTrustworthiness(
         _ v: AttestationVerification, format: String, aaguid: AAGUID, rp: RelyingParty
     ) throws(WebAuthnError) -> (AttestationTrust, AttestationType) {
         let policy = rp.policy.attestation
         let anchors = rp.trustAnchors
-        let entry = anchors.entry(aaguid: aaguid, attestationCertificate: v.trustPath.first)
-        let type = refinedType(v.type, entry: entry)
+        let claimed = anchors.entry(aaguid: aaguid, attestationCertificate: v.trustPath.first)
+        try verifyAAGUIDListed(aaguid, policy: policy)
+        let now = rp.clock.now()
+        for (i, cert) in v.trustPath.enumerated() {
+            try cert.checkValidity(at: now, role: i == 0 ? "the attestation certificate" : "x5c[\(i)]")
+        }
+        let anchoring = try anchorChain(v, format: format, claimed: claimed, anchors: anchors, at: now)
+        let proven: MetadataEntry? = if case .metadataRoots = anchoring { claimed } else { nil }
+        let type = refinedType(v.type, entry: proven)
         guard policy.acceptedTypes.contains(type) else {
             throw WebAuthnError(.attestationTypeNotAllowed, "attestation type \(type.rawValue) is not accepted; accepted: \(policy.acceptedTypes.map(\.rawValue).sorted())", step: step(25))
         }
+        try verifyAAGUIDProven(aaguid, proven: proven != nil, type: type, policy: policy)
+        let objection = try metadataObjection(v.type, claimed: claimed, policy: policy)
+        switch anchoring {
+        case .noChain:
+            let reason = type == .none ? "no attestation was provided" : "self attestation: the credential key signed its own attestation"
+            return (AttestationTrust(trusted: false, reason: objection ?? reason, certificateChain: [], metadata: nil), type)
+        case .metadataRoots(let path), .formatRoots(let path):
+            if let objection {
+                return (AttestationTrust(trusted: false, reason: "the chain is valid but \(objection)", certificateChain: path, metadata: proven), type)
+            }
+            let source = proven.map { "FIDO metadata (\($0.description)); the AAGUID is verified" }
+                ?? "the \(format) roots, which vouch for no particular model: the AAGUID is not verified"
+            return (AttestationTrust(trusted: true, reason: "the chain leads to a root from \(source)", certificateChain: path, metadata: proven), type)
+        case .unanchored(let error):
+            if policy.requireTrustedAttestation {
+                throw WebAuthnError(.attestationUntrusted, "the attestation certificate chain is not trusted: \(error.message)", step: step(25))
+            }
+            return (AttestationTrust(trusted: false, reason: objection.map { "\(error.message); \($0)" } ?? error.message,
+                                     certificateChain: v.trustPath, metadata: nil), type)
+        }
+    }
+
+    /// Where an attestation's certificate chain leads.
+    enum ChainAnchoring {
+        /// none or self attestation: no chain.
+        case noChain
+        /// The validated path passes through a root of the claimed metadata entry: the entry, and so its AAGUID, is proven.
+        case metadataRoots([X509Certificate])
+        /// The path leads only to a root of the format (`TrustAnchors.formatRoots`).
+        case formatRoots([X509Certificate])
+        /// No configured root: why.
+        case unanchored(WebAuthnError)
+    }
+
+    /// Step 25: validates the chain against the format's roots and the claimed
+    /// entry's roots at once, then says which of them it reached. An expired or
+    /// revoked certificate fails whatever the policy.
+    static func anchorChain(
+        _ v: AttestationVerification, format: String, claimed: MetadataEntry?, anchors: TrustAnchors, at now: Date
+    ) throws(WebAuthnError) -> ChainAnchoring {
+        guard v.type.presentsCertificateChain else { return .noChain }
+        let entryRoots = claimed?.attestationRootCertificates ?? []
+        switch CertificateChain.validate(v.trustPath, anchors: (anchors.formatRoots[format] ?? []) + entryRoots, crls: anchors.crls, at: now) {
+        case .trusted(let path):
+            let passesEntryRoot = path.contains { certificate in entryRoots.contains { $0.der == certificate.der } }
+            return passesEntryRoot ? .metadataRoots(path) : .formatRoots(path)
+        case .untrusted(let error):
+            if error.code == .certificateExpired || error.code == .certificateRevoked {
+                throw WebAuthnError(error.code, error.message, step: step(25))
+            }
+            return .unanchored(error)
+        }
+    }
+
+    /// Step 25, policy: the AAGUID is not denied (a claim suffices to refuse)
+    /// and, with an allow-list, is on it.
+    static func verifyAAGUIDListed(_ aaguid: AAGUID, policy: AttestationPolicy) throws(WebAuthnError) {
         if policy.deniedAAGUIDs.contains(aaguid) || policy.allowedAAGUIDs.map({ !$0.contains(aaguid) }) == true {
             throw WebAuthnError(.aaguidNotAllowed, "authenticator AAGUID \(aaguid) is not allowed by policy", step: step(25))
         }
-        // What FIDO metadata says against this attestation: a type the entry does not list
-        // (the response is not from the authenticator it names), or a compromised status.
-        // Fatal when trust is required; otherwise the attestation is reported untrusted,
-        // after the checks below (an expired or revoked certificate still fails).
+    }
+
+    /// Step 25, policy: `allowedAAGUIDs` admits only an AAGUID the attestation
+    /// proves (its chain leads to a root of that AAGUID's metadata entry).
+    static func verifyAAGUIDProven(_ aaguid: AAGUID, proven: Bool, type: AttestationType, policy: AttestationPolicy) throws(WebAuthnError) {
+        guard policy.allowedAAGUIDs != nil, !proven else { return }
+        let why = type.presentsCertificateChain
+            ? "its certificate chain does not lead to a root of that AAGUID's FIDO metadata entry"
+            : "\(type.rawValue) attestation proves no AAGUID"
+        throw WebAuthnError(.aaguidUnverified, "authenticator AAGUID \(aaguid) is on the allow-list but unverified: \(why)", step: step(25))
+    }
+
+    /// Step 25: what the claimed FIDO metadata entry says against this
+    /// attestation: a type the entry does not list (the response is not from
+    /// the authenticator it names), or a compromised status. Fatal when trust
+    /// is required; otherwise the reason the attestation is reported untrusted.
+    static func metadataObjection(_ rawType: AttestationType, claimed: MetadataEntry?, policy: AttestationPolicy) throws(WebAuthnError) -> String? {
+        guard let entry = claimed else { return nil }
         var objection: String?
-        if let entry, let listed = type.metadataName, !entry.attestationTypes.isEmpty, !entry.attestationTypes.contains(listed) {
+        let type = refinedType(rawType, entry: entry)
+        if let listed = type.metadataName, !entry.attestationTypes.isEmpty, !entry.attestationTypes.contains(listed) {
             let reason = "FIDO metadata for \(entry.description) lists attestation types \(entry.attestationTypes), not \(listed)"
             if policy.requireTrustedAttestation { throw WebAuthnError(.attestationTypeNotAllowed, reason, step: step(25)) }
             objection = reason
         }
-        if let entry, let status = entry.status, status.isCompromised {
+        if let status = entry.status, status.isCompromised {
             if policy.requireTrustedAttestation {
                 throw WebAuthnError(.authenticatorCompromised, "FIDO metadata reports \(entry.description) as \(status)", step: step(25))
             }
             objection = objection ?? "metadata reports the authenticator as \(status)"
         }
-        let now = rp.clock.now()
-        for (i, cert) in v.trustPath.enumerated() {
-            try cert.checkValidity(at: now, role: i == 0 ? "the attestation certificate" : "x5c[\(i)]")
-        }
-        guard type.presentsCertificateChain else {
-            let reason = type == .none ? "no attestation was provided" : "self attestation: the credential key signed its own attestation"
-            return (AttestationTrust(trusted: false, reason: objection ?? reason, certificateChain: [], metadata: entry), type)
-        }
-        let roots = (anchors.formatRoots[format] ?? []) + (entry?.attestationRootCertificates ?? [])
-        switch CertificateChain.validate(v.trustPath, anchors: roots, crls: anchors.crls, at: now) {
-        case .trusted(let path):
-            if let objection {
-                return (AttestationTrust(trusted: false, reason: "the chain is valid but \(objection)", certificateChain: path, metadata: entry), type)
-            }
-            let source = entry.map { "FIDO metadata (\($0.description))" } ?? "the \(format) roots"
-            return (AttestationTrust(trusted: true, reason: "the chain leads to a root from \(source)", certificateChain: path, metadata: entry), type)
-        case .untrusted(let error):
-            if error.code == .certificateExpired || error.code == .certificateRevoked {
-                throw WebAuthnError(error.code, error.message, step: step(25))
-            }
-            if policy.requireTrustedAttestation {
-                throw WebAuthnError(.attestationUntrusted, "the attestation certificate chain is not trusted: \(error.message)", step: step(25))
-            }
-            return (AttestationTrust(trusted: false, reason: error.message, certificateChain: v.trustPath, metadata: entry), type)
-        }
+        return objection
     }
 
     /// Basic and AttCA share one data structure (§6.5.3); metadata that lists

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// The relying party's stateful API: start and finish registration and
 /// authentication ceremonies against a credential store and a challenge store.
@@ -12,17 +13,41 @@ public struct WebAuthnEngine: Sendable {
     public let relyingParty: RelyingParty
     public let credentials: any CredentialStore
     public let challenges: any ChallengeStore
+    /// Where new accounts are created with their first credential (registrations
+    /// started with `newAccount: true`); nil: such registrations are refused.
+    public let accounts: (any AccountStore)?
+    public let limits: Limits
+    let housekeeping = Housekeeping()
 
-    public init(relyingParty: RelyingParty, credentials: any CredentialStore, challenges: any ChallengeStore) {
+    /// Bounds on what the engine keeps for clients that have not finished a ceremony.
+    public struct Limits: Sendable {
+        /// The most pending ceremonies kept (after sweeping expired ones); beyond
+        /// it new ceremonies are refused with `too_many_pending_ceremonies`.
+        /// Default 100,000.
+        public var maxPendingCeremonies: Int
+        /// How often expired ceremonies are swept, on the engine's clock. Default 10 s.
+        public var sweepInterval: TimeInterval
+
+        public init(maxPendingCeremonies: Int = 100_000, sweepInterval: TimeInterval = 10) {
+            self.maxPendingCeremonies = max(1, maxPendingCeremonies)
+            self.sweepInterval = max(0, sweepInterval)
+        }
+    }
+
+    public init(relyingParty: RelyingParty, credentials: any CredentialStore, challenges: any ChallengeStore,
+                accounts: (any AccountStore)? = nil, limits: Limits = Limits()) {
         self.relyingParty = relyingParty
         self.credentials = credentials
         self.challenges = challenges
+        self.accounts = accounts
+        self.limits = limits
     }
 
     /// An engine with in-memory stores (tests, demos).
     public init(relyingParty: RelyingParty) {
-        self.init(relyingParty: relyingParty, credentials: InMemoryCredentialStore(),
-                  challenges: InMemoryChallengeStore(clock: relyingParty.clock))
+        let credentials = InMemoryCredentialStore()
+        self.init(relyingParty: relyingParty, credentials: credentials,
+                  challenges: InMemoryChallengeStore(clock: relyingParty.clock), accounts: InMemoryAccountStore(credentials: credentials))
     }
 
     // MARK: Registration
@@ -30,22 +55,37 @@ public struct WebAuthnEngine: Sendable {
     /// Starts a registration: issues a fresh challenge, remembers the ceremony
     /// and returns the options for `navigator.credentials.create()`. The
     /// user's existing credentials are listed in `excludeCredentials`.
+    ///
+    /// - Parameters:
+    ///   - newAccount: the registration creates `user` together with its first
+    ///     credential (through ``accounts``), atomically, when it finishes; no
+    ///     account or name exists before that.
+    ///   - conditionalCreate: the options are for a conditional create (an
+    ///     automatic passkey upgrade of a signed-in account): the response may
+    ///     lack user presence. Only the caller, who knows the account is signed
+    ///     in, may decide this; it is never read from the response.
+    ///   - binding: an opaque value of the session asking (e.g. a hash of its
+    ///     cookie); the response must present the same (`session_mismatch`).
     public func startRegistration(
         user: UserEntity,
         authenticatorSelection: AuthenticatorSelection? = nil,
         attestation: String = "none",
         hints: [String] = [],
         extensions: JSONObject = JSONObject(),
+        newAccount: Bool = false,
+        conditionalCreate: Bool = false,
+        binding: [UInt8]? = nil,
         challengeLength: Int = 32
     ) async throws(WebAuthnError) -> CreationOptions {
         let rp = relyingParty
         let selection = authenticatorSelection ?? AuthenticatorSelection(userVerification: rp.policy.userVerification)
         let challenge = try Self.newChallenge(length: challengeLength)
-        let existing = try await store { try await credentials.credentials(forUser: user.id) }
+        let existing = newAccount ? [] : try await store { try await credentials.credentials(forUser: user.id) }
         let ceremony = PendingCeremony(
             kind: .registration, challenge: challenge, user: user, algorithms: rp.policy.algorithms,
-            userVerification: selection.userVerification, expiresAt: rp.clock.now().addingTimeInterval(rp.challengeLifetime))
-        try await store { try await challenges.insert(ceremony) }
+            userVerification: selection.userVerification, conditionalCreate: conditionalCreate, newAccount: newAccount,
+            binding: binding, expiresAt: rp.clock.now().addingTimeInterval(rp.challengeLifetime))
+        try await remember(ceremony)
         return CreationOptions(
             rpId: rp.id, rpName: rp.name, user: user, challenge: challenge, algorithms: rp.policy.algorithms,
             timeout: Int(rp.challengeLifetime * 1000),
@@ -56,12 +96,17 @@ public struct WebAuthnEngine: Sendable {
     /// Finishes a registration: verifies the response (WebAuthn L3 §7.1) and
     /// stores the new credential.
     ///
-    /// - Parameter expectedChallenge: the challenge bound to the client's
-    ///   session, if the caller keeps one. Without it the ceremony is found by
-    ///   the challenge in the client data.
-    public func finishRegistration(_ response: RegistrationResponse, expectedChallenge: [UInt8]? = nil) async throws(WebAuthnError) -> RegistrationResult {
+    /// - Parameters:
+    ///   - expectedChallenge: the challenge bound to the client's session, if
+    ///     the caller keeps one. Without it the ceremony is found by the
+    ///     challenge in the client data.
+    ///   - binding: the binding of the session presenting the response; it
+    ///     must equal the one the ceremony was started with, if any.
+    public func finishRegistration(_ response: RegistrationResponse, expectedChallenge: [UInt8]? = nil,
+                                   binding: [UInt8]? = nil) async throws(WebAuthnError) -> RegistrationResult {
         let clientData = try CollectedClientData(bytes: response.clientDataJSON)
         let ceremony = try await pendingCeremony(for: clientData, kind: .registration, expected: expectedChallenge)
+        try Self.verifyBinding(ceremony, presented: binding)
         let result = try RegistrationVerifier.verify(response, clientData: clientData, ceremony: ceremony, relyingParty: relyingParty)
         let record = result.credential
         // §7.1 step 27: the credential ID is not yet registered for any user.
@@ -69,10 +114,17 @@ public struct WebAuthnEngine: Sendable {
             throw WebAuthnError(.credentialAlreadyRegistered, "credential \(Base64URL.encode(record.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
         }
         try await consume(ceremony)
-        do {
-            try await store { try await credentials.insert(record) }
+        do throws(WebAuthnError) {
+            if ceremony.newAccount {
+                guard let accounts, let user = ceremony.user else {
+                    throw WebAuthnError(.configurationInvalid, "a registration that creates an account needs an engine with an account store")
+                }
+                try await store { try await accounts.create(user, firstCredential: record) }
+            } else {
+                try await store { try await credentials.insert(record) }
+            }
         } catch {
-            // Lost a race to register the same ID: give the challenge back.
+            // Lost a race (same credential ID, or the new account's name): give the challenge back.
             try? await challenges.insert(ceremony)
             throw error
         }
@@ -80,8 +132,8 @@ public struct WebAuthnEngine: Sendable {
     }
 
     /// Decodes a JSON request body and finishes the registration.
-    public func finishRegistration(json: [UInt8], expectedChallenge: [UInt8]? = nil) async throws(WebAuthnError) -> RegistrationResult {
-        try await finishRegistration(RegistrationResponse(json: json), expectedChallenge: expectedChallenge)
+    public func finishRegistration(json: [UInt8], expectedChallenge: [UInt8]? = nil, binding: [UInt8]? = nil) async throws(WebAuthnError) -> RegistrationResult {
+        try await finishRegistration(RegistrationResponse(json: json), expectedChallenge: expectedChallenge, binding: binding)
     }
 
     // MARK: Authentication
@@ -89,38 +141,49 @@ public struct WebAuthnEngine: Sendable {
     /// Starts an authentication. With a user handle, the user's credentials
     /// are listed in `allowCredentials`; without one, the login is
     /// discoverable (usernameless) and the response must carry `userHandle`.
+    /// User presence is required whatever mediation the page uses (L3 §7.2 step 16).
+    ///
+    /// - Parameters:
+    ///   - binding: an opaque value of the session asking; the response must present the same.
+    ///   - allowCredentials: the descriptors to list, when the caller has
+    ///     already looked up the user's credentials, or lists stand-ins for a
+    ///     name that has none (L3 §14.6.2: the answer then looks like a real
+    ///     account's, and any response to it fails). Nil: the engine looks up
+    ///     `userHandle`'s credentials.
     public func startAuthentication(
         userHandle: [UInt8]? = nil,
         userVerification: UserVerificationRequirement? = nil,
         hints: [String] = [],
         extensions: JSONObject = JSONObject(),
-        conditionalMediation: Bool = false,
+        binding: [UInt8]? = nil,
+        allowCredentials: [CredentialDescriptor]? = nil,
         challengeLength: Int = 32
     ) async throws(WebAuthnError) -> RequestOptions {
         let rp = relyingParty
         let challenge = try Self.newChallenge(length: challengeLength)
-        var allowed: [CredentialRecord] = []
-        if let userHandle {
-            allowed = try await store { try await credentials.credentials(forUser: userHandle) }
+        var allowed: [CredentialDescriptor] = allowCredentials ?? []
+        if let userHandle, allowCredentials == nil {
+            let records = try await store { try await credentials.credentials(forUser: userHandle) }
+            allowed = records.map { CredentialDescriptor(id: $0.id, transports: $0.transports) }
         }
         let uv = userVerification ?? rp.policy.userVerification
         let ceremony = PendingCeremony(
             kind: .authentication, challenge: challenge, userHandle: userHandle, allowCredentials: allowed.map(\.id),
-            userVerification: uv, conditionalMediation: conditionalMediation,
-            expiresAt: rp.clock.now().addingTimeInterval(rp.challengeLifetime))
-        try await store { try await challenges.insert(ceremony) }
+            userVerification: uv, binding: binding, expiresAt: rp.clock.now().addingTimeInterval(rp.challengeLifetime))
+        try await remember(ceremony)
         return RequestOptions(
             rpId: rp.id, challenge: challenge, timeout: Int(rp.challengeLifetime * 1000),
-            allowCredentials: allowed.map { CredentialDescriptor(id: $0.id, transports: $0.transports) },
-            userVerification: uv, hints: hints, extensions: extensions)
+            allowCredentials: allowed, userVerification: uv, hints: hints, extensions: extensions)
     }
 
     /// Finishes an authentication: verifies the assertion (WebAuthn L3 §7.2)
     /// and updates the credential's counter, backup state and last use with a
     /// compare-and-set.
-    public func finishAuthentication(_ response: AuthenticationResponse, expectedChallenge: [UInt8]? = nil) async throws(WebAuthnError) -> AuthenticationResult {
+    public func finishAuthentication(_ response: AuthenticationResponse, expectedChallenge: [UInt8]? = nil,
+                                     binding: [UInt8]? = nil) async throws(WebAuthnError) -> AuthenticationResult {
         let clientData = try CollectedClientData(bytes: response.clientDataJSON)
         let ceremony = try await pendingCeremony(for: clientData, kind: .authentication, expected: expectedChallenge)
+        try Self.verifyBinding(ceremony, presented: binding)
         guard let credential = try await store({ try await credentials.credential(id: response.id) }) else {
             // Step 5 first: an ID outside allowCredentials says so, known or not.
             try AuthenticationVerifier.verifyAllowedCredential(response.id, ceremony: ceremony)
@@ -135,8 +198,8 @@ public struct WebAuthnEngine: Sendable {
     }
 
     /// Decodes a JSON request body and finishes the authentication.
-    public func finishAuthentication(json: [UInt8], expectedChallenge: [UInt8]? = nil) async throws(WebAuthnError) -> AuthenticationResult {
-        try await finishAuthentication(AuthenticationResponse(json: json), expectedChallenge: expectedChallenge)
+    public func finishAuthentication(json: [UInt8], expectedChallenge: [UInt8]? = nil, binding: [UInt8]? = nil) async throws(WebAuthnError) -> AuthenticationResult {
+        try await finishAuthentication(AuthenticationResponse(json: json), expectedChallenge: expectedChallenge, binding: binding)
     }
 
     // MARK: Internals
@@ -174,11 +237,50 @@ public struct WebAuthnEngine: Sendable {
         return ceremony
     }
 
+    /// The ceremony is finished by the session that started it: a ceremony
+    /// started with a binding accepts only a response presenting the same
+    /// binding (compared in constant time). This stops a response from being
+    /// finished in another browser (login CSRF, a stolen challenge).
+    static func verifyBinding(_ ceremony: PendingCeremony, presented: [UInt8]?) throws(WebAuthnError) {
+        guard let bound = ceremony.binding else { return }
+        guard let presented, Bytes.constantTimeEqual(bound, presented) else {
+            throw WebAuthnError(.sessionMismatch, presented == nil
+                ? "the response came without the session that asked for the options"
+                : "the response came with another session than the one that asked for the options")
+        }
+    }
+
+    /// Stores a new pending ceremony, sweeping expired ones on the engine's
+    /// clock every `limits.sweepInterval`, and refusing once
+    /// `limits.maxPendingCeremonies` are pending even after a sweep.
+    func remember(_ ceremony: PendingCeremony) async throws(WebAuthnError) {
+        let now = relyingParty.clock.now()
+        if housekeeping.sweepDue(now: now, limits: limits) {
+            do {
+                let remaining = try await store { try await challenges.sweep(expiredBefore: now) }
+                housekeeping.swept(now: now, remaining: remaining)
+            } catch {
+                housekeeping.swept(now: now, remaining: nil)
+                throw error
+            }
+        }
+        guard housekeeping.admit(limits: limits) else {
+            throw WebAuthnError(.tooManyPendingCeremonies, "\(limits.maxPendingCeremonies) ceremonies are pending; try again in a minute")
+        }
+        do {
+            try await store { try await challenges.insert(ceremony) }
+        } catch {
+            housekeeping.release()
+            throw error
+        }
+    }
+
     /// Consumes the challenge; exactly one concurrent caller succeeds.
     func consume(_ ceremony: PendingCeremony) async throws(WebAuthnError) {
         guard try await store({ try await challenges.consume(challenge: ceremony.challenge) }) != nil else {
             throw WebAuthnError(.challengeUnknown, "the challenge was used by another response at the same time")
         }
+        housekeeping.release()
     }
 
     /// Runs a store operation, mapping foreign errors to `storage_failure`.
@@ -191,4 +293,47 @@ public struct WebAuthnEngine: Sendable {
             throw WebAuthnError(.storageFailure, "the store failed: \(error)")
         }
     }
+}
+
+/// The engine's count of pending ceremonies between sweeps: an estimate that
+/// each sweep resets to the store's true count (several instances sharing a
+/// store each keep their own), so no request ever counts or scans the table.
+final class Housekeeping: Sendable {
+    private struct State {
+        var lastSweep: Date?
+        var pending = 0
+        var sweeping = false
+    }
+    private let state = Mutex(State())
+
+    /// Whether this caller should sweep now (one at a time).
+    func sweepDue(now: Date, limits: WebAuthnEngine.Limits) -> Bool {
+        state.withLock { s in
+            guard !s.sweeping else { return false }
+            let due = s.lastSweep.map { now.timeIntervalSince($0) >= limits.sweepInterval || now < $0 } ?? true
+            guard due || s.pending >= limits.maxPendingCeremonies else { return false }
+            s.sweeping = true
+            s.lastSweep = now
+            return true
+        }
+    }
+
+    /// Ends a sweep; `remaining` nil when it failed (the estimate stays).
+    func swept(now: Date, remaining: Int?) {
+        state.withLock { s in
+            if let remaining { s.pending = remaining }
+            s.sweeping = false
+        }
+    }
+
+    /// Counts one more pending ceremony, if there is room.
+    func admit(limits: WebAuthnEngine.Limits) -> Bool {
+        state.withLock { s in
+            guard s.pending < limits.maxPendingCeremonies else { return false }
+            s.pending += 1
+            return true
+        }
+    }
+
+    func release() { state.withLock { $0.pending = max(0, $0.pending - 1) } }
 }

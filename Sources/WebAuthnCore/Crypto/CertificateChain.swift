@@ -81,7 +81,7 @@ public enum CertificateChain {
         defer { X509_STORE_CTX_free(ctx) }
         guard X509_STORE_CTX_init(ctx, store, leaf.x509, untrusted) == 1 else { return .untrusted(OpenSSL.failure("X509_STORE_CTX_init")) }
         let param = X509_STORE_CTX_get0_param(ctx)
-        X509_VERIFY_PARAM_set_time(param, time_t(time.timeIntervalSince1970))
+        X509_VERIFY_PARAM_set_time(param, timeT(time))
         X509_VERIFY_PARAM_set_depth(param, Int32(maxDepth))
         // Metadata may name an intermediate as the attestation root: every
         // configured anchor is trusted as such. CRLs are checked when given.
@@ -112,6 +112,16 @@ public enum CertificateChain {
             }
         }
         return .trusted(path)
+    }
+}
+
+extension CertificateChain {
+    /// The verification time as `time_t`, clamped (a clock set past year
+    /// 292 billion would otherwise trap the conversion).
+    static func timeT(_ date: Date) -> time_t {
+        let seconds = date.timeIntervalSince1970.rounded(.down)
+        if let exact = time_t(exactly: seconds) { return exact }
+        return seconds < 0 ? time_t.min : time_t.max  // NaN cannot come from a Date
     }
 }
 

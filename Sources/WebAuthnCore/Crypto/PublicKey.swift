@@ -35,9 +35,23 @@ public final class PublicKey: @unchecked Sendable {
         let ctx: OpaquePointer
     }
 
-    /// Takes ownership of `pkey`.
+    /// Takes ownership of `pkey` (freed here when it is refused). Every key
+    /// passes the sanity checks of ``KeySanity`` first.
     init(taking pkey: OpaquePointer) throws(WebAuthnError) {
+        let kind: Kind
+        do {
+            kind = try Self.kind(of: pkey)
+            try KeySanity.check(pkey, kind: kind)
+        } catch {
+            EVP_PKEY_free(pkey)
+            throw error
+        }
         self.pkey = pkey
+        self.kind = kind
+    }
+
+    /// The key's type and size, for the types the engine verifies.
+    private static func kind(of pkey: OpaquePointer) throws(WebAuthnError) -> Kind {
         switch EVP_PKEY_get_base_id(pkey) {
         case EVP_PKEY_EC:
             var name = [CChar](repeating: 0, count: 64)
@@ -45,19 +59,17 @@ public final class PublicKey: @unchecked Sendable {
             guard EVP_PKEY_get_utf8_string_param(pkey, OSSL_PKEY_PARAM_GROUP_NAME, &name, name.count, &length) == 1,
                   let curve = ECCurve(opensslName: String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
             else {
-                EVP_PKEY_free(pkey)
                 OpenSSL.clearErrors()
                 throw WebAuthnError(.algorithmUnsupported, "EC key on an unsupported curve")
             }
-            kind = .ec(curve)
+            return .ec(curve)
         case EVP_PKEY_RSA, EVP_PKEY_RSA_PSS:
-            kind = .rsa(bits: Int(EVP_PKEY_get_bits(pkey)))
+            return .rsa(bits: Int(EVP_PKEY_get_bits(pkey)))
         case EVP_PKEY_ED25519:
-            kind = .okp(.ed25519)
+            return .okp(.ed25519)
         case EVP_PKEY_ED448:
-            kind = .okp(.ed448)
+            return .okp(.ed448)
         default:
-            EVP_PKEY_free(pkey)
             throw WebAuthnError(.algorithmUnsupported, "unsupported public key type")
         }
     }
@@ -71,8 +83,8 @@ public final class PublicKey: @unchecked Sendable {
 
     // MARK: Import
 
-    /// An EC public key from its affine coordinates. OpenSSL rejects points
-    /// that are not on the curve.
+    /// An EC public key from its affine coordinates. A point that is not on
+    /// the curve is `public_key_point_invalid`.
     public static func ec(curve: ECCurve, x: [UInt8], y: [UInt8]) throws(WebAuthnError) -> PublicKey {
         guard x.count == curve.coordinateSize, y.count == curve.coordinateSize else {
             throw WebAuthnError(.coseKeyInvalid, "\(curve.name) coordinates must be \(curve.coordinateSize) bytes; got \(x.count) and \(y.count)")
@@ -95,27 +107,26 @@ public final class PublicKey: @unchecked Sendable {
         }
         guard ok, let pkey else {
             let detail = OpenSSL.drainErrors()
-            throw WebAuthnError(.coseKeyInvalid, "the EC point is not a valid \(curve.name) public key (\(detail))")
+            throw WebAuthnError(.publicKeyPointInvalid, "the EC point is not a valid \(curve.name) public key (\(detail))")
         }
         return try PublicKey(taking: pkey)
     }
 
-    /// An RSA public key from its modulus and exponent (big-endian).
+    /// An RSA public key from its modulus and exponent (big-endian). The
+    /// sizes are bounded before anything reaches OpenSSL; ``KeySanity`` then
+    /// checks the modulus (odd, 2048–8192 bits) and the exponent (odd, ≥ 3).
     public static func rsa(n: [UInt8], e: [UInt8]) throws(WebAuthnError) -> PublicKey {
         let modulus = n.drop { $0 == 0 }
-        guard modulus.count >= 256 else {
-            throw WebAuthnError(.coseKeyInvalid, "RSA modulus must be at least 2048 bits; got \(modulus.count * 8)")
-        }
-        guard modulus.count <= 1024 else {
-            throw WebAuthnError(.coseKeyInvalid, "RSA modulus must be at most 8192 bits; got \(modulus.count * 8)")
+        guard (256...1024).contains(modulus.count), let modulusLength = Int32(exactly: modulus.count) else {
+            throw WebAuthnError(.publicKeyRSAInvalid, "the RSA modulus is \(modulus.count) bytes; 2048 to 8192 bits are accepted")
         }
         let exponent = e.drop { $0 == 0 }
-        guard !exponent.isEmpty, exponent.count <= 8, exponent.last! & 1 == 1, exponent != [1] else {
-            throw WebAuthnError(.coseKeyInvalid, "RSA public exponent is not an odd integer greater than 1 of at most 64 bits")
+        guard (1...8).contains(exponent.count), let exponentLength = Int32(exactly: exponent.count) else {
+            throw WebAuthnError(.publicKeyRSAInvalid, "the RSA public exponent is \(exponent.count) bytes; 1 to 8 are accepted")
         }
-        guard let bnN = BN_bin2bn(Array(modulus), Int32(modulus.count), nil) else { throw OpenSSL.failure("BN_bin2bn") }
+        guard let bnN = BN_bin2bn(Array(modulus), modulusLength, nil) else { throw OpenSSL.failure("BN_bin2bn") }
         defer { BN_free(bnN) }
-        guard let bnE = BN_bin2bn(Array(exponent), Int32(exponent.count), nil) else { throw OpenSSL.failure("BN_bin2bn") }
+        guard let bnE = BN_bin2bn(Array(exponent), exponentLength, nil) else { throw OpenSSL.failure("BN_bin2bn") }
         defer { BN_free(bnE) }
         guard let builder = OSSL_PARAM_BLD_new() else { throw OpenSSL.failure("OSSL_PARAM_BLD_new") }
         defer { OSSL_PARAM_BLD_free(builder) }

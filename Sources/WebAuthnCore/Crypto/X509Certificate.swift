@@ -164,6 +164,10 @@ public final class X509Certificate: @unchecked Sendable {
         do {
             return try PublicKey(taking: borrowed)
         } catch {
+            // A degenerate key keeps its own code (KeySanity); other refusals are the certificate's.
+            if [.publicKeySmallOrder, .publicKeyPointInvalid, .publicKeyRSAInvalid].contains(error.code) {
+                throw WebAuthnError(error.code, "certificate public key: \(error.message)")
+            }
             throw WebAuthnError(.attestationCertificateInvalid, "certificate public key: \(error.message)")
         }
     }

@@ -94,7 +94,9 @@ public struct AuthenticatorData: Sendable {
             guard bytes.count >= headerEnd else {
                 throw WebAuthnError(.authenticatorDataMalformed, "attested credential data is truncated")
             }
-            let aaguid = AAGUID(bytes: Array(bytes[offset..<offset + Layout.aaguidLength]))!
+            guard let aaguid = AAGUID(bytes: Array(bytes[offset..<offset + Layout.aaguidLength])) else {
+                throw WebAuthnError(.authenticatorDataMalformed, "the AAGUID is not 16 bytes")  // cannot happen: the range is 16 bytes
+            }
             offset += Layout.aaguidLength
             let idLength = Int(Bytes.readBigEndian(bytes, at: offset, as: UInt16.self))
             offset += Layout.credentialIdLengthSize

@@ -19,14 +19,26 @@ public struct PendingCeremony: Sendable {
     /// Registration: the algorithms offered in `pubKeyCredParams`.
     public let algorithms: [COSEAlgorithm]
     public let userVerification: UserVerificationRequirement
-    /// True when the options were used with `mediation: "conditional"`; then
-    /// user presence is not required (WebAuthn L3 §7.1 step 15).
-    public let conditionalMediation: Bool
+    /// Registration only: the relying party issued these options for a
+    /// conditional create (an automatic passkey upgrade for an account that is
+    /// already signed in), so user presence is not required (WebAuthn L3 §7.1
+    /// step 15). Decided by the server when it issues the options, never by
+    /// the client. Authentication always requires user presence (§7.2 step 16).
+    public let conditionalCreate: Bool
+    /// Registration only: the ceremony creates the account `user` together with
+    /// its first credential (atomically, through ``AccountStore/create(_:firstCredential:)``).
+    public let newAccount: Bool
+    /// What the response must come with: an opaque value derived from the
+    /// session that asked for the options (for example a hash of its cookie).
+    /// When set, a response that does not present the same binding is refused
+    /// (`session_mismatch`), so a ceremony cannot be finished from another browser.
+    public let binding: [UInt8]?
     public let expiresAt: Date
 
     public init(kind: Kind, challenge: [UInt8], user: UserEntity? = nil, userHandle: [UInt8]? = nil,
                 allowCredentials: [[UInt8]] = [], algorithms: [COSEAlgorithm] = [],
-                userVerification: UserVerificationRequirement, conditionalMediation: Bool = false, expiresAt: Date) {
+                userVerification: UserVerificationRequirement, conditionalCreate: Bool = false, newAccount: Bool = false,
+                binding: [UInt8]? = nil, expiresAt: Date) {
         self.kind = kind
         self.challenge = challenge
         self.user = user
@@ -34,7 +46,9 @@ public struct PendingCeremony: Sendable {
         self.allowCredentials = allowCredentials
         self.algorithms = algorithms
         self.userVerification = userVerification
-        self.conditionalMediation = conditionalMediation
+        self.conditionalCreate = kind == .registration && conditionalCreate
+        self.newAccount = kind == .registration && newAccount
+        self.binding = binding
         self.expiresAt = expiresAt
     }
 }

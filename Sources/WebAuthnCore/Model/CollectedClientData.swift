@@ -57,7 +57,7 @@ public struct CollectedClientData: Sendable {
         // (py_webauthn's fido-u2f vector), and L3 has no step that reads it.
         if let tokenBinding = object["tokenBinding"]?.objectValue {
             let status = tokenBinding["status"]?.stringValue
-            guard status == "present" || status == "supported" else {
+            guard let status, Bytes.sameUTF8(status, "present") || Bytes.sameUTF8(status, "supported") else {
                 throw WebAuthnError(.tokenBindingInvalid, "tokenBinding.status is \(status.map { "\"\($0)\"" } ?? "missing"); expected \"present\" or \"supported\"")
             }
         }

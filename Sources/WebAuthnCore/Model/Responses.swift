@@ -110,7 +110,7 @@ struct ResponseFields {
         guard let type = top["type"]?.stringValue else {
             throw WebAuthnError(.responseMalformed, "the credential has no string member \"type\"")
         }
-        guard type == "public-key" else {
+        guard Bytes.sameUTF8(type, "public-key") else {
             throw WebAuthnError(.credentialTypeInvalid, "credential type is \"\(type)\"; expected \"public-key\"")
         }
         let id = try Self.bytes(top, "id", in: "credential", max: AuthenticatorData.Layout.maxCredentialIdLength + 1)

@@ -10,13 +10,15 @@ extension PendingCeremony {
             "allowCredentials": .array(allowCredentials.map { .string(Base64URL.encode($0)) }),
             "algorithms": .array(algorithms.map { .number(Double($0.rawValue)) }),
             "userVerification": .string(userVerification.rawValue),
-            "conditionalMediation": .bool(conditionalMediation),
+            "conditionalCreate": .bool(conditionalCreate),
+            "newAccount": .bool(newAccount),
             "expiresAt": .number(expiresAt.timeIntervalSince1970),
         ]
         if let user {
             o["user"] = ["id": .string(Base64URL.encode(user.id)), "name": .string(user.name), "displayName": .string(user.displayName)]
         }
         if let userHandle { o["userHandle"] = .string(Base64URL.encode(userHandle)) }
+        if let binding { o["binding"] = .string(Base64URL.encode(binding)) }
         return .object(o)
     }
 
@@ -37,7 +39,9 @@ extension PendingCeremony {
             userHandle: json["userHandle"]?.stringValue.flatMap(Base64URL.decode),
             allowCredentials: (json["allowCredentials"]?.arrayValue ?? []).compactMap { $0.stringValue.flatMap(Base64URL.decode) },
             algorithms: (json["algorithms"]?.arrayValue ?? []).compactMap { $0.intValue.map { COSEAlgorithm($0) } },
-            userVerification: uv, conditionalMediation: json["conditionalMediation"]?.boolValue ?? false,
+            userVerification: uv, conditionalCreate: json["conditionalCreate"]?.boolValue ?? false,
+            newAccount: json["newAccount"]?.boolValue ?? false,
+            binding: json["binding"]?.stringValue.flatMap(Base64URL.decode),
             expiresAt: Date(timeIntervalSince1970: expires))
     }
 }

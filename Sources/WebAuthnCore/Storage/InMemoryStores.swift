@@ -27,7 +27,9 @@ public final class InMemoryCredentialStore: CredentialStore {
         }
     }
 
-    public func insert(_ record: CredentialRecord) async throws {
+    public func insert(_ record: CredentialRecord) async throws { try insertNow(record) }
+
+    func insertNow(_ record: CredentialRecord) throws(WebAuthnError) {
         try state.withLock { (records) throws(WebAuthnError) in
             guard records[ByteKey(record.id)] == nil else {
                 throw WebAuthnError(.credentialAlreadyRegistered, "credential \(Base64URL.encode(record.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
@@ -53,40 +55,173 @@ public final class InMemoryCredentialStore: CredentialStore {
     public var count: Int { state.withLock { $0.count } }
 }
 
-/// A thread-safe in-memory ``ChallengeStore``. Expired entries are swept
-/// when new ones are inserted, so memory stays bounded by the issue rate.
+/// A thread-safe in-memory ``ChallengeStore``. Every operation is O(1)
+/// amortised: the oldest ceremonies are found through an insertion-order
+/// queue, never by scanning, so a full store costs a flood nothing extra.
 public final class InMemoryChallengeStore: ChallengeStore {
-    private let state = Mutex<[ByteKey: PendingCeremony]>([:])
+    private struct State {
+        var pending: [ByteKey: PendingCeremony] = [:]
+        var order = FIFO<ByteKey>()
+        var perBinding: [ByteKey: FIFO<ByteKey>] = [:]
+
+        /// Drops consumed entries from the insertion-order queue (amortised O(1)).
+        mutating func compactOrder() {
+            var queue = FIFO<ByteKey>()
+            swap(&queue, &order)
+            queue.compact(liveCount: pending.count) { pending[$0] != nil }
+            swap(&queue, &order)
+        }
+
+        /// Drops a binding's consumed entries, and the binding once it has none.
+        mutating func forget(binding: [UInt8]) {
+            let b = ByteKey(binding)
+            guard var queue = perBinding[b] else { return }
+            queue.compact(liveCount: 0) { pending[$0] != nil }
+            perBinding[b] = queue.count == 0 ? nil : queue
+        }
+    }
+    private let state = Mutex(State())
     private let clock: WebAuthnClock
     /// The most pending ceremonies kept at once; beyond it the oldest are dropped.
     public let capacity: Int
 
     public init(clock: WebAuthnClock = .system, capacity: Int = 100_000) {
         self.clock = clock
-        self.capacity = capacity
+        self.capacity = max(1, capacity)
     }
 
     public func insert(_ ceremony: PendingCeremony) async throws {
-        let now = clock.now()
-        state.withLock { pending in
-            if pending.count >= capacity {
-                pending = pending.filter { $0.value.expiresAt > now }
-                while pending.count >= capacity, let oldest = pending.min(by: { $0.value.expiresAt < $1.value.expiresAt }) {
-                    pending.removeValue(forKey: oldest.key)
-                }
+        let key = ByteKey(ceremony.challenge)
+        state.withLock { s in
+            if s.pending.updateValue(ceremony, forKey: key) == nil { s.order.append(key) }
+            if let binding = ceremony.binding {
+                // A binding keeps its newest `maxPerBinding` ceremonies.
+                let b = ByteKey(binding)
+                var queue = s.perBinding[b, default: FIFO()]
+                queue.append(key)
+                queue.compact(liveCount: 0) { s.pending[$0] != nil }
+                while queue.count > PendingCeremony.maxPerBinding, let old = queue.popFirst() { s.pending.removeValue(forKey: old) }
+                s.perBinding[b] = queue
             }
-            pending[ByteKey(ceremony.challenge)] = ceremony
+            while s.pending.count > capacity, let old = s.order.popFirst() { s.pending.removeValue(forKey: old) }
+            s.compactOrder()
         }
     }
 
     public func pending(challenge: [UInt8]) async throws -> PendingCeremony? {
-        state.withLock { $0[ByteKey(challenge)] }
+        state.withLock { $0.pending[ByteKey(challenge)] }
     }
 
     public func consume(challenge: [UInt8]) async throws -> PendingCeremony? {
-        state.withLock { $0.removeValue(forKey: ByteKey(challenge)) }
+        state.withLock { s in
+            guard let ceremony = s.pending.removeValue(forKey: ByteKey(challenge)) else { return nil }
+            if let binding = ceremony.binding { s.forget(binding: binding) }
+            return ceremony
+        }
+    }
+
+    /// A full pass over the pending ceremonies: the engine calls it once per
+    /// sweep interval, not per request.
+    public func sweep(expiredBefore date: Date) async throws -> Int {
+        state.withLock { s in
+            let expired = s.pending.filter { $0.value.expiresAt < date }
+            for (key, c) in expired {
+                s.pending.removeValue(forKey: key)
+                if let binding = c.binding { s.forget(binding: binding) }
+            }
+            s.compactOrder()
+            return s.pending.count
+        }
     }
 
     /// The number of pending ceremonies.
-    public var count: Int { state.withLock { $0.count } }
+    public var count: Int { state.withLock { $0.pending.count } }
+}
+
+/// A first-in first-out queue with O(1) amortised append and pop, and a
+/// compaction that drops dead entries once they are half of it.
+struct FIFO<Element>: Sendable where Element: Sendable {
+    private var items: [Element] = []
+    private var head = 0
+
+    var count: Int { items.count - head }
+    var first: Element? { head < items.count ? items[head] : nil }
+
+    mutating func append(_ e: Element) { items.append(e) }
+
+    mutating func popFirst() -> Element? {
+        guard head < items.count else { return nil }
+        let e = items[head]
+        head += 1
+        if head > 64 && head * 2 > items.count {
+            items.removeFirst(head)
+            head = 0
+        }
+        return e
+    }
+
+    /// Drops dead entries once they outnumber `liveCount` (plus a little), so
+    /// that the cost is amortised O(1) per append; `liveCount` 0 always filters
+    /// (for short queues).
+    mutating func compact(liveCount: Int, isLive: (Element) -> Bool) {
+        guard liveCount == 0 || count > 2 * liveCount + 64 else { return }
+        items = Array(items[head...].filter(isLive))
+        head = 0
+    }
+}
+
+/// A thread-safe in-memory ``SessionStore`` with O(1) operations: at its
+/// capacity the oldest session is dropped through an insertion-order queue.
+public final class InMemorySessionStore: SessionStore {
+    private struct State {
+        var sessions: [ByteKey: SignedInSession] = [:]
+        var order = FIFO<ByteKey>()
+        var perUser: [ByteKey: FIFO<ByteKey>] = [:]
+    }
+    private let state = Mutex(State())
+    /// The most sessions kept at once.
+    public let capacity: Int
+
+    public init(capacity: Int = 100_000) { self.capacity = max(1, capacity) }
+
+    public func insert(_ session: SignedInSession) async throws {
+        let key = ByteKey(session.idHash)
+        state.withLock { s in
+            if s.sessions.updateValue(session, forKey: key) == nil { s.order.append(key) }
+            let u = ByteKey(session.userHandle)
+            var queue = s.perUser[u, default: FIFO()]
+            queue.append(key)
+            queue.compact(liveCount: 0) { s.sessions[$0] != nil }
+            while queue.count > SignedInSession.maxPerUser, let old = queue.popFirst() { s.sessions.removeValue(forKey: old) }
+            s.perUser[u] = queue
+            while s.sessions.count > capacity, let old = s.order.popFirst() { s.sessions.removeValue(forKey: old) }
+            var order = FIFO<ByteKey>()
+            swap(&order, &s.order)
+            order.compact(liveCount: s.sessions.count) { s.sessions[$0] != nil }
+            swap(&order, &s.order)
+        }
+    }
+
+    public func session(idHash: [UInt8]) async throws -> SignedInSession? {
+        state.withLock { $0.sessions[ByteKey(idHash)] }
+    }
+
+    public func delete(idHash: [UInt8]) async throws {
+        _ = state.withLock { $0.sessions.removeValue(forKey: ByteKey(idHash)) }
+    }
+
+    /// A full pass, made once per sweep interval.
+    public func sweepSessions(expiredBefore date: Date) async throws -> Int {
+        state.withLock { s in
+            s.sessions = s.sessions.filter { $0.value.expiresAt >= date }
+            var order = FIFO<ByteKey>()
+            swap(&order, &s.order)
+            order.compact(liveCount: s.sessions.count) { s.sessions[$0] != nil }
+            swap(&order, &s.order)
+            return s.sessions.count
+        }
+    }
+
+    /// The number of sessions kept.
+    public var count: Int { state.withLock { $0.sessions.count } }
 }

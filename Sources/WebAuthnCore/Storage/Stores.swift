@@ -19,12 +19,67 @@ public protocol CredentialStore: Sendable {
 
 /// Where pending ceremonies wait for their response.
 ///
-/// Contract: `consume` removes and returns the ceremony atomically, so that of
-/// two concurrent consumers of one challenge exactly one gets it; `pending`
-/// reads without removing. Expiry is judged by the caller with its clock;
-/// stores may drop entries past `expiresAt`.
+/// Contract:
+/// - `consume` removes and returns the ceremony atomically, so that of two
+///   concurrent consumers of one challenge exactly one gets it; `pending`
+///   reads without removing.
+/// - `insert` keeps at most ``PendingCeremony/maxPerBinding`` ceremonies per
+///   binding (the session that asked): inserting one more drops that
+///   binding's oldest, so one session cannot pile up ceremonies.
+/// - `sweep(expiredBefore:)` removes every ceremony whose `expiresAt` is
+///   before the date (the engine passes its clock's now, once per sweep
+///   interval) and returns how many remain; SQL stores use an index on expiry.
+/// - Expiry is judged by the caller with its clock; stores may drop entries
+///   past `expiresAt` at any time.
 public protocol ChallengeStore: Sendable {
     func insert(_ ceremony: PendingCeremony) async throws
     func pending(challenge: [UInt8]) async throws -> PendingCeremony?
     func consume(challenge: [UInt8]) async throws -> PendingCeremony?
+    func sweep(expiredBefore date: Date) async throws -> Int
+}
+
+extension PendingCeremony {
+    /// The most pending ceremonies one binding (session) keeps; a new one drops the oldest.
+    public static let maxPerBinding = 8
+}
+
+/// A signed-in browser session, as a ``SessionStore`` keeps it. The store
+/// never sees the cookie itself, only a hash of it, so a copy of the
+/// database does not let anyone sign in.
+public struct SignedInSession: Sendable, Equatable {
+    /// SHA-256 of the session secret the browser holds.
+    public let idHash: [UInt8]
+    /// The account signed in.
+    public let userHandle: [UInt8]
+    /// When the session signed in.
+    public let createdAt: Date
+    /// When the account last proved possession of a credential in this session.
+    public let authenticatedAt: Date
+    public let expiresAt: Date
+
+    public init(idHash: [UInt8], userHandle: [UInt8], createdAt: Date, authenticatedAt: Date, expiresAt: Date) {
+        self.idHash = idHash
+        self.userHandle = userHandle
+        self.createdAt = createdAt
+        self.authenticatedAt = authenticatedAt
+        self.expiresAt = expiresAt
+    }
+
+    /// The most sessions one account keeps; a new sign-in drops the oldest.
+    public static let maxPerUser = 16
+}
+
+/// Where signed-in sessions live, shared by every instance that shares the
+/// store (so no sticky sessions are needed).
+///
+/// Contract: `insert` keeps at most ``SignedInSession/maxPerUser`` sessions
+/// per account (dropping the oldest); `session(idHash:)` returns nil for an
+/// unknown id (callers judge expiry with their clock); `delete` ends a
+/// session; `sweepSessions(expiredBefore:)` removes expired ones and returns
+/// how many remain.
+public protocol SessionStore: Sendable {
+    func insert(_ session: SignedInSession) async throws
+    func session(idHash: [UInt8]) async throws -> SignedInSession?
+    func delete(idHash: [UInt8]) async throws
+    func sweepSessions(expiredBefore date: Date) async throws -> Int
 }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Small byte helpers shared by the engine.
 enum Bytes {
     /// Compares two byte sequences in time that depends only on their lengths.
@@ -47,5 +49,24 @@ enum Bytes {
         var value: T = 0
         for i in 0..<MemoryLayout<T>.size { value = value << 8 | T(bytes[offset + i]) }
         return value
+    }
+}
+
+extension Bytes {
+    /// Whether two strings are the same UTF-8 bytes. Swift's `==` compares
+    /// strings by Unicode canonical equivalence (U+212A KELVIN SIGN equals `K`),
+    /// which no browser does; origins, RP IDs, types and JSON member names from
+    /// clients are compared with this instead.
+    static func sameUTF8(_ a: String, _ b: String) -> Bool {
+        let count = a.utf8.count
+        guard count == b.utf8.count else { return false }
+        let fast = a.utf8.withContiguousStorageIfAvailable { pa in
+            b.utf8.withContiguousStorageIfAvailable { pb -> Bool in
+                guard let x = pa.baseAddress, let y = pb.baseAddress else { return true }  // both empty
+                return memcmp(x, y, count) == 0
+            }
+        }
+        if let fast, let result = fast { return result }
+        return a.utf8.elementsEqual(b.utf8)
     }
 }

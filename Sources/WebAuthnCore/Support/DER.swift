@@ -120,9 +120,23 @@ struct DER {
         guard count >= 1, count <= 4 else { throw Self.error("indefinite or oversized length") }
         guard p + count <= end else { throw Self.error("truncated length") }
         var length = 0
-        for _ in 0..<count { length = length << 8 | Int(bytes[p]); p += 1 }
+        for _ in 0..<count { length = length << 8 | Int(bytes[p]); p += 1 }  // at most 4 bytes: no overflow
         guard length >= 0x80 || count == 0 else { throw Self.error("non-minimal length") }
         return length
+    }
+
+    /// A DER length (X.690 §8.1.3): one byte below 128, else 0x80 + n and n
+    /// big-endian bytes. Lengths are never negative, and no byte is truncated.
+    static func encodeLength(_ length: Int) -> [UInt8] {
+        let n = UInt(max(length, 0))
+        if n < 0x80 { return [UInt8(truncatingIfNeeded: n)] }
+        var bytes: [UInt8] = []
+        var rest = n
+        while rest > 0 {
+            bytes.insert(UInt8(truncatingIfNeeded: rest), at: 0)
+            rest >>= 8
+        }
+        return [0x80 | UInt8(truncatingIfNeeded: bytes.count)] + bytes
     }
 
     /// Parses `bytes` as exactly one TLV.

@@ -19,8 +19,8 @@ public enum JSONValue: Sendable, Equatable {
     public var numberValue: Double? { if case .number(let n) = self { return n } else { return nil } }
     /// The number as an integer, if it is one exactly.
     public var intValue: Int? {
-        guard case .number(let n) = self, n.rounded() == n, abs(n) < 9.0e15 else { return nil }
-        return Int(n)
+        guard case .number(let n) = self, abs(n) < 9.0e15, let i = Int(exactly: n) else { return nil }
+        return i
     }
     public var isNull: Bool { if case .null = self { return true } else { return false } }
 
@@ -34,13 +34,15 @@ public struct JSONObject: Sendable, Equatable, ExpressibleByDictionaryLiteral {
     public init(_ members: [(String, JSONValue)] = []) { self.members = members.map { (key: $0.0, value: $0.1) } }
     public init(dictionaryLiteral elements: (String, JSONValue)...) { self.init(elements) }
 
+    /// The member whose name is exactly `key`, compared as UTF-8 bytes (never
+    /// by Unicode canonical equivalence, under which U+212A KELVIN SIGN is `K`).
     public subscript(key: String) -> JSONValue? {
         get {
-            for m in members where m.key == key { return m.value }
+            for m in members where Bytes.sameUTF8(m.key, key) { return m.value }
             return nil
         }
         set {
-            if let i = members.firstIndex(where: { $0.key == key }) {
+            if let i = members.firstIndex(where: { Bytes.sameUTF8($0.key, key) }) {
                 if let newValue { members[i].value = newValue } else { members.remove(at: i) }
             } else if let newValue {
                 members.append((key: key, value: newValue))
@@ -58,9 +60,14 @@ public struct JSONObject: Sendable, Equatable, ExpressibleByDictionaryLiteral {
 
 /// Limits for parsing untrusted JSON.
 public struct JSONLimits: Sendable {
+    /// The default size limit of a request body: 64 KiB. A WebAuthn response is
+    /// a few KiB (a TPM or SafetyNet attestation with its certificates about
+    /// 10 KiB); the limit leaves room for eight-certificate chains.
+    public static let defaultMaxBytes = 64 * 1024
+
     public var maxBytes: Int
     public var maxDepth: Int
-    public init(maxBytes: Int = 1 << 20, maxDepth: Int = 32) {
+    public init(maxBytes: Int = JSONLimits.defaultMaxBytes, maxDepth: Int = 32) {
         self.maxBytes = maxBytes
         self.maxDepth = maxDepth
     }
@@ -150,6 +157,7 @@ struct JSONParser {
         pos += 1
         var members: [(String, JSONValue)] = []
         members.reserveCapacity(8)
+        var seen: Set<String>?
         skipWhitespace()
         if pos < input.count, input[pos] == UInt8(ascii: "}") {
             pos += 1; depth -= 1
@@ -159,7 +167,7 @@ struct JSONParser {
             skipWhitespace()
             guard pos < input.count, input[pos] == UInt8(ascii: "\"") else { throw fail("expected a member name") }
             let key = try parseString()
-            for m in members where m.0 == key { throw fail("duplicate member name \"\(key)\"") }
+            try checkNewMemberName(key, members: members, seen: &seen)
             skipWhitespace()
             guard pos < input.count, input[pos] == UInt8(ascii: ":") else { throw fail("expected ':'") }
             pos += 1
@@ -174,6 +182,28 @@ struct JSONParser {
         }
         depth -= 1
         return .object(JSONObject(members))
+    }
+
+    /// Members of an object scanned one by one before a set of their names is
+    /// built: WebAuthn objects have fewer, and the scan is faster than hashing.
+    static let memberScanLimit = 16
+
+    /// Refuses a member name already used in the same object (a parser
+    /// differential on `origin` or `type`). Names that are equal or canonically
+    /// equivalent count as duplicates, which is stricter than a byte comparison.
+    /// Small objects are scanned; from ``memberScanLimit`` members on, `seen`
+    /// holds every name, so the check stays linear in the size of the object.
+    func checkNewMemberName(_ key: String, members: [(String, JSONValue)], seen: inout Set<String>?) throws(WebAuthnError) {
+        if let inserted = seen?.insert(key).inserted {  // mutates the set in place
+            guard inserted else { throw fail("duplicate member name \"\(key.prefix(64))\"") }
+            return
+        }
+        for m in members where m.0 == key { throw fail("duplicate member name \"\(key.prefix(64))\"") }
+        guard members.count + 1 >= Self.memberScanLimit else { return }
+        var names = Set<String>(minimumCapacity: 2 * Self.memberScanLimit)
+        for m in members { names.insert(m.0) }
+        names.insert(key)
+        seen = names
     }
 
     mutating func parseArray() throws(WebAuthnError) -> JSONValue {
@@ -259,12 +289,17 @@ struct JSONParser {
                     throw fail("unpaired surrogate")
                 }
                 guard let u = Unicode.Scalar(scalar) else { throw fail("invalid unicode escape") }
-                bytes.append(contentsOf: Array(String(Character(u)).utf8))
+                UTF8.encode(u) { bytes.append($0) }
             default:
                 throw fail("invalid escape")
             }
         }
         throw fail("unterminated string")
+    }
+
+    /// Whether `c` continues a number after its integer part (fraction, exponent, or a digit after a leading 0).
+    @inline(__always) static func continuesNumber(_ c: UInt8) -> Bool {
+        c == UInt8(ascii: ".") || c == UInt8(ascii: "e") || c == UInt8(ascii: "E") || (0x30...0x39).contains(c)
     }
 
     mutating func parseHex4() throws(WebAuthnError) -> UInt32 {
@@ -287,14 +322,25 @@ struct JSONParser {
 
     mutating func parseNumber() throws(WebAuthnError) -> JSONValue {
         let start = pos
-        if input[pos] == UInt8(ascii: "-") { pos += 1 }
+        let negative = input[pos] == UInt8(ascii: "-")
+        if negative { pos += 1 }
         guard pos < input.count else { throw fail("truncated number") }
+        let integerStart = pos
+        var integer: Int64 = 0
         if input[pos] == UInt8(ascii: "0") {
             pos += 1
         } else if (0x31...0x39).contains(input[pos]) {
-            while pos < input.count, (0x30...0x39).contains(input[pos]) { pos += 1 }
+            while pos < input.count, (0x30...0x39).contains(input[pos]) {
+                if pos - integerStart < 15 { integer = integer &* 10 &+ Int64(input[pos] &- 0x30) }  // at most 15 digits: < 2^53
+                pos += 1
+            }
         } else {
             throw fail("invalid number")
+        }
+        // Fast path: an integer of at most 15 digits is exact as a Double.
+        if pos - integerStart <= 15, pos == input.count || !Self.continuesNumber(input[pos]) {
+            let value = Double(integer)
+            return .number(negative ? -value : value)
         }
         if pos < input.count, input[pos] == UInt8(ascii: ".") {
             pos += 1
@@ -339,8 +385,8 @@ extension JSONValue {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
         case .number(let n):
-            if n.rounded() == n, abs(n) < 9.0e15 {
-                out.append(contentsOf: String(Int64(n)).utf8)
+            if abs(n) < 9.0e15, let i = Int64(exactly: n) {
+                out.append(contentsOf: String(i).utf8)
             } else {
                 out.append(contentsOf: "\(n)".utf8)
             }

@@ -31,8 +31,10 @@ public struct WebAuthnError: Error, Sendable, Equatable, CustomStringConvertible
         return "\(code.rawValue): \(message)"
     }
 
+    /// Errors are equal when their codes are: the code is the stable,
+    /// machine-readable part; the message is for people and may change.
     public static func == (lhs: WebAuthnError, rhs: WebAuthnError) -> Bool {
-        lhs.code == rhs.code && lhs.message == rhs.message
+        lhs.code == rhs.code
     }
 }
 
@@ -61,6 +63,13 @@ extension WebAuthnError.Code {
     public static let authenticatorDataMalformed: Self = "authenticator_data_malformed"
     /// The credential public key is not a valid COSE key.
     public static let coseKeyInvalid: Self = "cose_key_invalid"
+    /// An Ed25519 or Ed448 public key is a point of small order (such as the
+    /// identity), for which one signature verifies for every message.
+    public static let publicKeySmallOrder: Self = "public_key_small_order"
+    /// An EC public key is not a valid point of its curve (OpenSSL's public key check).
+    public static let publicKeyPointInvalid: Self = "public_key_point_invalid"
+    /// An RSA public key's modulus is even or not 2048 to 8192 bits, or its exponent is even or below 3.
+    public static let publicKeyRSAInvalid: Self = "public_key_rsa_invalid"
 
     // MARK: Client data
     /// clientDataJSON is not UTF-8 JSON with the required members.
@@ -136,6 +145,10 @@ extension WebAuthnError.Code {
     public static let attestationIntegrityFailed: Self = "attestation_integrity_failed"
     /// The AAGUID is on the deny list, or not on the allow list.
     public static let aaguidNotAllowed: Self = "aaguid_not_allowed"
+    /// `allowedAAGUIDs` is set and the AAGUID is on it, but nothing proves it: the
+    /// attestation is none or self, or its chain does not lead to a root of that
+    /// AAGUID's FIDO metadata entry (a format's built-in roots vouch for no model).
+    public static let aaguidUnverified: Self = "aaguid_unverified"
     /// FIDO metadata reports the authenticator as compromised and the policy requires trust.
     public static let authenticatorCompromised: Self = "authenticator_compromised"
 
@@ -169,6 +182,27 @@ extension WebAuthnError.Code {
     /// Another ceremony updated the credential at the same time (compare-and-set lost).
     public static let concurrentUpdate: Self = "concurrent_update"
 
+    // MARK: Sessions, accounts and the server
+    /// The response did not come with the session (binding) that asked for its options.
+    public static let sessionMismatch: Self = "session_mismatch"
+    /// A user name or display name breaks the name rules (``UserName``).
+    public static let usernameInvalid: Self = "username_invalid"
+    /// An account with this name (or one that looks like it) exists, and the request may not enroll onto it.
+    public static let usernameUnavailable: Self = "username_unavailable"
+    /// The action needs a signed-in session.
+    public static let signInRequired: Self = "sign_in_required"
+    /// What the server tells a client for any failed sign-in whose detail would help an attacker
+    /// (unknown credential, another account's credential, user handle mismatch, bad signature).
+    public static let authenticationFailed: Self = "authentication_failed"
+    /// Too many requests from this client or session; retry after the time given.
+    public static let rateLimited: Self = "rate_limited"
+    /// The relying party holds as many pending ceremonies as it is configured to; retry later.
+    public static let tooManyPendingCeremonies: Self = "too_many_pending_ceremonies"
+    /// A request body that is not `application/json`.
+    public static let contentTypeUnsupported: Self = "content_type_unsupported"
+    /// An internal failure, reported to the client without detail (the log has it, under the request id).
+    public static let internalError: Self = "internal_error"
+
     // MARK: Engine
     /// The configuration is invalid (e.g. no origin).
     public static let configurationInvalid: Self = "configuration_invalid"
@@ -181,6 +215,7 @@ extension WebAuthnError.Code {
     public static let catalogue: [WebAuthnError.Code] = [
         .jsonMalformed, .responseMalformed, .base64urlInvalid, .inputTooLarge, .credentialTypeInvalid, .credentialIdMismatch,
         .cborMalformed, .cborLimitExceeded, .attestationObjectMalformed, .authenticatorDataMalformed, .coseKeyInvalid,
+        .publicKeySmallOrder, .publicKeyPointInvalid, .publicKeyRSAInvalid,
         .clientDataMalformed, .clientDataTypeMismatch, .challengeMismatch, .challengeUnknown, .challengeExpired, .ceremonyMismatch,
         .originNotAllowed, .crossOriginNotAllowed, .topOriginNotAllowed, .tokenBindingInvalid,
         .rpIdHashMismatch, .userPresenceMissing, .userVerificationMissing, .backupStateInvalid, .backupEligibilityChanged,
@@ -188,9 +223,11 @@ extension WebAuthnError.Code {
         .attestationFormatUnsupported, .attestationStatementMalformed, .attestationSignatureInvalid, .attestationCertificateInvalid,
         .attestationAAGUIDMismatch, .attestationTypeNotAllowed, .certificateExpired, .attestationUntrusted, .certificateRevoked,
         .attestationNonceMismatch, .attestationKeyMismatch, .attestationTimestampInvalid, .attestationIntegrityFailed,
-        .aaguidNotAllowed, .authenticatorCompromised, .metadataInvalid, .metadataUntrusted, .metadataStale,
+        .aaguidNotAllowed, .aaguidUnverified, .authenticatorCompromised, .metadataInvalid, .metadataUntrusted, .metadataStale,
         .credentialAlreadyRegistered, .credentialNotAllowed, .credentialUnknown, .credentialNotOwnedByUser, .userHandleMissing,
         .userHandleMismatch, .signatureInvalid, .counterRegression, .concurrentUpdate,
+        .sessionMismatch, .usernameInvalid, .usernameUnavailable, .signInRequired, .authenticationFailed, .rateLimited,
+        .tooManyPendingCeremonies, .contentTypeUnsupported, .internalError,
         .configurationInvalid, .storageFailure, .cryptoFailure,
     ]
 }

@@ -20,7 +20,7 @@ struct Harness {
     func registrationCeremony(algorithms: [COSEAlgorithm] = [], uv: UserVerificationRequirement = .preferred,
                               conditional: Bool = false) -> PendingCeremony {
         PendingCeremony(kind: .registration, challenge: challenge, user: user, algorithms: algorithms,
-                        userVerification: uv, conditionalMediation: conditional, expiresAt: .distantFuture)
+                        userVerification: uv, conditionalCreate: conditional, expiresAt: .distantFuture)
     }
 
     func register(_ alg: COSEAlgorithm = .es256, attestation: SoftwareAuthenticator.Attestation = .none) throws -> RegistrationParts {
@@ -37,10 +37,9 @@ struct Harness {
         try RegistrationVerifier.verify(register(alg).response, ceremony: registrationCeremony(algorithms: [alg]), relyingParty: rp).credential
     }
 
-    func authenticationCeremony(userHandle: [UInt8]? = nil, allow: [[UInt8]] = [], uv: UserVerificationRequirement = .preferred,
-                                conditional: Bool = false) -> PendingCeremony {
+    func authenticationCeremony(userHandle: [UInt8]? = nil, allow: [[UInt8]] = [], uv: UserVerificationRequirement = .preferred) -> PendingCeremony {
         PendingCeremony(kind: .authentication, challenge: challenge, userHandle: userHandle, allowCredentials: allow,
-                        userVerification: uv, conditionalMediation: conditional, expiresAt: .distantFuture)
+                        userVerification: uv, expiresAt: .distantFuture)
     }
 
     func assert(_ credential: CredentialRecord) throws -> AssertionParts {

@@ -28,12 +28,19 @@ final class ServeProcess: @unchecked Sendable {
     let errorLog = FileManager.default.temporaryDirectory.appendingPathComponent("serve-\(UUID().uuidString).log")
     var log: String { (try? String(contentsOf: errorLog, encoding: .utf8)) ?? "" }
 
+    /// The secret every test server shares (as instances behind one load balancer must).
+    static let secretFile: String = {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("serve-secret-\(UUID().uuidString)").path
+        FileManager.default.createFile(atPath: path, contents: Data(Base64URL.encode(SecureRandom.bytes(32)).utf8))
+        return path
+    }()
+
     /// Starts `serve` on a free port with a SQLite database at `database`.
-    init(database: String, extra: [String] = []) throws {
+    init(database: String, extra: [String] = [], logLevel: String = "warning") throws {
         self.database = database
         process.executableURL = Self.binary
         process.arguments = ["serve", "--port", "0", "--rp-id", Self.rpId, "--origin", Self.origin, "--db", database.contains("://") ? database : "sqlite:" + database,
-                             "--log-level", "warning"] + extra
+                             "--log-level", logLevel, "--secret-file", Self.secretFile] + extra
         process.standardOutput = output
         _ = FileManager.default.createFile(atPath: errorLog.path, contents: nil)
         process.standardError = try FileHandle(forWritingTo: errorLog)
@@ -76,16 +83,19 @@ final class ServeProcess: @unchecked Sendable {
         let status: Int
         let json: JSONValue
         let cookie: String?
+        let headers: [String: String]
         var ok: Bool { json["status"]?.stringValue == "ok" }
         var errorMessage: String { json["errorMessage"]?.stringValue ?? "" }
     }
 
     /// POSTs (or GETs, with no body) JSON; cookies are passed by hand.
-    func request(_ path: String, _ body: JSONValue? = nil, cookie: String? = nil, method: String? = nil, raw: [UInt8]? = nil) async throws -> Reply {
+    func request(_ path: String, _ body: JSONValue? = nil, cookie: String? = nil, method: String? = nil, raw: [UInt8]? = nil,
+                 contentType: String = "application/json", headers: [String: String] = [:]) async throws -> Reply {
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
         request.httpMethod = method ?? (body == nil && raw == nil ? "GET" : "POST")
         if let raw { request.httpBody = Data(raw) } else if let body { request.httpBody = Data(body.serializedBytes()) }
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.setValue(contentType, forHTTPHeaderField: "Content-Type")
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
         if let cookie { request.setValue(cookie, forHTTPHeaderField: "Cookie") }
         let configuration = URLSessionConfiguration.ephemeral
         configuration.httpShouldSetCookies = false
@@ -94,7 +104,9 @@ final class ServeProcess: @unchecked Sendable {
         let http = response as! HTTPURLResponse
         let setCookie = (http.value(forHTTPHeaderField: "Set-Cookie")).flatMap { $0.split(separator: ";").first.map(String.init) }
         let json = (try? JSONValue.parse([UInt8](data))) ?? .string(String(decoding: data, as: UTF8.self))
-        return Reply(status: http.statusCode, json: json, cookie: setCookie)
+        var fields: [String: String] = [:]
+        for (name, value) in http.allHeaderFields { if let n = name as? String, let v = value as? String { fields[n.lowercased()] = v } }
+        return Reply(status: http.statusCode, json: json, cookie: setCookie, headers: fields)
     }
 
     static func temporaryDatabase() -> String {

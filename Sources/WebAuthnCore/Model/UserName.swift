@@ -1,0 +1,141 @@
+import Foundation
+
+/// The rules for `user.name` and `user.displayName` (WebAuthn L3 §5.4.3
+/// suggests RFC 8265 and RFC 8266), applied before anything is stored, so
+/// that no two accounts look alike and no name can hide characters.
+///
+/// A documented subset of the PRECIS profiles:
+/// - **name** (RFC 8265 UsernameCasePreserved): full-width forms mapped to
+///   their ASCII equivalents, then NFC; every character an ASCII printable
+///   (`!`…`~`), a letter, a digit, or a combining mark after a letter; no
+///   space, control (NUL included), format (zero-width, bidi), private-use or
+///   unassigned character; letters from at most one of Latin, Greek and
+///   Cyrillic (the common homoglyph families); 1 to 64 characters, at most
+///   256 bytes of UTF-8.
+/// - **displayName** (RFC 8266 Nickname): spaces of every kind mapped to
+///   U+0020, leading and trailing spaces removed, runs collapsed, then NFKC;
+///   no control, format, private-use or unassigned character; 1 to 64
+///   characters, at most 256 bytes.
+/// - **look-alike key**: NFKC, case-folded, NFKC again. Two names with one
+///   key are one account (`Alice`, `alice` and `ａｌｉｃｅ` cannot coexist).
+public enum UserName {
+    /// The longest name or display name, in Unicode scalars.
+    public static let maxCharacters = 64
+    /// The longest name or display name, in UTF-8 bytes.
+    public static let maxBytes = 256
+
+    /// The enforced form of a user name, or `username_invalid`.
+    public static func normalize(name raw: String) throws(WebAuthnError) -> String {
+        guard raw.utf8.count <= maxBytes * 4 else { throw invalid("the name is longer than \(maxBytes) bytes") }
+        let mapped = String(String.UnicodeScalarView(raw.unicodeScalars.map(widthMapped)))
+        let name = mapped.precomposedStringWithCanonicalMapping
+        try checkLength(name, what: "name")
+        var families: Set<ScriptFamily> = []
+        var previousWasLetter = false
+        for (index, scalar) in name.unicodeScalars.enumerated() {
+            let p = scalar.properties
+            switch p.generalCategory {
+            case .uppercaseLetter, .lowercaseLetter, .titlecaseLetter, .modifierLetter, .otherLetter:
+                if let family = ScriptFamily(scalar) { families.insert(family) }
+                previousWasLetter = true
+                continue
+            case .nonspacingMark, .spacingMark, .enclosingMark:
+                guard index > 0, previousWasLetter else { throw invalid("the name has a combining mark that follows no letter (U+\(hex(scalar)))") }
+                continue
+            case .decimalNumber:
+                previousWasLetter = false
+                continue
+            default:
+                previousWasLetter = false
+                guard (0x21...0x7E).contains(scalar.value) else {
+                    throw invalid("the name contains U+\(hex(scalar)) (\(describe(p.generalCategory))); names allow letters, digits and printable ASCII, no spaces")
+                }
+            }
+        }
+        guard families.count <= 1 else {
+            throw invalid("the name mixes letters of \(families.map(\.rawValue).sorted().joined(separator: " and ")), which look alike")
+        }
+        return name
+    }
+
+    /// The enforced form of a display name, or `username_invalid`.
+    public static func normalize(displayName raw: String) throws(WebAuthnError) -> String {
+        guard raw.utf8.count <= maxBytes * 4 else { throw invalid("the display name is longer than \(maxBytes) bytes") }
+        var scalars = String.UnicodeScalarView()
+        var lastWasSpace = true  // drops leading spaces
+        for scalar in raw.unicodeScalars {
+            let isSpace = scalar.properties.generalCategory == .spaceSeparator
+            if isSpace {
+                if !lastWasSpace { scalars.append(" ") }
+                lastWasSpace = true
+                continue
+            }
+            switch scalar.properties.generalCategory {
+            case .control, .format, .privateUse, .unassigned, .surrogate, .lineSeparator, .paragraphSeparator:
+                throw invalid("the display name contains U+\(hex(scalar)) (\(describe(scalar.properties.generalCategory)))")
+            default:
+                scalars.append(scalar)
+                lastWasSpace = false
+            }
+        }
+        if scalars.last == " " { scalars.removeLast() }
+        let name = String(scalars).precomposedStringWithCompatibilityMapping
+        try checkLength(name, what: "display name")
+        return name
+    }
+
+    /// The key under which accounts are unique: NFKC, case-folded, NFKC.
+    public static func lookalikeKey(_ name: String) -> String {
+        name.precomposedStringWithCompatibilityMapping.lowercased().precomposedStringWithCompatibilityMapping
+    }
+
+    // MARK: Internals
+
+    enum ScriptFamily: String {
+        case latin = "Latin", greek = "Greek", cyrillic = "Cyrillic"
+
+        init?(_ s: Unicode.Scalar) {
+            switch s.value {
+            case 0x41...0x5A, 0x61...0x7A, 0xC0...0x24F, 0x1E00...0x1EFF, 0x2C60...0x2C7F, 0xA720...0xA7FF, 0xFF21...0xFF3A, 0xFF41...0xFF5A:
+                self = .latin
+            case 0x370...0x3FF, 0x1F00...0x1FFF:
+                self = .greek
+            case 0x400...0x52F, 0x1C80...0x1C8F, 0x2DE0...0x2DFF, 0xA640...0xA69F:
+                self = .cyrillic
+            default:
+                return nil
+            }
+        }
+    }
+
+    /// RFC 8265 width mapping: full-width ASCII forms and the ideographic space.
+    static func widthMapped(_ s: Unicode.Scalar) -> Unicode.Scalar {
+        if (0xFF01...0xFF5E).contains(s.value) { return Unicode.Scalar(s.value - 0xFEE0) ?? s }
+        if s.value == 0x3000 { return " " }
+        return s
+    }
+
+    static func checkLength(_ name: String, what: String) throws(WebAuthnError) {
+        let count = name.unicodeScalars.count
+        guard count >= 1 else { throw invalid("the \(what) is empty") }
+        guard count <= maxCharacters, name.utf8.count <= maxBytes else {
+            throw invalid("the \(what) is longer than \(maxCharacters) characters or \(maxBytes) bytes")
+        }
+    }
+
+    static func invalid(_ message: String) -> WebAuthnError { WebAuthnError(.usernameInvalid, message) }
+
+    static func hex(_ s: Unicode.Scalar) -> String { String(format: "%04X", s.value) }
+
+    static func describe(_ c: Unicode.GeneralCategory) -> String {
+        switch c {
+        case .control: return "a control character"
+        case .format: return "an invisible format character"
+        case .spaceSeparator, .lineSeparator, .paragraphSeparator: return "a space"
+        case .privateUse: return "a private-use character"
+        case .unassigned: return "an unassigned code point"
+        case .surrogate: return "a surrogate"
+        default: return "a symbol or punctuation outside ASCII"
+        }
+    }
+}

@@ -1,0 +1,124 @@
+import Foundation
+import Hummingbird
+import NIOCore
+import Synchronization
+import WebAuthnCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Token buckets keyed by client address or session, on the engine's clock.
+/// O(1) per request: at `maxTracked` buckets the oldest one is forgotten
+/// (found through an insertion-order queue, never by a scan).
+final class RateLimiter: Sendable {
+    struct Bucket {
+        var tokens: Double
+        var updated: Date
+    }
+    private struct State {
+        var buckets: [String: Bucket] = [:]
+        var order: [String] = []
+        var head = 0
+    }
+    private let state = Mutex(State())
+    let maxTracked: Int
+
+    init(maxTracked: Int) { self.maxTracked = maxTracked }
+
+    /// Takes one token from `key`'s bucket (rate per second, burst = ten
+    /// seconds of rate). Returns nil when allowed, else the seconds to wait.
+    func take(_ key: String, rate: Double, now: Date) -> Int? {
+        let burst = rate * 10
+        return state.withLock { s in
+            var bucket = s.buckets[key] ?? {
+                s.order.append(key)
+                return Bucket(tokens: burst, updated: now)
+            }()
+            let elapsed = max(0, now.timeIntervalSince(bucket.updated))
+            bucket.tokens = min(burst, bucket.tokens + elapsed * rate)
+            bucket.updated = now
+            var wait: Int?
+            if bucket.tokens >= 1 {
+                bucket.tokens -= 1
+            } else {
+                wait = max(1, Int(((1 - bucket.tokens) / rate).rounded(.up)))
+            }
+            s.buckets[key] = bucket
+            while s.buckets.count > maxTracked, s.head < s.order.count {
+                s.buckets.removeValue(forKey: s.order[s.head])
+                s.head += 1
+            }
+            if s.head > 1024 && s.head * 2 > s.order.count {
+                s.order.removeFirst(s.head)
+                s.head = 0
+            }
+            return wait
+        }
+    }
+
+    var count: Int { state.withLock { $0.buckets.count } }
+}
+
+/// An IPv4 or IPv6 address range, such as `10.0.0.0/8` or `::1/128`.
+public struct CIDR: Sendable, Equatable, CustomStringConvertible {
+    let network: [UInt8]
+    let prefix: Int
+    public let description: String
+
+    /// Parses `ADDRESS/PREFIX` (or a bare address: a single host).
+    public init?(_ text: String) {
+        let parts = text.split(separator: "/", maxSplits: 1).map(String.init)
+        guard let address = parts.first, let bytes = CIDR.bytes(address) else { return nil }
+        let bits = bytes.count * 8
+        let prefix = parts.count == 2 ? Int(parts[1]) : bits
+        guard let prefix, (0...bits).contains(prefix) else { return nil }
+        self.network = bytes
+        self.prefix = prefix
+        self.description = text
+    }
+
+    /// Whether `address` (textual) is in the range.
+    public func contains(_ address: String) -> Bool {
+        guard var bytes = CIDR.bytes(address) else { return false }
+        // An IPv4-mapped IPv6 address (::ffff:a.b.c.d) matches IPv4 ranges.
+        if bytes.count == 16, network.count == 4, bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xff, bytes[11] == 0xff {
+            bytes = Array(bytes[12...])
+        }
+        guard bytes.count == network.count else { return false }
+        var remaining = prefix
+        for i in 0..<bytes.count where remaining > 0 {
+            let take = min(8, remaining)
+            let mask = UInt8(truncatingIfNeeded: 0xff << (8 - take))
+            if bytes[i] & mask != network[i] & mask { return false }
+            remaining -= take
+        }
+        return true
+    }
+
+    /// The 4 or 16 bytes of a textual IP address.
+    static func bytes(_ text: String) -> [UInt8]? {
+        guard text.utf8.count <= 64 else { return nil }
+        var v4 = in_addr()
+        if inet_pton(AF_INET, text, &v4) == 1 { return withUnsafeBytes(of: &v4) { Array($0) } }
+        var v6 = in6_addr()
+        if inet_pton(AF_INET6, text, &v6) == 1 { return withUnsafeBytes(of: &v6) { Array($0) } }
+        return nil
+    }
+}
+
+enum ClientAddress {
+    /// The client's address: the socket peer, or, when the peer is a trusted
+    /// proxy, the right-most `X-Forwarded-For` entry that is not one.
+    static func of(_ request: Request, peer: SocketAddress?, trustedProxies: [CIDR]) -> String {
+        let socket = peer?.ipAddress ?? "unknown"
+        guard !trustedProxies.isEmpty, trustedProxies.contains(where: { $0.contains(socket) }) else { return socket }
+        let forwarded = request.headers[values: .init("X-Forwarded-For")!]
+            .flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
+        for hop in forwarded.reversed().prefix(32) {
+            guard CIDR.bytes(hop) != nil else { return socket }  // garbage: believe the socket
+            if !trustedProxies.contains(where: { $0.contains(hop) }) { return hop }
+        }
+        return socket
+    }
+}

@@ -1,0 +1,35 @@
+import WebAuthnCore
+
+/// Stand-in credentials for names that have no account or no credential
+/// (WebAuthn L3 §14.6.2–14.6.3): request options for them look like a real
+/// account's, derived from HMAC-SHA-256 of the name's look-alike key under
+/// the server secret, so they are the same on every request (and across
+/// restarts and instances that share the secret). Nobody can answer them.
+struct StandIns: Sendable {
+    let secret: [UInt8]
+
+    /// The user handle a stand-in ceremony is started for (no account has it:
+    /// handles of real accounts are random, and a lookup of it finds nothing).
+    func userHandle(for name: String) -> [UInt8] {
+        Digest.hmacSHA256(key: secret, Array("webauthn stand-in handle".utf8), Array(UserName.lookalikeKey(name).utf8))
+    }
+
+    /// One or two descriptors shaped like real ones (passkey or security-key
+    /// ID lengths, plausible transports).
+    func credentials(for name: String) -> [CredentialDescriptor] {
+        let seed = Digest.hmacSHA256(key: secret, Array("webauthn stand-in credentials".utf8), Array(UserName.lookalikeKey(name).utf8))
+        let count = 1 + Int(seed[0] & 1)
+        let transports: [[String]] = [["hybrid", "internal"], ["usb"], ["internal"], ["nfc", "usb"]]
+        let lengths = [16, 20, 32, 48, 64]
+        return (0..<count).map { i in
+            let length = lengths[Int(seed[1 + i]) % lengths.count]
+            var id: [UInt8] = []
+            var block = 0
+            while id.count < length {
+                id += Digest.hmacSHA256(key: secret, Array("webauthn stand-in id".utf8), seed, [UInt8(i), UInt8(block)])
+                block += 1
+            }
+            return CredentialDescriptor(id: Array(id.prefix(length)), transports: transports[Int(seed[3 + i]) % transports.count])
+        }
+    }
+}

@@ -1,0 +1,43 @@
+import Foundation
+import Testing
+@testable import WebAuthnCore
+
+/// L3 §5.4.3: names are enforced before storage, so no two accounts look alike.
+@Suite("User names")
+struct UserNameTests {
+    @Test("names: NFC, full-width mapped, case preserved", arguments: [
+        ("alice", "alice"), ("Alice", "Alice"), ("ａｌｉｃｅ", "alice"), ("e\u{301}mile", "\u{e9}mile"), ("bob@example.com", "bob@example.com"),
+        ("李小龍", "李小龍"), ("Ωμέγα", "Ωμέγα"), ("Ωmega-is-mixed", "")
+    ])
+    func accepted(raw: String, expected: String) throws {
+        if expected.isEmpty {  // Greek Omega beside Latin letters: mixed scripts
+            #expect(errorCode { _ = try UserName.normalize(name: raw) } == "username_invalid")
+            return
+        }
+        #expect(try UserName.normalize(name: raw) == expected)
+    }
+
+    @Test("names that could hide or impersonate are refused", arguments: [
+        "", "ali\u{0}ce", "alice\u{0}admin", "al ice", "alice\u{200B}", "\u{202E}ecila", "alice\n", "\u{301}alice", "p\u{430}ypal",
+        String(repeating: "a", count: 65), "\u{E000}x", "a\u{2028}b", "x™",
+    ])
+    func refused(raw: String) {
+        #expect(errorCode { _ = try UserName.normalize(name: raw) } == "username_invalid", "\(raw.unicodeScalars.map { String($0.value, radix: 16) })")
+    }
+
+    @Test("display names: spaces collapsed and trimmed, NFKC, no controls")
+    func displayNames() throws {
+        #expect(try UserName.normalize(displayName: "  Alice \u{3000}  Smith ") == "Alice Smith")
+        #expect(try UserName.normalize(displayName: "ﬁne") == "fine")
+        for bad in ["Al\u{0}ice", "\u{202E}x", "   ", "a\u{7}"] {
+            #expect(errorCode { _ = try UserName.normalize(displayName: bad) } == "username_invalid", "\(bad)")
+        }
+    }
+
+    @Test("look-alike key: case and width fold to one account")
+    func lookalike() {
+        #expect(UserName.lookalikeKey("Alice") == UserName.lookalikeKey("alice"))
+        #expect(UserName.lookalikeKey("ＡＬＩＣＥ") == UserName.lookalikeKey("alice"))
+        #expect(UserName.lookalikeKey("alice") != UserName.lookalikeKey("alicia"))
+    }
+}

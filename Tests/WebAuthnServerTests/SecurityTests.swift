@@ -1,0 +1,301 @@
+import Foundation
+import Testing
+@testable @_spi(Testing) import WebAuthnCore
+import SQLiteNIO
+import WebAuthnSQLite
+import WebAuthnPostgres
+import WebAuthnTesting
+
+/// `webauthn serve` on its default flags against a stranger, over real HTTP:
+/// each test is an attack that worked before the server was made safe by
+/// default (issue 9), and stateful ones run on SQLite and PostgreSQL.
+@Suite("Server against a stranger", .serialized)
+struct SecurityTests {
+    let rpId = ServeProcess.rpId
+    let origin = ServeProcess.origin
+    static let databases = ServerTests.sharedDatabases
+
+    static func database(_ kind: String) -> String {
+        kind == "postgres" ? ProcessInfo.processInfo.environment["WEBAUTHN_TEST_POSTGRES"]! : ServeProcess.temporaryDatabase()
+    }
+
+    static func unique(_ prefix: String) -> String { "\(prefix)-\(Base64URL.encode(SecureRandom.bytes(6)))" }
+
+    /// Options then result for `username` from the client holding `cookie`; the result reply.
+    func register(_ server: ServeProcess, _ key: SoftwareAuthenticator, _ username: String, cookie: String? = nil,
+                  resultCookie: String?? = nil) async throws -> (options: ServeProcess.Reply, result: ServeProcess.Reply?, id: [UInt8]?) {
+        let options = try await server.request("/attestation/options", ["username": .string(username), "displayName": .string(username)], cookie: cookie)
+        guard options.ok, let challenge = options.json["challenge"]?.stringValue.flatMap(Base64URL.decode),
+              let user = options.json["user"]?["id"]?.stringValue.flatMap(Base64URL.decode) else { return (options, nil, nil) }
+        let parts = try key.register(rpId: rpId, origin: origin, challenge: challenge, userHandle: user)
+        let result = try await server.request("/attestation/result", parts.json, cookie: resultCookie ?? options.cookie ?? cookie)
+        return (options, result, parts.id)
+    }
+
+    func signIn(_ server: ServeProcess, _ key: SoftwareAuthenticator, _ username: String?, credential: [UInt8], cookie: String? = nil,
+                edit: (inout AssertionParts) throws -> Void = { _ in }) async throws -> (options: ServeProcess.Reply, result: ServeProcess.Reply) {
+        let body: JSONValue = username.map { ["username": .string($0)] } ?? [:]
+        let options = try await server.request("/assertion/options", body, cookie: cookie)
+        var parts = try key.authenticate(rpId: rpId, origin: origin, challenge: Base64URL.decode(options.json["challenge"]!.stringValue!)!, credentialId: credential)
+        try edit(&parts)
+        return (options, try await server.request("/assertion/result", parts.json, cookie: options.cookie ?? cookie))
+    }
+
+    @Test("account takeover: a stranger cannot enroll onto an existing name; the signed-in owner can add a passkey", arguments: databases)
+    func enrollment(kind: String) async throws {
+        let server = try ServeProcess(database: Self.database(kind))
+        defer { server.stop() }
+        let victim = SoftwareAuthenticator(profile: .platformPasskey)
+        let name = Self.unique("alice")
+        let registered = try await register(server, victim, name)
+        let ownerCookie = try #require(registered.result?.cookie)
+        #expect(registered.result?.ok == true)
+        // The stranger: no cookie, a forged cookie, another account's session, a look-alike name.
+        let stranger = SoftwareAuthenticator(profile: .platformPasskey)
+        let (_, otherResult, _) = try await register(server, stranger, Self.unique("mallory"))
+        for (cookie, asked) in [(nil, name), ("webauthn_session=" + Base64URL.encode(SecureRandom.bytes(32)), name),
+                                (otherResult?.cookie, name), (nil, name.uppercased())] as [(String?, String)] {
+            let options = try await server.request("/attestation/options", ["username": .string(asked)], cookie: cookie)
+            #expect(options.status == 409 && options.errorMessage.hasPrefix("username_unavailable"), "\(options.status) \(options.errorMessage)")
+        }
+        // The owner adds a second passkey from its signed-in session.
+        let laptop = SoftwareAuthenticator(profile: .securityKey)
+        let added = try await register(server, laptop, name, cookie: ownerCookie)
+        #expect(added.result?.ok == true, "\(added.options.errorMessage) \(added.result?.errorMessage ?? "")")
+        let listing = try await server.request("/demo/credentials", cookie: added.result?.cookie)
+        #expect(listing.json["credentials"]?.arrayValue?.count == 2)
+    }
+
+    @Test("options reserve nothing: a name exists only once its registration completes; two sign-ups race, one wins", arguments: databases)
+    func noReservation(kind: String) async throws {
+        let database = Self.database(kind)
+        let server = try ServeProcess(database: database)
+        defer { server.stop() }
+        let name = Self.unique("zed")
+        let first = try await server.request("/attestation/options", ["username": .string(name)])
+        #expect(first.ok)
+        // Not reserved: another client gets options for the same name too, and no account exists.
+        let second = try await server.request("/attestation/options", ["username": .string(name)])
+        #expect(second.ok)
+        if kind == "sqlite" {
+            let store = try await SQLiteStore.open(path: database)
+            #expect(try await store.account(named: name) == nil)
+            try await store.close()
+        } else {
+            #expect(try await PostgresStore.open(url: database, connections: 1).account(named: name) == nil)
+        }
+        // Both finish: the first to complete gets the name, the other a conflict.
+        let a = SoftwareAuthenticator(profile: .platformPasskey), b = SoftwareAuthenticator(profile: .platformPasskey)
+        func finish(_ options: ServeProcess.Reply, _ key: SoftwareAuthenticator) async throws -> ServeProcess.Reply {
+            let parts = try key.register(rpId: rpId, origin: origin, challenge: Base64URL.decode(options.json["challenge"]!.stringValue!)!,
+                                         userHandle: Base64URL.decode(options.json["user"]!["id"]!.stringValue!)!)
+            return try await server.request("/attestation/result", parts.json, cookie: options.cookie)
+        }
+        let r1 = try await finish(first, a)
+        let r2 = try await finish(second, b)
+        #expect(r1.ok)
+        #expect(r2.status == 409 && r2.errorMessage.hasPrefix("username_unavailable"), "\(r2.errorMessage)")
+    }
+
+    @Test("user presence is required at sign-in whatever the mediation the client names")
+    func userPresence() async throws {
+        let server = try ServeProcess(database: ServeProcess.temporaryDatabase())
+        defer { server.stop() }
+        let key = SoftwareAuthenticator(profile: .platformPasskey)
+        let (_, _, id) = try await register(server, key, Self.unique("uma"))
+        let options = try await server.request("/assertion/options", ["mediation": "conditional"])
+        var parts = try key.authenticate(rpId: rpId, origin: origin, challenge: Base64URL.decode(options.json["challenge"]!.stringValue!)!, credentialId: id!)
+        parts.authenticatorData.flags.remove([.userPresent, .userVerified])
+        parts = try key.resign(parts)
+        let result = try await server.request("/assertion/result", parts.json, cookie: options.cookie)
+        #expect(!result.ok && result.errorMessage.hasPrefix("user_presence_missing"), "\(result.errorMessage)")
+    }
+
+    @Test("a ceremony is finished only by the browser that started it, with a JSON body", arguments: databases)
+    func bound(kind: String) async throws {
+        let server = try ServeProcess(database: Self.database(kind))
+        defer { server.stop() }
+        let key = SoftwareAuthenticator(profile: .platformPasskey)
+        let name = Self.unique("vic")
+        let (_, _, id) = try await register(server, key, name)
+        // Login CSRF: the attacker's own valid assertion, posted from the victim's browser (other cookie) or none.
+        let options = try await server.request("/assertion/options", ["username": .string(name)])
+        let parts = try key.authenticate(rpId: rpId, origin: origin, challenge: Base64URL.decode(options.json["challenge"]!.stringValue!)!, credentialId: id!)
+        let victim = try await server.request("/assertion/options", [:])
+        for cookie in [nil, victim.cookie] {
+            let reply = try await server.request("/assertion/result", parts.json, cookie: cookie)
+            #expect(reply.status == 403 && reply.errorMessage.hasPrefix("session_mismatch"), "\(reply.status) \(reply.errorMessage)")
+        }
+        // A cross-site form can send text/plain or a form encoding: refused before anything is read.
+        for type in ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"] {
+            let reply = try await server.request("/assertion/result", parts.json, cookie: options.cookie, contentType: type)
+            #expect(reply.status == 415 && reply.errorMessage.hasPrefix("content_type_unsupported"), "\(type): \(reply.status)")
+        }
+        // The refusals consumed nothing: the right browser still finishes it.
+        #expect(try await server.request("/assertion/result", parts.json, cookie: options.cookie).ok)
+    }
+
+    @Test("session fixation: sign-in and sign-out always change the session; the old cookie signs nobody in", arguments: databases)
+    func fixation(kind: String) async throws {
+        let server = try ServeProcess(database: Self.database(kind))
+        defer { server.stop() }
+        let key = SoftwareAuthenticator(profile: .platformPasskey)
+        let name = Self.unique("fay")
+        let registered = try await register(server, key, name)
+        let preRegistration = try #require(registered.options.cookie)
+        let afterRegistration = try #require(registered.result?.cookie)
+        #expect(preRegistration != afterRegistration)
+        #expect(try await server.request("/demo/session", cookie: preRegistration).json["user"] == .null)
+        // A session that already has a cookie (the attacker planted it) signs in: a new one is issued.
+        let planted = try await server.request("/assertion/options", [:]).cookie
+        let (options, result) = try await signIn(server, key, name, credential: registered.id!, cookie: planted)
+        #expect(options.cookie == planted && result.ok)
+        #expect(result.cookie != nil && result.cookie != planted)
+        #expect(try await server.request("/demo/session", cookie: planted).json["user"] == .null)
+        #expect(try await server.request("/demo/session", cookie: result.cookie).json["user"]?.stringValue == name)
+        // Sign-out ends the session on the server: the same cookie, replayed, is nobody.
+        let out = try await server.request("/demo/logout", [:], cookie: result.cookie)
+        #expect(out.ok && out.cookie?.hasSuffix("=") == true)
+        #expect(try await server.request("/demo/session", cookie: result.cookie).json["user"] == .null)
+        #expect(try await server.request("/demo/credentials", cookie: result.cookie).status == 401)
+    }
+
+    @Test("enumeration: unknown names, names without credentials and real accounts are answered alike, with stable stand-ins", arguments: databases)
+    func enumeration(kind: String) async throws {
+        let database = Self.database(kind)
+        var server = try ServeProcess(database: database)
+        let key = SoftwareAuthenticator(profile: .platformPasskey)
+        let real = Self.unique("ruth"), emptied = Self.unique("emma"), unknown = Self.unique("nobody")
+        let realID = try #require(try await register(server, key, real).id)
+        // An account whose only credential was deleted has no credential left.
+        let e = try await register(server, SoftwareAuthenticator(profile: .platformPasskey), emptied)
+        #expect(try await server.request("/demo/credentials/" + Base64URL.encode(e.id!), cookie: e.result?.cookie, method: "DELETE").ok)
+        var answers: [String: ServeProcess.Reply] = [:]
+        for name in [real, emptied, unknown] { answers[name] = try await server.request("/assertion/options", ["username": .string(name)]) }
+        let shapes = Set(answers.values.map { reply -> String in
+            "\(reply.status) \((reply.json.objectValue?.members.map(\.key) ?? []).sorted()) \(reply.json["allowCredentials"]?.arrayValue?.first?.objectValue?.members.map(\.key).sorted() ?? [])"
+        })
+        #expect(shapes.count == 1, "\(shapes)")
+        for (name, reply) in answers {
+            let listed = reply.json["allowCredentials"]?.arrayValue?.count ?? 0
+            #expect(listed > 0, "\(name)")
+            #expect(!reply.json.serialized().contains("userHandle") && !reply.json.serialized().contains("user\""))
+        }
+        // Stand-ins are stable: across requests, and across a restart with the same secret.
+        let again = try await server.request("/assertion/options", ["username": .string(unknown)])
+        #expect(again.json["allowCredentials"] == answers[unknown]?.json["allowCredentials"])
+        server.stop()
+        server = try ServeProcess(database: database)
+        defer { server.stop() }
+        let restarted = try await server.request("/assertion/options", ["username": .string(unknown)])
+        #expect(restarted.json["allowCredentials"] == answers[unknown]?.json["allowCredentials"])
+        // A sign-in against a stand-in (with a real credential of another account) fails like a bad signature: one generic answer.
+        let forged = try key.authenticate(rpId: rpId, origin: origin, challenge: Base64URL.decode(restarted.json["challenge"]!.stringValue!)!,
+                                          credentialId: realID)
+        let refused = try await server.request("/assertion/result", forged.json, cookie: restarted.cookie)
+        #expect(refused.status == 401 && refused.errorMessage.hasPrefix("authentication_failed"), "\(refused.errorMessage)")
+        #expect(!refused.errorMessage.contains("credential_"))
+    }
+
+    @Test("a wrong owner's credential gets the generic answer and no user handle", arguments: databases)
+    func genericFailures(kind: String) async throws {
+        let server = try ServeProcess(database: Self.database(kind))
+        defer { server.stop() }
+        let aliceKey = SoftwareAuthenticator(profile: .platformPasskey), bobKey = SoftwareAuthenticator(profile: .platformPasskey)
+        let alice = Self.unique("alice"), bob = Self.unique("bob")
+        let a = try await register(server, aliceKey, alice)
+        _ = try await register(server, bobKey, bob)
+        // Bob's options, answered with Alice's credential: the detail (credential_not_allowed) stays in the log.
+        let options = try await server.request("/assertion/options", ["username": .string(bob)])
+        let parts = try aliceKey.authenticate(rpId: rpId, origin: origin, challenge: Base64URL.decode(options.json["challenge"]!.stringValue!)!, credentialId: a.id!)
+        let reply = try await server.request("/assertion/result", parts.json, cookie: options.cookie)
+        #expect(reply.status == 401 && reply.errorMessage.hasPrefix("authentication_failed"))
+        #expect(!reply.json.serialized().contains(Base64URL.encode(a.options.json["user"]?["id"]?.stringValue.flatMap(Base64URL.decode) ?? [1])))
+    }
+
+    @Test("a flood from one address is answered 429 with Retry-After, and leaves storage bounded", arguments: databases)
+    func flood(kind: String) async throws {
+        let database = Self.database(kind)
+        let server = try ServeProcess(database: database, extra: ["--rate-limit", "5:50"])
+        defer { server.stop() }
+        let session = try await server.request("/attestation/options", ["username": .string(Self.unique("sam"))])
+        let replies = await withTaskGroup(of: ServeProcess.Reply?.self) { group in
+            for _ in 0..<8 {
+                group.addTask {
+                    var last: ServeProcess.Reply?
+                    for _ in 0..<40 { last = try? await server.request("/assertion/options", [:]) }
+                    return last
+                }
+            }
+            return await group.reduce(into: [ServeProcess.Reply]()) { if let r = $1 { $0.append(r) } }
+        }
+        let limited = try await server.request("/assertion/options", [:])
+        #expect(limited.status == 429 && limited.errorMessage.hasPrefix("rate_limited"))
+        #expect(Int(limited.headers["retry-after"] ?? "") ?? 0 >= 1)
+        #expect(replies.allSatisfy { $0.status == 429 })
+        // X-Forwarded-For from a client that is no trusted proxy changes nothing.
+        #expect(try await server.request("/assertion/options", [:], headers: ["X-Forwarded-For": "1.2.3.4"]).status == 429)
+        // A session has its own bucket, and cannot pile up ceremonies: it keeps its newest 8.
+        let cookie = try #require(session.cookie)
+        for _ in 0..<30 { #expect(try await server.request("/assertion/options", [:], cookie: cookie).ok) }
+        let pending: Int
+        if kind == "sqlite" {
+            let store = try await SQLiteStore.open(path: database)
+            pending = try await store.sweep(expiredBefore: Date(timeIntervalSince1970: 0))
+            try await store.close()
+        } else {
+            pending = try await PostgresStore.open(url: database, connections: 1).sweep(expiredBefore: Date(timeIntervalSince1970: 0))
+        }
+        // The burst (50) plus refills while the flood ran, plus one session's 8; PostgreSQL's table is shared by other tests.
+        if kind == "sqlite" { #expect(pending <= 50 + 5 * 30 + PendingCeremony.maxPerBinding, "\(pending)") }
+    }
+
+    @Test("names: a NUL or a look-alike cannot be registered")
+    func names() async throws {
+        let server = try ServeProcess(database: ServeProcess.temporaryDatabase())
+        defer { server.stop() }
+        let name = Self.unique("alice")
+        _ = try await register(server, SoftwareAuthenticator(profile: .platformPasskey), name)
+        for bad in [name + "\u{0}admin", "\u{202E}" + name, name + "\u{200B}", "p\u{430}ypal"] {
+            let reply = try await server.request("/attestation/options", ["username": .string(bad)])
+            #expect(reply.status == 400 && reply.errorMessage.hasPrefix("username_invalid"), "\(reply.errorMessage)")
+        }
+        let fullWidth = String(String.UnicodeScalarView(name.unicodeScalars.map { s in
+            (0x21...0x7E).contains(s.value) ? Unicode.Scalar(s.value + 0xFEE0)! : s
+        }))
+        let lookalike = try await server.request("/attestation/options", ["username": .string(fullWidth)])
+        #expect(lookalike.status == 409, "\(lookalike.errorMessage)")
+    }
+
+    @Test("a store failure reaches the client as internal_error and a request id, never the driver's text")
+    func internalDetail() async throws {
+        let database = ServeProcess.temporaryDatabase()
+        let server = try ServeProcess(database: database, logLevel: "error")
+        defer { server.stop() }
+        #expect(try await server.request("/assertion/options", [:]).ok)
+        // Break the store under the running server.
+        let connection = try await SQLiteConnection.open(storage: .file(path: database))
+        _ = try await connection.query("ALTER TABLE challenges RENAME TO challenges_gone")
+        try await connection.close()
+        let reply = try await server.request("/assertion/options", [:])
+        #expect(reply.status == 500 && reply.errorMessage.hasPrefix("internal_error"), "\(reply.errorMessage)")
+        for leak in ["challenges", "SQLite", "sqlite", "table", "storage_failure"] { #expect(!reply.errorMessage.contains(leak), "\(leak)") }
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(server.log.contains("challenges"))
+    }
+
+    @Test("security headers: CSP without inline script on the page, no-store and nosniff on the API")
+    func headers() async throws {
+        let server = try ServeProcess(database: ServeProcess.temporaryDatabase())
+        defer { server.stop() }
+        let page = try await server.request("/")
+        let csp = page.headers["content-security-policy"] ?? ""
+        #expect(csp.contains("script-src 'self'") && !csp.contains("unsafe-inline") && csp.contains("frame-ancestors 'none'"))
+        #expect(page.headers["x-content-type-options"] == "nosniff" && page.headers["referrer-policy"] == "no-referrer")
+        if case .string(let html) = page.json { #expect(!html.contains("<script>") && !html.contains("<style>")) }
+        #expect(try await server.request("/demo.js").status == 200)
+        let api = try await server.request("/assertion/options", [:])
+        #expect(api.headers["cache-control"] == "no-store" && api.headers["x-content-type-options"] == "nosniff")
+        #expect(api.cookie?.hasPrefix("__Host-webauthn_session=") == true)  // https origin
+    }
+}
