@@ -1,0 +1,106 @@
+import Foundation
+import Testing
+@testable import WebAuthnCore
+import WebAuthnTesting
+
+/// The engine's defences that the HTTP server builds on: a ceremony bound to
+/// the session that started it, accounts created only with their first
+/// credential, and a bounded number of pending ceremonies swept on the
+/// engine's clock.
+@Suite("Engine: session binding, new accounts, pending-ceremony bounds")
+struct EngineSessionTests {
+    let time = EngineTests.MovableClock()
+    let origin = "https://example.com"
+
+    func engine(limits: WebAuthnEngine.Limits = .init()) throws -> (WebAuthnEngine, InMemoryChallengeStore, InMemoryAccountStore) {
+        let rp = try RelyingParty(id: "example.com", origins: [origin], clock: time.clock, challengeLifetime: 60)
+        let credentials = InMemoryCredentialStore()
+        let challenges = InMemoryChallengeStore(clock: time.clock)
+        let accounts = InMemoryAccountStore(credentials: credentials)
+        return (WebAuthnEngine(relyingParty: rp, credentials: credentials, challenges: challenges, accounts: accounts, limits: limits), challenges, accounts)
+    }
+
+    @Test("a bound ceremony is finished only with its binding; a refusal consumes nothing")
+    func binding() async throws {
+        let (engine, _, _) = try engine()
+        let user = UserEntity.new(name: "alice")
+        let key = SoftwareAuthenticator(profile: .platformPasskey)
+        let options = try await engine.startRegistration(user: user, newAccount: true, binding: [1, 2, 3])
+        let parts = try key.register(rpId: "example.com", origin: origin, challenge: options.challenge, userHandle: user.id)
+        #expect(await errorCode { _ = try await engine.finishRegistration(json: parts.jsonBytes) } == "session_mismatch")
+        #expect(await errorCode { _ = try await engine.finishRegistration(json: parts.jsonBytes, binding: [9]) } == "session_mismatch")
+        let credential = try await engine.finishRegistration(json: parts.jsonBytes, binding: [1, 2, 3]).credential
+        let request = try await engine.startAuthentication(binding: [4])
+        let assertion = try key.authenticate(rpId: "example.com", origin: origin, challenge: request.challenge, credentialId: credential.id)
+        #expect(await errorCode { _ = try await engine.finishAuthentication(json: assertion.jsonBytes, binding: [1, 2, 3]) } == "session_mismatch")
+        #expect(await errorCode { _ = try await engine.finishAuthentication(json: assertion.jsonBytes, binding: [4]) } == nil)
+    }
+
+    @Test("a new account exists only once its registration completes, with its credential; a lost race changes nothing")
+    func newAccounts() async throws {
+        let (engine, challenges, accounts) = try engine()
+        let first = UserEntity.new(name: "bob"), second = UserEntity.new(name: "Bob")
+        let a = try await engine.startRegistration(user: first, newAccount: true)
+        let b = try await engine.startRegistration(user: second, newAccount: true)
+        #expect(try await accounts.account(named: "bob") == nil)
+        let keyA = SoftwareAuthenticator(profile: .platformPasskey), keyB = SoftwareAuthenticator(profile: .platformPasskey)
+        let partsA = try keyA.register(rpId: "example.com", origin: origin, challenge: a.challenge, userHandle: first.id)
+        let partsB = try keyB.register(rpId: "example.com", origin: origin, challenge: b.challenge, userHandle: second.id)
+        _ = try await engine.finishRegistration(json: partsA.jsonBytes)
+        #expect(try await accounts.account(named: "BOB")?.id == first.id)
+        #expect(await errorCode { _ = try await engine.finishRegistration(json: partsB.jsonBytes) } == "username_unavailable")
+        #expect(try await engine.credentials.credential(id: partsB.id) == nil)
+        // The losing ceremony was given back, untouched.
+        #expect(try await challenges.pending(challenge: b.challenge) != nil)
+    }
+
+    @Test("conditional create relaxes user presence only when the relying party asked for it")
+    func conditionalCreate() async throws {
+        let (engine, _, _) = try engine()
+        let user = UserEntity.new(name: "carol")
+        let key = SoftwareAuthenticator(profile: .platformPasskey)
+        for relaxed in [false, true] {
+            let options = try await engine.startRegistration(user: user, newAccount: true, conditionalCreate: relaxed)
+            var parts = try key.register(rpId: "example.com", origin: origin, challenge: options.challenge, userHandle: user.id)
+            parts.authenticatorData.flags.remove(.userPresent)
+            let code = await errorCode { _ = try await engine.finishRegistration(json: parts.jsonBytes) }
+            #expect(code == (relaxed ? nil : "user_presence_missing"))
+        }
+    }
+
+    @Test("pending ceremonies are bounded: refused at the limit, room again once a sweep on the engine's clock removes expired ones")
+    func bounded() async throws {
+        let (engine, challenges, _) = try engine(limits: .init(maxPendingCeremonies: 20, sweepInterval: 10))
+        for _ in 0..<20 { _ = try await engine.startAuthentication() }
+        #expect(await errorCode { _ = try await engine.startAuthentication() } == "too_many_pending_ceremonies")
+        #expect(challenges.count == 20)
+        time.advance(61)  // past the 60 s lifetime
+        _ = try await engine.startAuthentication()
+        #expect(challenges.count == 1)
+        // A consumed challenge frees its place.
+        time.advance(11)
+        let user = UserEntity.new(name: "dan")
+        let key = SoftwareAuthenticator(profile: .platformPasskey)
+        let options = try await engine.startRegistration(user: user, newAccount: true)
+        let parts = try key.register(rpId: "example.com", origin: origin, challenge: options.challenge, userHandle: user.id)
+        _ = try await engine.finishRegistration(json: parts.jsonBytes)
+        #expect(challenges.count == 1)
+    }
+
+    @Test("one binding keeps at most maxPerBinding pending ceremonies; the in-memory store stays O(1) under a flood")
+    func perBinding() async throws {
+        let (engine, challenges, _) = try engine()
+        var issued: [[UInt8]] = []
+        for _ in 0..<50 { issued.append(try await engine.startAuthentication(binding: [7]).challenge) }
+        #expect(challenges.count == PendingCeremony.maxPerBinding)
+        #expect(try await challenges.pending(challenge: issued.last!) != nil)
+        #expect(try await challenges.pending(challenge: issued.first!) == nil)
+        // A flood of unbound ceremonies at the store's capacity: each insert is O(1) (no scan), so 20,000 take well under a second each 1,000.
+        let small = InMemoryChallengeStore(clock: time.clock, capacity: 1_000)
+        for i in 0..<20_000 {
+            try await small.insert(PendingCeremony(kind: .authentication, challenge: SecureRandom.bytes(16) + [UInt8(i & 0xff)], userVerification: .preferred,
+                                                   expiresAt: time.clock.now().addingTimeInterval(60)))
+        }
+        #expect(small.count == 1_000)
+    }
+}
