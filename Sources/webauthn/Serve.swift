@@ -58,6 +58,7 @@ struct Serve: AsyncParsableCommand {
         }
         guard RateLimit.parse(rateLimit) != nil else { throw ValidationError("--rate-limit must be off, A or A:S with positive numbers") }
         for proxy in trustedProxies where CIDR(proxy) == nil { throw ValidationError("--trusted-proxy \(proxy) is not an address range such as 10.0.0.0/8") }
+        _ = try secret()
     }
 
     /// The server secret: `--secret-file`, else WEBAUTHN_SECRET, else nil (random).

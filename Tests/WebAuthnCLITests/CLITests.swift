@@ -131,6 +131,13 @@ struct CLITests {
             #expect(try Self.run(["serve", "--algorithms", list, "--db", "sqlite:/nonexistent-dir/x.sqlite"]).status == 2, "\(list)")
         }
         #expect(try Self.run(["metadata", "inspect", "--mds-blob", "/nonexistent.jwt"]).status == 2)
+        // serve's safety options are checked before it opens anything.
+        let short = FileManager.default.temporaryDirectory.appendingPathComponent("short-secret-\(UUID().uuidString)")
+        try Data("too short".utf8).write(to: short)
+        for extra in [["--rate-limit", "fast"], ["--rate-limit", "0"], ["--trusted-proxy", "10.0.0.0/40"], ["--secret-file", short.path],
+                      ["--secret-file", "/nonexistent-secret"]] {
+            #expect(try Self.run(["serve", "--db", "sqlite:/nonexistent-dir/x.sqlite"] + extra).status == 2, "\(extra)")
+        }
         #expect(try Self.run(["--help"]).status == 0)
     }
 
