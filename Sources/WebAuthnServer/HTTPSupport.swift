@@ -71,7 +71,13 @@ struct SecurityHeadersMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        var response = try await next(request, context)
+        var response: Response
+        do {
+            response = try await next(request, context)
+        } catch let error as any HTTPResponseError {
+            // Not found, method not allowed, ...: the same headers.
+            response = try error.response(from: request, context: context)
+        }
         let html = response.headers[.contentType]?.hasPrefix("text/html") == true
         response.headers[.contentSecurityPolicy] = html ? Self.pagePolicy : "default-src 'none'; frame-ancestors 'none'"
         response.headers[.xContentTypeOptions] = "nosniff"

@@ -28,8 +28,8 @@ final class RateLimiter: Sendable {
 
     /// Takes one token from `key`'s bucket (rate per second, burst = ten
     /// seconds of rate). Returns nil when allowed, else the seconds to wait.
-    func take(_ key: String, rate: Double, now: Date) -> Int? {
-        let burst = rate * 10
+    func take(_ key: String, rate: Double, now: Date, burst explicitBurst: Double? = nil) -> Int? {
+        let burst = explicitBurst ?? rate * 10
         return state.withLock { s in
             var bucket = s.buckets[key] ?? {
                 s.order.append(key)
@@ -54,6 +54,14 @@ final class RateLimiter: Sendable {
                 s.head = 0
             }
             return wait
+        }
+    }
+
+    /// Whether `key`'s bucket holds less than one token now (a bucket never used is full).
+    func isEmpty(_ key: String, now: Date, rate: Double) -> Bool {
+        state.withLock { s in
+            guard let bucket = s.buckets[key] else { return false }
+            return bucket.tokens + max(0, now.timeIntervalSince(bucket.updated)) * rate < 1
         }
     }
 
@@ -108,6 +116,14 @@ public struct CIDR: Sendable, Equatable, CustomStringConvertible {
 }
 
 enum ClientAddress {
+    /// The throttling key of an address: IPv6 addresses by their /64 (one
+    /// subscriber usually has a whole /64), IPv4 addresses whole.
+    static func bucket(_ address: String) -> String {
+        guard let bytes = CIDR.bytes(address), bytes.count == 16 else { return address }
+        if bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xff, bytes[11] == 0xff { return bytes[12...].map(String.init).joined(separator: ".") }
+        return bytes[0..<8].map { String($0, radix: 16) }.joined(separator: ":") + "::/64"
+    }
+
     /// The client's address: the socket peer, or, when the peer is a trusted
     /// proxy, the right-most `X-Forwarded-For` entry that is not one.
     static func of(_ request: Request, peer: SocketAddress?, trustedProxies: [CIDR]) -> String {

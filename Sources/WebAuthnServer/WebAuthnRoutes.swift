@@ -121,13 +121,25 @@ public struct WebAuthnRoutes: Sendable {
     func throttle<Context: RequestContext>(_ request: Request, _ context: Context) throws {
         guard let limit = configuration.rateLimit, let limiter else { return }
         let now = self.now
+        let address = ClientAddress.bucket(ClientAddress.of(request, peer: (context as? any RemoteAddressRequestContext)?.remoteAddress,
+                                                            trustedProxies: configuration.trustedProxies))
         if let token = sessions.token(request) {
+            if limiter.isEmpty("f:" + token.cookieValue, now: now, rate: Self.failureRate) { throw Throttled(seconds: 10, scope: "failures") }
             if let wait = limiter.take("s:" + token.cookieValue, rate: limit.perSession, now: now) { throw Throttled(seconds: wait, scope: "session") }
+            // All the sessions of one address together: minting cookies buys no extra budget.
+            if let wait = limiter.take("A:" + address, rate: limit.perSession, now: now) { throw Throttled(seconds: wait, scope: "address") }
         } else {
-            let address = ClientAddress.of(request, peer: (context as? any RemoteAddressRequestContext)?.remoteAddress,
-                                           trustedProxies: configuration.trustedProxies)
             if let wait = limiter.take("a:" + address, rate: limit.perAddress, now: now) { throw Throttled(seconds: wait, scope: "address") }
         }
+    }
+
+    /// Failed results per session: a burst of 5, then one each 10 s, so a
+    /// pending ceremony cannot be used as an oracle or a CPU pump.
+    static let failureRate = 0.1
+
+    func noteFailure(_ token: BrowserSessions.Token) throws {
+        guard configuration.rateLimit != nil, let limiter else { return }
+        _ = limiter.take("f:" + token.cookieValue, rate: Self.failureRate, now: now, burst: 5)
     }
 
     struct Throttled: Error {
@@ -193,9 +205,15 @@ public struct WebAuthnRoutes: Sendable {
         let token = sessions.token(request)
         let result: RegistrationResult
         do throws(WebAuthnError) {
-            result = try await engine.finishRegistration(RegistrationResponse(json: body), binding: token?.binding)
+            let response = try RegistrationResponse(json: body)
+            // A stand-in ID answers like one that is taken, so registration cannot tell stand-ins from real credentials.
+            if standIns.isStandIn(response.id) {
+                throw WebAuthnError(.credentialAlreadyRegistered, "credential \(Base64URL.encode(response.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
+            }
+            result = try await engine.finishRegistration(response, binding: token?.binding)
         } catch {
             Audit.event("registration_failed", context, ["code": .string(error.code.rawValue)])
+            if let token { try noteFailure(token) }
             throw error
         }
         let signedIn = try await sessions.signIn(result.credential.userHandle, replacing: token, now: now)
@@ -217,7 +235,8 @@ public struct WebAuthnRoutes: Sendable {
         var allow: [CredentialDescriptor]?
         if let raw = body["username"]?.stringValue, !raw.isEmpty {
             // The same work for every name: one account lookup, one credential lookup.
-            let name = (try? UserName.normalize(name: raw)) ?? raw
+            // A name that breaks the rules cannot exist: every such name gets one stand-in.
+            let name = (try? UserName.normalize(name: raw)) ?? "\u{FFFD}"
             let account = try await accounts.account(named: name)
             let handle = account?.id ?? standIns.userHandle(for: name)
             let records = try await engine.credentials.credentials(forUser: handle)
@@ -241,10 +260,15 @@ public struct WebAuthnRoutes: Sendable {
         return HTTP.ok(options.json.objectValue ?? JSONObject(), cookie: sessions.cookie(session))
     }
 
-    /// Failures whose detail would tell an attacker which credentials or
-    /// accounts exist: the client gets `authentication_failed`, the log the code.
-    static let concealed: Set<WebAuthnError.Code> = [
-        .credentialUnknown, .credentialNotAllowed, .credentialNotOwnedByUser, .userHandleMismatch, .userHandleMissing, .signatureInvalid,
+    /// Sign-in failures a client may see in detail: those decided before the
+    /// credential is looked up, which say nothing about which credentials or
+    /// accounts exist. Every other failure (unknown credential, another
+    /// account's, wrong origin or flags for a real one, bad signature, ...)
+    /// answers `authentication_failed`; the log has the code. `--conformance`
+    /// shows every code, as the conformance tools expect.
+    static let shownBeforeLookup: Set<WebAuthnError.Code> = [
+        .jsonMalformed, .responseMalformed, .base64urlInvalid, .inputTooLarge, .credentialTypeInvalid, .credentialIdMismatch,
+        .clientDataMalformed, .challengeUnknown, .challengeExpired, .ceremonyMismatch, .sessionMismatch,
     ]
 
     func assertionResult<Context: RequestContext>(_ request: Request, _ context: Context) async throws -> Response {
@@ -255,7 +279,8 @@ public struct WebAuthnRoutes: Sendable {
             result = try await engine.finishAuthentication(AuthenticationResponse(json: body), binding: token?.binding)
         } catch {
             Audit.event("sign_in_failed", context, ["code": .string(error.code.rawValue)])
-            if Self.concealed.contains(error.code) {
+            if let token { try noteFailure(token) }
+            if !configuration.conformance && !Self.shownBeforeLookup.contains(error.code) {
                 throw WebAuthnError(.authenticationFailed, "the credential could not be verified for this sign-in")
             }
             throw error

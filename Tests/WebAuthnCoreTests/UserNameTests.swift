@@ -20,6 +20,7 @@ struct UserNameTests {
     @Test("names that could hide or impersonate are refused", arguments: [
         "", "ali\u{0}ce", "alice\u{0}admin", "al ice", "alice\u{200B}", "\u{202E}ecila", "alice\n", "\u{301}alice", "p\u{430}ypal",
         String(repeating: "a", count: 65), "\u{E000}x", "a\u{2028}b", "x™",
+        "admin\u{3164}", "admin\u{115F}", "g\u{585}\u{585}gle", "a" + String(repeating: "\u{301}\u{323}", count: 40),
     ])
     func refused(raw: String) {
         #expect(errorCode { _ = try UserName.normalize(name: raw) } == "username_invalid", "\(raw.unicodeScalars.map { String($0.value, radix: 16) })")

@@ -99,7 +99,7 @@ struct SecurityTests {
 
     @Test("user presence is required at sign-in whatever the mediation the client names")
     func userPresence() async throws {
-        let server = try ServeProcess(database: ServeProcess.temporaryDatabase())
+        let server = try ServeProcess(database: ServeProcess.temporaryDatabase(), logLevel: "notice")
         defer { server.stop() }
         let key = SoftwareAuthenticator(profile: .platformPasskey)
         let (_, _, id) = try await register(server, key, Self.unique("uma"))
@@ -108,7 +108,10 @@ struct SecurityTests {
         parts.authenticatorData.flags.remove([.userPresent, .userVerified])
         parts = try key.resign(parts)
         let result = try await server.request("/assertion/result", parts.json, cookie: options.cookie)
-        #expect(!result.ok && result.errorMessage.hasPrefix("user_presence_missing"), "\(result.errorMessage)")
+        // The client gets the generic answer; the audit log names the rule.
+        #expect(!result.ok && result.errorMessage.hasPrefix("authentication_failed"), "\(result.errorMessage)")
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(server.log.contains("user_presence_missing"))
     }
 
     @Test("a ceremony is finished only by the browser that started it, with a JSON body", arguments: databases)
@@ -173,7 +176,8 @@ struct SecurityTests {
         var answers: [String: ServeProcess.Reply] = [:]
         for name in [real, emptied, unknown] { answers[name] = try await server.request("/assertion/options", ["username": .string(name)]) }
         let shapes = Set(answers.values.map { reply -> String in
-            "\(reply.status) \((reply.json.objectValue?.members.map(\.key) ?? []).sorted()) \(reply.json["allowCredentials"]?.arrayValue?.first?.objectValue?.members.map(\.key).sorted() ?? [])"
+            // transports are listed when known, for real credentials and stand-ins alike
+            "\(reply.status) \((reply.json.objectValue?.members.map(\.key) ?? []).sorted()) \(reply.json["allowCredentials"]?.arrayValue?.first?.objectValue?.members.map(\.key).filter { $0 != "transports" }.sorted() ?? [])"
         })
         #expect(shapes.count == 1, "\(shapes)")
         for (name, reply) in answers {
@@ -297,5 +301,74 @@ struct SecurityTests {
         let api = try await server.request("/assertion/options", [:])
         #expect(api.headers["cache-control"] == "no-store" && api.headers["x-content-type-options"] == "nosniff")
         #expect(api.cookie?.hasPrefix("__Host-webauthn_session=") == true)  // https origin
+    }
+
+    // MARK: Found by the red-team pass over the hardened server
+
+    @Test("a run of combining marks is refused before any string operation (no quadratic normalisation)")
+    func combiningMarks() async throws {
+        let server = try ServeProcess(database: ServeProcess.temporaryDatabase())
+        defer { server.stop() }
+        let marks = "a" + String(repeating: "\u{301}\u{323}", count: 15_000)
+        for path in ["/assertion/options", "/attestation/options"] {
+            let reply = try await server.request(path, ["username": .string(marks)])
+            #expect(reply.status == 400 && reply.errorMessage.hasPrefix("json_malformed"), "\(path): \(reply.errorMessage.prefix(80))")
+        }
+        let shorter = "a" + String(repeating: "\u{301}\u{323}", count: 5_000)
+        let keys = try await server.request("/attestation/result", raw: Array("{\"\(shorter)\":1,\"\(shorter)x\":2}".utf8))
+        #expect(keys.status == 400)
+    }
+
+    @Test("after the credential lookup every sign-in failure is the same answer: a real credential with a wrong origin is not told apart")
+    func concealedAfterLookup() async throws {
+        let server = try ServeProcess(database: ServeProcess.temporaryDatabase())
+        defer { server.stop() }
+        let key = SoftwareAuthenticator(profile: .platformPasskey)
+        let name = Self.unique("ola")
+        let id = try #require(try await register(server, key, name).id)
+        let options = try await server.request("/assertion/options", ["username": .string(name)])
+        let parts = try key.authenticate(rpId: rpId, origin: "https://evil.example", challenge: Base64URL.decode(options.json["challenge"]!.stringValue!)!, credentialId: id)
+        let reply = try await server.request("/assertion/result", parts.json, cookie: options.cookie)
+        #expect(reply.status == 401 && reply.errorMessage.hasPrefix("authentication_failed"), "\(reply.errorMessage)")
+    }
+
+    @Test("a stand-in credential ID cannot be registered: it answers like a taken one")
+    func standInRegistration() async throws {
+        let server = try ServeProcess(database: ServeProcess.temporaryDatabase())
+        defer { server.stop() }
+        let standIn = try await server.request("/assertion/options", ["username": .string(Self.unique("ghost"))])
+        let id = try #require(standIn.json["allowCredentials"]?.arrayValue?.first?["id"]?.stringValue.flatMap(Base64URL.decode))
+        let options = try await server.request("/attestation/options", ["username": .string(Self.unique("probe"))])
+        var parts = try SoftwareAuthenticator(profile: .platformPasskey).register(
+            rpId: rpId, origin: origin, challenge: Base64URL.decode(options.json["challenge"]!.stringValue!)!,
+            userHandle: Base64URL.decode(options.json["user"]!["id"]!.stringValue!)!, credentialIdLength: id.count)
+        parts.id = id  // refused before verification, whatever the rest says
+        let reply = try await server.request("/attestation/result", parts.json, cookie: options.cookie)
+        #expect(reply.errorMessage.hasPrefix("credential_already_registered"), "\(reply.errorMessage)")
+    }
+
+    @Test("failed results are throttled per session; minted cookies share their address's budget; errors carry the headers")
+    func failureThrottle() async throws {
+        let server = try ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--rate-limit", "5:20"])
+        defer { server.stop() }
+        let key = SoftwareAuthenticator(profile: .platformPasskey)
+        let id = try #require(try await register(server, key, Self.unique("tia")).id)
+        let options = try await server.request("/assertion/options", [:])
+        var statuses: [Int] = []
+        for _ in 0..<8 {
+            var parts = try key.authenticate(rpId: rpId, origin: origin, challenge: Base64URL.decode(options.json["challenge"]!.stringValue!)!,
+                                             credentialId: id)
+            parts.signature[3] ^= 1
+            statuses.append(try await server.request("/assertion/result", parts.json, cookie: options.cookie).status)
+        }
+        #expect(statuses.prefix(5).allSatisfy { $0 == 401 } && statuses.suffix(2).allSatisfy { $0 == 429 }, "\(statuses)")
+        // Cookies minted in the address's burst do not each bring a fresh budget.
+        var cookies: [String] = []
+        for _ in 0..<10 { if let c = try await server.request("/assertion/options", [:]).cookie { cookies.append(c) } }
+        var limited = 0
+        for i in 0..<400 where try await server.request("/assertion/options", [:], cookie: cookies[i % cookies.count]).status == 429 { limited += 1 }
+        #expect(limited > 0)
+        let missing = try await server.request("/no-such-page")
+        #expect(missing.status == 404 && missing.headers["x-content-type-options"] == "nosniff" && missing.headers["content-security-policy"] != nil)
     }
 }

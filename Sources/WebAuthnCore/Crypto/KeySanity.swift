@@ -89,7 +89,7 @@ enum KeySanity {
         }
     }
 
-    /// RSA: the modulus is odd and 2048 to 8192 bits; the public exponent is odd and at least 3.
+    /// RSA: the modulus is odd and 2048 to 8192 bits; the public exponent is odd, at least 3 and below 2^32.
     static func checkRSAParameters(_ pkey: OpaquePointer) throws(WebAuthnError) {
         var modulus: OpaquePointer?
         var exponent: OpaquePointer?
@@ -111,6 +111,10 @@ enum KeySanity {
         // An odd exponent of two bits or more is at least 3.
         guard BN_is_odd(e) == 1, BN_num_bits(e) >= 2 else {
             throw WebAuthnError(.publicKeyRSAInvalid, "the RSA public exponent is \(BN_num_bits(e) <= 8 ? String(BN_get_word(e)) : "even"); it must be odd and at least 3")
+        }
+        // A huge exponent makes every verification slow (a CPU amplifier); real keys use 65537.
+        guard BN_num_bits(e) <= 32 else {
+            throw WebAuthnError(.publicKeyRSAInvalid, "the RSA public exponent has \(BN_num_bits(e)) bits; at most 32 are accepted (65537 is usual)")
         }
     }
 }

@@ -9,9 +9,10 @@ import Foundation
 ///   their ASCII equivalents, then NFC; every character an ASCII printable
 ///   (`!`…`~`), a letter, a digit, or a combining mark after a letter; no
 ///   space, control (NUL included), format (zero-width, bidi), private-use or
-///   unassigned character; letters from at most one of Latin, Greek and
-///   Cyrillic (the common homoglyph families); 1 to 64 characters, at most
-///   256 bytes of UTF-8.
+///   unassigned character, nor a default-ignorable one (invisible fillers);
+///   letters from at most one of Latin, Greek, Cyrillic and Armenian (the
+///   common homoglyph families); at most 30 combining marks in a row; 1 to
+///   64 characters, at most 256 bytes of UTF-8.
 /// - **displayName** (RFC 8266 Nickname): spaces of every kind mapped to
 ///   U+0020, leading and trailing spaces removed, runs collapsed, then NFKC;
 ///   no control, format, private-use or unassigned character; 1 to 64
@@ -27,6 +28,7 @@ public enum UserName {
     /// The enforced form of a user name, or `username_invalid`.
     public static func normalize(name raw: String) throws(WebAuthnError) -> String {
         guard raw.utf8.count <= maxBytes * 4 else { throw invalid("the name is longer than \(maxBytes) bytes") }
+        try checkStreamSafe(raw)
         let mapped = String(String.UnicodeScalarView(raw.unicodeScalars.map(widthMapped)))
         let name = mapped.precomposedStringWithCanonicalMapping
         try checkLength(name, what: "name")
@@ -34,6 +36,8 @@ public enum UserName {
         var previousWasLetter = false
         for (index, scalar) in name.unicodeScalars.enumerated() {
             let p = scalar.properties
+            // Invisible letters (Hangul fillers U+115F, U+3164, ...) are letters by category.
+            guard !p.isDefaultIgnorableCodePoint else { throw invalid("the name contains the invisible U+\(hex(scalar))") }
             switch p.generalCategory {
             case .uppercaseLetter, .lowercaseLetter, .titlecaseLetter, .modifierLetter, .otherLetter:
                 if let family = ScriptFamily(scalar) { families.insert(family) }
@@ -61,6 +65,7 @@ public enum UserName {
     /// The enforced form of a display name, or `username_invalid`.
     public static func normalize(displayName raw: String) throws(WebAuthnError) -> String {
         guard raw.utf8.count <= maxBytes * 4 else { throw invalid("the display name is longer than \(maxBytes) bytes") }
+        try checkStreamSafe(raw)
         var scalars = String.UnicodeScalarView()
         var lastWasSpace = true  // drops leading spaces
         for scalar in raw.unicodeScalars {
@@ -69,6 +74,9 @@ public enum UserName {
                 if !lastWasSpace { scalars.append(" ") }
                 lastWasSpace = true
                 continue
+            }
+            if scalar.properties.isDefaultIgnorableCodePoint {
+                throw invalid("the display name contains the invisible U+\(hex(scalar))")
             }
             switch scalar.properties.generalCategory {
             case .control, .format, .privateUse, .unassigned, .surrogate, .lineSeparator, .paragraphSeparator:
@@ -92,16 +100,18 @@ public enum UserName {
     // MARK: Internals
 
     enum ScriptFamily: String {
-        case latin = "Latin", greek = "Greek", cyrillic = "Cyrillic"
+        case latin = "Latin", greek = "Greek", cyrillic = "Cyrillic", armenian = "Armenian"
 
         init?(_ s: Unicode.Scalar) {
             switch s.value {
-            case 0x41...0x5A, 0x61...0x7A, 0xC0...0x24F, 0x1E00...0x1EFF, 0x2C60...0x2C7F, 0xA720...0xA7FF, 0xFF21...0xFF3A, 0xFF41...0xFF5A:
+            case 0x41...0x5A, 0x61...0x7A, 0xC0...0x24F, 0x250...0x2AF, 0x1D00...0x1DBF, 0x1E00...0x1EFF, 0x2C60...0x2C7F, 0xA720...0xA7FF, 0xFF21...0xFF3A, 0xFF41...0xFF5A:
                 self = .latin
             case 0x370...0x3FF, 0x1F00...0x1FFF:
                 self = .greek
             case 0x400...0x52F, 0x1C80...0x1C8F, 0x2DE0...0x2DFF, 0xA640...0xA69F:
                 self = .cyrillic
+            case 0x531...0x58F, 0xFB13...0xFB17:
+                self = .armenian
             default:
                 return nil
             }
@@ -113,6 +123,16 @@ public enum UserName {
         if (0xFF01...0xFF5E).contains(s.value) { return Unicode.Scalar(s.value - 0xFEE0) ?? s }
         if s.value == 0x3000 { return " " }
         return s
+    }
+
+    /// At most 30 combining marks in a row (UAX #15 stream-safe), checked
+    /// before normalisation, whose cost grows with the square of such a run.
+    static func checkStreamSafe(_ s: String) throws(WebAuthnError) {
+        var run = 0
+        for scalar in s.unicodeScalars {
+            run = scalar.properties.canonicalCombiningClass.rawValue == 0 ? 0 : run + 1
+            guard run <= 30 else { throw invalid("more than 30 combining marks in a row") }
+        }
     }
 
     static func checkLength(_ name: String, what: String) throws(WebAuthnError) {

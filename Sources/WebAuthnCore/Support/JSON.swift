@@ -228,6 +228,25 @@ struct JSONParser {
         return .array(items)
     }
 
+    /// The most combining marks (non-starters) in a row: UAX #15's
+    /// Stream-Safe Text Format. Swift compares, hashes and normalises strings
+    /// by canonical equivalence, whose cost grows with the square of such a
+    /// run; no real text has more than a handful, so longer runs are refused
+    /// before any string operation sees them.
+    static let maxNonStarters = 30
+
+    func checkStreamSafe(_ s: String) throws(WebAuthnError) {
+        var run = 0
+        for scalar in s.unicodeScalars {
+            if scalar.properties.canonicalCombiningClass.rawValue != 0 {
+                run += 1
+                if run > Self.maxNonStarters { throw fail("a string has more than \(Self.maxNonStarters) combining marks in a row") }
+            } else {
+                run = 0
+            }
+        }
+    }
+
     mutating func parseString() throws(WebAuthnError) -> String {
         pos += 1  // opening quote
         let start = pos
@@ -245,6 +264,7 @@ struct JSONParser {
                     }
                 }
                 guard let s = String(validating: slice, as: UTF8.self) else { throw fail("string is not valid UTF-8") }
+                try checkStreamSafe(s)
                 return s
             }
             if c == UInt8(ascii: "\\") { break }
@@ -258,6 +278,7 @@ struct JSONParser {
             if c == UInt8(ascii: "\"") {
                 pos += 1
                 guard let s = String(validating: bytes, as: UTF8.self) else { throw fail("string is not valid UTF-8") }
+                try checkStreamSafe(s)
                 return s
             }
             if c < 0x20 { throw fail("control character in string") }
