@@ -40,8 +40,15 @@ run_one() {
   mkdir -p "$corpus"
   local dirs=("$corpus" "Fuzz/Corpus/$t")
   [ -d "TestVectors/negative/fuzz/$t" ] && dirs+=("TestVectors/negative/fuzz/$t")
+  local dict=()
+  case $t in
+    json|client-data|safetynet-payload|metadata-payload|registration|authentication) dict=(-dict=Fuzz/Dictionaries/json.dict) ;;
+    safetynet-jws|metadata-blob) dict=(-dict=Fuzz/Dictionaries/jws.dict) ;;
+    base64url|der|android-key-description|x509|crl) ;;
+    *) dict=(-dict=Fuzz/Dictionaries/cbor.dict) ;;
+  esac
   FUZZ_TARGET=$t "$bin" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=3072 -print_final_stats=1 \
-    -artifact_prefix="$work/findings/$t-" "${dirs[@]}" >"$log" 2>&1
+    -artifact_prefix="$work/findings/$t-" "${dict[@]}" "${dirs[@]}" >"$log" 2>&1
   local rc=$?
   local runs cov
   runs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | grep -o '[0-9]*$')

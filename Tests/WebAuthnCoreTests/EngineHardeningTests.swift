@@ -92,6 +92,22 @@ struct EngineHardeningTests {
         #expect(h.verify(parts) == nil)
     }
 
+    @Test("X.509: a version INTEGER of 2^63 − 1 reads as version 0 (or fails to parse), never overflows")
+    func hugeCertificateVersion() throws {
+        let key = try SigningKey.generate(.es256)
+        let der = try CertificateBuilder(subject: [("CN", "version")]).build(key: key, issuer: nil, issuerKey: key).der
+        let certificate = try DER.parse(der).children()  // tbsCertificate, signatureAlgorithm, signature
+        var tbs = try certificate[0].children()
+        #expect(tbs[0].tag == 0xA0)
+        tbs.removeFirst()
+        let version = DERWriter.tlv(0xA0, DERWriter.tlv(0x02, [0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]))
+        let body = version + tbs.flatMap { [$0.tag] + DERWriter.length($0.contents.count) + Array($0.value) }
+        let forged = DERWriter.tlv(0x30, DERWriter.tlv(0x30, body) + certificate[1...].flatMap { [$0.tag] + DERWriter.length($0.contents.count) + Array($0.value) })
+        if let parsed = try? X509Certificate(der: forged) {
+            #expect(parsed.version == 0)
+        }
+    }
+
     // MARK: Degenerate keys
 
     static func okpKey(curve: Int, alg: Int = -8, x: [UInt8]) -> [UInt8] {

@@ -168,7 +168,7 @@ struct ParserCostTests {
     // MARK: DER, X.509 and TPM structures
 
     @Test("DER: a TPM subject alternative name of many attributes")
-    func der() {
+    func der() throws {
         let limit = X509Certificate.maxSize
         let normal = DERWriter.tpmSAN()
         var rdns: [UInt8] = []
@@ -178,6 +178,7 @@ struct ParserCostTests {
             i += 1
         }
         let worst = DERWriter.sequence(DERWriter.tlv(0xA4, DERWriter.tlv(0x30, rdns)))
+        #expect(try TPMAttestation.directoryNameAttributes(worst).count == 3)
         Self.expectLinear("DER", normal: normal, worst: worst, limit: limit) { _ = try? TPMAttestation.directoryNameAttributes($0) }
     }
 
@@ -189,6 +190,7 @@ struct ParserCostTests {
         var b = CertificateBuilder(subject: [("CN", "many extensions")])
         b.extensions = (0..<230).map { ("1.3.6.1.4.1.99999.\($0)", false, DERWriter.octets([UInt8](repeating: 0x11, count: 100))) }
         let worst = try b.build(key: key, issuer: nil, issuerKey: key).der
+        #expect(try X509Certificate(der: worst).der == worst)
         Self.expectLinear("X.509", normal: normal, worst: worst, limit: limit) { _ = try? X509Certificate(der: $0) }
     }
 
@@ -199,6 +201,7 @@ struct ParserCostTests {
             [0x00, 0x23, 0x00, 0x0b, 0x00, 0x06, 0x04, 0x72, UInt8(policy >> 8), UInt8(policy & 0xff)] + [UInt8](repeating: 0, count: policy)
                 + [0x00, 0x10, 0x00, 0x10, 0x00, 0x03, 0x00, 0x10, 0x00, 0x20] + [UInt8](repeating: 1, count: 32) + [0x00, 0x20] + [UInt8](repeating: 2, count: 32)
         }
+        #expect(errorCode { _ = try TPM.Public(pubArea(policy: 0)) } == nil && errorCode { _ = try TPM.Public(pubArea(policy: limit - 100)) } == nil)
         Self.expectLinear("TPM pubArea", normal: pubArea(policy: 0), worst: pubArea(policy: limit - 100), limit: limit) { _ = try? TPM.Public($0) }
     }
 }

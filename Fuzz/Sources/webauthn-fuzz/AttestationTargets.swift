@@ -38,10 +38,15 @@ let safetyNetAuthenticatorData: AuthenticatorData = {
     } catch { fatalError("SafetyNet authenticator data: \(error)") }
 }()
 
-/// A compact JWS over `payload` (raw bytes), RS256, x5c = the fuzz SafetyNet certificate and root.
-func signedSafetyNetJWS(payload: [UInt8]) -> [UInt8] {
+/// The JWS header: RS256, x5c = the fuzz SafetyNet certificate and root (base64url, made once).
+let safetyNetJWSHeader: String = {
     let header: JSONValue = ["alg": "RS256", "x5c": .array([Fixtures.safetyNetCertificate, Fixtures.authority.root].map { .string(Data($0.der).base64EncodedString()) })]
-    let input = Array((Base64URL.encode(header.serializedBytes()) + "." + Base64URL.encode(payload)).utf8)
+    return Base64URL.encode(header.serializedBytes())
+}()
+
+/// A compact JWS over `payload` (raw bytes), signed by the fuzz SafetyNet key.
+func signedSafetyNetJWS(payload: [UInt8]) -> [UInt8] {
+    let input = Array((safetyNetJWSHeader + "." + Base64URL.encode(payload)).utf8)
     guard let signature = try? Fixtures.jwsSigner.sign(input) else { finding("signing a JWS failed") }
     return input + Array(".".utf8) + Array(Base64URL.encode(signature).utf8)
 }

@@ -157,6 +157,9 @@ enum Fixtures {
         _ = credentials
         _ = safetyNetCertificate
         _ = blobCertificate
+        _ = safetyNetJWSHeader
+        _ = safetyNetAuthenticatorData
+        _ = crlFixtures
         _ = createClientDataHash
     }
 }

@@ -95,7 +95,8 @@ struct JWS {
         header = try JSONValue.parse(headerBytes, limits: JSONLimits(maxBytes: 1 << 20, maxDepth: 8))
         payload = try JSONValue.parse(payloadBytes, limits: JSONLimits(maxBytes: maxSize, maxDepth: 16))
         guard let name = header["alg"]?.stringValue else { throw WebAuthnError(.attestationStatementMalformed, "the JWS header has no alg") }
-        guard let algorithm = Self.algorithms[name] else {
+        // Matched by bytes: a dictionary lookup would also find canonically equivalent names.
+        guard let algorithm = Self.algorithms.first(where: { Bytes.sameUTF8($0.key, name) })?.value else {
             throw WebAuthnError(.attestationStatementMalformed, "JWS alg \"\(name.prefix(16))\" is not accepted (none is never accepted)")
         }
         self.algorithm = algorithm

@@ -64,7 +64,7 @@ enum AttestationFormats {
             throw WebAuthnError(.attestationStatementMalformed, "the \(format) attStmt is not a map", step: step)
         }
         for pair in pairs {
-            guard let key = pair.key.textValue, allowed.contains(key) else {
+            guard let key = pair.key.textValue, allowed.contains(where: { Bytes.sameUTF8($0, key) }) else {
                 throw WebAuthnError(.attestationStatementMalformed, "unexpected \(format) attStmt member \(pair.key)", step: step)
             }
         }

@@ -61,8 +61,12 @@ public final class X509Certificate: @unchecked Sendable {
 
     deinit { X509_free(x509) }
 
-    /// The X.509 version as written in certificates (1, 2 or 3).
-    public var version: Int { Int(X509_get_version(x509)) + 1 }
+    /// The X.509 version as written in certificates (1, 2 or 3); 0 when the
+    /// encoded version is none of these (never an overflow on a huge INTEGER).
+    public var version: Int {
+        let encoded = X509_get_version(x509)  // 0, 1 or 2 for v1, v2, v3
+        return (0...2).contains(encoded) ? Int(encoded) + 1 : 0
+    }
 
     /// The subject's attributes in order, as (short name, value), e.g. ("CN", "…").
     public var subject: [(name: String, value: String)] { Self.entries(of: X509_get_subject_name(x509)) }

@@ -12,7 +12,7 @@ public struct AttestationObject: Sendable {
             throw WebAuthnError(.attestationObjectMalformed, "the attestation object is not a CBOR map")
         }
         for p in pairs {
-            guard let key = p.key.textValue, ["fmt", "authData", "attStmt"].contains(key) else {
+            guard let key = p.key.textValue, ["fmt", "authData", "attStmt"].contains(where: { Bytes.sameUTF8($0, key) }) else {
                 throw WebAuthnError(.attestationObjectMalformed, "unexpected attestation object member \(p.key)")
             }
         }

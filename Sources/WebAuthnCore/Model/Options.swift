@@ -23,13 +23,13 @@ public struct AuthenticatorSelection: Sendable, Equatable {
             selection.userVerification = uv
             asked["userVerification"] = .string(uv.rawValue)
         }
-        if let attachment = json["authenticatorAttachment"]?.stringValue, ["platform", "cross-platform"].contains(attachment) {
+        if let attachment = json["authenticatorAttachment"]?.stringValue, ["platform", "cross-platform"].contains(where: { Bytes.sameUTF8($0, attachment) }) {
             selection.authenticatorAttachment = attachment
             asked["authenticatorAttachment"] = .string(attachment)
         }
         let require = json["requireResidentKey"]?.boolValue
         if let require { asked["requireResidentKey"] = .bool(require) }
-        if let rk = json["residentKey"]?.stringValue, ["discouraged", "preferred", "required"].contains(rk) {
+        if let rk = json["residentKey"]?.stringValue, ["discouraged", "preferred", "required"].contains(where: { Bytes.sameUTF8($0, rk) }) {
             selection.residentKey = rk
             asked["residentKey"] = .string(rk)
         } else if let require {
