@@ -152,6 +152,18 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
         return try UserEntity(id: handle, name: name, displayName: row["display_name"])
     }
 
+    // MARK: Settings
+
+    /// The server secret kept in the database: made once by the first
+    /// instance that asks, then shared by every instance and restart.
+    public func serverSecret() async throws -> [UInt8] {
+        _ = try await pool.query("INSERT INTO settings (name, value) VALUES ('server_secret', $1) ON CONFLICT (name) DO NOTHING",
+                                 [PGText.bytea(SecureRandom.bytes(32))])
+        guard let value = PGText.bytes(try await pool.query("SELECT value FROM settings WHERE name = 'server_secret'").first?["value"]),
+              value.count >= 32 else { throw WebAuthnError(.storageFailure, "settings.server_secret is unreadable") }
+        return value
+    }
+
     // MARK: SessionStore
 
     public func insert(_ session: SignedInSession) async throws {
@@ -225,6 +237,10 @@ enum PostgresMigrations {
             """,
             "CREATE INDEX sessions_by_user ON sessions (user_handle, created_at)",
             "CREATE INDEX sessions_by_expiry ON sessions (expires_at)",
+        ]),
+        // Settings the servers keep with their data, such as a generated server secret.
+        (3, [
+            "CREATE TABLE settings (name TEXT PRIMARY KEY, value BYTEA NOT NULL)",
         ]),
     ]
 

@@ -89,6 +89,10 @@ enum SQLiteMigrations {
             END
             """,
         ]),
+        // Settings the server keeps with its data, such as a generated server secret.
+        (3, [
+            "CREATE TABLE settings (name TEXT PRIMARY KEY, value BLOB NOT NULL)",
+        ]),
     ]
 
     /// Work a migration needs beyond SQL, run in its transaction after its statements.

@@ -151,6 +151,18 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, S
         return try UserEntity(id: Array(handle.readableBytesView), name: name, displayName: row.column("display_name")?.string)
     }
 
+    // MARK: Settings
+
+    /// The server secret kept in the database: made once (32 random bytes) by
+    /// the first process that asks, then the same for every process and
+    /// restart that opens this database. For servers given no secret of their own.
+    public func serverSecret() async throws -> [UInt8] {
+        _ = try await connection.query("INSERT OR IGNORE INTO settings (name, value) VALUES ('server_secret', ?)", [.blob(SecureRandom.bytes(32))])
+        guard let value = try await connection.query("SELECT value FROM settings WHERE name = 'server_secret'").first?.column("value")?.blob,
+              value.readableBytes >= 32 else { throw WebAuthnError(.storageFailure, "settings.server_secret is unreadable") }
+        return Array(value.readableBytesView)
+    }
+
     // MARK: SessionStore
 
     public func insert(_ session: SignedInSession) async throws {

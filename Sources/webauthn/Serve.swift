@@ -39,7 +39,7 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error, critical.") var logLevel = "info"
     @Option(name: .customLong("idle-timeout"), help: "Seconds before an idle connection is closed.") var idleTimeout: Int64 = 30
     @Option(name: .customLong("secret-file"), help: ArgumentHelp(
-        "A file holding the server secret (at least 32 bytes; or the WEBAUTHN_SECRET environment variable): it signs session cookies and derives the stand-ins of unknown names. Instances behind one load balancer need the same one. Default: random per start."))
+        "A file holding the server secret (at least 32 bytes; or the WEBAUTHN_SECRET environment variable): it signs session cookies and derives the stand-ins of unknown names. Default: one generated once and kept in the database."))
     var secretFile: String?
     @Option(name: .customLong("rate-limit"), help: "Throttle the ceremony endpoints: off, or A[:S] requests per second per client address without a session (default 30) and per session (default 300); bursts of ten seconds' worth.")
     var rateLimit = "30:300"
@@ -125,9 +125,15 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError(error.message)
         }
         let engine = WebAuthnEngine(relyingParty: rp, credentials: store, challenges: store, accounts: store)
-        let secret = try self.secret()
+        var secret = try self.secret()
         if secret == nil {
-            logger.notice("no --secret-file or WEBAUTHN_SECRET: a random secret signs sessions until this process stops (several instances need one shared secret)")
+            // Kept with the data: stable across restarts, shared by instances on one database.
+            if let sqlite {
+                secret = try await sqlite.serverSecret()
+            } else if let postgres = store as? PostgresStore {
+                secret = try await postgres.serverSecret()
+            }
+            logger.notice("no --secret-file or WEBAUTHN_SECRET: the server secret is the one kept in the database")
         }
         if conformance {
             logger.warning("--conformance: anyone may enroll a credential onto an existing name and unknown names are revealed; never use it for real accounts")

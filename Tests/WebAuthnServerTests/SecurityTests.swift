@@ -371,4 +371,22 @@ struct SecurityTests {
         let missing = try await server.request("/no-such-page")
         #expect(missing.status == 404 && missing.headers["x-content-type-options"] == "nosniff" && missing.headers["content-security-policy"] != nil)
     }
+
+    @Test("without a configured secret the one kept in the database is used: stand-ins and sessions survive a restart", arguments: databases)
+    func keptSecret(kind: String) async throws {
+        let database = Self.database(kind)
+        var server = try ServeProcess(database: database, sharedSecret: false)
+        let name = Self.unique("sol")
+        let key = SoftwareAuthenticator(profile: .platformPasskey)
+        let registered = try await register(server, key, name)
+        let before = try await server.request("/assertion/options", ["username": .string(Self.unique("ghost-") + "x")])
+        let ghost = try await server.request("/assertion/options", ["username": "ghost-fixed"])
+        server.stop()
+        server = try ServeProcess(database: database, sharedSecret: false)
+        defer { server.stop() }
+        #expect(before.ok)
+        let again = try await server.request("/assertion/options", ["username": "ghost-fixed"])
+        #expect(again.json["allowCredentials"] == ghost.json["allowCredentials"])
+        #expect(try await server.request("/demo/session", cookie: registered.result?.cookie).json["user"]?.stringValue == name)
+    }
 }

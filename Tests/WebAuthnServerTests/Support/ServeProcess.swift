@@ -36,11 +36,11 @@ final class ServeProcess: @unchecked Sendable {
     }()
 
     /// Starts `serve` on a free port with a SQLite database at `database`.
-    init(database: String, extra: [String] = [], logLevel: String = "warning") throws {
+    init(database: String, extra: [String] = [], logLevel: String = "warning", sharedSecret: Bool = true) throws {
         self.database = database
         process.executableURL = Self.binary
         process.arguments = ["serve", "--port", "0", "--rp-id", Self.rpId, "--origin", Self.origin, "--db", database.contains("://") ? database : "sqlite:" + database,
-                             "--log-level", logLevel, "--secret-file", Self.secretFile] + extra
+                             "--log-level", logLevel] + (sharedSecret ? ["--secret-file", Self.secretFile] : []) + extra
         process.standardOutput = output
         _ = FileManager.default.createFile(atPath: errorLog.path, contents: nil)
         process.standardError = try FileHandle(forWritingTo: errorLog)
