@@ -40,5 +40,11 @@ struct UserNameTests {
         #expect(UserName.lookalikeKey("Alice") == UserName.lookalikeKey("alice"))
         #expect(UserName.lookalikeKey("ＡＬＩＣＥ") == UserName.lookalikeKey("alice"))
         #expect(UserName.lookalikeKey("alice") != UserName.lookalikeKey("alicia"))
+        // Homoglyphs from one script, small capitals, dotless i: the Latin name's key.
+        #expect(UserName.lookalikeKey("ѕсоре") == UserName.lookalikeKey("scope"))
+        #expect(UserName.lookalikeKey("ᴀdmin") == UserName.lookalikeKey("admin"))
+        #expect(UserName.lookalikeKey("admın") == UserName.lookalikeKey("admin"))
+        #expect(UserName.lookalikeKey("ΑΚΜΕ") == UserName.lookalikeKey("akme"))
+        #expect(UserName.lookalikeKey("иван") != UserName.lookalikeKey("nbah"))  // real Cyrillic words stay apart from Latin gibberish unless every letter folds
     }
 }

@@ -17,8 +17,11 @@ import Foundation
 ///   U+0020, leading and trailing spaces removed, runs collapsed, then NFKC;
 ///   no control, format, private-use or unassigned character; 1 to 64
 ///   characters, at most 256 bytes.
-/// - **look-alike key**: NFKC, case-folded, NFKC again. Two names with one
-///   key are one account (`Alice`, `alice` and `ａｌｉｃｅ` cannot coexist).
+/// - **look-alike key**: NFKC, case-folded, NFKC again, then Cyrillic, Greek
+///   and Armenian homoglyphs, small capitals and dotless i folded to the
+///   Latin letter they look like. Two names with one key are one account
+///   (`Alice`, `alice`, `ａｌｉｃｅ`, `ᴀlice` and an all-Cyrillic `аlісе`
+///   cannot coexist).
 public enum UserName {
     /// The longest name or display name, in Unicode scalars.
     public static let maxCharacters = 64
@@ -92,10 +95,44 @@ public enum UserName {
         return name
     }
 
-    /// The key under which accounts are unique: NFKC, case-folded, NFKC.
+    /// The key under which accounts are unique: NFKC, case-folded, NFKC,
+    /// then letters that look like a Latin letter folded to it (a small
+    /// skeleton in the spirit of UTS #39: Cyrillic and Greek homoglyphs, small
+    /// capitals, dotless i), so `ѕсоре`, `ᴀdmin` and `admın` are the accounts
+    /// `scope`, `admin` and `admin`.
     public static func lookalikeKey(_ name: String) -> String {
-        name.precomposedStringWithCompatibilityMapping.lowercased().precomposedStringWithCompatibilityMapping
+        let folded = name.precomposedStringWithCompatibilityMapping.lowercased().precomposedStringWithCompatibilityMapping
+        var key = String.UnicodeScalarView()
+        for scalar in folded.unicodeScalars {
+            if let latin = latinLookalikes[scalar.value] { key.append(latin) } else { key.append(scalar) }
+        }
+        return String(key)
     }
+
+    /// Lowercase letters that render like a Latin letter, and that letter.
+    static let latinLookalikes: [UInt32: Unicode.Scalar] = {
+        let pairs: [(String, Character)] = [
+            // Cyrillic
+            ("а", "a"), ("в", "b"), ("с", "c"), ("ԁ", "d"), ("е", "e"), ("ё", "e"), ("һ", "h"), ("і", "i"), ("ї", "i"), ("ј", "j"),
+            ("к", "k"), ("ӏ", "l"), ("м", "m"), ("н", "h"), ("о", "o"), ("р", "p"), ("ԛ", "q"), ("ѕ", "s"), ("т", "t"), ("џ", "u"),
+            ("ѵ", "v"), ("ԝ", "w"), ("х", "x"), ("у", "y"), ("ү", "y"), ("з", "3"),
+            // Greek
+            ("α", "a"), ("β", "b"), ("ε", "e"), ("η", "n"), ("ι", "i"), ("κ", "k"), ("ν", "v"), ("ο", "o"), ("ρ", "p"),
+            ("υ", "u"), ("χ", "x"), ("γ", "y"), ("ω", "w"), ("ζ", "z"), ("μ", "m"), ("τ", "t"),
+            // Armenian
+            ("օ", "o"), ("ս", "u"), ("ց", "g"), ("հ", "h"), ("ո", "n"), ("զ", "q"),
+            // Latin small capitals and phonetic letters
+            ("ᴀ", "a"), ("ʙ", "b"), ("ᴄ", "c"), ("ᴅ", "d"), ("ᴇ", "e"), ("ꜰ", "f"), ("ɢ", "g"), ("ʜ", "h"), ("ɪ", "i"), ("ᴊ", "j"),
+            ("ᴋ", "k"), ("ʟ", "l"), ("ᴍ", "m"), ("ɴ", "n"), ("ᴏ", "o"), ("ᴘ", "p"), ("ʀ", "r"), ("ꜱ", "s"), ("ᴛ", "t"), ("ᴜ", "u"),
+            ("ᴠ", "v"), ("ᴡ", "w"), ("ʏ", "y"), ("ᴢ", "z"), ("ı", "i"), ("ȷ", "j"), ("ɑ", "a"), ("ɡ", "g"), ("ɩ", "i"), ("ʋ", "u"),
+        ]
+        var table: [UInt32: Unicode.Scalar] = [:]
+        for (from, to) in pairs {
+            guard let f = from.unicodeScalars.first, let t = to.unicodeScalars.first else { continue }
+            table[f.value] = t
+        }
+        return table
+    }()
 
     // MARK: Internals
 
