@@ -58,9 +58,20 @@ enum CBORDecoder {
 
 /// Accumulates streamed items into a tree, enforcing the limits.
 private final class CBORBuilder {
-    enum Container {
-        case array(expected: Int, items: [CBOR])
-        case map(expected: Int, keys: [CBOR], values: [CBOR])
+    /// An open array or map. A class, so that appending mutates its items in
+    /// place: an enum payload taken out of the stack and put back would copy
+    /// the whole array at every append (quadratic in the container's size).
+    final class Container {
+        let isMap: Bool
+        /// Members still expected: items of an array, keys plus values of a map.
+        let expected: Int
+        /// The members so far; a map's keys and values alternate.
+        var items: [CBOR] = []
+
+        init(isMap: Bool, expected: Int) {
+            self.isMap = isMap
+            self.expected = expected
+        }
     }
 
     let limits: CBORLimits
@@ -92,38 +103,26 @@ private final class CBORBuilder {
     }
 
     private func append(_ value: CBOR) {
-        guard var top = stack.popLast() else {
+        guard let top = stack.last else {
             result = value
             return
         }
-        switch top {
-        case .array(let expected, var items):
-            items.append(value)
-            if items.count == expected {
-                append(.array(items))
-                return
-            }
-            top = .array(expected: expected, items: items)
-        case .map(let expected, var keys, var values):
-            if keys.count == values.count {
-                keys.append(value)
-            } else {
-                values.append(value)
-                if values.count == expected {
-                    guard let pairs = makeMap(keys, values) else { return }
-                    append(.map(pairs))
-                    return
-                }
-            }
-            top = .map(expected: expected, keys: keys, values: values)
+        top.items.append(value)
+        guard top.items.count == top.expected else { return }
+        stack.removeLast()
+        if top.isMap {
+            guard let pairs = makeMap(top.items) else { return }
+            append(.map(pairs))
+        } else {
+            append(.array(top.items))
         }
-        stack.append(top)
     }
 
     /// Pairs the keys and values of a map, refusing duplicate keys: a scan for
     /// up to 16 keys, a set beyond, so the check stays linear. A NaN key is
     /// refused too (NaN equals nothing, so it would escape the check).
-    private func makeMap(_ keys: [CBOR], _ values: [CBOR]) -> [CBORPair]? {
+    private func makeMap(_ members: [CBOR]) -> [CBORPair]? {
+        let keys = stride(from: 0, to: members.count, by: 2).map { members[$0] }
         for key in keys {
             if case .float(let d) = key, d.isNaN {
                 fail(.cborMalformed, "CBOR map key is NaN")
@@ -141,7 +140,7 @@ private final class CBORBuilder {
             fail(.cborMalformed, "CBOR map has a duplicate key")
             return nil
         }
-        return zip(keys, values).map { CBORPair($0, $1) }
+        return stride(from: 0, to: members.count, by: 2).map { CBORPair(members[$0], members[$0 + 1]) }
     }
 
     func startArray(_ size: Int) {
@@ -153,7 +152,7 @@ private final class CBORBuilder {
         guard size >= 0, size <= remaining else { return fail(.cborMalformed, "CBOR array declares more items than the input has bytes") }
         guard stack.count < limits.maxDepth else { return fail(.cborLimitExceeded, "CBOR nesting deeper than \(limits.maxDepth)") }
         if size == 0 { append(.array([])); return }
-        stack.append(.array(expected: size, items: []))
+        stack.append(Container(isMap: false, expected: size))
     }
 
     func startMap(_ size: Int) {
@@ -161,7 +160,7 @@ private final class CBORBuilder {
         guard size >= 0, size <= remaining / 2 else { return fail(.cborMalformed, "CBOR map declares more pairs than the input has bytes") }
         guard stack.count < limits.maxDepth else { return fail(.cborLimitExceeded, "CBOR nesting deeper than \(limits.maxDepth)") }
         if size == 0 { append(.map([])); return }
-        stack.append(.map(expected: size, keys: [], values: []))
+        stack.append(Container(isMap: true, expected: 2 * size))  // size <= remaining / 2: no overflow
     }
 
     /// A definite byte string: libcbor has checked that its `length` bytes are in the input.
