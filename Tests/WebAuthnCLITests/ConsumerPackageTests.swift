@@ -6,8 +6,10 @@ import Testing
 /// build flags"), which `-Ounchecked` in the manifest was. The test makes a git
 /// repository of this working tree (so it checks the code under test, committed
 /// or not), tags it 1.0.0, and builds a small consumer of `WebAuthnCore` against
-/// it with its own scratch directory. Dependencies resolve through the machine's
-/// git configuration (local mirrors here); nothing else is fetched.
+/// it with its own scratch directory. SwiftPM resolves every dependency of the
+/// package (Hummingbird, sqlite-nio, swift-argument-parser and theirs) even for
+/// one product, though it builds only WebAuthnCore and its two system libraries:
+/// they come through the machine's git configuration (local mirrors here).
 @Suite("Consumer package")
 struct ConsumerPackageTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
