@@ -9,8 +9,10 @@ import COpenSSL
 /// - Ed25519 and Ed448: not a point of small order (the identity, whose one
 ///   signature verifies for every message, or another torsion point), in any
 ///   encoding, canonical or not.
-/// - EC (P-256, P-384, P-521): OpenSSL's public key check, `EVP_PKEY_public_check`
-///   (on the curve, not the point at infinity, coordinates in range, order n).
+/// - EC (P-256, P-384, P-521): OpenSSL's public key check (on the curve, not
+///   the point at infinity, coordinates in range). The quick form: the full
+///   `EVP_PKEY_public_check` adds n·Q = O, which holds for every point on these
+///   prime-order curves (cofactor 1) and costs a scalar multiplication.
 /// - RSA: the modulus is odd and 2048 to 8192 bits long, the public exponent
 ///   is odd and at least 3.
 enum KeySanity {
@@ -78,12 +80,14 @@ enum KeySanity {
         return list.contains { $0.elementsEqual(masked) }
     }
 
-    /// EC: OpenSSL's full public key check (on the curve, not at infinity,
-    /// coordinates below p, n·Q = O).
+    /// EC: OpenSSL's public key check (on the curve, not at infinity,
+    /// coordinates below p). `EVP_PKEY_public_check_quick`: the NIST curves have
+    /// cofactor 1, so the order check of the full form cannot fail for a point
+    /// that passes this one.
     static func checkPointValid(_ pkey: OpaquePointer, curve: ECCurve) throws(WebAuthnError) {
         guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw OpenSSL.failure("EVP_PKEY_CTX_new_from_pkey") }
         defer { EVP_PKEY_CTX_free(ctx) }
-        guard EVP_PKEY_public_check(ctx) == 1 else {
+        guard EVP_PKEY_public_check_quick(ctx) == 1 else {
             let detail = OpenSSL.drainErrors()
             throw WebAuthnError(.publicKeyPointInvalid, "the \(curve.name) public key is not a valid point of the curve (\(detail))")
         }
