@@ -11,6 +11,7 @@ SELENIUM := selenium==4.45.0
 SWIFT_BUILD_FLAGS ?=
 
 .PHONY: deps test-deps build test serve demo bench clean
+.PHONY: fuzz-build fuzz fuzz-smoke fuzz-seeds test-sanitizers test-asan test-tsan
 
 # Installs the Debian packages named in $(1) that are missing.
 define apt_install
@@ -56,3 +57,59 @@ bench: deps
 
 clean:
 	rm -rf .build
+
+# Fuzzing (Docs/Fuzzing.md): one libFuzzer binary, address sanitizer, debug (so every
+# overflow and bounds check stays), built by the Fuzz/ package in .build-fuzz.
+#   make fuzz                         every target FUZZ_SECONDS, FUZZ_JOBS at a time
+#   make fuzz FUZZ_TARGETS="json cbor" FUZZ_SECONDS=600
+#   make fuzz-smoke                   every target FUZZ_SMOKE_SECONDS (what CI runs)
+FUZZ_SECONDS ?= 30
+FUZZ_SMOKE_SECONDS ?= 10
+FUZZ_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+FUZZ_TARGETS ?=
+FUZZ_BUILD_FLAGS := -c debug --scratch-path ../.build-fuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -use-ld=lld
+
+fuzz-build: deps
+	cd Fuzz && swift build $(FUZZ_BUILD_FLAGS)
+
+fuzz: fuzz-build
+	Fuzz/run.sh -s $(FUZZ_SECONDS) -j $(FUZZ_JOBS) $(FUZZ_TARGETS)
+
+fuzz-smoke: fuzz-build
+	Fuzz/run.sh -s $(FUZZ_SMOKE_SECONDS) -j $(FUZZ_JOBS) $(FUZZ_TARGETS)
+
+# Rewrites Fuzz/Corpus from TestVectors and the software authenticator (and Fuzz/Keys when missing).
+fuzz-seeds: fuzz-build
+	SWIFT_BACKTRACE=enable=no .build-fuzz/debug/webauthn-fuzz --write-seeds
+
+# Sanitizers (Docs/Fuzzing.md): the Swift tests under address + undefined-behaviour
+# sanitizers (.build-asan), and the concurrency tests under thread sanitizer (.build-tsan),
+# each with a throw-away PostgreSQL as `make test` has. ASAN_TEST_FILTER / TSAN_TEST_FILTER
+# are `swift test --filter` patterns (empty: every test).
+ASAN_TEST_FILTER ?=
+TSAN_TEST_FILTER ?= WebAuthnCoreTests\.(EngineTests|EngineSessionTests)|WebAuthnServerTests\.StoreContractTests
+SANITIZER_ENV := SWIFT_BACKTRACE=enable=no UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+
+# Runs $(1) with WEBAUTHN_TEST_POSTGRES set to a throw-away PostgreSQL (Tests/postgres.sh).
+define with_postgres
+	@pgdir=$$(mktemp -d); \
+	url=$$(bash Tests/postgres.sh start "$$pgdir") || exit 1; \
+	trap 'bash Tests/postgres.sh stop "'"$$pgdir"'"' EXIT; \
+	echo "PostgreSQL for the tests: $$url"; \
+	WEBAUTHN_TEST_POSTGRES="$$url" $(1)
+endef
+
+test-sanitizers: test-asan test-tsan
+
+# swiftc refuses -sanitize=undefined on Linux (Swift traps overflow and bounds itself), so UBSan
+# instruments the C code in the build through -Xcc; the ASan runtime carries its handlers.
+ASAN_BUILD_FLAGS := --sanitize=address -Xcc -fsanitize=undefined --scratch-path .build-asan
+
+test-asan: deps test-deps
+	swift build --build-tests $(ASAN_BUILD_FLAGS)
+	$(call with_postgres,$(SANITIZER_ENV) swift test --skip-build $(ASAN_BUILD_FLAGS) $(if $(ASAN_TEST_FILTER),--filter '$(ASAN_TEST_FILTER)'))
+
+test-tsan: deps test-deps
+	swift build --build-tests --sanitize=thread --scratch-path .build-tsan
+	$(call with_postgres,$(SANITIZER_ENV) swift test --skip-build --sanitize=thread --scratch-path .build-tsan $(if $(TSAN_TEST_FILTER),--filter '$(TSAN_TEST_FILTER)'))
