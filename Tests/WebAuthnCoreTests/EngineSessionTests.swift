@@ -103,4 +103,18 @@ struct EngineSessionTests {
         }
         #expect(small.count == 1_000)
     }
+
+    @Test("a challenge given back and taken again many times keeps the in-memory queue short (no quadratic compaction)")
+    func reinsertion() async throws {
+        let store = InMemoryChallengeStore(clock: time.clock)
+        let ceremony = PendingCeremony(kind: .authentication, challenge: SecureRandom.bytes(32), userVerification: .preferred,
+                                       expiresAt: time.clock.now().addingTimeInterval(60))
+        for _ in 0..<5_000 {
+            try await store.insert(ceremony)
+            _ = try await store.consume(challenge: ceremony.challenge)
+            try await store.insert(ceremony)
+        }
+        #expect(store.count == 1)
+        #expect(store.queueLength <= 2 * 1 + 65)
+    }
 }

@@ -136,11 +136,14 @@ public final class InMemoryChallengeStore: ChallengeStore {
 
     /// The number of pending ceremonies.
     public var count: Int { state.withLock { $0.pending.count } }
+
+    /// The length of the insertion-order queue, live and dead entries (for tests).
+    var queueLength: Int { state.withLock { $0.order.count } }
 }
 
 /// A first-in first-out queue with O(1) amortised append and pop, and a
 /// compaction that drops dead entries once they are half of it.
-struct FIFO<Element>: Sendable where Element: Sendable {
+struct FIFO<Element>: Sendable where Element: Sendable & Hashable {
     private var items: [Element] = []
     private var head = 0
 
@@ -163,9 +166,12 @@ struct FIFO<Element>: Sendable where Element: Sendable {
     /// Drops dead entries once they outnumber `liveCount` (plus a little), so
     /// that the cost is amortised O(1) per append; `liveCount` 0 always filters
     /// (for short queues).
+    /// A key inserted again (a challenge given back after a lost race) is
+    /// kept once, so the queue never grows beyond twice the live entries.
     mutating func compact(liveCount: Int, isLive: (Element) -> Bool) {
         guard liveCount == 0 || count > 2 * liveCount + 64 else { return }
-        items = Array(items[head...].filter(isLive))
+        var seen = Set<Element>(minimumCapacity: liveCount)
+        items = items[head...].filter { isLive($0) && seen.insert($0).inserted }
         head = 0
     }
 }
