@@ -58,6 +58,9 @@ extension Bytes {
     /// which no browser does; origins, RP IDs, types and JSON member names from
     /// clients are compared with this instead.
     static func sameUTF8(_ a: String, _ b: String) -> Bool {
+        // Equal bytes are canonically equal, so `!=` settles most calls at once (a
+        // single comparison for short ASCII strings); equivalent strings go on to the bytes.
+        guard a == b else { return false }
         let count = a.utf8.count
         guard count == b.utf8.count else { return false }
         let fast = a.utf8.withContiguousStorageIfAvailable { pa in
