@@ -6,11 +6,18 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .library(name: "WebAuthnCore", targets: ["WebAuthnCore"]),
+        .library(name: "WebAuthnMetadata", targets: ["WebAuthnMetadata"]),
         .library(name: "WebAuthnTesting", targets: ["WebAuthnTesting"]),
+        .library(name: "WebAuthnConformance", targets: ["WebAuthnConformance"]),
         .library(name: "WebAuthnServer", targets: ["WebAuthnServer"]),
         .library(name: "WebAuthnSQLite", targets: ["WebAuthnSQLite"]),
         .library(name: "WebAuthnPostgres", targets: ["WebAuthnPostgres"]),
+        // The binary a deployment runs: serve, verify, inspect, metadata. It links no testing code.
         .executable(name: "webauthn", targets: ["webauthn"]),
+        // Developer tools that drive the software authenticator: conformance, demo.
+        .executable(name: "webauthn-dev", targets: ["webauthn-dev"]),
+        // The benchmark against raw OpenSSL.
+        .executable(name: "webauthn-bench", targets: ["webauthn-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -19,8 +26,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.5.0"),
     ],
     targets: [
-        // The only two C libraries. Everything that touches them lives in
-        // WebAuthnCore/Crypto and WebAuthnCore/CBOR (see Docs/CInterop.md).
+        // The only two C libraries of the engine, each imported by one target only
+        // (`internal import`): _WebAuthnCrypto and _WebAuthnEncoding (see Docs/CInterop.md).
         .systemLibrary(
             name: "COpenSSL",
             pkgConfig: "openssl",
@@ -31,25 +38,48 @@ let package = Package(
             pkgConfig: "libcbor",
             providers: [.apt(["libcbor-dev"])]
         ),
+        // Not products, not API (the underscore): CBOR, JSON, base64url, DER, JWS and the
+        // one error type; then keys, signatures, certificates and digests over OpenSSL.
+        // Their declarations are `package`, except `WebAuthnError` and `COSEAlgorithm`,
+        // which WebAuthnCore re-exports.
+        .target(
+            name: "_WebAuthnEncoding",
+            dependencies: ["CCBOR"],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "_WebAuthnCrypto",
+            dependencies: ["_WebAuthnEncoding", "COpenSSL"],
+            swiftSettings: strict
+        ),
         // Release builds keep every safety check: no unsafe flags (see Docs/Safety.md),
         // which also lets other packages depend on this one by version.
         .target(
             name: "WebAuthnCore",
-            dependencies: ["COpenSSL", "CCBOR"]
+            dependencies: ["_WebAuthnEncoding", "_WebAuthnCrypto"],
+            swiftSettings: strict
         ),
-        // A software authenticator for tests of relying parties.
+        // FIDO Metadata Service BLOBs and statements, read from files.
+        .target(
+            name: "WebAuthnMetadata",
+            dependencies: ["WebAuthnCore", "_WebAuthnEncoding", "_WebAuthnCrypto"],
+            swiftSettings: strict
+        ),
+        // A software authenticator, a test CA and the store contract suite, for tests of relying parties.
         .target(
             name: "WebAuthnTesting",
-            dependencies: ["WebAuthnCore"]
+            dependencies: ["WebAuthnCore", "_WebAuthnEncoding", "_WebAuthnCrypto"],
+            swiftSettings: strict
         ),
         // The embedded default store.
         .target(
             name: "WebAuthnSQLite",
             dependencies: [
-                "WebAuthnCore",
+                "WebAuthnCore", "_WebAuthnEncoding", "_WebAuthnCrypto",
                 .product(name: "SQLiteNIO", package: "sqlite-nio"),
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            swiftSettings: strict
         ),
         // libpq, PostgreSQL's client library (linked against the system OpenSSL).
         .systemLibrary(
@@ -60,41 +90,72 @@ let package = Package(
         // The store for several instances sharing one PostgreSQL.
         .target(
             name: "WebAuthnPostgres",
-            dependencies: ["WebAuthnCore", "CPostgreSQL"]
+            dependencies: ["WebAuthnCore", "_WebAuthnEncoding", "_WebAuthnCrypto", "CPostgreSQL"],
+            swiftSettings: strict
         ),
-        // HTTP routes (FIDO2 conformance API, demo page, well-known files), mountable in a Hummingbird app.
+        // HTTP routes (FIDO2 conformance API, demo page, well-known files) as Hummingbird
+        // route collections a host app mounts, and `buildApplication` for `webauthn serve`.
         .target(
             name: "WebAuthnServer",
             dependencies: [
-                "WebAuthnCore",
+                "WebAuthnCore", "WebAuthnMetadata", "_WebAuthnEncoding", "_WebAuthnCrypto",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            swiftSettings: strict
+        ),
+        // The FIDO2 server conformance runner, as a library (tested in-process).
+        .target(
+            name: "WebAuthnConformance",
+            dependencies: ["WebAuthnCore", "WebAuthnMetadata", "WebAuthnTesting", "_WebAuthnEncoding", "_WebAuthnCrypto"],
+            swiftSettings: strict
         ),
         .executableTarget(
             name: "webauthn",
             dependencies: [
-                "WebAuthnCore",
-                "WebAuthnTesting",
-                "WebAuthnServer",
-                "WebAuthnSQLite",
-                "WebAuthnPostgres",
+                "WebAuthnCore", "WebAuthnMetadata", "WebAuthnServer", "WebAuthnSQLite", "WebAuthnPostgres", "_WebAuthnEncoding", "_WebAuthnCrypto",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ]
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "webauthn-dev",
+            dependencies: [
+                "WebAuthnCore", "WebAuthnTesting", "WebAuthnConformance", "_WebAuthnEncoding",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "webauthn-bench",
+            dependencies: [
+                "WebAuthnCore", "WebAuthnTesting", "_WebAuthnEncoding", "_WebAuthnCrypto",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
         ),
         .testTarget(
             name: "WebAuthnCoreTests",
-            dependencies: ["WebAuthnCore", "WebAuthnTesting"]
+            dependencies: ["WebAuthnCore", "WebAuthnMetadata", "WebAuthnTesting", "_WebAuthnEncoding", "_WebAuthnCrypto"]
         ),
         .testTarget(
             name: "WebAuthnServerTests",
             dependencies: [
-                "WebAuthnCore", "WebAuthnTesting", "WebAuthnServer", "WebAuthnSQLite", "WebAuthnPostgres", .target(name: "webauthn"),
+                "WebAuthnCore", "WebAuthnMetadata", "WebAuthnTesting", "WebAuthnServer", "WebAuthnSQLite", "WebAuthnPostgres",
+                "WebAuthnConformance", "_WebAuthnEncoding", "_WebAuthnCrypto",
+                .target(name: "webauthn"), .target(name: "webauthn-dev"),
             ]
         ),
         .testTarget(
             name: "WebAuthnCLITests",
-            dependencies: ["WebAuthnCore", .target(name: "webauthn")]
+            dependencies: ["WebAuthnCore", "_WebAuthnEncoding", .target(name: "webauthn"), .target(name: "webauthn-dev"), .target(name: "webauthn-bench")]
         ),
     ]
 )
+
+/// Every target: imports are internal unless marked (`public import` is the API's
+/// dependency list), and a member is visible only where its module is imported.
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("InternalImportsByDefault"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]

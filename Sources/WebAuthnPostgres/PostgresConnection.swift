@@ -1,7 +1,8 @@
-import CPostgreSQL
+internal import CPostgreSQL
 import Dispatch
-import Foundation
-import WebAuthnCore
+public import Foundation
+public import WebAuthnCore
+package import _WebAuthnEncoding
 
 /// One libpq connection, owned here and used by one thread at a time: every
 /// call runs on the connection's own serial queue (libpq calls block).

@@ -1,5 +1,7 @@
-import Foundation
-import WebAuthnCore
+public import Foundation
+public import WebAuthnCore
+package import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 /// The store for several server instances behind a load balancer: the same
 /// contract as `SQLiteStore`, on PostgreSQL through libpq. Every state change

@@ -1,5 +1,6 @@
-import SQLiteNIO
-import WebAuthnCore
+public import SQLiteNIO
+public import WebAuthnCore
+package import _WebAuthnEncoding
 
 /// The schema, versioned in one place. A migration runs once, in order, in a
 /// transaction with the version bump; never edit one that has shipped.

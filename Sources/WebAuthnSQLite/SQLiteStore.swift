@@ -1,7 +1,9 @@
-import Foundation
-import Logging
-import SQLiteNIO
-import WebAuthnCore
+public import Foundation
+public import Logging
+public import SQLiteNIO
+public import WebAuthnCore
+package import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 /// The embedded default store: credentials, pending ceremonies, accounts and
 /// signed-in sessions in one SQLite file (WAL, synchronous FULL: an acknowledged write survives

@@ -1,3 +1,8 @@
+public import WebAuthnCore
+public import WebAuthnMetadata
+package import _WebAuthnEncoding
+package import _WebAuthnCrypto
+
 /// The demo page: plain HTML, a script and a style sheet served from their
 /// own paths (the Content-Security-Policy allows no inline script or style),
 /// no build step. It drives the same conformance API endpoints any client would.

@@ -1,11 +1,19 @@
-import Foundation
-import Hummingbird
-import WebAuthnCore
+public import Foundation
+public import Hummingbird
+public import WebAuthnCore
+public import WebAuthnMetadata
+package import _WebAuthnEncoding
+package import _WebAuthnCrypto
 
 extension WebAuthnRoutes {
-    /// The demo page and its small API: who is signed in, their credentials,
-    /// delete one, sign out. Everything but the page needs the signed-in session.
-    func addDemo<Context: RequestContext>(to router: Router<Context>) {
+    /// The demo page (`/`, `/demo.js`, `/demo.css`) and its small API under
+    /// `/demo/`: who is signed in, their credentials, delete one, sign out.
+    /// Everything but the page needs the signed-in session. Not part of
+    /// ``routes(context:)``: a host app mounts it only if it wants it, at the
+    /// root (the page calls the ceremony routes at `/attestation/…` and `/assertion/…`).
+    public func demoRoutes<Context: RequestContext>(context: Context.Type = Context.self) -> RouteCollection<Context> {
+        let router = RouteCollection(context: Context.self)
+        router.add(middleware: SecurityHeadersMiddleware<Context>(secure: configuration.secureCookies))
         router.get("/") { _, _ in Self.file(DemoPage.html, type: "text/html; charset=utf-8") }
         router.get("/demo.js") { _, _ in Self.file(DemoPage.script, type: "text/javascript; charset=utf-8") }
         router.get("/demo.css") { _, _ in Self.file(DemoPage.css, type: "text/css; charset=utf-8") }
@@ -61,6 +69,7 @@ extension WebAuthnRoutes {
                 return response
             }
         }
+        return router
     }
 
     static func file(_ text: String, type: String) -> Response {

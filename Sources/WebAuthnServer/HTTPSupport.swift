@@ -1,6 +1,9 @@
-import Foundation
-import Hummingbird
-import WebAuthnCore
+public import Foundation
+public import Hummingbird
+public import WebAuthnCore
+public import WebAuthnMetadata
+package import _WebAuthnEncoding
+package import _WebAuthnCrypto
 
 /// JSON in and out, and the FIDO conformance API's status envelope.
 enum HTTP {

@@ -1,11 +1,14 @@
-import Foundation
-import Hummingbird
-import NIOCore
-import Synchronization
-import WebAuthnCore
+public import Foundation
+public import Hummingbird
+public import NIOCore
+internal import Synchronization
+public import WebAuthnCore
 
 #if canImport(Glibc)
 import Glibc
+public import WebAuthnMetadata
+package import _WebAuthnEncoding
+package import _WebAuthnCrypto
 #endif
 
 /// Token buckets keyed by client address or session, on the engine's clock.

@@ -1,6 +1,9 @@
-import Foundation
-import Hummingbird
-import WebAuthnCore
+public import Foundation
+public import Hummingbird
+public import WebAuthnCore
+public import WebAuthnMetadata
+package import _WebAuthnEncoding
+package import _WebAuthnCrypto
 
 /// What the HTTP layer serves besides the engine itself, with safe defaults:
 /// a stranger can neither enroll onto an existing name, nor finish a ceremony
@@ -17,7 +20,8 @@ public struct ServerConfiguration: Sendable {
     /// Mark the session cookie `Secure` and name it with the `__Host-` prefix
     /// (set it when served over HTTPS, directly or behind a TLS proxy).
     public var secureCookies: Bool
-    /// Serve the demo page and its API at `/` and `/demo/`. Default true.
+    /// Mount the demo page and its API at `/` and `/demo/` in ``WebAuthnRoutes/add(to:atPath:)``.
+    /// Default false: a host app asks for it (`webauthn serve` does, unless `--no-demo`).
     public var demo: Bool
     /// The server secret (32 to 1024 bytes): it signs session cookies and
     /// derives the stand-in credentials of unknown names. Instances behind
@@ -44,7 +48,7 @@ public struct ServerConfiguration: Sendable {
     public var signedInAccount: (@Sendable (Request) async -> [UInt8]?)?
 
     public init(relatedOrigins: [String] = [], appleWebCredentialApps: [String] = [], maxBodySize: Int = 64 * 1024,
-                secureCookies: Bool = false, demo: Bool = true, secret: [UInt8]? = nil, conformance: Bool = false,
+                secureCookies: Bool = false, demo: Bool = false, secret: [UInt8]? = nil, conformance: Bool = false,
                 rateLimit: RateLimit? = RateLimit(), trustedProxies: [CIDR] = [], sessionLifetime: TimeInterval = 12 * 3600,
                 mayEnroll: @escaping @Sendable (EnrollmentRequest) async -> Bool = EnrollmentRequest.signedInOwnerOrNewName,
                 signedInAccount: (@Sendable (Request) async -> [UInt8]?)? = nil) {

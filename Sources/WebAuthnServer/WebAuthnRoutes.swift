@@ -1,8 +1,11 @@
-import Foundation
-import Hummingbird
-import Logging
-import NIOCore
-import WebAuthnCore
+public import Foundation
+public import Hummingbird
+public import Logging
+public import NIOCore
+public import WebAuthnCore
+public import WebAuthnMetadata
+package import _WebAuthnEncoding
+package import _WebAuthnCrypto
 
 /// The relying party's HTTP routes, to mount on a Hummingbird router:
 ///
@@ -43,9 +46,21 @@ public struct WebAuthnRoutes: Sendable {
 
     var now: Date { engine.relyingParty.clock.now() }
 
-    /// Adds the routes to `router`.
-    public func add<Context: RequestContext>(to router: Router<Context>) {
-        router.add(middleware: RequestLogMiddleware<Context>())
+    /// Mounts ``routes(context:)`` on `router` under `path` (the host app's choice,
+    /// "" for the root), and ``demoRoutes(context:)`` at the root when
+    /// ``ServerConfiguration/demo`` is set. Adds no middleware to `router` itself.
+    public func add<Context: RequestContext>(to router: Router<Context>, atPath path: String = "") {
+        router.addRoutes(routes(context: Context.self), atPath: RouterPath(path))
+        if configuration.demo { router.addRoutes(demoRoutes(context: Context.self)) }
+    }
+
+    /// The FIDO2 server conformance API (`POST /attestation/options`,
+    /// `/attestation/result`, `/assertion/options`, `/assertion/result`) and the
+    /// configured well-known files, as a collection to mount where the host app
+    /// chooses: `router.addRoutes(webauthn.routes(context: C.self), atPath: "/webauthn")`.
+    /// The security headers apply to these routes only.
+    public func routes<Context: RequestContext>(context: Context.Type = Context.self) -> RouteCollection<Context> {
+        let router = RouteCollection(context: Context.self)
         router.add(middleware: SecurityHeadersMiddleware<Context>(secure: configuration.secureCookies))
         router.post("/attestation/options") { request, context in
             await ceremony(request, context) { try await attestationOptions(request, context) }
@@ -67,7 +82,7 @@ public struct WebAuthnRoutes: Sendable {
                 HTTP.json(["webcredentials": ["apps": .array(configuration.appleWebCredentialApps.map { .string($0) })]])
             }
         }
-        if configuration.demo { addDemo(to: router) }
+        return router
     }
 
     // MARK: Request handling
@@ -185,7 +200,7 @@ public struct WebAuthnRoutes: Sendable {
         guard ["none", "indirect", "direct", "enterprise"].contains(attestation) else {
             throw WebAuthnError(.responseMalformed, "attestation \"\(attestation.prefix(32))\" is not none, indirect, direct or enterprise")
         }
-        let extensions = body["extensions"]?.objectValue ?? JSONObject()
+        let extensions = ClientExtensions(body["extensions"]?.objectValue ?? JSONObject())
         // Conditional create (a quiet passkey upgrade) only for the signed-in owner of an existing account.
         let conditionalCreate = body["mediation"]?.stringValue == "conditional" && existing != nil && signedIn == existing?.id
         let session = token ?? sessions.mint()
@@ -252,7 +267,7 @@ public struct WebAuthnRoutes: Sendable {
             }
         }
         let uv = body["userVerification"]?.stringValue.flatMap(UserVerificationRequirement.init(rawValue:))
-        let extensions = body["extensions"]?.objectValue ?? JSONObject()
+        let extensions = ClientExtensions(body["extensions"]?.objectValue ?? JSONObject())
         let session = sessions.token(request) ?? sessions.mint()
         // `mediation` is the page's business: user presence is required whatever it says.
         let options = try await engine.startAuthentication(userHandle: userHandle, userVerification: uv, extensions: extensions,
@@ -293,18 +308,6 @@ public struct WebAuthnRoutes: Sendable {
             "signCount": .number(Double(result.signCount)),
             "userVerified": .bool(result.userVerified),
         ], cookie: sessions.cookie(signedIn))
-    }
-}
-
-/// Logs one line per request (Hummingbird tags it with `hb.request.id`);
-/// never bodies, challenges or cookies.
-struct RequestLogMiddleware<Context: RequestContext>: RouterMiddleware {
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        let started = DispatchTime.now().uptimeNanoseconds
-        let response = try await next(request, context)
-        let ms = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e6
-        context.logger.info("\(request.method) \(request.uri.path) \(response.status.code) \(String(format: "%.1f", ms)) ms")
-        return response
     }
 }
 

@@ -1,5 +1,7 @@
-import Foundation
-@_spi(Testing) import WebAuthnCore
+public import Foundation
+public import WebAuthnCore
+package import _WebAuthnEncoding
+package import _WebAuthnCrypto
 
 /// A test PKI for the software authenticator: a root, and one attestation
 /// key (used for fido-u2f, packed and as the TPM AIK). Leaf certificates are
@@ -8,10 +10,12 @@ import Foundation
 public final class AttestationAuthority: Sendable {
     let rootKey: SigningKey
     /// The key that signs packed and fido-u2f statements and is the tpm AIK.
-    @_spi(Testing) public let attestationKey: SigningKey
+    package let attestationKey: SigningKey
     /// The RSA key that signs SafetyNet JWSs (made once per authority; RSA keys are slow to make).
     let safetyNetKey: SigningKey
-    public let root: X509Certificate
+    package let root: X509Certificate
+    /// The authority's root certificate: the trust anchor for its attestations.
+    public var rootCertificate: Certificate { Certificate(root) }
 
     public init(rootKeyPEM: String, rootCertificateDER: [UInt8], attestationKeyPEM: String) throws {
         rootKey = try SigningKey(pem: rootKeyPEM, algorithm: .es256)
@@ -39,7 +43,7 @@ public final class AttestationAuthority: Sendable {
     /// `FIDOMetadata.load`, or any MDS3 consumer) to trust the authority's attestations.
     /// Name the authenticator by `aaguid`, or with nil by this authority's attestation
     /// key identifier (as MDS3 names U2F authenticators).
-    public func metadataStatement(aaguid: AAGUID?, description: String, attestationTypes: [String] = ["basic_full"]) -> JSONValue {
+    package func metadataStatement(aaguid: AAGUID?, description: String, attestationTypes: [String] = ["basic_full"]) -> JSONValue {
         var statement: JSONObject = ["description": .string(description), "attestationTypes": .array(attestationTypes.map { .string($0) }),
                                      "attestationRootCertificates": [.string(Data(root.der).base64EncodedString())]]
         if let aaguid { statement["aaguid"] = .string(aaguid.description) } else {
@@ -75,8 +79,7 @@ public final class AttestationAuthority: Sendable {
     /// by the attestation key unless `signer` is given; `rootFirst` sends the root before the leaf.
     /// With `intermediateNotAfter`, the leaf is issued by an intermediate CA (valid until
     /// then) that x5c carries after it; `includeRoot` appends the root to x5c.
-    @_spi(Testing)
-    public func packedAttestation(aaguid: [UInt8], signer: SigningKey? = nil, rootFirst: Bool = false, intermediateNotAfter: Date? = nil,
+    package func packedAttestation(aaguid: [UInt8], signer: SigningKey? = nil, rootFirst: Bool = false, intermediateNotAfter: Date? = nil,
                                   includeRoot: Bool = false,
                                   certificate change: (inout CertificateBuilder) -> Void = { _ in }) throws -> SoftwareAuthenticator.Attestation {
         var template = Self.packedCertificateTemplate(aaguid: aaguid)

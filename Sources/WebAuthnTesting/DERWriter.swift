@@ -1,3 +1,7 @@
+public import WebAuthnCore
+package import _WebAuthnEncoding
+package import _WebAuthnCrypto
+
 /// A small DER writer for the extension values of test certificates.
 public enum DERWriter {
     public static func tlv(_ tag: UInt8, _ content: [UInt8]) -> [UInt8] { [tag] + length(content.count) + content }

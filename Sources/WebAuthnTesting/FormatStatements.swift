@@ -1,5 +1,7 @@
-import Foundation
-@_spi(Testing) import WebAuthnCore
+public import Foundation
+public import WebAuthnCore
+package import _WebAuthnEncoding
+package import _WebAuthnCrypto
 
 /// Attestation statements of the formats that bind a certificate to the
 /// credential (WebAuthn L3 §8.3–8.8), made as real authenticators make them.
@@ -100,9 +102,9 @@ enum FormatStatements {
 }
 
 /// Signs compact JWSs (RS256) as SafetyNet and FIDO MDS3 BLOBs carry them: x5c in the header.
-@_spi(Testing)
+
 public enum JWSWriter {
-    public static func compact(_ payload: JSONValue, key: SigningKey, x5c: [X509Certificate], type: String? = nil) throws -> [UInt8] {
+    package static func compact(_ payload: JSONValue, key: SigningKey, x5c: [X509Certificate], type: String? = nil) throws -> [UInt8] {
         var header: JSONObject = ["alg": "RS256", "x5c": .array(x5c.map { .string(Data($0.der).base64EncodedString()) })]
         if let type { header["typ"] = .string(type) }
         let input = Array((Base64URL.encode(JSONValue.object(header).serializedBytes()) + "." + Base64URL.encode(payload.serializedBytes())).utf8)
@@ -112,8 +114,7 @@ public enum JWSWriter {
 
 extension CertificateBuilder {
     /// A CA certificate template: subject C, O, CN and basic constraints CA true.
-    @_spi(Testing)
-    public static func certificateAuthority(organization: String, name: String) -> CertificateBuilder {
+    package static func certificateAuthority(organization: String, name: String) -> CertificateBuilder {
         var b = CertificateBuilder(subject: [("C", "AA"), ("O", organization), ("CN", name)])
         b.extensions = [("2.5.29.19", true, DERWriter.basicConstraintsCATrue)]
         return b

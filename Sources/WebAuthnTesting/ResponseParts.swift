@@ -1,4 +1,6 @@
-@_spi(Testing) import WebAuthnCore
+public import WebAuthnCore
+package import _WebAuthnEncoding
+package import _WebAuthnCrypto
 
 /// Client data as plain values; `bytes` is the JSON a browser would send.
 public struct ClientDataParts: Sendable {
@@ -31,14 +33,14 @@ public struct AuthenticatorDataParts: Sendable {
     public struct Attested: Sendable {
         public var aaguid: [UInt8]
         public var credentialId: [UInt8]
-        public var publicKey: CBOR
+        package var publicKey: CBOR
     }
 
     public var rpIdHash: [UInt8]
     public var flags: AuthenticatorFlags
     public var signCount: UInt32
     public var attested: Attested?
-    public var extensions: CBOR?
+    package var extensions: CBOR?
     /// Bytes appended after everything (to test trailing data).
     public var trailing: [UInt8] = []
 
@@ -72,7 +74,7 @@ public struct RegistrationParts: Sendable {
     public var clientData: ClientDataParts
     public var authenticatorData: AuthenticatorDataParts
     public var format: String
-    public var statement: CBOR
+    package var statement: CBOR
     public var transports: [String]
     public var attachment: String?
     /// Replaces the encoded attestation object when set (to test malformed CBOR).
@@ -91,7 +93,7 @@ public struct RegistrationParts: Sendable {
     }
 
     /// The `RegistrationResponseJSON` a browser's `toJSON()` gives.
-    public var json: JSONValue {
+    package var json: JSONValue {
         var response: JSONObject = [
             "clientDataJSON": .string(Base64URL.encode(clientDataJSON)),
             "attestationObject": .string(Base64URL.encode(attestationObject)),
@@ -107,7 +109,7 @@ public struct RegistrationParts: Sendable {
     public var jsonBytes: [UInt8] { json.serializedBytes() }
 
     /// The response as the FIDO2 conformance API posts it (ServerAuthenticatorAttestationResponse).
-    public var conformanceJSON: JSONValue { ConformanceShape.from(json) }
+    package var conformanceJSON: JSONValue { ConformanceShape.from(json) }
 
     public var response: RegistrationResponse {
         RegistrationResponse(id: id, clientDataJSON: clientDataJSON, attestationObject: attestationObject, transports: transports)
@@ -126,7 +128,7 @@ public struct AssertionParts: Sendable {
 
     public var clientDataJSON: [UInt8] { clientDataOverride ?? clientData.bytes }
 
-    public var json: JSONValue {
+    package var json: JSONValue {
         var response: JSONObject = [
             "clientDataJSON": .string(Base64URL.encode(clientDataJSON)),
             "authenticatorData": .string(Base64URL.encode(authenticatorData.bytes)),
@@ -142,7 +144,7 @@ public struct AssertionParts: Sendable {
     public var jsonBytes: [UInt8] { json.serializedBytes() }
 
     /// The response as the FIDO2 conformance API posts it (ServerAuthenticatorAssertionResponse).
-    public var conformanceJSON: JSONValue { ConformanceShape.from(json) }
+    package var conformanceJSON: JSONValue { ConformanceShape.from(json) }
 
     public var response: AuthenticationResponse {
         AuthenticationResponse(id: id, clientDataJSON: clientDataJSON, authenticatorData: authenticatorData.bytes,

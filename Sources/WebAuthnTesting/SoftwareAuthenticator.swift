@@ -1,6 +1,8 @@
-import Foundation
-@_spi(Testing) import WebAuthnCore
+public import Foundation
+public import WebAuthnCore
 import Synchronization
+package import _WebAuthnEncoding
+package import _WebAuthnCrypto
 
 /// An attestation private key (for packed full attestation in tests).
 public struct AttestationSigner: Sendable {
@@ -9,18 +11,18 @@ public struct AttestationSigner: Sendable {
     public init(pem: String, algorithm: COSEAlgorithm = .es256) throws {
         key = try SigningKey(pem: pem, algorithm: algorithm)
     }
-    @_spi(Testing) public init(key: SigningKey) { self.key = key }
+    package init(key: SigningKey) { self.key = key }
 }
 
 extension CBOR {
     /// A map with the value of text key `key` replaced (other members and their order kept).
-    public func replacing(_ key: String, with value: CBOR) -> CBOR {
+    package func replacing(_ key: String, with value: CBOR) -> CBOR {
         guard case .map(let pairs) = self else { return self }
         return .map(pairs.map { $0.key == .text(key) ? CBORPair($0.key, value) : $0 })
     }
 
     /// A map without text key `key`.
-    public func removing(_ key: String) -> CBOR {
+    package func removing(_ key: String) -> CBOR {
         guard case .map(let pairs) = self else { return self }
         return .map(pairs.filter { $0.key != .text(key) })
     }

@@ -1,6 +1,9 @@
 import ArgumentParser
 import Foundation
 import WebAuthnCore
+import WebAuthnMetadata
+import _WebAuthnEncoding
+import _WebAuthnCrypto
 
 struct Inspect: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -40,7 +43,7 @@ struct Inspect: AsyncParsableCommand {
         o["clientData"] = (try? JSONValue.parse(r.clientDataJSON)) ?? .string(String(decoding: r.clientDataJSON, as: UTF8.self))
         o["attestationObject"] = try describe(attestationObject: r.attestationObject)
         o["transports"] = .array(r.transports.map { .string($0) })
-        o["clientExtensionResults"] = .object(r.clientExtensionResults)
+        o["clientExtensionResults"] = .object(r.clientExtensionResults.object)
         return .object(o)
     }
 

@@ -1,6 +1,9 @@
 import ArgumentParser
 import Foundation
 import WebAuthnCore
+import WebAuthnMetadata
+import _WebAuthnEncoding
+import _WebAuthnCrypto
 
 /// Options that load FIDO metadata as trust anchors.
 struct MetadataOptions: ParsableArguments {

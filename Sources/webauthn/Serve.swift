@@ -6,6 +6,9 @@ import WebAuthnCore
 import WebAuthnServer
 import WebAuthnPostgres
 import WebAuthnSQLite
+import WebAuthnMetadata
+import _WebAuthnEncoding
+import _WebAuthnCrypto
 
 /// `webauthn serve`: the relying party over HTTP (FIDO2 conformance API and demo page).
 struct Serve: AsyncParsableCommand {
@@ -47,6 +50,7 @@ struct Serve: AsyncParsableCommand {
     var trustedProxies: [String] = []
     @Flag(name: .customLong("conformance"), help: "The FIDO conformance tools' semantics: anyone may enroll onto an existing name, and unknown names fail. Unsafe: for conformance runs only.")
     var conformance = false
+    @Flag(name: .customLong("no-demo"), help: "Do not serve the demo page (/) and its API (/demo/).") var noDemo = false
 
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
@@ -116,7 +120,6 @@ struct Serve: AsyncParsableCommand {
         let anchors = try trust.anchors(at: Date()) { path, error in
             logger.error("metadata BLOB rejected, not used", metadata: ["file": .string(path), "code": .string(error.code.rawValue), "reason": .string(error.message)])
         }
-        let listenPort = port
         let allowed = origins.isEmpty ? ["http://localhost:\(port)"] : origins
         let rp: RelyingParty
         do {
@@ -138,23 +141,20 @@ struct Serve: AsyncParsableCommand {
         if conformance {
             logger.warning("--conformance: anyone may enroll a credential onto an existing name and unknown names are revealed; never use it for real accounts")
         }
-        let routes = WebAuthnRoutes(engine: engine, accounts: store, sessions: store, configuration: ServerConfiguration(
-            relatedOrigins: relatedOrigins, appleWebCredentialApps: appleAppIDs, secureCookies: allowed.allSatisfy { $0.hasPrefix("https://") },
-            secret: secret, conformance: conformance, rateLimit: RateLimit.parse(rateLimit) ?? RateLimit(),
-            trustedProxies: trustedProxies.compactMap(CIDR.init)))
-        let router = Router(context: WebAuthnRequestContext.self)
-        routes.add(to: router)
+        let listenPort = port
         // The store line names the database, never its credentials.
         let (host, db) = (self.host, isPostgres ? "postgres (" + (URLComponents(string: self.db)?.host ?? "?") + ")" : self.db)
-        let app = Application(
-            router: router, server: .http1(configuration: .init(idleTimeout: .seconds(idleTimeout))),
-            configuration: .init(address: .hostname(host, port: listenPort), serverName: "webauthn"),
-            onServerRunning: { channel in
-                let bound = channel.localAddress?.port ?? listenPort
+        let app = buildApplication(engine: engine, accounts: store, sessions: store, configuration: ApplicationConfiguration(
+            host: host, port: listenPort, idleTimeout: .seconds(idleTimeout),
+            routes: ServerConfiguration(
+                relatedOrigins: relatedOrigins, appleWebCredentialApps: appleAppIDs, secureCookies: allowed.allSatisfy { $0.hasPrefix("https://") },
+                demo: !noDemo, secret: secret, conformance: conformance, rateLimit: RateLimit.parse(rateLimit) ?? RateLimit(),
+                trustedProxies: trustedProxies.compactMap(CIDR.init)),
+            logger: logger,
+            onServerRunning: { bound in
                 let line = "webauthn: listening on http://\(host):\(bound) for RP ID \(rp.id) (origins \(rp.origins.joined(separator: " "))), store \(db)\n"
                 FileHandle.standardOutput.write(Data(line.utf8))
-            },
-            logger: logger)
+            }))
         try await app.runService()
         try await sqlite?.close()
     }

@@ -1,6 +1,9 @@
 import ArgumentParser
 import Foundation
 import WebAuthnCore
+import WebAuthnMetadata
+import _WebAuthnEncoding
+import _WebAuthnCrypto
 
 struct Verify: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -1,6 +1,9 @@
 import ArgumentParser
 import Foundation
 import WebAuthnCore
+import WebAuthnMetadata
+import _WebAuthnEncoding
+import _WebAuthnCrypto
 
 /// The `webauthn` command-line tool. Exit codes: 0 success, 1 a verification
 /// failed (JSON on stdout says why), 2 a usage error.
@@ -8,8 +11,8 @@ import WebAuthnCore
 struct WebAuthnCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "webauthn",
-        abstract: "Verify WebAuthn registrations and authentications, inspect responses, measure speed.",
-        subcommands: [Serve.self, Verify.self, Inspect.self, MetadataCommand.self, Conformance.self, Bench.self, Demo.self]
+        abstract: "Serve the relying party, verify WebAuthn registrations and authentications, inspect responses, check metadata. (Conformance runs and the demo: webauthn-dev; the benchmark: webauthn-bench.)",
+        subcommands: [Serve.self, Verify.self, Inspect.self, MetadataCommand.self]
     )
 
     static func main() async {

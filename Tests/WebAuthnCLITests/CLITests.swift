@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import WebAuthnCore
+import _WebAuthnEncoding
 
 /// The `webauthn` command-line contract: verdicts as JSON on stdout, exit
 /// 0 (ok), 1 (verification failed), 2 (usage error).
@@ -9,16 +10,16 @@ struct CLITests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     static let vectors = root.appendingPathComponent("TestVectors")
 
-    /// The built binary, next to the test bundle.
-    static let binary: URL = {
+    /// A built binary (`webauthn`, `webauthn-dev`, `webauthn-bench`), next to the test bundle.
+    static func binary(_ name: String) -> URL {
         var dir = Bundle.main.bundleURL
         for _ in 0..<4 {
-            let candidate = dir.appendingPathComponent("webauthn")
+            let candidate = dir.appendingPathComponent(name)
             if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
             dir = dir.deletingLastPathComponent()
         }
-        return root.appendingPathComponent(".build/debug/webauthn")
-    }()
+        return root.appendingPathComponent(".build/debug/" + name)
+    }
 
     struct Run {
         let status: Int32
@@ -27,9 +28,9 @@ struct CLITests {
         var json: JSONValue? { try? JSONValue.parse(stdout.trimmingCharacters(in: .whitespacesAndNewlines)) }
     }
 
-    static func run(_ arguments: [String], stdin: String? = nil) throws -> Run {
+    static func run(_ arguments: [String], stdin: String? = nil, tool: String = "webauthn") throws -> Run {
         let process = Process()
-        process.executableURL = binary
+        process.executableURL = binary(tool)
         process.arguments = arguments
         let out = Pipe(), err = Pipe(), input = Pipe()
         process.standardOutput = out
@@ -169,7 +170,7 @@ struct CLITests {
 
     @Test("the demo runs a full ceremony and refuses the replay")
     func demo() throws {
-        let run = try Self.run(["demo"])
+        let run = try Self.run(["demo"], tool: "webauthn-dev")
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout.contains("replay refused"))
         #expect(run.stdout.contains("\"error\":\"challenge_unknown\""))
@@ -177,7 +178,7 @@ struct CLITests {
 
     @Test("bench --json reports the contract names and ratios")
     func bench() throws {
-        let run = try Self.run(["bench", "--json", "--seconds", "0.05", "--no-openssl-speed"])
+        let run = try Self.run(["--json", "--seconds", "0.05", "--no-openssl-speed"], tool: "webauthn-bench")
         #expect(run.status == 0, "\(run.stderr)")
         let names = Set(run.json?["results"]?.arrayValue?.compactMap { $0["name"]?.stringValue } ?? [])
         for name in ["es256-authentication", "eddsa-authentication", "rs256-authentication", "es256-packed-registration", "openssl-p256-verify"] {
@@ -237,7 +238,7 @@ extension CLITests {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("mds-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let made = try Self.run(["conformance", "--url", "http://127.0.0.1:1", "--rp-id", "example.com", "--origin", "https://example.com",
-                                 "--metadata-out", folder, "--write-metadata-only"])
+                                 "--metadata-out", folder, "--write-metadata-only"], tool: "webauthn-dev")
         #expect(made.status == 0, "\(made.stderr)")
         let mds = folder + "/mds"
         let run = try Self.run(["metadata", "inspect", "--mds-blob", mds, "--metadata-root", mds + "/mds-root.pem", "--metadata-crl", mds])

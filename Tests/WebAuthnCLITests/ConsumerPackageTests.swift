@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import _WebAuthnEncoding
 
 /// Another package can depend on this one by version: SwiftPM refuses a
 /// versioned dependency whose products use unsafe build flags ("contains unsafe

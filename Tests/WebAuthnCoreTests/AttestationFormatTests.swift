@@ -1,7 +1,10 @@
 import Foundation
 import Testing
 import WebAuthnTesting
-@testable @_spi(Testing) import WebAuthnCore
+@testable import WebAuthnCore
+import WebAuthnMetadata
+import _WebAuthnEncoding
+import _WebAuthnCrypto
 
 typealias D = DERWriter
 

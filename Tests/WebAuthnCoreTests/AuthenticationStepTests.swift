@@ -2,6 +2,9 @@ import Foundation
 import Testing
 @testable import WebAuthnCore
 import WebAuthnTesting
+import WebAuthnMetadata
+import _WebAuthnEncoding
+import _WebAuthnCrypto
 
 /// WebAuthn L3 §7.2, one test per step: each breaks exactly one thing.
 @Suite("Authentication (WebAuthn L3 §7.2)")

@@ -1,6 +1,9 @@
 import Foundation
 import Testing
 @testable import WebAuthnCore
+import WebAuthnMetadata
+import _WebAuthnEncoding
+import _WebAuthnCrypto
 
 @Suite("Documentation")
 struct DocumentationTests {

@@ -1,7 +1,10 @@
 import Foundation
 import Testing
-@_spi(Testing) import WebAuthnTesting
-@testable @_spi(Testing) import WebAuthnCore
+import WebAuthnTesting
+@testable import WebAuthnCore
+import WebAuthnMetadata
+import _WebAuthnEncoding
+import _WebAuthnCrypto
 
 /// Issue 10, hardening the engine: every item here failed (or trapped) before
 /// its fix. Checked conversions, degenerate keys, AAGUIDs nobody proved,

@@ -2,6 +2,9 @@ import Foundation
 import Testing
 @testable import WebAuthnCore
 import WebAuthnTesting
+import WebAuthnMetadata
+import _WebAuthnEncoding
+import _WebAuthnCrypto
 
 /// The engine's defences that the HTTP server builds on: a ceremony bound to
 /// the session that started it, accounts created only with their first

@@ -3,6 +3,9 @@ import Testing
 import Synchronization
 @testable import WebAuthnCore
 import WebAuthnTesting
+import WebAuthnMetadata
+import _WebAuthnEncoding
+import _WebAuthnCrypto
 
 /// The stateful API: challenges consumed once, expiry on the engine clock,
 /// atomic commits, and nothing stored changed by a failed ceremony.

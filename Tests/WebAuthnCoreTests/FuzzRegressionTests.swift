@@ -1,6 +1,9 @@
 import Foundation
 import Testing
-@testable @_spi(Testing) import WebAuthnCore
+@testable import WebAuthnCore
+import WebAuthnMetadata
+import _WebAuthnEncoding
+import _WebAuthnCrypto
 
 /// The inputs the fuzz targets (Fuzz/, Docs/Fuzzing.md) crashed on, kept in
 /// TestVectors/negative/fuzz/<target>/: each must now be refused with a

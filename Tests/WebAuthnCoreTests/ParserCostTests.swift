@@ -1,7 +1,10 @@
 import Foundation
 import Testing
-@_spi(Testing) import WebAuthnTesting
-@testable @_spi(Testing) import WebAuthnCore
+import WebAuthnTesting
+@testable import WebAuthnCore
+import WebAuthnMetadata
+import _WebAuthnEncoding
+import _WebAuthnCrypto
 
 /// Every parser of client bytes, fed its worst case at its size limit, costs
 /// per byte at most ``bound`` times what a normal input of the same parser

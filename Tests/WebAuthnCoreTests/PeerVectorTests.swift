@@ -1,6 +1,9 @@
 import Foundation
 import Testing
 @testable import WebAuthnCore
+import WebAuthnMetadata
+import _WebAuthnEncoding
+import _WebAuthnCrypto
 
 /// The real-device and conformance vectors from peer libraries' suites
 /// (TestVectors/realworld) and the negatives (TestVectors/negative). The

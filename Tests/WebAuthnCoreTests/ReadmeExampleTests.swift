@@ -2,6 +2,9 @@ import Foundation
 import Testing
 import WebAuthnCore
 import WebAuthnTesting
+import WebAuthnMetadata
+import _WebAuthnEncoding
+import _WebAuthnCrypto
 
 /// The library example of README.md, verbatim but for the software
 /// authenticator that stands in for the browser.

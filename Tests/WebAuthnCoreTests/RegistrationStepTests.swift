@@ -2,6 +2,9 @@ import Foundation
 import Testing
 @testable import WebAuthnCore
 import WebAuthnTesting
+import WebAuthnMetadata
+import _WebAuthnEncoding
+import _WebAuthnCrypto
 
 /// WebAuthn L3 §7.1, one test per step: each breaks exactly one thing.
 @Suite("Registration (WebAuthn L3 §7.1)")

@@ -1,7 +1,10 @@
 import Foundation
 import Testing
-@_spi(Testing) import WebAuthnTesting
-@testable @_spi(Testing) import WebAuthnCore
+import WebAuthnTesting
+@testable import WebAuthnCore
+import WebAuthnMetadata
+import _WebAuthnEncoding
+import _WebAuthnCrypto
 
 /// Certificate paths, CRLs, FIDO metadata and the trust policy (WebAuthn L3 §7.1 steps 24–25).
 @Suite("Trust: certificate paths, FIDO metadata, policy")
@@ -118,7 +121,7 @@ struct TrustTests {
     func productionBLOB() throws {
         let at = Vectors.date(.string("2024-08-31T12:00:00Z"))!
         let crls = try ["mds/crl/globalsign-root-r3.crl", "mds/crl/globalsign-ev-sha256-g3.crl"].map { try CertificateRevocationList(der: Self.bytes($0)) }
-        let blob = try FIDOMetadata.blob(jwt: Self.bytes("mds/production/fido-mds3-blob-no85.jwt"), at: at, options: .init(crls: crls))
+        let blob = try FIDOMetadata.blob(jwt: Self.bytes("mds/production/fido-mds3-blob-no85.jwt"), at: at, options: .init(x509Roots: nil, crls: crls))
         #expect(blob.serial == 85)
         #expect(blob.entries.count > 200)
         #expect(blob.entries.contains { $0.description == "Security Key by Yubico with NFC" })
@@ -134,7 +137,7 @@ struct TrustTests {
         #expect(errorCode { _ = try FIDOMetadata.blob(jwt: jwt, at: Vectors.date(.string("2021-09-05T00:00:00Z"))!, options: .init(refuseStale: false)) } == nil)
         #expect(errorCode { _ = try FIDOMetadata.blob(jwt: jwt, at: good, options: .init(minimumSerial: 7)) } == "metadata_stale")
         #expect(errorCode { _ = try FIDOMetadata.blob(jwt: jwt, at: Vectors.date(.string("2022-05-15T19:57:24Z"))!, options: .init(refuseStale: false)) } == "metadata_untrusted")
-        #expect(errorCode { _ = try FIDOMetadata.blob(jwt: jwt, at: good, options: .init(roots: [Self.pem("mds/conformance/fido-conformance-mds3-root.pem")])) } == "metadata_untrusted")
+        #expect(errorCode { _ = try FIDOMetadata.blob(jwt: jwt, at: good, options: .init(x509Roots: [Self.pem("mds/conformance/fido-conformance-mds3-root.pem")])) } == "metadata_untrusted")
         let dots = jwt.indices.filter { jwt[$0] == UInt8(ascii: ".") }
         func flipped(_ i: Int) -> [UInt8] {
             var copy = jwt
@@ -149,7 +152,7 @@ struct TrustTests {
         let conformance = Self.bytes("mds/conformance/fido-conformance-mds3-blob-no42.jwt")
         let cAt = Vectors.date(.string("2022-11-01T00:00:00Z"))!
         #expect(errorCode { _ = try FIDOMetadata.blob(jwt: conformance, at: cAt) } == "metadata_untrusted")
-        #expect(try FIDOMetadata.blob(jwt: conformance, at: cAt, options: .init(roots: [Self.pem("mds/conformance/fido-conformance-mds3-root.pem")])).entries.count == 200)
+        #expect(try FIDOMetadata.blob(jwt: conformance, at: cAt, options: .init(x509Roots: [Self.pem("mds/conformance/fido-conformance-mds3-root.pem")])).entries.count == 200)
     }
 
     @Test("decoded payloads, single statements and folders of statements and payloads load")

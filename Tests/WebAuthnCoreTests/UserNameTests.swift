@@ -1,6 +1,9 @@
 import Foundation
 import Testing
 @testable import WebAuthnCore
+import WebAuthnMetadata
+import _WebAuthnEncoding
+import _WebAuthnCrypto
 
 /// L3 §5.4.3: names are enforced before storage, so no two accounts look alike.
 @Suite("User names")

@@ -1,6 +1,9 @@
 import Foundation
 import Testing
 @testable import WebAuthnCore
+import WebAuthnMetadata
+import _WebAuthnEncoding
+import _WebAuthnCrypto
 
 /// Every vector of the W3C WebAuthn L3 appendix (TestVectors/w3c): the
 /// registration verifies, then the authentication with the key it produced.

@@ -1,23 +1,23 @@
 import Foundation
 import Testing
 import WebAuthnCore
+import WebAuthnMetadata
+import WebAuthnConformance
+import _WebAuthnEncoding
+import _WebAuthnCrypto
 
-/// `webauthn conformance` against `webauthn serve`: every case must pass
+/// The conformance suite (in-process) against `webauthn serve`: every case must pass
 /// against the project's own server, and the runner must catch a defect.
 @Suite("Conformance runner", .serialized)
 struct ConformanceRunnerTests {
-    static func runConformance(port: Int, metadata: String, extra: [String] = []) throws -> (Int32, String) {
-        let process = Process()
-        process.executableURL = ServeProcess.binary
-        process.arguments = ["conformance", "--url", "http://127.0.0.1:\(port)", "--rp-id", ServeProcess.rpId, "--origin", ServeProcess.origin,
-                             "--metadata-out", metadata] + extra
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    /// Runs the suite in-process (the WebAuthnConformance library) and renders
+    /// its output as `webauthn-dev conformance` prints it.
+    static func runConformance(port: Int, metadata: String) async throws -> (passed: Bool, output: String, report: ConformanceSuite.Report) {
+        let report = try await ConformanceSuite.run(ConformanceSuite.Options(
+            url: "http://127.0.0.1:\(port)", rpId: ServeProcess.rpId, origin: ServeProcess.origin, metadataFolder: metadata))
+        var lines = report.cases.map { $0.passed ? "PASS \($0.id)" : "FAIL \($0.id): \($0.reason ?? "")" }
+        lines.append("\(report.passed) passed, \(report.failed) failed")
+        return (report.failed == 0, lines.joined(separator: "\n") + "\n", report)
     }
 
     /// The runner's metadata for `serve`: its statements, and its MDS BLOBs with their signing root and CRLs.
@@ -28,18 +28,12 @@ struct ConformanceRunnerTests {
 
     static func metadataFolder() throws -> String {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("runner-\(UUID().uuidString)").path
-        let process = Process()
-        process.executableURL = ServeProcess.binary
-        process.arguments = ["conformance", "--url", "http://127.0.0.1:1", "--rp-id", ServeProcess.rpId, "--origin", ServeProcess.origin,
-                             "--metadata-out", folder, "--write-metadata-only"]
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
+        try ConformanceSuite.prepareMetadata(folder: folder)
         return folder
     }
 
     @Test("every case passes against webauthn serve with the runner's metadata and trusted attestation required")
-    func allCasesPass() throws {
+    func allCasesPass() async throws {
         let metadata = try Self.metadataFolder()
         // All algorithms offered, so that the list's OPTIONAL algorithm cases (Resp-4 P-3, P-4, P-6, P-7) run too.
         let server = try ServeProcess(database: ServeProcess.temporaryDatabase(), extra: Self.metadataFlags(metadata) + [
@@ -53,11 +47,9 @@ struct ConformanceRunnerTests {
         }
         #expect(!log.contains("good.jwt") && !log.contains("bad-report.jwt"))
         defer { server.stop() }
-        let report = FileManager.default.temporaryDirectory.appendingPathComponent("report-\(UUID().uuidString).json")
-        defer { try? FileManager.default.removeItem(at: report) }
-        let (status, output) = try Self.runConformance(port: server.port, metadata: metadata, extra: ["--json", report.path])
+        let (passed, output, run) = try await Self.runConformance(port: server.port, metadata: metadata)
         let failures = output.split(separator: "\n").filter { $0.hasPrefix("FAIL") }
-        #expect(status == 0, "\(failures)")
+        #expect(passed, "\(failures)")
         #expect(failures.isEmpty)
         let summary = output.split(separator: "\n").last.map(String.init) ?? ""
         #expect(summary.range(of: #"^\d+ passed, 0 failed$"#, options: .regularExpression) != nil, "\(summary)")
@@ -65,7 +57,7 @@ struct ConformanceRunnerTests {
             #expect(output.contains("PASS \(id.hasPrefix("Resp") ? "Server-ServerAuthenticatorAttestationResponse-" : "")\(id)\n"), "\(id)")
         }
         // Each F case must be refused for its own rule: the server's error code names it.
-        let cases = try JSONValue.parse([UInt8](Data(contentsOf: report)))["cases"]?.arrayValue ?? []
+        let cases = try JSONValue.parse(run.jsonBytes)["cases"]?.arrayValue ?? []
         func refusal(_ id: String) -> String { cases.first { $0["id"]?.stringValue == id }?["serverRefusal"]?.stringValue ?? "none" }
         let att = "Server-ServerAuthenticatorAttestationResponse", asr = "Server-ServerAuthenticatorAssertionResponse"
         let expected: [(String, String)] = [
@@ -84,12 +76,12 @@ struct ConformanceRunnerTests {
     }
 
     @Test("the runner reports a server that accepts an untrusted chain and compromised authenticators")
-    func catchesDefects() throws {
+    func catchesDefects() async throws {
         let metadata = try Self.metadataFolder()
         let lax = try ServeProcess(database: ServeProcess.temporaryDatabase(), extra: Self.metadataFlags(metadata))
         defer { lax.stop() }
-        let (status, output) = try Self.runConformance(port: lax.port, metadata: metadata)
-        #expect(status == 1)
+        let (passed, output, _) = try await Self.runConformance(port: lax.port, metadata: metadata)
+        #expect(!passed)
         // Without required trust, the server also registers authenticators that metadata reports compromised.
         #expect(output.contains("FAIL Server-ServerAuthenticatorAttestationResponse-Resp-5 F-9"))
         // ... and one whose metadata lists self attestation only, sending full attestation.

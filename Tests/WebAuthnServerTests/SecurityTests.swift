@@ -1,10 +1,14 @@
 import Foundation
 import Testing
-@testable @_spi(Testing) import WebAuthnCore
+@testable import WebAuthnCore
 import SQLiteNIO
 import WebAuthnSQLite
 import WebAuthnPostgres
 import WebAuthnTesting
+import WebAuthnMetadata
+import WebAuthnConformance
+import _WebAuthnEncoding
+import _WebAuthnCrypto
 
 /// `webauthn serve` on its default flags against a stranger, over real HTTP:
 /// each test is an attack that worked before the server was made safe by

@@ -1,9 +1,13 @@
 import Foundation
 import Testing
-@testable @_spi(Testing) import WebAuthnCore
+@testable import WebAuthnCore
 import WebAuthnSQLite
 import WebAuthnPostgres
 import WebAuthnTesting
+import WebAuthnMetadata
+import WebAuthnConformance
+import _WebAuthnEncoding
+import _WebAuthnCrypto
 
 /// `webauthn serve` over real HTTP on loopback: the FIDO2 conformance API,
 /// the demo API, the well-known files, limits, and atomicity across processes.

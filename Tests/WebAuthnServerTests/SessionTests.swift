@@ -4,6 +4,10 @@ import NIOCore
 import Testing
 @testable import WebAuthnCore
 @testable import WebAuthnServer
+import WebAuthnMetadata
+import WebAuthnConformance
+import _WebAuthnEncoding
+import _WebAuthnCrypto
 
 @Suite("Browser sessions, throttling and client addresses")
 struct SessionTests {

@@ -1,9 +1,13 @@
 import Foundation
 import Testing
-@testable @_spi(Testing) import WebAuthnCore
+@testable import WebAuthnCore
 import WebAuthnSQLite
 @testable import WebAuthnPostgres
 import WebAuthnTesting
+import WebAuthnMetadata
+import WebAuthnConformance
+import _WebAuthnEncoding
+import _WebAuthnCrypto
 
 /// The contract of CredentialStore, ChallengeStore, AccountStore and
 /// SessionStore, run against every backend: in-memory, SQLite and PostgreSQL.

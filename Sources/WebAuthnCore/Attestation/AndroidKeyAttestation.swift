@@ -1,3 +1,6 @@
+public import _WebAuthnEncoding
+package import _WebAuthnCrypto
+
 /// The `android-key` attestation statement format (WebAuthn L3 §8.4).
 enum AndroidKeyAttestation: AttestationFormatVerifier {
     static let identifier = "android-key"

@@ -1,4 +1,6 @@
-import Foundation
+public import Foundation
+public import _WebAuthnEncoding
+package import _WebAuthnCrypto
 
 /// The `android-safetynet` attestation statement format (WebAuthn L3 §8.5).
 /// SafetyNet is deprecated by Google, but devices still produce it.
@@ -66,70 +68,5 @@ enum AndroidSafetyNetAttestation: AttestationFormatVerifier {
         guard age >= -futureSkew * 1000, age <= maxAge * 1000 else {
             throw WebAuthnError(.attestationTimestampInvalid, "the SafetyNet timestampMs \(timestamp) is not within \(maxAge) s before the engine's time (\(nowMs.rounded()) ms), with \(futureSkew) s of skew", step: step)
         }
-    }
-}
-
-/// A compact JWS (RFC 7515) with a JSON header and payload. Only the
-/// algorithms FIDO and Google use are accepted; `none` is refused.
-struct JWS {
-    let header: JSONValue
-    let payload: JSONValue
-    let signingInput: [UInt8]
-    let signature: [UInt8]
-    let algorithm: COSEAlgorithm
-
-    static let algorithms: [String: COSEAlgorithm] = [
-        "RS256": .rs256, "RS384": .rs384, "RS512": .rs512, "PS256": .ps256, "PS384": .ps384, "PS512": .ps512,
-        "ES256": .es256, "ES384": .es384, "ES512": .es512,
-    ]
-
-    init(compact: [UInt8], maxSize: Int = 16 << 20) throws(WebAuthnError) {
-        guard compact.count <= maxSize else { throw WebAuthnError(.inputTooLarge, "the JWS is \(compact.count) bytes") }
-        let parts = compact.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
-        guard parts.count == 3 else { throw WebAuthnError(.attestationStatementMalformed, "a JWS has three dot-separated parts; this one has \(parts.count)") }
-        guard let headerBytes = parts[0].withUnsafeBufferPointer(Base64URL.decode(utf8:)),
-              let payloadBytes = parts[1].withUnsafeBufferPointer(Base64URL.decode(utf8:)),
-              let signature = parts[2].withUnsafeBufferPointer(Base64URL.decode(utf8:)) else {
-            throw WebAuthnError(.attestationStatementMalformed, "a JWS part is not base64url")
-        }
-        header = try JSONValue.parse(headerBytes, limits: JSONLimits(maxBytes: 1 << 20, maxDepth: 8))
-        payload = try JSONValue.parse(payloadBytes, limits: JSONLimits(maxBytes: maxSize, maxDepth: 16))
-        guard let name = header["alg"]?.stringValue else { throw WebAuthnError(.attestationStatementMalformed, "the JWS header has no alg") }
-        // Matched by bytes: a dictionary lookup would also find canonically equivalent names.
-        guard let algorithm = Self.algorithms.first(where: { Bytes.sameUTF8($0.key, name) })?.value else {
-            throw WebAuthnError(.attestationStatementMalformed, "JWS alg \"\(name.prefix(16))\" is not accepted (none is never accepted)")
-        }
-        self.algorithm = algorithm
-        self.signature = signature
-        signingInput = Array(compact[0..<(parts[0].count + 1 + parts[1].count)])
-    }
-
-    /// The size of r ‖ s for each ECDSA algorithm (RFC 7518 §3.4): twice the curve's coordinate size.
-    static let ecdsaSignatureSizes: [COSEAlgorithm: Int] = [.es256: 64, .es384: 96, .es512: 132]
-
-    /// Verifies the signature; ECDSA signatures in JWS are raw r ‖ s and are converted to DER.
-    func verifySignature(with key: PublicKey) throws(WebAuthnError) {
-        var sig = signature
-        if let size = Self.ecdsaSignatureSizes[algorithm] {
-            guard sig.count == size else {
-                throw WebAuthnError(.attestationSignatureInvalid, "the JWS \(algorithm.name) signature is \(sig.count) bytes; r ‖ s is \(size)")
-            }
-            sig = Self.derSignature(r: Array(sig[..<(size / 2)]), s: Array(sig[(size / 2)...]))
-        }
-        guard key.verify(signature: sig, parts: [signingInput], algorithm: algorithm) else {
-            throw WebAuthnError(.attestationSignatureInvalid, "the JWS signature does not verify with its x5c[0] key (\(algorithm))")
-        }
-    }
-
-    /// ECDSA-Sig-Value ::= SEQUENCE { r INTEGER, s INTEGER } from fixed-size r and s
-    /// (any size: DER lengths are written in as many bytes as they need).
-    static func derSignature(r: [UInt8], s: [UInt8]) -> [UInt8] {
-        func integer(_ v: [UInt8]) -> [UInt8] {
-            var bytes = Array(v.drop { $0 == 0 })
-            if bytes.isEmpty || bytes[0] & 0x80 != 0 { bytes.insert(0, at: 0) }
-            return [0x02] + DER.encodeLength(bytes.count) + bytes
-        }
-        let body = integer(r) + integer(s)
-        return [0x30] + DER.encodeLength(body.count) + body
     }
 }

@@ -1,3 +1,6 @@
+public import _WebAuthnEncoding
+package import _WebAuthnCrypto
+
 /// The `apple` anonymous attestation statement format (WebAuthn L3 §8.8).
 enum AppleAttestation: AttestationFormatVerifier {
     static let identifier = "apple"

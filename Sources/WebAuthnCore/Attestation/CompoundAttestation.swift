@@ -1,3 +1,6 @@
+public import _WebAuthnEncoding
+package import _WebAuthnCrypto
+
 /// The `compound` attestation statement format (WebAuthn L3 §8.9): a list of
 /// attestation statements of other formats, each of which must verify.
 enum CompoundAttestation: AttestationFormatVerifier {

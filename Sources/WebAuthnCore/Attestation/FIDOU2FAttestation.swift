@@ -1,3 +1,6 @@
+public import _WebAuthnEncoding
+package import _WebAuthnCrypto
+
 /// The `fido-u2f` attestation statement format (WebAuthn L3 §8.6).
 enum FIDOU2FAttestation: AttestationFormatVerifier {
     static let identifier = "fido-u2f"

@@ -1,9 +1,12 @@
+public import _WebAuthnEncoding
+package import _WebAuthnCrypto
+
 /// Root certificates that ship with the engine, as data. Each comment gives
 /// the certificate and where it was taken from. Check fingerprints before
 /// replacing one.
-enum KnownRoots {
+package enum KnownRoots {
     /// Apple WebAuthn Root CA (fmt apple); shared/vectors/mds/roots/apple-webauthn-root-ca.pem, from go-webauthn protocol/const.go (BSD-3-Clause), identical in py_webauthn and SimpleWebAuthn; SHA-256 0915dd5c07a28db549d1f677bb5a75d4bfbe9561a773424327762e9e02f9bb29
-    static let appleWebAuthnRoot = """
+    package static let appleWebAuthnRoot = """
     -----BEGIN CERTIFICATE-----
     MIICEjCCAZmgAwIBAgIQaB0BbHo84wIlpQGUKEdXcTAKBggqhkjOPQQDAzBLMR8w
     HQYDVQQDDBZBcHBsZSBXZWJBdXRobiBSb290IENBMRMwEQYDVQQKDApBcHBsZSBJ
@@ -21,7 +24,7 @@ enum KnownRoots {
     """
 
     /// Google hardware attestation root (RSA, issued 2016) for fmt android-key; shared/vectors/mds/roots/google-hardware-attestation-root-rsa-2016.pem (go-webauthn, SimpleWebAuthn, py_webauthn)
-    static let googleHardwareAttestationRoot2016 = """
+    package static let googleHardwareAttestationRoot2016 = """
     -----BEGIN CERTIFICATE-----
     MIIFYDCCA0igAwIBAgIJAOj6GWMU0voYMA0GCSqGSIb3DQEBCwUAMBsxGTAXBgNV
     BAUTEGY5MjAwOWU4NTNiNmIwNDUwHhcNMTYwNTI2MTYyODUyWhcNMjYwNTI0MTYy
@@ -56,7 +59,7 @@ enum KnownRoots {
     """
 
     /// Google hardware attestation root (RSA, issued 2019) for fmt android-key; shared/vectors/mds/roots/google-hardware-attestation-root-rsa-2019.pem (go-webauthn, SimpleWebAuthn, py_webauthn)
-    static let googleHardwareAttestationRoot2019 = """
+    package static let googleHardwareAttestationRoot2019 = """
     -----BEGIN CERTIFICATE-----
     MIIFHDCCAwSgAwIBAgIJANUP8luj8tazMA0GCSqGSIb3DQEBCwUAMBsxGTAXBgNV
     BAUTEGY5MjAwOWU4NTNiNmIwNDUwHhcNMTkxMTIyMjAzNzU4WhcNMzQxMTE4MjAz
@@ -90,7 +93,7 @@ enum KnownRoots {
     """
 
     /// Google hardware attestation root (RSA, issued 2021) for fmt android-key; shared/vectors/mds/roots/google-hardware-attestation-root-rsa-2021.pem (go-webauthn, SimpleWebAuthn, py_webauthn)
-    static let googleHardwareAttestationRoot2021 = """
+    package static let googleHardwareAttestationRoot2021 = """
     -----BEGIN CERTIFICATE-----
     MIIFHDCCAwSgAwIBAgIJAMNrfES5rhgxMA0GCSqGSIb3DQEBCwUAMBsxGTAXBgNV
     BAUTEGY5MjAwOWU4NTNiNmIwNDUwHhcNMjExMTE3MjMxMDQyWhcNMzYxMTEzMjMx
@@ -124,7 +127,7 @@ enum KnownRoots {
     """
 
     /// Google hardware attestation root (RSA, issued 2022) for fmt android-key; shared/vectors/mds/roots/google-hardware-attestation-root-rsa-2022.pem (go-webauthn, SimpleWebAuthn, py_webauthn)
-    static let googleHardwareAttestationRoot2022 = """
+    package static let googleHardwareAttestationRoot2022 = """
     -----BEGIN CERTIFICATE-----
     MIIFHDCCAwSgAwIBAgIJAPHBcqaZ6vUdMA0GCSqGSIb3DQEBCwUAMBsxGTAXBgNV
     BAUTEGY5MjAwOWU4NTNiNmIwNDUwHhcNMjIwMzIwMTgwNzQ4WhcNNDIwMzE1MTgw
@@ -158,7 +161,7 @@ enum KnownRoots {
     """
 
     /// Google Key Attestation CA1 (EC P-384, 2025) for fmt android-key; shared/vectors/mds/roots/google-key-attestation-ca1-ec-p384-2025.pem (go-webauthn protocol/const.go)
-    static let googleKeyAttestationCA1 = """
+    package static let googleKeyAttestationCA1 = """
     -----BEGIN CERTIFICATE-----
     MIICIjCCAaigAwIBAgIRAISp0Cl7DrWK5/8OgN52BgUwCgYIKoZIzj0EAwMwUjEc
     MBoGA1UEAwwTS2V5IEF0dGVzdGF0aW9uIENBMTEQMA4GA1UECwwHQW5kcm9pZDET
@@ -176,7 +179,7 @@ enum KnownRoots {
     """
 
     /// GlobalSign Root CA (R1) for fmt android-safetynet (it cross-signs GTS Root R1); from SimpleWebAuthn packages/server/src/services/defaultRootCerts (MIT), as carried in TestVectors/negative/simplewebauthn-reg-android-safetynet-*.json
-    static let globalSignRootCA = """
+    package static let globalSignRootCA = """
     -----BEGIN CERTIFICATE-----
     MIIDdTCCAl2gAwIBAgILBAAAAAABFUtaw5QwDQYJKoZIhvcNAQEFBQAwVzELMAkG
     A1UEBhMCQkUxGTAXBgNVBAoTEEdsb2JhbFNpZ24gbnYtc2ExEDAOBgNVBAsTB1Jv
@@ -201,7 +204,7 @@ enum KnownRoots {
     """
 
     /// GlobalSign Root CA - R3, the root of the FIDO Metadata Service BLOB signing chain; shared/vectors/mds/roots/globalsign-root-r3.pem (webauthn4j, Apache-2.0)
-    static let globalSignRootR3 = """
+    package static let globalSignRootR3 = """
     -----BEGIN CERTIFICATE-----
     MIIDXzCCAkegAwIBAgILBAAAAAABIVhTCKIwDQYJKoZIhvcNAQELBQAwTDEgMB4G
     A1UECxMXR2xvYmFsU2lnbiBSb290IENBIC0gUjMxEzARBgNVBAoTCkdsb2JhbFNp

@@ -1,3 +1,6 @@
+public import _WebAuthnEncoding
+package import _WebAuthnCrypto
+
 /// The `none` attestation statement format (WebAuthn L3 §8.7).
 enum NoneAttestation: AttestationFormatVerifier {
     static let identifier = "none"

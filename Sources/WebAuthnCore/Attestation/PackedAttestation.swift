@@ -1,3 +1,6 @@
+public import _WebAuthnEncoding
+package import _WebAuthnCrypto
+
 /// The `packed` attestation statement format (WebAuthn L3 §8.2): full
 /// attestation with an x5c chain, or self attestation with the credential key.
 enum PackedAttestation: AttestationFormatVerifier {

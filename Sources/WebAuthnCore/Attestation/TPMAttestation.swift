@@ -1,3 +1,6 @@
+public import _WebAuthnEncoding
+package import _WebAuthnCrypto
+
 /// The `tpm` attestation statement format (WebAuthn L3 §8.3).
 enum TPMAttestation: AttestationFormatVerifier {
     static let identifier = "tpm"

@@ -1,3 +1,6 @@
+public import _WebAuthnEncoding
+package import _WebAuthnCrypto
+
 /// TPM 2.0 structures (TCG TPM 2.0 Library, Part 2) as the `tpm` format uses
 /// them, parsed strictly: big-endian, sized buffers bounded, no bytes left over.
 enum TPM {

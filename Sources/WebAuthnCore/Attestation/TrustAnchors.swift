@@ -1,3 +1,6 @@
+public import _WebAuthnEncoding
+package import _WebAuthnCrypto
+
 /// An authenticator status from FIDO metadata status reports (MDS3 §3.1.4).
 public struct AuthenticatorStatus: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     public let rawValue: String
@@ -22,12 +25,21 @@ public struct MetadataEntry: Sendable {
     public let description: String
     /// `basic_full`, `basic_surrogate`, `attca`, `anonca`, `none`.
     public let attestationTypes: [String]
-    public let attestationRootCertificates: [X509Certificate]
+    package let attestationRootCertificates: [X509Certificate]
     /// The latest status report's status, if any.
     public let status: AuthenticatorStatus?
 
+    /// The attestation roots of this authenticator (they apply to it only).
+    public var rootCertificates: [Certificate] { attestationRootCertificates.map(Certificate.init) }
+
     public init(aaguid: AAGUID?, attestationCertificateKeyIdentifiers: [String] = [], description: String,
-                attestationTypes: [String] = [], attestationRootCertificates: [X509Certificate], status: AuthenticatorStatus? = nil) {
+                attestationTypes: [String] = [], rootCertificates: [Certificate], status: AuthenticatorStatus? = nil) {
+        self.init(aaguid: aaguid, attestationCertificateKeyIdentifiers: attestationCertificateKeyIdentifiers, description: description,
+                  attestationTypes: attestationTypes, attestationRootCertificates: rootCertificates.map(\.x509), status: status)
+    }
+
+    package init(aaguid: AAGUID?, attestationCertificateKeyIdentifiers: [String] = [], description: String,
+                 attestationTypes: [String] = [], attestationRootCertificates: [X509Certificate], status: AuthenticatorStatus? = nil) {
         self.aaguid = aaguid
         self.attestationCertificateKeyIdentifiers = attestationCertificateKeyIdentifiers.map { $0.lowercased() }
         self.description = description
@@ -41,13 +53,28 @@ public struct MetadataEntry: Sendable {
 /// format, FIDO metadata entries (their roots apply to their authenticator
 /// only), and CRLs checked during path validation.
 public struct TrustAnchors: Sendable {
-    public var formatRoots: [String: [X509Certificate]]
+    package var formatRoots: [String: [X509Certificate]]
     public private(set) var metadata: [MetadataEntry]
-    public var crls: [CertificateRevocationList]
+    package var crls: [CertificateRevocationList]
     private var byAAGUID: [AAGUID: Int] = [:]
     private var byKeyIdentifier: [String: Int] = [:]
 
-    public init(formatRoots: [String: [X509Certificate]] = [:], metadata: [MetadataEntry] = [], crls: [CertificateRevocationList] = []) {
+    /// Anchors from root certificates keyed by attestation format (`packed`,
+    /// `tpm`, `apple`, ...), metadata entries, and CRLs.
+    public init(roots: [String: [Certificate]] = [:], metadata: [MetadataEntry] = [], revocationLists: [RevocationList] = []) {
+        self.init(formatRoots: roots.mapValues { $0.map(\.x509) }, metadata: metadata, crls: revocationLists.map(\.crl))
+    }
+
+    /// The root certificates for each attestation format.
+    public var roots: [String: [Certificate]] {
+        get { formatRoots.mapValues { $0.map(Certificate.init) } }
+        set { formatRoots = newValue.mapValues { $0.map(\.x509) } }
+    }
+
+    /// Adds CRLs checked during path validation.
+    public mutating func add(_ lists: [RevocationList]) { crls += lists.map(\.crl) }
+
+    package init(formatRoots: [String: [X509Certificate]], metadata: [MetadataEntry] = [], crls: [CertificateRevocationList] = []) {
         self.formatRoots = formatRoots
         self.metadata = []
         self.crls = crls
@@ -82,7 +109,7 @@ public struct TrustAnchors: Sendable {
 
     /// The metadata entry for an authenticator: by AAGUID, or for U2F (zero
     /// AAGUID) by the SHA-1 key identifier of its attestation certificate.
-    public func entry(aaguid: AAGUID, attestationCertificate: X509Certificate?) -> MetadataEntry? {
+    package func entry(aaguid: AAGUID, attestationCertificate: X509Certificate?) -> MetadataEntry? {
         if !aaguid.isZero { return byAAGUID[aaguid].map { metadata[$0] } }
         guard let cert = attestationCertificate, let id = cert.publicKeyIdentifier else { return nil }
         return byKeyIdentifier[id].map { metadata[$0] }

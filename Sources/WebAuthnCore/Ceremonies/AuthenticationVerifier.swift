@@ -1,3 +1,6 @@
+public import _WebAuthnEncoding
+package import _WebAuthnCrypto
+
 /// The authentication ceremony's verification (WebAuthn L3 §7.2), as a pure
 /// function: the caller looks up the credential record and stores the
 /// updated record from the result. Steps run in spec order.

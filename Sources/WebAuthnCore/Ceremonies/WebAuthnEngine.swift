@@ -1,5 +1,7 @@
-import Foundation
-import Synchronization
+public import Foundation
+internal import Synchronization
+public import _WebAuthnEncoding
+package import _WebAuthnCrypto
 
 /// The relying party's stateful API: start and finish registration and
 /// authentication ceremonies against a credential store and a challenge store.
@@ -71,7 +73,7 @@ public struct WebAuthnEngine: Sendable {
         authenticatorSelection: AuthenticatorSelection? = nil,
         attestation: String = "none",
         hints: [String] = [],
-        extensions: JSONObject = JSONObject(),
+        extensions: ClientExtensions = ClientExtensions(),
         newAccount: Bool = false,
         conditionalCreate: Bool = false,
         binding: [UInt8]? = nil,
@@ -154,7 +156,7 @@ public struct WebAuthnEngine: Sendable {
         userHandle: [UInt8]? = nil,
         userVerification: UserVerificationRequirement? = nil,
         hints: [String] = [],
-        extensions: JSONObject = JSONObject(),
+        extensions: ClientExtensions = ClientExtensions(),
         binding: [UInt8]? = nil,
         allowCredentials: [CredentialDescriptor]? = nil,
         challengeLength: Int = 32

@@ -1,12 +1,15 @@
+public import _WebAuthnEncoding
+package import _WebAuthnCrypto
+
 /// The attestation object (WebAuthn L3 §6.5.4): `fmt`, `authData` and `attStmt`.
-public struct AttestationObject: Sendable {
-    public let format: String
-    public let authenticatorData: AuthenticatorData
+package struct AttestationObject: Sendable {
+    package let format: String
+    package let authenticatorData: AuthenticatorData
     /// The format-specific attestation statement (a CBOR map).
-    public let statement: CBOR
+    package let statement: CBOR
 
     /// Decodes an attestation object (WebAuthn L3 §7.1 step 13).
-    public init(bytes: [UInt8], limits: CBORLimits = CBORLimits()) throws(WebAuthnError) {
+    package init(bytes: [UInt8], limits: CBORLimits = CBORLimits()) throws(WebAuthnError) {
         let item = try CBORDecoder.decode(bytes, limits: limits)
         guard case .map(let pairs) = item else {
             throw WebAuthnError(.attestationObjectMalformed, "the attestation object is not a CBOR map")

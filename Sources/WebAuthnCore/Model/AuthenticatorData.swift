@@ -1,3 +1,6 @@
+public import _WebAuthnEncoding
+package import _WebAuthnCrypto
+
 /// The flags byte of authenticator data (WebAuthn L3 §6.1).
 public struct AuthenticatorFlags: OptionSet, Sendable, Hashable {
     public let rawValue: UInt8
@@ -70,7 +73,7 @@ public struct AuthenticatorData: Sendable {
     public let signCount: UInt32
     public let attestedCredentialData: AttestedCredentialData?
     /// Authenticator extension outputs (a CBOR map), when ED is set.
-    public let extensions: CBOR?
+    package let extensions: CBOR?
 
     public var userPresent: Bool { flags.contains(.userPresent) }
     public var userVerified: Bool { flags.contains(.userVerified) }
@@ -79,7 +82,9 @@ public struct AuthenticatorData: Sendable {
 
     /// Parses authenticator data. Throws `authenticator_data_malformed`,
     /// `credential_id_too_long`, `cose_key_invalid` or a CBOR error.
-    public init(bytes: [UInt8], limits: CBORLimits = CBORLimits()) throws(WebAuthnError) {
+    public init(bytes: [UInt8]) throws(WebAuthnError) { try self.init(bytes: bytes, limits: CBORLimits()) }
+
+    package init(bytes: [UInt8], limits: CBORLimits) throws(WebAuthnError) {
         guard bytes.count >= Layout.fixedLength else {
             throw WebAuthnError(.authenticatorDataMalformed, "authenticator data is \(bytes.count) bytes; at least \(Layout.fixedLength) are required")
         }

@@ -1,3 +1,6 @@
+public import _WebAuthnEncoding
+package import _WebAuthnCrypto
+
 /// A credential public key in COSE_Key form (RFC 9052 §7, WebAuthn L3 §6.5.1.1),
 /// validated and imported into OpenSSL.
 ///
@@ -24,7 +27,7 @@ public struct COSEKey: Sendable {
     /// The COSE encoding exactly as the authenticator produced it.
     public let bytes: [UInt8]
     /// The key, imported and ready to verify.
-    public let publicKey: PublicKey
+    package let publicKey: PublicKey
 
     /// Decodes and validates a COSE key from its CBOR encoding.
     public init(bytes: [UInt8]) throws(WebAuthnError) {

@@ -1,4 +1,6 @@
-import Foundation
+public import Foundation
+public import _WebAuthnEncoding
+package import _WebAuthnCrypto
 
 /// The state of a ceremony between its options and the client's response:
 /// what the relying party asked for, kept by a ``ChallengeStore`` under its
@@ -66,8 +68,8 @@ public struct RegistrationResult: Sendable {
     public let userVerified: Bool
     public let backupEligible: Bool
     public let backedUp: Bool
-    public let authenticatorExtensions: CBOR?
-    public let clientExtensionResults: JSONObject
+    package let authenticatorExtensions: CBOR?
+    public let clientExtensionResults: ClientExtensions
     public let riskSignals: Set<RiskSignal>
 }
 
@@ -78,7 +80,10 @@ public struct AttestationTrust: Sendable {
     public let reason: String
     /// The certificate chain the attestation presented, leaf first; when
     /// trusted, the validated path up to the anchor.
-    public let certificateChain: [X509Certificate]
+    package let certificateChain: [X509Certificate]
+    /// The certificates the attestation presented, leaf first; when trusted,
+    /// the validated path up to the anchor.
+    public var certificates: [Certificate] { certificateChain.map(Certificate.init) }
     /// The FIDO metadata entry of the authenticator, when one matched.
     public let metadata: MetadataEntry?
 }
@@ -96,8 +101,8 @@ public struct AuthenticationResult: Sendable {
     public let userVerified: Bool
     public let backupEligible: Bool
     public let backedUp: Bool
-    public let authenticatorExtensions: CBOR?
-    public let clientExtensionResults: JSONObject
+    package let authenticatorExtensions: CBOR?
+    public let clientExtensionResults: ClientExtensions
     public let riskSignals: Set<RiskSignal>
     /// The credential record as it must be stored after this ceremony.
     public let updatedCredential: CredentialRecord

@@ -1,3 +1,6 @@
+public import _WebAuthnEncoding
+package import _WebAuthnCrypto
+
 /// The client data a browser collected and the authenticator signed over
 /// (WebAuthn L3 §5.8.1), parsed from clientDataJSON.
 public struct CollectedClientData: Sendable {

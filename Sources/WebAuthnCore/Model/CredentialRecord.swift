@@ -1,4 +1,6 @@
-import Foundation
+public import Foundation
+public import _WebAuthnEncoding
+package import _WebAuthnCrypto
 
 /// A registered credential: the credential record of WebAuthn L3 §4, plus
 /// the owner and bookkeeping a relying party keeps.

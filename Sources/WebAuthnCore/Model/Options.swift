@@ -1,3 +1,6 @@
+public import _WebAuthnEncoding
+package import _WebAuthnCrypto
+
 /// `authenticatorSelection` of creation options (WebAuthn L3 §5.4.4).
 public struct AuthenticatorSelection: Sendable, Equatable {
     /// `platform` or `cross-platform`; nil for either.
@@ -17,7 +20,7 @@ public struct AuthenticatorSelection: Sendable, Equatable {
     /// `defaults`, per L3 §5.4.4: unknown members and values are ignored; without
     /// `residentKey`, `requireResidentKey` decides (true: required, false: discouraged).
     /// `asked` is the known members as they were given (what the conformance API echoes).
-    public static func requested(_ json: JSONObject, over defaults: AuthenticatorSelection) -> (selection: AuthenticatorSelection, asked: JSONObject) {
+    package static func requested(_ json: JSONObject, over defaults: AuthenticatorSelection) -> (selection: AuthenticatorSelection, asked: JSONObject) {
         var selection = defaults, asked = JSONObject()
         if let uv = json["userVerification"]?.stringValue.flatMap(UserVerificationRequirement.init(rawValue:)) {
             selection.userVerification = uv
@@ -65,9 +68,9 @@ public struct CreationOptions: Sendable {
     public let attestation: String
     /// `security-key`, `client-device`, `hybrid`.
     public let hints: [String]
-    public let extensions: JSONObject
+    public let extensions: ClientExtensions
 
-    public var json: JSONValue {
+    package var json: JSONValue {
         var o = JSONObject()
         o["rp"] = ["id": .string(rpId), "name": .string(rpName)]
         o["user"] = ["id": .string(Base64URL.encode(user.id)), "name": .string(user.name), "displayName": .string(user.displayName)]
@@ -78,7 +81,7 @@ public struct CreationOptions: Sendable {
         o["authenticatorSelection"] = authenticatorSelection.json
         o["attestation"] = .string(attestation)
         o["hints"] = .array(hints.map { .string($0) })
-        o["extensions"] = .object(extensions)
+        o["extensions"] = .object(extensions.object)
         return .object(o)
     }
 
@@ -98,9 +101,9 @@ public struct RequestOptions: Sendable {
     public let allowCredentials: [CredentialDescriptor]
     public let userVerification: UserVerificationRequirement
     public let hints: [String]
-    public let extensions: JSONObject
+    public let extensions: ClientExtensions
 
-    public var json: JSONValue {
+    package var json: JSONValue {
         var o = JSONObject()
         o["challenge"] = .string(Base64URL.encode(challenge))
         o["timeout"] = .number(Double(timeout))
@@ -108,7 +111,23 @@ public struct RequestOptions: Sendable {
         o["allowCredentials"] = .array(allowCredentials.map(CreationOptions.descriptor))
         o["userVerification"] = .string(userVerification.rawValue)
         o["hints"] = .array(hints.map { .string($0) })
-        o["extensions"] = .object(extensions)
+        o["extensions"] = .object(extensions.object)
         return .object(o)
     }
+}
+
+extension CreationOptions {
+    /// The options as `PublicKeyCredentialCreationOptionsJSON`, for the browser's
+    /// `PublicKeyCredential.parseCreationOptionsFromJSON`.
+    public var jsonString: String { json.serialized() }
+    /// ``jsonString`` as UTF-8 bytes, for an HTTP body.
+    public var jsonBytes: [UInt8] { Array(jsonString.utf8) }
+}
+
+extension RequestOptions {
+    /// The options as `PublicKeyCredentialRequestOptionsJSON`, for the browser's
+    /// `PublicKeyCredential.parseRequestOptionsFromJSON`.
+    public var jsonString: String { json.serialized() }
+    /// ``jsonString`` as UTF-8 bytes, for an HTTP body.
+    public var jsonBytes: [UInt8] { Array(jsonString.utf8) }
 }

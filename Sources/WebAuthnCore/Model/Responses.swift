@@ -1,3 +1,6 @@
+public import _WebAuthnEncoding
+package import _WebAuthnCrypto
+
 /// The client's answer to a registration ceremony, decoded from
 /// `RegistrationResponseJSON` (what `PublicKeyCredential.toJSON()` produces) or
 /// from the FIDO conformance shape (no `rawId`, `getClientExtensionResults`).
@@ -9,10 +12,10 @@ public struct RegistrationResponse: Sendable {
     /// `response.transports`, as reported by the client.
     public let transports: [String]
     public let authenticatorAttachment: String?
-    public let clientExtensionResults: JSONObject
+    public let clientExtensionResults: ClientExtensions
 
     public init(id: [UInt8], clientDataJSON: [UInt8], attestationObject: [UInt8], transports: [String] = [],
-                authenticatorAttachment: String? = nil, clientExtensionResults: JSONObject = JSONObject()) {
+                authenticatorAttachment: String? = nil, clientExtensionResults: ClientExtensions = ClientExtensions()) {
         self.id = id
         self.clientDataJSON = clientDataJSON
         self.attestationObject = attestationObject
@@ -22,11 +25,15 @@ public struct RegistrationResponse: Sendable {
     }
 
     /// Decodes the JSON request body.
-    public init(json bytes: [UInt8], limits: JSONLimits = JSONLimits()) throws(WebAuthnError) {
+    public init(json bytes: [UInt8]) throws(WebAuthnError) {
+        try self.init(json: JSONValue.parse(bytes, limits: JSONLimits()))
+    }
+
+    package init(json bytes: [UInt8], limits: JSONLimits) throws(WebAuthnError) {
         try self.init(json: JSONValue.parse(bytes, limits: limits))
     }
 
-    public init(json: JSONValue) throws(WebAuthnError) {
+    package init(json: JSONValue) throws(WebAuthnError) {
         let common = try ResponseFields(json)
         let response = common.response
         id = common.id
@@ -46,7 +53,7 @@ public struct RegistrationResponse: Sendable {
         }
         self.transports = transports
         authenticatorAttachment = common.authenticatorAttachment
-        clientExtensionResults = common.clientExtensionResults
+        clientExtensionResults = ClientExtensions(common.clientExtensionResults)
     }
 }
 
@@ -60,11 +67,11 @@ public struct AuthenticationResponse: Sendable {
     /// The user handle the authenticator returned; nil when absent, null or empty.
     public let userHandle: [UInt8]?
     public let authenticatorAttachment: String?
-    public let clientExtensionResults: JSONObject
+    public let clientExtensionResults: ClientExtensions
 
     public init(id: [UInt8], clientDataJSON: [UInt8], authenticatorData: [UInt8], signature: [UInt8],
                 userHandle: [UInt8]? = nil, authenticatorAttachment: String? = nil,
-                clientExtensionResults: JSONObject = JSONObject()) {
+                clientExtensionResults: ClientExtensions = ClientExtensions()) {
         self.id = id
         self.clientDataJSON = clientDataJSON
         self.authenticatorData = authenticatorData
@@ -74,11 +81,15 @@ public struct AuthenticationResponse: Sendable {
         self.clientExtensionResults = clientExtensionResults
     }
 
-    public init(json bytes: [UInt8], limits: JSONLimits = JSONLimits()) throws(WebAuthnError) {
+    public init(json bytes: [UInt8]) throws(WebAuthnError) {
+        try self.init(json: JSONValue.parse(bytes, limits: JSONLimits()))
+    }
+
+    package init(json bytes: [UInt8], limits: JSONLimits) throws(WebAuthnError) {
         try self.init(json: JSONValue.parse(bytes, limits: limits))
     }
 
-    public init(json: JSONValue) throws(WebAuthnError) {
+    package init(json: JSONValue) throws(WebAuthnError) {
         let common = try ResponseFields(json)
         let response = common.response
         id = common.id
@@ -92,7 +103,7 @@ public struct AuthenticationResponse: Sendable {
             userHandle = nil
         }
         authenticatorAttachment = common.authenticatorAttachment
-        clientExtensionResults = common.clientExtensionResults
+        clientExtensionResults = ClientExtensions(common.clientExtensionResults)
     }
 }
 

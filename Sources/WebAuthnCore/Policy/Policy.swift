@@ -1,3 +1,6 @@
+public import _WebAuthnEncoding
+package import _WebAuthnCrypto
+
 /// Whether user verification is required, preferred or discouraged
 /// (WebAuthn L3 §5.8.6). Only `.required` makes a missing UV flag fail.
 public enum UserVerificationRequirement: String, Sendable, CaseIterable {

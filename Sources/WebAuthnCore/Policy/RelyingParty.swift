@@ -1,4 +1,6 @@
-import Foundation
+public import Foundation
+public import _WebAuthnEncoding
+package import _WebAuthnCrypto
 
 /// The configuration of one relying party: who it is, which origins may
 /// speak for it, its policies and its clock. A value: build one at start-up

@@ -1,4 +1,6 @@
-import Synchronization
+internal import Synchronization
+public import _WebAuthnEncoding
+package import _WebAuthnCrypto
 
 /// Where accounts live: a user name and its user handle.
 ///

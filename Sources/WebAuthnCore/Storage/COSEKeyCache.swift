@@ -1,4 +1,6 @@
-import Synchronization
+internal import Synchronization
+public import _WebAuthnEncoding
+package import _WebAuthnCrypto
 
 /// Decoded credential public keys by their COSE bytes, for stores that read
 /// keys from a database: a sign-in then reuses the imported OpenSSL key

@@ -1,8 +1,10 @@
-import Foundation
+public import Foundation
+public import _WebAuthnEncoding
+package import _WebAuthnCrypto
 
 extension PendingCeremony {
     /// A stable JSON form, for stores that persist pending ceremonies.
-    public var json: JSONValue {
+    package var json: JSONValue {
         var o: JSONObject = [
             "v": 1,
             "kind": .string(kind.rawValue),
@@ -23,7 +25,19 @@ extension PendingCeremony {
     }
 
     /// Reads the form `json` writes. Throws `storage_failure` on anything else.
-    public init(json: JSONValue) throws(WebAuthnError) {
+    /// A stable serialized form (UTF-8 JSON), for stores that persist pending ceremonies.
+    public var serialized: [UInt8] { Array(json.serialized().utf8) }
+
+    /// Reads what ``serialized`` wrote. Throws `storage_failure` on anything else.
+    public init(serialized bytes: [UInt8]) throws(WebAuthnError) {
+        let value: JSONValue
+        do { value = try JSONValue.parse(bytes, limits: JSONLimits(maxBytes: 1 << 20, maxDepth: 8)) } catch {
+            throw WebAuthnError(.storageFailure, "stored ceremony: not JSON (\(error.code))")
+        }
+        try self.init(json: value)
+    }
+
+    package init(json: JSONValue) throws(WebAuthnError) {
         func bad(_ what: String) -> WebAuthnError { WebAuthnError(.storageFailure, "stored ceremony: \(what)") }
         guard json["v"]?.intValue == 1, let kind = json["kind"]?.stringValue.flatMap(Kind.init(rawValue:)),
               let challenge = json["challenge"]?.stringValue.flatMap(Base64URL.decode),

@@ -1,5 +1,7 @@
-import Foundation
-import Synchronization
+public import Foundation
+internal import Synchronization
+public import _WebAuthnEncoding
+package import _WebAuthnCrypto
 
 /// A byte-string dictionary key hashed in one call (`[UInt8]` hashes byte by byte).
 struct ByteKey: Hashable, Sendable {

@@ -1,4 +1,6 @@
-import Foundation
+public import Foundation
+public import _WebAuthnEncoding
+package import _WebAuthnCrypto
 
 /// Where credential records live.
 ///

@@ -1,4 +1,6 @@
-import Foundation
+public import Foundation
+public import _WebAuthnEncoding
+package import _WebAuthnCrypto
 
 /// The source of "now" for every time-dependent check of the engine:
 /// challenge expiry, certificate validity and metadata freshness.

@@ -1,6 +1,9 @@
 import Foundation
-@testable @_spi(Testing) import WebAuthnCore
+@testable import WebAuthnCore
 import WebAuthnTesting
+import WebAuthnMetadata
+import _WebAuthnEncoding
+import _WebAuthnCrypto
 
 /// A W3C vector's registration taken apart, to break one requirement and
 /// put it back together (re-signing with the vector's published keys).

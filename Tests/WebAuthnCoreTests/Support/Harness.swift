@@ -1,6 +1,9 @@
 import Foundation
 @testable import WebAuthnCore
 import WebAuthnTesting
+import WebAuthnMetadata
+import _WebAuthnEncoding
+import _WebAuthnCrypto
 
 /// Builds valid, signed responses with the software authenticator so a test
 /// can break exactly one thing and see exactly one step fail.

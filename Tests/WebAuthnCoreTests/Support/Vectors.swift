@@ -1,5 +1,8 @@
 import Foundation
 @testable import WebAuthnCore
+import WebAuthnMetadata
+import _WebAuthnEncoding
+import _WebAuthnCrypto
 
 /// The one loader for `TestVectors/`: vectors are data files, never pasted into code.
 enum Vectors {

@@ -1,4 +1,8 @@
 import WebAuthnCore
+import WebAuthnMetadata
+import WebAuthnConformance
+import _WebAuthnEncoding
+import _WebAuthnCrypto
 
 /// The code of the WebAuthnError `body` throws, nil if it succeeds.
 func errorCode(_ body: () async throws -> Void) async -> String? {

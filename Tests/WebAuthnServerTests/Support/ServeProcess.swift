@@ -3,6 +3,10 @@ import Foundation
 import FoundationNetworking
 #endif
 import WebAuthnCore
+import WebAuthnMetadata
+import WebAuthnConformance
+import _WebAuthnEncoding
+import _WebAuthnCrypto
 
 /// A `webauthn serve` process on a loopback port, for tests over real HTTP.
 final class ServeProcess: @unchecked Sendable {

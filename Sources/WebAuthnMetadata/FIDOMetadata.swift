@@ -1,0 +1,191 @@
+public import Foundation
+public import WebAuthnCore
+package import _WebAuthnEncoding
+package import _WebAuthnCrypto
+
+/// FIDO Metadata Service (MDS3) trust data: a BLOB JWT as published, its
+/// decoded payload, one metadata statement, or a folder of statements and payloads.
+public struct FIDOMetadata: Sendable {
+    /// The BLOB's serial number (`no`); nil for statements.
+    public let serial: Int?
+    /// The BLOB's `nextUpdate`; nil for statements.
+    public let nextUpdate: Date?
+    public let entries: [MetadataEntry]
+    /// Entries that could not be read (a bad root certificate), skipped.
+    public let skipped: Int
+
+    /// Options for loading a BLOB JWT.
+    public struct BLOBOptions: Sendable {
+        /// The roots the BLOB's x5c must chain to. Default: GlobalSign Root CA - R3 (the FIDO MDS root).
+        package var roots: [X509Certificate]
+        package var crls: [CertificateRevocationList]
+        /// Refuse a BLOB past its nextUpdate. Default true (MDS3: fetch a newer one).
+        public var refuseStale: Bool
+        /// Refuse a BLOB whose `no` is below this (one already loaded).
+        public var minimumSerial: Int
+
+        /// GlobalSign Root CA - R3, the root of the FIDO MDS BLOB signing chain.
+        public static let fidoMDSRoot = try! Certificate(pem: KnownRoots.globalSignRootR3)
+
+        /// - Parameters:
+        ///   - roots: the roots the BLOB's x5c must chain to; nil: ``fidoMDSRoot``.
+        ///   - revocationLists: CRLs checked on the signing chain.
+        public init(roots: [Certificate]? = nil, revocationLists: [RevocationList] = [], refuseStale: Bool = true, minimumSerial: Int = 0) {
+            self.init(x509Roots: roots?.map(\.x509), crls: revocationLists.map(\.crl), refuseStale: refuseStale, minimumSerial: minimumSerial)
+        }
+
+        package init(x509Roots roots: [X509Certificate]?,
+                     crls: [CertificateRevocationList] = [], refuseStale: Bool = true, minimumSerial: Int = 0) {
+            self.roots = roots ?? [Self.fidoMDSRoot.x509]
+            self.crls = crls
+            self.refuseStale = refuseStale
+            self.minimumSerial = minimumSerial
+        }
+    }
+
+    /// The largest metadata file read (production BLOBs are a few MiB).
+    public static let maxSize = 32 << 20
+
+    /// Loads a BLOB JWT file, a decoded BLOB payload (JSON with `entries`), a
+    /// metadata statement (JSON), or a folder of `.json` files, each a statement
+    /// or a decoded BLOB payload.
+    public static func load(path: String, at time: Date, options: BLOBOptions = BLOBOptions()) throws(WebAuthnError) -> FIDOMetadata {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+            throw WebAuthnError(.metadataInvalid, "no metadata at \(path)")
+        }
+        if isDirectory.boolValue {
+            let names = ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).filter { $0.hasSuffix(".json") }.sorted()
+            var entries: [MetadataEntry] = []
+            var skipped = 0
+            for name in names {
+                let json = try parseJSON(try read((path as NSString).appendingPathComponent(name)))
+                if json["entries"] != nil {
+                    // A decoded BLOB payload among the statements contributes its entries, with their status reports.
+                    // A broken payload fails the load rather than being skipped: its status reports
+                    // (REVOKED, ...) must not vanish silently.
+                    let payload = try payload(json)
+                    entries += payload.entries
+                    skipped += payload.skipped
+                } else if let entry = try? statementEntry(json, status: nil) { entries.append(entry) } else { skipped += 1 }
+            }
+            return FIDOMetadata(serial: nil, nextUpdate: nil, entries: entries, skipped: skipped)
+        }
+        let bytes = try read(path)
+        let text = bytes.prefix(16).filter { $0 > 0x20 }
+        if text.starts(with: Array("ey".utf8)) { return try blob(jwt: bytes, at: time, options: options) }
+        let json = try parseJSON(bytes)
+        if json["entries"] != nil { return try payload(json) }
+        return FIDOMetadata(serial: nil, nextUpdate: nil, entries: [try statementEntry(json, status: nil)], skipped: 0)
+    }
+
+    /// Reads a BLOB JWT file (at most `maxSize` bytes) and verifies it as `blob(jwt:at:options:)` does;
+    /// unlike `load(path:…)`, it never accepts anything but a signed BLOB.
+    public static func blob(path: String, at time: Date, options: BLOBOptions = BLOBOptions()) throws(WebAuthnError) -> FIDOMetadata {
+        try blob(jwt: try read(path), at: time, options: options)
+    }
+
+    /// Verifies and reads a BLOB JWT: its x5c chain to `options.roots` at
+    /// `time`, its signature, its `nextUpdate` and `no`.
+    public static func blob(jwt bytes: [UInt8], at time: Date, options: BLOBOptions = BLOBOptions()) throws(WebAuthnError) -> FIDOMetadata {
+        let trimmed = Array(bytes.drop { $0 <= 0x20 }.reversed().drop { $0 <= 0x20 }.reversed())
+        let jws: JWS
+        do { jws = try JWS(compact: trimmed, maxSize: maxSize) } catch {
+            throw WebAuthnError(.metadataInvalid, "not a metadata BLOB JWT: \(error.message)")
+        }
+        guard let x5c = jws.header["x5c"]?.arrayValue, !x5c.isEmpty, x5c.count <= CertificateChain.maxDepth else {
+            throw WebAuthnError(.metadataInvalid, "the BLOB header needs x5c with 1 to \(CertificateChain.maxDepth) certificates")
+        }
+        var chain: [X509Certificate] = []
+        for item in x5c {
+            guard let text = item.stringValue, let der = Data(base64Encoded: text) else {
+                throw WebAuthnError(.metadataInvalid, "a BLOB x5c entry is not base64 DER")
+            }
+            chain.append(try X509Certificate(der: [UInt8](der)))
+        }
+        switch CertificateChain.validate(chain, anchors: options.roots, crls: options.crls, at: time, leafRole: "the BLOB signing certificate") {
+        case .trusted: break
+        case .untrusted(let error): throw WebAuthnError(.metadataUntrusted, "the BLOB signing chain: \(error.message)")
+        }
+        do { try jws.verifySignature(with: chain[0].publicKey()) } catch {
+            throw WebAuthnError(.metadataUntrusted, "the BLOB signature: \(error.message)")
+        }
+        let metadata = try payload(jws.payload)
+        if let serial = metadata.serial, serial < options.minimumSerial {
+            throw WebAuthnError(.metadataStale, "the BLOB is no \(serial); no \(options.minimumSerial) or later was loaded before")
+        }
+        if options.refuseStale, let next = metadata.nextUpdate, time > next.addingTimeInterval(86_400) {
+            throw WebAuthnError(.metadataStale, "the BLOB's nextUpdate \(ISO8601DateFormatter().string(from: next)) has passed; fetch a newer BLOB")
+        }
+        return metadata
+    }
+
+    /// Reads a decoded BLOB payload (`no`, `nextUpdate`, `entries`).
+    package static func payload(_ json: JSONValue) throws(WebAuthnError) -> FIDOMetadata {
+        guard let list = json["entries"]?.arrayValue else { throw WebAuthnError(.metadataInvalid, "the BLOB payload has no entries") }
+        var entries: [MetadataEntry] = []
+        var skipped = 0
+        for item in list {
+            guard let statement = item["metadataStatement"] else { skipped += 1; continue }
+            let reports = (item["statusReports"]?.arrayValue ?? []).compactMap { report -> (String, String)? in
+                guard let status = report["status"]?.stringValue else { return nil }
+                return (report["effectiveDate"]?.stringValue ?? "", status)
+            }
+            let latest = reports.max { $0.0 < $1.0 }.map { AuthenticatorStatus(rawValue: $0.1) }
+            var merged = statement
+            if case .object(var object) = statement {
+                if object["aaguid"] == nil, let aaguid = item["aaguid"] { object["aaguid"] = aaguid }
+                if object["attestationCertificateKeyIdentifiers"] == nil, let ids = item["attestationCertificateKeyIdentifiers"] {
+                    object["attestationCertificateKeyIdentifiers"] = ids
+                }
+                merged = .object(object)
+            }
+            if let entry = try? statementEntry(merged, status: latest) { entries.append(entry) } else { skipped += 1 }
+        }
+        var nextUpdate: Date?
+        if let text = json["nextUpdate"]?.stringValue {
+            let f = DateFormatter()
+            f.locale = Locale(identifier: "en_US_POSIX")
+            f.timeZone = TimeZone(identifier: "UTC")
+            f.dateFormat = "yyyy-MM-dd"
+            nextUpdate = f.date(from: text)
+        }
+        return FIDOMetadata(serial: json["no"]?.intValue, nextUpdate: nextUpdate, entries: entries, skipped: skipped)
+    }
+
+    /// One metadata statement (MDS3 §4) as an entry.
+    package static func statementEntry(_ json: JSONValue, status: AuthenticatorStatus?) throws(WebAuthnError) -> MetadataEntry {
+        guard json.objectValue != nil else { throw WebAuthnError(.metadataInvalid, "a metadata statement is not a JSON object") }
+        var roots: [X509Certificate] = []
+        for item in json["attestationRootCertificates"]?.arrayValue ?? [] {
+            guard let text = item.stringValue, let der = Data(base64Encoded: text) else {
+                throw WebAuthnError(.metadataInvalid, "an attestationRootCertificates entry is not base64 DER")
+            }
+            roots.append(try X509Certificate(der: [UInt8](der)))
+        }
+        let aaguid = json["aaguid"]?.stringValue.flatMap(AAGUID.init)
+        let ids = json["attestationCertificateKeyIdentifiers"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        guard aaguid != nil || !ids.isEmpty || json["aaid"] != nil else {
+            throw WebAuthnError(.metadataInvalid, "a metadata statement names no aaguid, aaid or attestationCertificateKeyIdentifiers")
+        }
+        return MetadataEntry(
+            aaguid: aaguid, attestationCertificateKeyIdentifiers: ids,
+            description: json["description"]?.stringValue ?? "(no description)",
+            attestationTypes: json["attestationTypes"]?.arrayValue?.compactMap(\.stringValue) ?? [],
+            attestationRootCertificates: roots, status: status)
+    }
+
+    package static func read(_ path: String) throws(WebAuthnError) -> [UInt8] {
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
+              let size = attributes[.size] as? Int, size <= maxSize, let data = FileManager.default.contents(atPath: path) else {
+            throw WebAuthnError(.metadataInvalid, "cannot read \(path) (or it is larger than \(maxSize) bytes)")
+        }
+        return [UInt8](data)
+    }
+
+    package static func parseJSON(_ bytes: [UInt8]) throws(WebAuthnError) -> JSONValue {
+        do { return try JSONValue.parse(bytes, limits: JSONLimits(maxBytes: maxSize, maxDepth: 32)) } catch {
+            throw WebAuthnError(.metadataInvalid, "metadata is not JSON: \(error.message)")
+        }
+    }
+}

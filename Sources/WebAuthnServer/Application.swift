@@ -1,0 +1,56 @@
+public import Foundation
+public import Hummingbird
+public import Logging
+public import WebAuthnCore
+
+/// How ``buildApplication(engine:accounts:sessions:configuration:)`` serves.
+public struct ApplicationConfiguration: Sendable {
+    /// The address and port to listen on (port 0: any free port).
+    public var host: String
+    public var port: Int
+    /// Seconds before an idle connection is closed.
+    public var idleTimeout: Duration
+    /// The routes' configuration (secret, throttling, proxies, demo, ...).
+    public var routes: ServerConfiguration
+    /// Where the ceremony routes are mounted ("" for the root, as the FIDO conformance tools expect).
+    public var path: String
+    public var logger: Logger
+    /// Called once the server listens, with the port it is bound to.
+    public var onServerRunning: @Sendable (Int) async -> Void
+
+    public init(host: String = "127.0.0.1", port: Int = 8080, idleTimeout: Duration = .seconds(30),
+                routes: ServerConfiguration = ServerConfiguration(), path: String = "",
+                logger: Logger = Logger(label: "webauthn"), onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) {
+        self.host = host
+        self.port = port
+        self.idleTimeout = idleTimeout
+        self.routes = routes
+        self.path = path
+        self.logger = logger
+        self.onServerRunning = onServerRunning
+    }
+}
+
+/// The relying-party server that `webauthn serve` runs: one request log line per
+/// request (Hummingbird's `LogRequestsMiddleware`; never bodies or headers), the
+/// security headers on every answer (404s included), the ceremony routes under
+/// `configuration.path`, and the demo when `configuration.routes.demo` is set.
+/// Run it with `try await app.runService()`, or add it to a `ServiceGroup`
+/// with the stores.
+public func buildApplication(
+    engine: WebAuthnEngine, accounts: any AccountStore, sessions: any SessionStore,
+    configuration: ApplicationConfiguration
+) -> some ApplicationProtocol {
+    let routes = WebAuthnRoutes(engine: engine, accounts: accounts, sessions: sessions, configuration: configuration.routes)
+    let router = Router(context: WebAuthnRequestContext.self)
+    router.add(middleware: LogRequestsMiddleware(.info))
+    router.add(middleware: SecurityHeadersMiddleware(secure: configuration.routes.secureCookies))
+    routes.add(to: router, atPath: configuration.path)
+    let port = configuration.port
+    let callback = configuration.onServerRunning
+    return Application(
+        router: router, server: .http1(configuration: .init(idleTimeout: .seconds(configuration.idleTimeout.components.seconds))),
+        configuration: .init(address: .hostname(configuration.host, port: port), serverName: "webauthn"),
+        onServerRunning: { channel in await callback(channel.localAddress?.port ?? port) },
+        logger: configuration.logger)
+}

@@ -1,0 +1,14 @@
+package import _WebAuthnEncoding
+
+extension COSEAlgorithm {
+    /// The hash used with the algorithm (nil for EdDSA, which hashes internally).
+    package var digest: DigestAlgorithm? {
+        switch self {
+        case .es256, .rs256, .ps256: return .sha256
+        case .es384, .rs384, .ps384: return .sha384
+        case .es512, .rs512, .ps512: return .sha512
+        case .rs1: return .sha1
+        default: return nil
+        }
+    }
+}

@@ -1,0 +1,76 @@
+/// An immutable CBOR value decoded from untrusted bytes.
+///
+/// Only the subset CTAP2 allows is representable: no tags, no indefinite
+/// lengths. Maps keep their encoded order and never hold duplicate keys.
+package indirect enum CBOR: Sendable, Hashable {
+    case unsigned(UInt64)
+    /// A negative integer, stored as in CBOR: the value is `-1 - n`.
+    case negative(UInt64)
+    case bytes([UInt8])
+    case text(String)
+    case array([CBOR])
+    case map([CBORPair])
+    case bool(Bool)
+    case null
+    case undefined
+    case float(Double)
+
+    /// The value as a signed integer, if it is an integer that fits `Int`.
+    package var intValue: Int? {
+        switch self {
+        case .unsigned(let u): return u <= UInt64(Int.max) ? Int(u) : nil
+        case .negative(let n): return n <= UInt64(Int.max) ? -1 - Int(n) : nil
+        default: return nil
+        }
+    }
+    package var bytesValue: [UInt8]? { if case .bytes(let b) = self { return b } else { return nil } }
+    package var textValue: String? { if case .text(let t) = self { return t } else { return nil } }
+    package var arrayValue: [CBOR]? { if case .array(let a) = self { return a } else { return nil } }
+    package var mapValue: [CBORPair]? { if case .map(let m) = self { return m } else { return nil } }
+
+    /// Looks up a map member by key.
+    package subscript(key: CBOR) -> CBOR? {
+        guard case .map(let pairs) = self else { return nil }
+        for p in pairs where p.key == key { return p.value }
+        return nil
+    }
+    /// Looks up a map member by text key, compared as UTF-8 bytes (not by
+    /// Unicode canonical equivalence, as `String ==` would).
+    package subscript(key: String) -> CBOR? {
+        guard case .map(let pairs) = self else { return nil }
+        for p in pairs {
+            if case .text(let t) = p.key, Bytes.sameUTF8(t, key) { return p.value }
+        }
+        return nil
+    }
+    package subscript(key: Int) -> CBOR? { self[CBOR(key)] }
+
+    /// An integer value.
+    package init(_ int: Int) { self = int >= 0 ? .unsigned(UInt64(int)) : .negative(UInt64(-1 - int)) }
+}
+
+/// A key and value of a CBOR map.
+package struct CBORPair: Sendable, Hashable {
+    package let key: CBOR
+    package let value: CBOR
+    package init(_ key: CBOR, _ value: CBOR) {
+        self.key = key
+        self.value = value
+    }
+}
+
+/// Bounds applied while decoding untrusted CBOR.
+package struct CBORLimits: Sendable {
+    /// Maximum nesting depth of arrays and maps.
+    package var maxDepth: Int
+    /// Maximum number of data items in one document.
+    package var maxItems: Int
+    /// Maximum size of the encoded document.
+    package var maxBytes: Int
+
+    package init(maxDepth: Int = 16, maxItems: Int = 4096, maxBytes: Int = 256 * 1024) {
+        self.maxDepth = maxDepth
+        self.maxItems = maxItems
+        self.maxBytes = maxBytes
+    }
+}

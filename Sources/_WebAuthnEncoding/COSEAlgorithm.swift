@@ -1,0 +1,50 @@
+/// A COSE algorithm identifier (IANA "COSE Algorithms" registry).
+public struct COSEAlgorithm: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: Int
+    public init(rawValue: Int) { self.rawValue = rawValue }
+    public init(_ rawValue: Int) { self.rawValue = rawValue }
+
+    public static let es256 = COSEAlgorithm(-7)
+    public static let es384 = COSEAlgorithm(-35)
+    public static let es512 = COSEAlgorithm(-36)
+    /// EdDSA; the curve (Ed25519 or Ed448) comes from the key.
+    public static let edDSA = COSEAlgorithm(-8)
+    /// Ed25519, fully specified (RFC 9864).
+    public static let ed25519 = COSEAlgorithm(-19)
+    /// Ed448, fully specified (RFC 9864).
+    public static let ed448 = COSEAlgorithm(-53)
+    public static let rs256 = COSEAlgorithm(-257)
+    public static let rs384 = COSEAlgorithm(-258)
+    public static let rs512 = COSEAlgorithm(-259)
+    public static let ps256 = COSEAlgorithm(-37)
+    public static let ps384 = COSEAlgorithm(-38)
+    public static let ps512 = COSEAlgorithm(-39)
+    /// RSASSA-PKCS1-v1_5 with SHA-1. Accepted only when a policy allows it.
+    public static let rs1 = COSEAlgorithm(-65535)
+
+    /// Every algorithm the engine can verify, in the order offered by default.
+    public static let supported: [COSEAlgorithm] = [
+        .es256, .edDSA, .ed25519, .es384, .es512, .ed448, .ps256, .ps384, .ps512, .rs256, .rs384, .rs512, .rs1,
+    ]
+
+    public var name: String {
+        switch self {
+        case .es256: return "ES256"
+        case .es384: return "ES384"
+        case .es512: return "ES512"
+        case .edDSA: return "EdDSA"
+        case .ed25519: return "Ed25519"
+        case .ed448: return "Ed448"
+        case .rs256: return "RS256"
+        case .rs384: return "RS384"
+        case .rs512: return "RS512"
+        case .ps256: return "PS256"
+        case .ps384: return "PS384"
+        case .ps512: return "PS512"
+        case .rs1: return "RS1"
+        default: return "COSE(\(rawValue))"
+        }
+    }
+
+    public var description: String { "\(name) (\(rawValue))" }
+}

@@ -1,0 +1,35 @@
+/// A compact JWS (RFC 7515) with a JSON header and payload. Only the
+/// algorithms FIDO and Google use are accepted; `none` is refused.
+package struct JWS {
+    package let header: JSONValue
+    package let payload: JSONValue
+    package let signingInput: [UInt8]
+    package let signature: [UInt8]
+    package let algorithm: COSEAlgorithm
+
+    package static let algorithms: [String: COSEAlgorithm] = [
+        "RS256": .rs256, "RS384": .rs384, "RS512": .rs512, "PS256": .ps256, "PS384": .ps384, "PS512": .ps512,
+        "ES256": .es256, "ES384": .es384, "ES512": .es512,
+    ]
+
+    package init(compact: [UInt8], maxSize: Int = 16 << 20) throws(WebAuthnError) {
+        guard compact.count <= maxSize else { throw WebAuthnError(.inputTooLarge, "the JWS is \(compact.count) bytes") }
+        let parts = compact.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        guard parts.count == 3 else { throw WebAuthnError(.attestationStatementMalformed, "a JWS has three dot-separated parts; this one has \(parts.count)") }
+        guard let headerBytes = parts[0].withUnsafeBufferPointer(Base64URL.decode(utf8:)),
+              let payloadBytes = parts[1].withUnsafeBufferPointer(Base64URL.decode(utf8:)),
+              let signature = parts[2].withUnsafeBufferPointer(Base64URL.decode(utf8:)) else {
+            throw WebAuthnError(.attestationStatementMalformed, "a JWS part is not base64url")
+        }
+        header = try JSONValue.parse(headerBytes, limits: JSONLimits(maxBytes: 1 << 20, maxDepth: 8))
+        payload = try JSONValue.parse(payloadBytes, limits: JSONLimits(maxBytes: maxSize, maxDepth: 16))
+        guard let name = header["alg"]?.stringValue else { throw WebAuthnError(.attestationStatementMalformed, "the JWS header has no alg") }
+        // Matched by bytes: a dictionary lookup would also find canonically equivalent names.
+        guard let algorithm = Self.algorithms.first(where: { Bytes.sameUTF8($0.key, name) })?.value else {
+            throw WebAuthnError(.attestationStatementMalformed, "JWS alg \"\(name.prefix(16))\" is not accepted (none is never accepted)")
+        }
+        self.algorithm = algorithm
+        self.signature = signature
+        signingInput = Array(compact[0..<(parts[0].count + 1 + parts[1].count)])
+    }
+}

@@ -1,0 +1,97 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Hummingbird
+import Testing
+import WebAuthnCore
+import WebAuthnServer
+import WebAuthnSQLite
+
+/// The server as a library, in-process: the README's mounting example (verbatim
+/// between the markers; DocumentationTests checks the README holds the same
+/// text) and `buildApplication`, which `webauthn serve` runs.
+@Suite("Embedding the server", .serialized)
+struct EmbeddingTests {
+    static func fetch(_ port: Int, _ path: String, post body: String? = nil) async throws -> (status: Int, body: String, headers: [String: String]) {
+        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
+        if let body {
+            request.httpMethod = "POST"
+            request.httpBody = Data(body.utf8)
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        }
+        let (data, response) = try await URLSession(configuration: .ephemeral).data(for: request)
+        let http = response as! HTTPURLResponse
+        var headers: [String: String] = [:]
+        for (name, value) in http.allHeaderFields { if let n = name as? String, let v = value as? String { headers[n.lowercased()] = v } }
+        return (http.statusCode, String(decoding: data, as: UTF8.self), headers)
+    }
+
+    /// Runs `app` until `body` returns, with the port it bound.
+    static func serving(_ build: (@escaping @Sendable (Int) async -> Void) throws -> some ApplicationProtocol,
+                        _ body: (Int) async throws -> Void) async throws {
+        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        let app = try build { continuation.yield($0) }
+        let task = Task { try await app.runService() }
+        defer { task.cancel() }
+        var iterator = ports.makeAsyncIterator()
+        guard let port = await iterator.next() else { Issue.record("the server did not start"); return }
+        try await body(port)
+    }
+
+    @Test("the README's mounting example: routes under the host's prefix, no middleware on the host's own routes")
+    func mountingExample() async throws {
+        let path = ServeProcess.temporaryDatabase()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let secret = Array(repeating: UInt8(ascii: "s"), count: 32)
+        @Sendable func signedInUser(_ request: Request) async -> [UInt8]? { nil }
+
+        // --- README: mount ---
+        let store = try await SQLiteStore.open(path: path)
+        let rp = try RelyingParty(id: "example.com", name: "Example", origins: ["https://example.com"])
+        let engine = WebAuthnEngine(relyingParty: rp, credentials: store, challenges: store, accounts: store)
+        let webauthn = WebAuthnRoutes(engine: engine, accounts: store, sessions: store, configuration: ServerConfiguration(
+            secureCookies: true, secret: secret,                            // 32 bytes or more, from your vault
+            signedInAccount: { request in await signedInUser(request) }))  // optional: your own sign-in
+        let router = Router(context: WebAuthnRequestContext.self)           // knows the client address, for throttling
+        router.addRoutes(webauthn.routes(), atPath: "/webauthn")           // POST /webauthn/attestation/options, ...
+        router.get("/hello") { _, _ in "your own routes" }
+        // --- end ---
+
+        try await Self.serving({ running in
+            Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), onServerRunning: { await running($0.localAddress?.port ?? 0) })
+        }) { port in
+            let options = try await Self.fetch(port, "/webauthn/attestation/options", post: #"{"username":"alice","displayName":"Alice"}"#)
+            #expect(options.status == 200, "\(options.body)")
+            #expect(options.body.contains("\"challenge\""))
+            #expect(options.headers["set-cookie"]?.hasPrefix("__Host-") == true)
+            #expect(options.headers["content-security-policy"] != nil)
+            // Nothing at the root, no demo unless asked for, and the host's route untouched by our headers.
+            #expect(try await Self.fetch(port, "/attestation/options", post: "{}").status == 404)
+            #expect(try await Self.fetch(port, "/").status == 404)
+            let hello = try await Self.fetch(port, "/hello")
+            #expect(hello.body == "your own routes")
+            #expect(hello.headers["content-security-policy"] == nil)
+        }
+        try await store.close()
+    }
+
+    @Test("buildApplication serves the ceremony routes, the demo only when asked, and security headers on 404s")
+    func builtApplication() async throws {
+        let rp = try RelyingParty(id: "localhost", name: "Test", origins: ["http://localhost"])
+        let engine = WebAuthnEngine(relyingParty: rp)
+        for demo in [false, true] {
+            try await Self.serving({ running in
+                buildApplication(engine: engine, accounts: InMemoryAccountStore(), sessions: InMemorySessionStore(), configuration: ApplicationConfiguration(
+                    port: 0, routes: ServerConfiguration(demo: demo), onServerRunning: running))
+            }) { port in
+                let options = try await Self.fetch(port, "/assertion/options", post: "{}")
+                #expect(options.status == 200, "\(options.body)")
+                let page = try await Self.fetch(port, "/")
+                #expect(page.status == (demo ? 200 : 404))
+                #expect(page.headers["x-content-type-options"] == "nosniff")
+                #expect(try await Self.fetch(port, "/demo/session").status == (demo ? 200 : 404))
+            }
+        }
+    }
+}
