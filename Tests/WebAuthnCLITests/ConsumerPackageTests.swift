@@ -1,6 +1,5 @@
 import Foundation
 import Testing
-import _WebAuthnEncoding
 
 /// Another package can depend on this one by version: SwiftPM refuses a
 /// versioned dependency whose products use unsafe build flags ("contains unsafe
@@ -58,7 +57,7 @@ struct ConsumerPackageTests {
         }
     }
 
-    @Test("a package that depends on WebAuthnCore from: \"1.0.0\" resolves and builds (no unsafe build flags)",
+    @Test("a package that depends on WebAuthnCore from: \"1.0.0\" builds (no unsafe build flags), runs the README example, and cannot reach package types",
           .timeLimit(.minutes(20)))
     func consumerBuilds() throws {
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("webauthn-consumer-\(UUID().uuidString)")
@@ -77,16 +76,20 @@ struct ConsumerPackageTests {
             name: "Consumer",
             dependencies: [.package(url: "\(library.absoluteString)", from: "1.0.0")],
             targets: [
-                .executableTarget(name: "Consumer", dependencies: [.product(name: "WebAuthnCore", package: "swift-webauthn-engine")]),
+                .executableTarget(name: "Consumer", dependencies: [
+                    .product(name: "WebAuthnCore", package: "swift-webauthn-engine"),
+                    .product(name: "WebAuthnTesting", package: "swift-webauthn-engine"),
+                ]),
+                .executableTarget(name: "Hidden", dependencies: [.product(name: "WebAuthnCore", package: "swift-webauthn-engine")]),
             ]
         )
         """.write(to: consumer.appendingPathComponent("Package.swift"), atomically: true, encoding: .utf8)
-        try """
-        import WebAuthnCore
-
-        let policy = VerificationPolicy(userVerification: .required)
-        print(Base64URL.encode([0xfb, 0xff]), policy.userVerification.rawValue)
-        """.write(to: sources.appendingPathComponent("main.swift"), atomically: true, encoding: .utf8)
+        try Self.readmeExample().write(to: sources.appendingPathComponent("main.swift"), atomically: true, encoding: .utf8)
+        // What is not API must not be reachable: each of these names is `package` in the engine.
+        let hidden = consumer.appendingPathComponent("Sources/Hidden")
+        try FileManager.default.createDirectory(at: hidden, withIntermediateDirectories: true)
+        try (["import WebAuthnCore"] + Self.hiddenNames.map { "print(\($0).self)" }).joined(separator: "\n")
+            .write(to: hidden.appendingPathComponent("main.swift"), atomically: true, encoding: .utf8)
 
         let scratch = ["--scratch-path", work.appendingPathComponent("build").path]
         let resolved = try Self.run(["swift", "package"] + scratch + ["resolve"], in: consumer)
@@ -97,6 +100,37 @@ struct ConsumerPackageTests {
         #expect(!built.output.contains("unsafe build flags"))
         guard built.status == 0 else { return }
         let ran = try Self.run(["swift", "run", "--skip-build"] + scratch + ["Consumer"], in: consumer)
-        #expect(ran.output.contains("-_8 required"), "\(ran.output.suffix(1000))")
+        #expect(ran.output.contains("signed in true"), "\(ran.output.suffix(1000))")
+        let refused = try Self.run(["swift", "build"] + scratch + ["--product", "Hidden"], in: consumer)
+        #expect(refused.status != 0)
+        for name in Self.hiddenNames {
+            #expect(refused.output.contains("cannot find '\(name)' in scope"), "\(name) is reachable from WebAuthnCore")
+        }
+    }
+
+    /// Internal types that once were public and collide with swift-crypto and others.
+    static let hiddenNames = ["JSONValue", "CBOR", "PublicKey", "Digest", "Base64URL", "X509Certificate", "SigningKey", "DER"]
+
+    /// README.md's library example, verbatim, with a software authenticator on
+    /// the two lines where the browser answers.
+    static func readmeExample() throws -> String {
+        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+        guard let section = readme.range(of: "## Using the library\n\n```swift\n"),
+              let end = readme.range(of: "\n```\n", range: section.upperBound..<readme.endIndex) else {
+            Issue.record("README.md has no library example")
+            return ""
+        }
+        var code = String(readme[section.upperBound..<end.lowerBound])
+        let registration = "// ... the browser answers with credential.toJSON(): registrationBody ..."
+        let assertion = "// ... the browser answers with credential.toJSON(): assertionBody ..."
+        #expect(code.contains(registration) && code.contains(assertion), "the README example lost its browser lines")
+        code = code.replacingOccurrences(of: "import WebAuthnCore\n", with: "import WebAuthnCore\nimport WebAuthnTesting\nlet browser = SoftwareAuthenticator()\n")
+        code = code.replacingOccurrences(of: registration, with: """
+            let registrationBody = try browser.register(rpId: rp.id, origin: "https://example.com", challenge: creation.challenge, userHandle: user.id).jsonBytes
+            """)
+        code = code.replacingOccurrences(of: assertion, with: """
+            let assertionBody = try browser.authenticate(rpId: rp.id, origin: "https://example.com", challenge: request.challenge, credentialId: registered.credential.id).jsonBytes
+            """)
+        return code + "\n_ = optionsJSON\n"
     }
 }

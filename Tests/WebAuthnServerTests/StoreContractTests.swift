@@ -50,182 +50,34 @@ struct StoreContractTests {
         }]
     } ?? [])
 
-    static func record(_ id: [UInt8] = SecureRandom.bytes(16), user: [UInt8] = Array("u1".utf8), count: UInt32 = 0) throws -> CredentialRecord {
-        let key = try COSEKey(bytes: CBOREncoder.encode(try SigningKey.generate(.es256).coseKey()))
-        return CredentialRecord(id: id, userHandle: user, publicKey: key, signCount: count, transports: ["usb", "nfc"], uvInitialized: false,
-                                backupEligible: true, backupState: false, aaguid: AAGUID(bytes: SecureRandom.bytes(16))!, attestationFormat: "packed",
-                                createdAt: Date(timeIntervalSince1970: 1_800_000_000))
-    }
+    /// The public contract suite (WebAuthnTesting.StoreContract), every check on every backend.
+    static let cases: [(Backend, StoreContract.Check)] = backends.flatMap { b in StoreContract.checks.map { (b, $0) } }
 
-    static func ceremony(_ challenge: [UInt8] = SecureRandom.bytes(32), binding: [UInt8]? = [7, 7, 7],
-                         expiresAt: Date = Date(timeIntervalSince1970: 1_900_000_000.5)) throws -> PendingCeremony {
-        PendingCeremony(kind: .registration, challenge: challenge, user: try UserEntity(id: [1, 2], name: "alice", displayName: "Alice"),
-                        userHandle: nil, allowCredentials: [[9, 9]], algorithms: [.es256, .edDSA], userVerification: .required,
-                        conditionalCreate: true, newAccount: true, binding: binding, expiresAt: expiresAt)
-    }
-
-    @Test("credentials: insert, read back every field, refuse a duplicate, list by user, delete", arguments: backends)
-    func credentials(backend: Backend) async throws {
-        try await backend.with { (stores: Stores) async throws in
-            let credentials = stores.credentials
-            let r = try Self.record()
-            try await credentials.insert(r)
-            let back = try #require(try await credentials.credential(id: r.id))
-            #expect(back.userHandle == r.userHandle && back.publicKey.bytes == r.publicKey.bytes && back.signCount == 0)
-            #expect(back.transports == ["usb", "nfc"] && back.backupEligible && !back.backupState && back.aaguid == r.aaguid)
-            #expect(back.attestationFormat == "packed" && back.createdAt == r.createdAt && back.lastUsedAt == nil)
-            await #expect(throws: WebAuthnError.self) { try await credentials.insert(try Self.record(r.id)) }
-            try await credentials.insert(try Self.record(user: Array("u2".utf8)))
-            #expect(try await credentials.credentials(forUser: r.userHandle).count == 1)
-            #expect(try await credentials.delete(id: r.id))
-            #expect(!(try await credentials.delete(id: r.id)))
-            #expect(try await credentials.credential(id: r.id) == nil)
+    @Test("the store contract (WebAuthnTesting.StoreContract)", arguments: cases)
+    func contract(backend: Backend, check: StoreContract.Check) async throws {
+        try await StoreContract.run(check) {
+            let (stores, close) = try await backend.open()
+            return (StoreContract.Stores(credentials: stores.credentials, challenges: stores.challenges, accounts: stores.accounts, sessions: stores.sessions), close)
         }
     }
 
-    @Test("credentials: the counter update is a compare-and-set", arguments: backends)
-    func compareAndSet(backend: Backend) async throws {
-        try await backend.with { (stores: Stores) async throws in
-            let credentials = stores.credentials
-            var r = try Self.record(count: 5)
-            try await credentials.insert(r)
-            r.signCount = 6
-            r.backupState = true
-            r.lastUsedAt = Date(timeIntervalSince1970: 1_850_000_000)
-            #expect(!(try await credentials.update(r, expectedSignCount: 4)))
-            #expect(try await credentials.update(r, expectedSignCount: 5))
-            #expect(!(try await credentials.update(r, expectedSignCount: 5)))
-            let back = try #require(try await credentials.credential(id: r.id))
-            #expect(back.signCount == 6 && back.backupState && back.lastUsedAt == r.lastUsedAt)
-            // Concurrent compare-and-sets from the same count: exactly one wins.
-            var next = back
-            next.signCount = 7
-            let candidate = next
-            let wins = await withTaskGroup(of: Bool.self) { group in
-                for _ in 0..<16 { group.addTask { (try? await credentials.update(candidate, expectedSignCount: 6)) ?? false } }
-                return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
-            }
-            #expect(wins == 1)
+    @Test("the contract suite catches a store that breaks its promise")
+    func catchesABrokenStore() async throws {
+        // A challenge store that hands a ceremony out twice.
+        final class Leaky: ChallengeStore, @unchecked Sendable {
+            let inner = InMemoryChallengeStore()
+            func insert(_ ceremony: PendingCeremony) async throws { try await inner.insert(ceremony) }
+            func pending(challenge: [UInt8]) async throws -> PendingCeremony? { try await inner.pending(challenge: challenge) }
+            func consume(challenge: [UInt8]) async throws -> PendingCeremony? { try await inner.pending(challenge: challenge) }
+            func sweep(expiredBefore date: Date) async throws -> Int { try await inner.sweep(expiredBefore: date) }
         }
-    }
-
-    @Test("challenges: stored ceremonies round-trip and are consumed exactly once, even concurrently", arguments: backends)
-    func challenges(backend: Backend) async throws {
-        try await backend.with { (stores: Stores) async throws in
-            let challenges = stores.challenges
-            let c = try Self.ceremony()
-            try await challenges.insert(c)
-            let peeked = try #require(try await challenges.pending(challenge: c.challenge))
-            #expect(peeked.user == c.user && peeked.algorithms == c.algorithms && peeked.allowCredentials == c.allowCredentials)
-            #expect(peeked.userVerification == .required && peeked.conditionalCreate && peeked.newAccount && peeked.expiresAt == c.expiresAt)
-            #expect(peeked.binding == [7, 7, 7])
-            let consumers = await withTaskGroup(of: Bool.self) { group in
-                for _ in 0..<16 { group.addTask { (try? await challenges.consume(challenge: c.challenge)) != nil } }
-                return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        let check = try #require(StoreContract.checks.first { $0.name == "challenges" })
+        await #expect(throws: StoreContract.Failure.self) {
+            try await StoreContract.run(check) {
+                let credentials = InMemoryCredentialStore()
+                return (StoreContract.Stores(credentials: credentials, challenges: Leaky(), accounts: InMemoryAccountStore(credentials: credentials),
+                                             sessions: InMemorySessionStore()), {})
             }
-            #expect(consumers == 1)
-            #expect(try await challenges.pending(challenge: c.challenge) == nil)
-        }
-    }
-
-    @Test("challenges: a binding keeps its newest ceremonies only; a sweep removes the expired ones and counts the rest", arguments: backends)
-    func challengeBounds(backend: Backend) async throws {
-        try await backend.with { (stores: Stores) async throws in
-            let challenges = stores.challenges
-            let binding = SecureRandom.bytes(32)
-            var issued: [[UInt8]] = []
-            for i in 0..<(PendingCeremony.maxPerBinding + 4) {
-                let c = try Self.ceremony(binding: binding, expiresAt: Date(timeIntervalSince1970: 1_900_000_000 + Double(i)))
-                try await challenges.insert(c)
-                issued.append(c.challenge)
-            }
-            var kept: [[UInt8]] = []
-            for challenge in issued where try await challenges.pending(challenge: challenge) != nil { kept.append(challenge) }
-            #expect(kept == Array(issued.suffix(PendingCeremony.maxPerBinding)))
-            // Another binding, and unbound ceremonies, are not affected.
-            let other = try Self.ceremony(binding: SecureRandom.bytes(32))
-            try await challenges.insert(other)
-            let unbound = try Self.ceremony(binding: nil)
-            try await challenges.insert(unbound)
-            #expect(try await challenges.pending(challenge: other.challenge) != nil)
-            // Expired ones go; live ones stay.
-            let expired = try Self.ceremony(binding: nil, expiresAt: Date(timeIntervalSince1970: 1_000))
-            try await challenges.insert(expired)
-            let remaining = try await challenges.sweep(expiredBefore: Date(timeIntervalSince1970: 1_900_000_000 + 5.5))
-            #expect(try await challenges.pending(challenge: expired.challenge) == nil)
-            #expect(try await challenges.pending(challenge: issued.last!) != nil)
-            #expect(try await challenges.pending(challenge: issued[5]) == nil)  // expired at ...005
-            // Left: the bound ones expiring at ...006 to ...011 (`other` and `unbound` expired at ...000.5).
-            #expect(remaining == 6)
-        }
-    }
-
-    @Test("accounts: an account exists only with its first credential; names are unique by look-alike key", arguments: backends)
-    func accounts(backend: Backend) async throws {
-        try await backend.with { (stores: Stores) async throws in
-            let accounts = stores.accounts
-            // Sixteen concurrent sign-ups for one name: exactly one account, with its credential.
-            let outcomes = await withTaskGroup(of: ([UInt8], [UInt8], Bool).self) { group in
-                for _ in 0..<16 {
-                    group.addTask {
-                        let user = UserEntity.new(name: "bob")
-                        guard let credential = try? Self.record(user: user.id) else { return (user.id, [], false) }
-                        let ok = (try? await accounts.create(user, firstCredential: credential)) != nil
-                        return (user.id, credential.id, ok)
-                    }
-                }
-                return await group.reduce(into: []) { $0.append($1) }
-            }
-            let winners = outcomes.filter(\.2)
-            #expect(winners.count == 1)
-            let winner = try #require(winners.first)
-            #expect(try await accounts.account(named: "bob")?.id == winner.0)
-            #expect(try await accounts.account(handle: winner.0)?.name == "bob")
-            #expect(try await stores.credentials.credential(id: winner.1)?.userHandle == winner.0)
-            for loser in outcomes where !loser.2 {
-                #expect(try await stores.credentials.credential(id: loser.1) == nil)
-                #expect(try await accounts.account(handle: loser.0) == nil)
-            }
-            // Look-alikes are the same account: case and full-width forms.
-            #expect(try await accounts.account(named: "BOB")?.id == winner.0)
-            let lookalike = UserEntity.new(name: "ＢＯＢ")
-            #expect(await errorCode { try await accounts.create(lookalike, firstCredential: try Self.record(user: lookalike.id)) } == "username_unavailable")
-            // A credential ID that exists: no account either.
-            let carol = UserEntity.new(name: "carol")
-            #expect(await errorCode { try await accounts.create(carol, firstCredential: try Self.record(winner.1, user: carol.id)) } == "credential_already_registered")
-            #expect(try await accounts.account(named: "carol") == nil)
-            #expect(try await accounts.account(named: "nobody") == nil)
-        }
-    }
-
-    @Test("sessions: stored by hash, read back, ended, at most maxPerUser per account, swept when expired", arguments: backends)
-    func sessions(backend: Backend) async throws {
-        try await backend.with { (stores: Stores) async throws in
-            let sessions = stores.sessions
-            let user = SecureRandom.bytes(32)
-            func session(_ i: Int, user: [UInt8], expires: Double = 1_900_000_000) -> SignedInSession {
-                SignedInSession(idHash: SecureRandom.bytes(32), userHandle: user, createdAt: Date(timeIntervalSince1970: 1_800_000_000 + Double(i)),
-                                authenticatedAt: Date(timeIntervalSince1970: 1_800_000_000 + Double(i)), expiresAt: Date(timeIntervalSince1970: expires))
-            }
-            let first = session(0, user: user)
-            try await sessions.insert(first)
-            #expect(try await sessions.session(idHash: first.idHash) == first)
-            try await sessions.delete(idHash: first.idHash)
-            #expect(try await sessions.session(idHash: first.idHash) == nil)
-            var made: [SignedInSession] = []
-            for i in 1...(SignedInSession.maxPerUser + 3) {
-                let s = session(i, user: user)
-                try await sessions.insert(s)
-                made.append(s)
-            }
-            for (i, s) in made.enumerated() {
-                #expect((try await sessions.session(idHash: s.idHash) != nil) == (i >= 3), "session \(i)")
-            }
-            let old = session(100, user: SecureRandom.bytes(32), expires: 1_000)
-            try await sessions.insert(old)
-            let remaining = try await sessions.sweepSessions(expiredBefore: Date(timeIntervalSince1970: 1_850_000_000))
-            #expect(try await sessions.session(idHash: old.idHash) == nil)
-            #expect(remaining == SignedInSession.maxPerUser)
         }
     }
 }

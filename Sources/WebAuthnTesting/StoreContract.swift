@@ -1,0 +1,268 @@
+public import Foundation
+public import WebAuthnCore
+package import _WebAuthnEncoding
+package import _WebAuthnCrypto
+
+/// The contract every store must keep, as an API that any store package can run
+/// in its own tests (as fluent-kit ships FluentBenchmark): the in-memory stores,
+/// SQLite and PostgreSQL run it in this package.
+///
+/// ```swift
+/// for check in StoreContract.checks {
+///     try await StoreContract.run(check) {
+///         let store = try await MyStore.open(fresh: true)
+///         return (StoreContract.Stores(credentials: store, challenges: store, accounts: store, sessions: store), { try await store.close() })
+///     }
+/// }
+/// ```
+///
+/// Each check gets fresh, empty stores. A broken promise throws ``Failure``
+/// naming the check and what was expected.
+public enum StoreContract {
+    /// The four stores under test (often one object).
+    public struct Stores: Sendable {
+        public let credentials: any CredentialStore
+        public let challenges: any ChallengeStore
+        public let accounts: any AccountStore
+        public let sessions: any SessionStore
+
+        public init(credentials: any CredentialStore, challenges: any ChallengeStore, accounts: any AccountStore, sessions: any SessionStore) {
+            self.credentials = credentials
+            self.challenges = challenges
+            self.accounts = accounts
+            self.sessions = sessions
+        }
+    }
+
+    /// One promise of the contract.
+    public struct Check: Sendable, CustomStringConvertible {
+        /// A short stable name, such as `compareAndSet`.
+        public let name: String
+        /// What the check verifies.
+        public let summary: String
+        let body: @Sendable (Stores) async throws -> Void
+        public var description: String { name }
+    }
+
+    /// A broken promise.
+    public struct Failure: Error, CustomStringConvertible {
+        public let check: String
+        public let message: String
+        public let line: Int
+        public var description: String { "store contract \(check), line \(line): \(message)" }
+    }
+
+    /// Opens fresh stores and returns them with the function that closes them.
+    public typealias Open = @Sendable () async throws -> (Stores, @Sendable () async throws -> Void)
+
+    /// Runs one check against fresh stores from `open`, closing them afterwards.
+    public static func run(_ check: Check, open: Open) async throws {
+        let (stores, close) = try await open()
+        do {
+            try await CheckContext.$name.withValue(check.name) { try await check.body(stores) }
+        } catch {
+            try? await close()
+            throw error
+        }
+        try await close()
+    }
+
+    /// Runs every check, each against fresh stores.
+    public static func verify(open: Open) async throws {
+        for check in checks { try await run(check, open: open) }
+    }
+
+    enum CheckContext {
+        @TaskLocal static var name = ""
+    }
+
+    static func expect(_ condition: Bool, _ message: @autoclosure () -> String = "expectation failed", line: Int = #line) throws {
+        guard condition else { throw Failure(check: CheckContext.name, message: message(), line: line) }
+    }
+
+    static func require<T>(_ value: T?, _ message: String, line: Int = #line) throws -> T {
+        guard let value else { throw Failure(check: CheckContext.name, message: "expected " + message + ", found nil", line: line) }
+        return value
+    }
+
+    static func expectThrows(line: Int = #line, _ body: () async throws -> Void) async throws {
+        do { try await body() } catch is WebAuthnError { return }
+        throw Failure(check: CheckContext.name, message: "expected a WebAuthnError", line: line)
+    }
+
+    static func errorCode(_ body: () async throws -> Void) async -> String? {
+        do { try await body() } catch let error as WebAuthnError { return error.code.rawValue } catch { return "\(error)" }
+        return nil
+    }
+
+    static func record(_ id: [UInt8] = SecureRandom.bytes(16), user: [UInt8] = Array("u1".utf8), count: UInt32 = 0) throws -> CredentialRecord {
+        let key = try COSEKey(bytes: CBOREncoder.encode(try SigningKey.generate(.es256).coseKey()))
+        return CredentialRecord(id: id, userHandle: user, publicKey: key, signCount: count, transports: ["usb", "nfc"], uvInitialized: false,
+                                backupEligible: true, backupState: false, aaguid: AAGUID(bytes: SecureRandom.bytes(16))!, attestationFormat: "packed",
+                                createdAt: Date(timeIntervalSince1970: 1_800_000_000))
+    }
+
+    static func ceremony(_ challenge: [UInt8] = SecureRandom.bytes(32), binding: [UInt8]? = [7, 7, 7],
+                         expiresAt: Date = Date(timeIntervalSince1970: 1_900_000_000.5)) throws -> PendingCeremony {
+        PendingCeremony(kind: .registration, challenge: challenge, user: try UserEntity(id: [1, 2], name: "alice", displayName: "Alice"),
+                        userHandle: nil, allowCredentials: [[9, 9]], algorithms: [.es256, .edDSA], userVerification: .required,
+                        conditionalCreate: true, newAccount: true, binding: binding, expiresAt: expiresAt)
+    }
+
+    /// Every check, in order.
+    public static let checks: [Check] = [
+        Check(name: "credentials", summary: "credentials: insert, read back every field, refuse a duplicate, list by user, delete", body: credentialsCheck),
+        Check(name: "compareAndSet", summary: "credentials: the counter update is a compare-and-set; of concurrent updates from one count exactly one wins", body: compareAndSetCheck),
+        Check(name: "challenges", summary: "challenges: stored ceremonies round-trip and are consumed exactly once, even concurrently", body: challengesCheck),
+        Check(name: "challengeBounds", summary: "challenges: a binding keeps its newest ceremonies only; a sweep removes the expired ones and counts the rest", body: challengeBoundsCheck),
+        Check(name: "accounts", summary: "accounts: an account exists only with its first credential; names are unique by look-alike key", body: accountsCheck),
+        Check(name: "sessions", summary: "sessions: stored by hash, read back, ended, at most maxPerUser per account, swept when expired", body: sessionsCheck),
+    ]
+
+    static func credentialsCheck(_ stores: Stores) async throws {
+        let credentials = stores.credentials
+        let r = try record()
+        try await credentials.insert(r)
+        let back = try require(try await credentials.credential(id: r.id), "a value")
+        try expect(back.userHandle == r.userHandle && back.publicKey.bytes == r.publicKey.bytes && back.signCount == 0)
+        try expect(back.transports == ["usb", "nfc"] && back.backupEligible && !back.backupState && back.aaguid == r.aaguid)
+        try expect(back.attestationFormat == "packed" && back.createdAt == r.createdAt && back.lastUsedAt == nil)
+        try await expectThrows { try await credentials.insert(try record(r.id)) }
+        try await credentials.insert(try record(user: Array("u2".utf8)))
+        try expect(try await credentials.credentials(forUser: r.userHandle).count == 1)
+        try expect(try await credentials.delete(id: r.id))
+        try expect(!(try await credentials.delete(id: r.id)))
+        try expect(try await credentials.credential(id: r.id) == nil)
+    }
+
+    static func compareAndSetCheck(_ stores: Stores) async throws {
+        let credentials = stores.credentials
+        var r = try record(count: 5)
+        try await credentials.insert(r)
+        r.signCount = 6
+        r.backupState = true
+        r.lastUsedAt = Date(timeIntervalSince1970: 1_850_000_000)
+        try expect(!(try await credentials.update(r, expectedSignCount: 4)))
+        try expect(try await credentials.update(r, expectedSignCount: 5))
+        try expect(!(try await credentials.update(r, expectedSignCount: 5)))
+        let back = try require(try await credentials.credential(id: r.id), "a value")
+        try expect(back.signCount == 6 && back.backupState && back.lastUsedAt == r.lastUsedAt)
+        // Concurrent compare-and-sets from the same count: exactly one wins.
+        var next = back
+        next.signCount = 7
+        let candidate = next
+        let wins = await withTaskGroup(of: Bool.self) { group in
+            for _ in 0..<16 { group.addTask { (try? await credentials.update(candidate, expectedSignCount: 6)) ?? false } }
+            return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        try expect(wins == 1)
+    }
+
+    static func challengesCheck(_ stores: Stores) async throws {
+        let challenges = stores.challenges
+        let c = try ceremony()
+        try await challenges.insert(c)
+        let peeked = try require(try await challenges.pending(challenge: c.challenge), "a value")
+        try expect(peeked.user == c.user && peeked.algorithms == c.algorithms && peeked.allowCredentials == c.allowCredentials)
+        try expect(peeked.userVerification == .required && peeked.conditionalCreate && peeked.newAccount && peeked.expiresAt == c.expiresAt)
+        try expect(peeked.binding == [7, 7, 7])
+        let consumers = await withTaskGroup(of: Bool.self) { group in
+            for _ in 0..<16 { group.addTask { (try? await challenges.consume(challenge: c.challenge)) != nil } }
+            return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        try expect(consumers == 1)
+        try expect(try await challenges.pending(challenge: c.challenge) == nil)
+    }
+
+    static func challengeBoundsCheck(_ stores: Stores) async throws {
+        let challenges = stores.challenges
+        let binding = SecureRandom.bytes(32)
+        var issued: [[UInt8]] = []
+        for i in 0..<(PendingCeremony.maxPerBinding + 4) {
+            let c = try ceremony(binding: binding, expiresAt: Date(timeIntervalSince1970: 1_900_000_000 + Double(i)))
+            try await challenges.insert(c)
+            issued.append(c.challenge)
+        }
+        var kept: [[UInt8]] = []
+        for challenge in issued where try await challenges.pending(challenge: challenge) != nil { kept.append(challenge) }
+        try expect(kept == Array(issued.suffix(PendingCeremony.maxPerBinding)))
+        // Another binding, and unbound ceremonies, are not affected.
+        let other = try ceremony(binding: SecureRandom.bytes(32))
+        try await challenges.insert(other)
+        let unbound = try ceremony(binding: nil)
+        try await challenges.insert(unbound)
+        try expect(try await challenges.pending(challenge: other.challenge) != nil)
+        // Expired ones go; live ones stay.
+        let expired = try ceremony(binding: nil, expiresAt: Date(timeIntervalSince1970: 1_000))
+        try await challenges.insert(expired)
+        let remaining = try await challenges.sweep(expiredBefore: Date(timeIntervalSince1970: 1_900_000_000 + 5.5))
+        try expect(try await challenges.pending(challenge: expired.challenge) == nil)
+        try expect(try await challenges.pending(challenge: issued.last!) != nil)
+        try expect(try await challenges.pending(challenge: issued[5]) == nil)  // expired at ...005
+        // Left: the bound ones expiring at ...006 to ...011 (`other` and `unbound` expired at ...000.5).
+        try expect(remaining == 6)
+    }
+
+    static func accountsCheck(_ stores: Stores) async throws {
+        let accounts = stores.accounts
+        // Sixteen concurrent sign-ups for one name: exactly one account, with its credential.
+        let outcomes = await withTaskGroup(of: ([UInt8], [UInt8], Bool).self) { group in
+            for _ in 0..<16 {
+                group.addTask {
+                    let user = UserEntity.new(name: "bob")
+                    guard let credential = try? record(user: user.id) else { return (user.id, [], false) }
+                    let ok = (try? await accounts.create(user, firstCredential: credential)) != nil
+                    return (user.id, credential.id, ok)
+                }
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        let winners = outcomes.filter(\.2)
+        try expect(winners.count == 1)
+        let winner = try require(winners.first, "a value")
+        try expect(try await accounts.account(named: "bob")?.id == winner.0)
+        try expect(try await accounts.account(handle: winner.0)?.name == "bob")
+        try expect(try await stores.credentials.credential(id: winner.1)?.userHandle == winner.0)
+        for loser in outcomes where !loser.2 {
+            try expect(try await stores.credentials.credential(id: loser.1) == nil)
+            try expect(try await accounts.account(handle: loser.0) == nil)
+        }
+        // Look-alikes are the same account: case and full-width forms.
+        try expect(try await accounts.account(named: "BOB")?.id == winner.0)
+        let lookalike = UserEntity.new(name: "ＢＯＢ")
+        try expect(await errorCode { try await accounts.create(lookalike, firstCredential: try record(user: lookalike.id)) } == "username_unavailable")
+        // A credential ID that exists: no account either.
+        let carol = UserEntity.new(name: "carol")
+        try expect(await errorCode { try await accounts.create(carol, firstCredential: try record(winner.1, user: carol.id)) } == "credential_already_registered")
+        try expect(try await accounts.account(named: "carol") == nil)
+        try expect(try await accounts.account(named: "nobody") == nil)
+    }
+
+    static func sessionsCheck(_ stores: Stores) async throws {
+        let sessions = stores.sessions
+        let user = SecureRandom.bytes(32)
+        func session(_ i: Int, user: [UInt8], expires: Double = 1_900_000_000) -> SignedInSession {
+            SignedInSession(idHash: SecureRandom.bytes(32), userHandle: user, createdAt: Date(timeIntervalSince1970: 1_800_000_000 + Double(i)),
+                            authenticatedAt: Date(timeIntervalSince1970: 1_800_000_000 + Double(i)), expiresAt: Date(timeIntervalSince1970: expires))
+        }
+        let first = session(0, user: user)
+        try await sessions.insert(first)
+        try expect(try await sessions.session(idHash: first.idHash) == first)
+        try await sessions.delete(idHash: first.idHash)
+        try expect(try await sessions.session(idHash: first.idHash) == nil)
+        var made: [SignedInSession] = []
+        for i in 1...(SignedInSession.maxPerUser + 3) {
+            let s = session(i, user: user)
+            try await sessions.insert(s)
+            made.append(s)
+        }
+        for (i, s) in made.enumerated() {
+            try expect((try await sessions.session(idHash: s.idHash) != nil) == (i >= 3), "session \(i)")
+        }
+        let old = session(100, user: SecureRandom.bytes(32), expires: 1_000)
+        try await sessions.insert(old)
+        let remaining = try await sessions.sweepSessions(expiredBefore: Date(timeIntervalSince1970: 1_850_000_000))
+        try expect(try await sessions.session(idHash: old.idHash) == nil)
+        try expect(remaining == SignedInSession.maxPerUser)
+    }
+}
