@@ -6,7 +6,7 @@
 SHELL := /bin/bash
 APT_PACKAGES := libssl-dev libcbor-dev libpq-dev pkg-config openssl
 # Only the tests need these: a throw-away PostgreSQL, and headless Chromium for the real-browser test.
-TEST_APT_PACKAGES := postgresql chromium chromium-driver
+TEST_APT_PACKAGES := postgresql chromium chromium-driver binutils
 SELENIUM := selenium==4.45.0
 SWIFT_BUILD_FLAGS ?=
 
@@ -48,12 +48,12 @@ serve: deps
 	.build/debug/webauthn serve $(SERVE_FLAGS)
 
 demo: deps
-	swift build --product webauthn $(SWIFT_BUILD_FLAGS)
-	.build/debug/webauthn demo
+	swift build --product webauthn-dev $(SWIFT_BUILD_FLAGS)
+	.build/debug/webauthn-dev demo
 
 bench: deps
-	swift build -c release --product webauthn $(SWIFT_BUILD_FLAGS)
-	.build/release/webauthn bench
+	swift build -c release --product webauthn-bench $(SWIFT_BUILD_FLAGS)
+	.build/release/webauthn-bench
 
 clean:
 	rm -rf .build

@@ -19,6 +19,7 @@ let package = Package(
                 "CLibFuzzer",
                 .product(name: "WebAuthnCore", package: "swift-webauthn-engine"),
                 .product(name: "WebAuthnTesting", package: "swift-webauthn-engine"),
+                .product(name: "WebAuthnMetadata", package: "swift-webauthn-engine"),
             ]
         ),
     ]

@@ -1,5 +1,5 @@
 """A small FIDO2 conformance-API relying party built on py_webauthn, for
-trying `webauthn conformance` against another implementation.
+trying `webauthn-dev conformance` against another implementation.
 
 Not part of `make test`. Run it by hand (see Docs/Conformance.md):
 

@@ -256,4 +256,27 @@ extension CLITests {
         try Data("-----BEGIN X509 CRL-----\n!!!\n".utf8).write(to: URL(fileURLWithPath: bogus))
         #expect(try Self.run(["metadata", "inspect", "--mds-blob", mds, "--metadata-crl", bogus]).status == 2)
     }
+
+    @Test("the deployable binary links no testing code; webauthn-dev does (nm)")
+    func deployableBinaryHasNoTestingCode() throws {
+        func symbols(_ tool: String) throws -> String {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["nm", "--defined-only", Self.binary(tool).path]
+            let out = Pipe()
+            process.standardOutput = out
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            let data = out.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 0, "nm \(tool)")
+            return String(decoding: data, as: UTF8.self)
+        }
+        let testing = ["15WebAuthnTesting", "21SoftwareAuthenticator", "20AttestationAuthority", "19WebAuthnConformance"]
+        let deployed = try symbols("webauthn")
+        #expect(deployed.contains("12WebAuthnCore"), "nm found no engine symbols; the check would be vacuous")
+        for name in testing { #expect(!deployed.contains(name), "webauthn links \(name)") }
+        let dev = try symbols("webauthn-dev")
+        #expect(dev.contains("21SoftwareAuthenticator"))
+    }
 }

@@ -10,6 +10,9 @@ import _WebAuthnCrypto
 /// `WebAuthnError`. `make fuzz-smoke` also replays them through the targets.
 @Suite("Fuzz findings stay fixed")
 struct FuzzRegressionTests {
+    @Test("the findings folder holds its inputs (an empty folder would pass vacuously)")
+    func folderHoldsFindings() { #expect(Self.findings.count >= 1, "\(Self.findings.count) findings in TestVectors/negative/fuzz") }
+
     static let folder = Vectors.root.appendingPathComponent("negative/fuzz")
 
     /// Every recorded input, as "target/file".

@@ -220,13 +220,27 @@ struct HostileInputTests {
 
     // MARK: Mutation
 
-    @Test("random mutations of a valid response never crash and are never accepted")
+    /// SplitMix64: a small seeded generator, so that a failing mutation run can be replayed.
+    struct SeededGenerator: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    @Test("random mutations of a valid response never crash and are never accepted (seeded: WEBAUTHN_MUTATION_SEED replays a run)")
     func mutations() throws {
         let h = Harness()
         let parts = try h.register(attestation: .packedSelf)
         let body = parts.jsonBytes
         let response = parts.response
-        var generator = SystemRandomNumberGenerator()
+        let seed = ProcessInfo.processInfo.environment["WEBAUTHN_MUTATION_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 0...UInt64.max)
+        print("mutation test seed: \(seed) (replay with WEBAUTHN_MUTATION_SEED=\(seed))")
+        var generator = SeededGenerator(state: seed)
         for _ in 0..<300 {
             var mutated = body
             for _ in 0..<Int.random(in: 1...4, using: &generator) {
@@ -235,13 +249,13 @@ struct HostileInputTests {
             if mutated == body { continue }
             let code = errorCode { _ = try RegistrationVerifier.verify(RegistrationResponse(json: mutated), ceremony: h.registrationCeremony(), relyingParty: h.rp) }
             // A mutation that keeps the decoded bytes (e.g. in an ignored member) may still verify.
-            if code == nil { #expect(try RegistrationResponse(json: mutated).attestationObject == response.attestationObject) }
+            if code == nil { #expect(try RegistrationResponse(json: mutated).attestationObject == response.attestationObject, "seed \(seed)") }
         }
         for _ in 0..<300 {
             var object = response.attestationObject
             object[Int.random(in: 0..<object.count, using: &generator)] ^= UInt8.random(in: 1...255, using: &generator)
             let mutated = RegistrationResponse(id: response.id, clientDataJSON: response.clientDataJSON, attestationObject: object)
-            #expect(errorCode { _ = try RegistrationVerifier.verify(mutated, ceremony: h.registrationCeremony(), relyingParty: h.rp) } != nil)
+            #expect(errorCode { _ = try RegistrationVerifier.verify(mutated, ceremony: h.registrationCeremony(), relyingParty: h.rp) } != nil, "seed \(seed)")
         }
     }
 }

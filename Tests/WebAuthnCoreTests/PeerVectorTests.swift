@@ -10,6 +10,12 @@ import _WebAuthnCrypto
 /// verdict and set-up for each is in TestVectors/expectations.json.
 @Suite("Peer and negative vectors")
 struct PeerVectorTests {
+    @Test("the realworld and negative folders hold their vectors (empty folders would pass vacuously)")
+    func foldersHoldVectors() {
+        #expect(Self.realworld.count >= 50, "\(Self.realworld.count) vectors in TestVectors/realworld")
+        #expect(Self.negative.count >= 40, "\(Self.negative.count) vectors in TestVectors/negative")
+    }
+
     static let realworld = Vectors.files("realworld").map { "realworld/" + $0 }
     static let negative = Vectors.files("negative").map { "negative/" + $0 }
 

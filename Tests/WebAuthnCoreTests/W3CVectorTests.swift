@@ -9,6 +9,9 @@ import _WebAuthnCrypto
 /// registration verifies, then the authentication with the key it produced.
 @Suite("W3C WebAuthn L3 test vectors")
 struct W3CVectorTests {
+    @Test("the w3c folder holds its vectors (an empty folder would pass the parameterised tests vacuously)")
+    func folderHoldsVectors() { #expect(Self.files.count >= 15, "\(Self.files.count) vectors in TestVectors/w3c") }
+
     static let files = Vectors.files("w3c").filter { $0 != "w3c-attestation-ca.json" }
     /// The spec's attestation CA: every W3C vector with x5c chains to it.
     static let attestationCA = try! X509Certificate(pem: Vectors.load("w3c/w3c-attestation-ca.json")["derived"]!["attestation_ca_cert_pem"]!.stringValue!)

@@ -1,6 +1,9 @@
 import Foundation
-@_spi(Testing) @testable import WebAuthnCore
-@_spi(Testing) @testable import WebAuthnTesting
+@testable import WebAuthnCore
+@testable import _WebAuthnEncoding
+@testable import _WebAuthnCrypto
+@testable import WebAuthnMetadata
+@testable import WebAuthnTesting
 
 // MARK: Attestation statement formats
 
@@ -155,7 +158,7 @@ let trustTargets: [FuzzTarget] = [
         }
     },
     FuzzTarget(name: "metadata-blob", input: "a FIDO MDS3 BLOB JWT (x5c chain to the fuzz root, signature, payload)") { data in
-        let options = FIDOMetadata.BLOBOptions(roots: [Fixtures.authority.root], refuseStale: false)
+        let options = FIDOMetadata.BLOBOptions(roots: [Fixtures.authority.rootCertificate], refuseStale: false)
         do {
             let metadata = try FIDOMetadata.blob(jwt: data.bytes, at: Fixtures.now, options: options)
             note("metadata-blob", "accepted: \(metadata.entries.count) entries")

@@ -1,6 +1,9 @@
 import Foundation
-@_spi(Testing) @testable import WebAuthnCore
-@_spi(Testing) @testable import WebAuthnTesting
+@testable import WebAuthnCore
+@testable import _WebAuthnEncoding
+@testable import _WebAuthnCrypto
+@testable import WebAuthnMetadata
+@testable import WebAuthnTesting
 
 // MARK: Whole ceremonies through WebAuthnEngine
 

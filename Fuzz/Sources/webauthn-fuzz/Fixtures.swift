@@ -1,7 +1,10 @@
 import Dispatch
 import Foundation
-@_spi(Testing) @testable import WebAuthnCore
-@_spi(Testing) @testable import WebAuthnTesting
+@testable import WebAuthnCore
+@testable import _WebAuthnEncoding
+@testable import _WebAuthnCrypto
+@testable import WebAuthnMetadata
+@testable import WebAuthnTesting
 
 /// What every target shares: a fixed relying party (RP ID example.com), a
 /// fixed clock, a fixed challenge, and a test PKI whose keys are files in
