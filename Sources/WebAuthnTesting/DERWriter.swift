@@ -1,24 +1,24 @@
-public import WebAuthnCore
+package import WebAuthnCore
 package import _WebAuthnEncoding
 package import _WebAuthnCrypto
 
 /// A small DER writer for the extension values of test certificates.
-public enum DERWriter {
-    public static func tlv(_ tag: UInt8, _ content: [UInt8]) -> [UInt8] { [tag] + length(content.count) + content }
-    public static func length(_ n: Int) -> [UInt8] {
+package enum DERWriter {
+    package static func tlv(_ tag: UInt8, _ content: [UInt8]) -> [UInt8] { [tag] + length(content.count) + content }
+    package static func length(_ n: Int) -> [UInt8] {
         if n < 0x80 { return [UInt8(n)] }
         if n < 0x100 { return [0x81, UInt8(n)] }
         return [0x82, UInt8(n >> 8), UInt8(n & 0xff)]
     }
-    public static func sequence(_ items: [UInt8]...) -> [UInt8] { tlv(0x30, items.flatMap { $0 }) }
-    public static func set(_ items: [UInt8]...) -> [UInt8] { tlv(0x31, items.flatMap { $0 }) }
-    public static func octets(_ bytes: [UInt8]) -> [UInt8] { tlv(0x04, bytes) }
-    public static func utf8(_ s: String) -> [UInt8] { tlv(0x0C, Array(s.utf8)) }
-    public static func integer(_ v: Int) -> [UInt8] { v < 0x80 ? tlv(0x02, [UInt8(v)]) : tlv(0x02, [UInt8(v >> 8), UInt8(v & 0xff)]) }
-    public static func enumerated(_ v: Int) -> [UInt8] { tlv(0x0A, [UInt8(v)]) }
-    public static func null() -> [UInt8] { [0x05, 0x00] }
-    public static func boolean(_ b: Bool) -> [UInt8] { [0x01, 0x01, b ? 0xff : 0x00] }
-    public static func oid(_ dotted: String) -> [UInt8] {
+    package static func sequence(_ items: [UInt8]...) -> [UInt8] { tlv(0x30, items.flatMap { $0 }) }
+    package static func set(_ items: [UInt8]...) -> [UInt8] { tlv(0x31, items.flatMap { $0 }) }
+    package static func octets(_ bytes: [UInt8]) -> [UInt8] { tlv(0x04, bytes) }
+    package static func utf8(_ s: String) -> [UInt8] { tlv(0x0C, Array(s.utf8)) }
+    package static func integer(_ v: Int) -> [UInt8] { v < 0x80 ? tlv(0x02, [UInt8(v)]) : tlv(0x02, [UInt8(v >> 8), UInt8(v & 0xff)]) }
+    package static func enumerated(_ v: Int) -> [UInt8] { tlv(0x0A, [UInt8(v)]) }
+    package static func null() -> [UInt8] { [0x05, 0x00] }
+    package static func boolean(_ b: Bool) -> [UInt8] { [0x01, 0x01, b ? 0xff : 0x00] }
+    package static func oid(_ dotted: String) -> [UInt8] {
         let arcs = dotted.split(separator: ".").map { UInt64($0)! }
         var out: [UInt8] = [UInt8(arcs[0] * 40 + arcs[1])]
         for arc in arcs.dropFirst(2) {
@@ -30,7 +30,7 @@ public enum DERWriter {
         return tlv(0x06, out)
     }
     /// A context-specific EXPLICIT tag ([n], constructed), including tag numbers above 30.
-    public static func explicit(_ n: Int, _ content: [UInt8]) -> [UInt8] {
+    package static func explicit(_ n: Int, _ content: [UInt8]) -> [UInt8] {
         if n < 31 { return tlv(0xA0 | UInt8(n), content) }
         var number: [UInt8] = [UInt8(n & 0x7f)]
         var v = n >> 7
@@ -38,17 +38,17 @@ public enum DERWriter {
         return [0xBF] + number + length(content.count) + content
     }
 
-    public static let basicConstraintsCAFalse = sequence()
-    public static let basicConstraintsCATrue = sequence(boolean(true))
-    public static func aaguid(_ bytes: [UInt8]) -> [UInt8] { octets(bytes) }
+    package static let basicConstraintsCAFalse = sequence()
+    package static let basicConstraintsCATrue = sequence(boolean(true))
+    package static func aaguid(_ bytes: [UInt8]) -> [UInt8] { octets(bytes) }
     /// SAN with a directoryName holding the TPM attributes (each in its own RDN).
-    public static func tpmSAN(manufacturer: String? = "id:49424D00", model: String? = "FIDO-TPM", version: String? = "id:00020008") -> [UInt8] {
+    package static func tpmSAN(manufacturer: String? = "id:49424D00", model: String? = "FIDO-TPM", version: String? = "id:00020008") -> [UInt8] {
         var rdns: [UInt8] = []
         for (oid, value) in [("2.23.133.2.1", manufacturer), ("2.23.133.2.2", model), ("2.23.133.2.3", version)] {
             if let value { rdns += set(sequence(self.oid(oid), utf8(value))) }
         }
         return sequence(explicit(4, sequence(rdns)))
     }
-    public static func extendedKeyUsage(_ oids: String...) -> [UInt8] { sequence(oids.flatMap { oid($0) }) }
+    package static func extendedKeyUsage(_ oids: String...) -> [UInt8] { sequence(oids.flatMap { oid($0) }) }
 }
 

@@ -103,7 +103,7 @@ enum FormatStatements {
 
 /// Signs compact JWSs (RS256) as SafetyNet and FIDO MDS3 BLOBs carry them: x5c in the header.
 
-public enum JWSWriter {
+package enum JWSWriter {
     package static func compact(_ payload: JSONValue, key: SigningKey, x5c: [X509Certificate], type: String? = nil) throws -> [UInt8] {
         var header: JSONObject = ["alg": "RS256", "x5c": .array(x5c.map { .string(Data($0.der).base64EncodedString()) })]
         if let type { header["typ"] = .string(type) }

@@ -1,24 +1,24 @@
-public import _WebAuthnEncoding
+package import _WebAuthnEncoding
 package import _WebAuthnCrypto
 
 /// The client data a browser collected and the authenticator signed over
 /// (WebAuthn L3 §5.8.1), parsed from clientDataJSON.
-public struct CollectedClientData: Sendable {
+package struct CollectedClientData: Sendable {
     /// `webauthn.create` or `webauthn.get`.
-    public let type: String
+    package let type: String
     /// The challenge as it appears in the JSON (base64url).
-    public let challenge: String
-    public let origin: String
-    public let crossOrigin: Bool?
-    public let topOrigin: String?
+    package let challenge: String
+    package let origin: String
+    package let crossOrigin: Bool?
+    package let topOrigin: String?
     /// The raw bytes (what is hashed).
-    public let bytes: [UInt8]
+    package let bytes: [UInt8]
 
     /// Client data larger than this is refused.
-    public static let maxSize = 64 * 1024
+    package static let maxSize = 64 * 1024
 
     /// Parses clientDataJSON (WebAuthn L3 §7.1 steps 5 and 6, §7.2 steps 8 and 9).
-    public init(bytes: [UInt8]) throws(WebAuthnError) {
+    package init(bytes: [UInt8]) throws(WebAuthnError) {
         guard bytes.count <= Self.maxSize else {
             throw WebAuthnError(.inputTooLarge, "clientDataJSON is \(bytes.count) bytes; the limit is \(Self.maxSize)")
         }

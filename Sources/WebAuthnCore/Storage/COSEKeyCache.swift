@@ -1,5 +1,5 @@
 internal import Synchronization
-public import _WebAuthnEncoding
+package import _WebAuthnEncoding
 package import _WebAuthnCrypto
 
 /// Decoded credential public keys by their COSE bytes, for stores that read
@@ -7,14 +7,14 @@ package import _WebAuthnCrypto
 /// instead of decoding and importing it again. Decoding is a pure function of
 /// the bytes, so a cached key is the key the bytes would give. Bounded: when
 /// `capacity` keys are held, the cache starts over.
-public final class COSEKeyCache: Sendable {
-    public let capacity: Int
+package final class COSEKeyCache: Sendable {
+    package let capacity: Int
     private let keys = Mutex<[[UInt8]: COSEKey]>([:])
 
-    public init(capacity: Int = 10_000) { self.capacity = max(1, capacity) }
+    package init(capacity: Int = 10_000) { self.capacity = max(1, capacity) }
 
     /// The key for `bytes`; bytes that are not a valid key throw, as `COSEKey(bytes:)` does, and are not kept.
-    public func key(_ bytes: [UInt8]) throws(WebAuthnError) -> COSEKey {
+    package func key(_ bytes: [UInt8]) throws(WebAuthnError) -> COSEKey {
         if let known = keys.withLock({ $0[bytes] }) { return known }
         let key = try COSEKey(bytes: bytes)
         keys.withLock { cache in
@@ -25,5 +25,5 @@ public final class COSEKeyCache: Sendable {
     }
 
     /// How many keys are held.
-    public var count: Int { keys.withLock { $0.count } }
+    package var count: Int { keys.withLock { $0.count } }
 }
