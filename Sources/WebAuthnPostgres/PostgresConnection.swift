@@ -29,11 +29,17 @@ final class PostgresConnection: @unchecked Sendable {
         subscript(_ name: String) -> String? { values[name] ?? nil }
     }
 
-    /// A PostgreSQL error with its SQLSTATE.
+    /// A PostgreSQL error with its SQLSTATE and, for an integrity
+    /// violation, the table and constraint it concerns.
     struct Failure: Error, CustomStringConvertible {
         let sqlState: String
         let message: String
+        var table: String? = nil
+        var constraint: String? = nil
         var description: String { "PostgreSQL \(sqlState): \(message)" }
+
+        /// `unique_violation`: a duplicate primary key or unique index entry.
+        var isUniqueViolation: Bool { sqlState == "23505" }
     }
 
     /// Runs `body` with exclusive use of the connection, off the caller's thread.
@@ -55,8 +61,9 @@ final class PostgresConnection: @unchecked Sendable {
         defer { PQclear(result) }
         let status = PQresultStatus(result)
         guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
-            let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) } ?? ""
-            throw Failure(sqlState: state, message: String(cString: PQresultErrorMessage(result)).trimmingCharacters(in: .whitespacesAndNewlines))
+            func field(_ code: Int32) -> String? { PQresultErrorField(result, code).map { String(cString: $0) } }
+            throw Failure(sqlState: field(PGDiag.sqlState) ?? "", message: String(cString: PQresultErrorMessage(result)).trimmingCharacters(in: .whitespacesAndNewlines),
+                          table: field(PGDiag.tableName), constraint: field(PGDiag.constraintName))
         }
         let columns = (0..<PQnfields(result)).map { String(cString: PQfname(result, $0)) }
         return (0..<PQntuples(result)).map { row in
@@ -99,6 +106,14 @@ final class AtomicCounter: @unchecked Sendable {
         value &+= 1
         return value & Int.max
     }
+}
+
+/// libpq's `PG_DIAG_*` error field codes (postgres_ext.h): character
+/// macros, which Swift does not import.
+enum PGDiag {
+    static let sqlState = Int32(UInt8(ascii: "C"))  // PG_DIAG_SQLSTATE
+    static let tableName = Int32(UInt8(ascii: "t"))  // PG_DIAG_TABLE_NAME
+    static let constraintName = Int32(UInt8(ascii: "n"))  // PG_DIAG_CONSTRAINT_NAME
 }
 
 /// Text forms of values for libpq's text protocol.

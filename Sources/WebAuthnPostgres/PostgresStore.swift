@@ -38,7 +38,7 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
                  r.transports.joined(separator: ","), PGText.bool(r.uvInitialized), PGText.bool(r.backupEligible), PGText.bool(r.backupState),
                  PGText.bytea(r.aaguid.bytes), r.attestationFormat, PGText.double(r.createdAt.timeIntervalSince1970),
                  r.lastUsedAt.map { PGText.double($0.timeIntervalSince1970) }])
-        } catch let error as PostgresConnection.Failure where error.sqlState == "23505" {
+        } catch let error as PostgresConnection.Failure where error.isUniqueViolation {
             throw WebAuthnError(.credentialAlreadyRegistered, "credential \(Base64URL.encode(r.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
         }
     }
@@ -139,8 +139,9 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
                  PGText.bytea(r.id), PGText.bytea(r.publicKey.bytes), String(r.signCount), r.transports.joined(separator: ","),
                  PGText.bool(r.uvInitialized), PGText.bool(r.backupEligible), PGText.bool(r.backupState), PGText.bytea(r.aaguid.bytes),
                  r.attestationFormat, PGText.double(r.createdAt.timeIntervalSince1970), r.lastUsedAt.map { PGText.double($0.timeIntervalSince1970) }])
-        } catch let error as PostgresConnection.Failure where error.sqlState == "23505" {
-            if error.message.contains("credentials_pkey") {
+        } catch let error as PostgresConnection.Failure where error.isUniqueViolation {
+            // The account is inserted first; a duplicate in credentials is the credential ID.
+            if error.table == "credentials" {
                 throw WebAuthnError(.credentialAlreadyRegistered, "credential \(Base64URL.encode(r.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
             }
             throw WebAuthnError(.usernameUnavailable, "an account named \(user.name.prefix(64)) (or a name that looks the same) exists")

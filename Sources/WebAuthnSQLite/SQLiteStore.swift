@@ -50,8 +50,17 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, S
                 [.blob(r.id), .blob(r.userHandle), .blob(r.publicKey.bytes), .integer(Int(r.signCount)), .text(r.transports.joined(separator: ",")),
                  .integer(r.uvInitialized ? 1 : 0), .integer(r.backupEligible ? 1 : 0), .integer(r.backupState ? 1 : 0), .blob(r.aaguid.bytes),
                  .text(r.attestationFormat), .float(r.createdAt.timeIntervalSince1970), r.lastUsedAt.map { .float($0.timeIntervalSince1970) } ?? .null])
-        } catch let error as SQLiteError where error.message.contains("constraint") {
+        } catch let error as SQLiteError where Self.isDuplicate(error) {
             throw WebAuthnError(.credentialAlreadyRegistered, "credential \(Base64URL.encode(r.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
+        }
+    }
+
+    /// Whether an error is a primary key or unique index violation, by SQLite's
+    /// extended result code (the connection is opened with extended codes on).
+    static func isDuplicate(_ error: SQLiteError) -> Bool {
+        switch error.reason {
+        case .constraintPrimaryKeyFailed, .constraintUniqueFailed: true
+        default: false
         }
     }
 
@@ -136,11 +145,16 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, S
                  .blob(r.id), .blob(r.publicKey.bytes), .integer(SQLiteInt64(r.signCount)), .text(r.transports.joined(separator: ",")),
                  .integer(r.uvInitialized ? 1 : 0), .integer(r.backupEligible ? 1 : 0), .integer(r.backupState ? 1 : 0), .blob(r.aaguid.bytes),
                  .text(r.attestationFormat), .float(r.createdAt.timeIntervalSince1970), r.lastUsedAt.map { .float($0.timeIntervalSince1970) } ?? .null])
-        } catch let error as SQLiteError where error.message.contains("constraint") {
-            if error.message.contains("credentials.") {
-                throw WebAuthnError(.credentialAlreadyRegistered, "credential \(Base64URL.encode(r.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
+        } catch let error as SQLiteError where Self.isDuplicate(error) {
+            // The trigger inserts the account first, so the duplicate is the
+            // credential only when no account has the name, key or handle
+            // (accounts are never deleted).
+            let account = try await connection.query("SELECT 1 AS x FROM accounts WHERE name = ? OR name_key = ? OR handle = ? LIMIT 1",
+                                                     [.text(user.name), .text(UserName.lookalikeKey(user.name)), .blob(user.id)])
+            guard account.isEmpty else {
+                throw WebAuthnError(.usernameUnavailable, "an account named \(user.name.prefix(64)) (or a name that looks the same) exists")
             }
-            throw WebAuthnError(.usernameUnavailable, "an account named \(user.name.prefix(64)) (or a name that looks the same) exists")
+            throw WebAuthnError(.credentialAlreadyRegistered, "credential \(Base64URL.encode(r.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
         }
     }
 
