@@ -135,4 +135,52 @@ enum PGText {
     }
     static func bool(_ b: Bool) -> String { b ? "true" : "false" }
     static func double(_ d: Double) -> String { String(format: "%.6f", d) }
+
+    /// The parameter for a credential column value; nil for NULL.
+    static func value(_ value: CredentialColumnValue) -> String? {
+        switch value {
+        case .bytes(let bytes): bytea(bytes)
+        case .integer(let int): String(int)
+        case .text(let text): text
+        case .double(let d): double(d)
+        case .bool(let b): bool(b)
+        case .null: nil
+        }
+    }
+}
+
+/// A row read through the shared credential codec: bytea in hex form,
+/// booleans as `t` / `f`, numbers in their text form.
+extension PostgresConnection.Row: CredentialRowReader {
+    func value(_ column: String) throws(WebAuthnError) -> String {
+        guard let value = self[column] else { throw unreadable(column) }
+        return value
+    }
+
+    func bytes(_ column: String) throws(WebAuthnError) -> [UInt8] {
+        guard let bytes = PGText.bytes(try value(column)) else { throw unreadable(column, "is not bytea") }
+        return bytes
+    }
+
+    func integer(_ column: String) throws(WebAuthnError) -> Int64 {
+        guard let int = Int64(try value(column)) else { throw unreadable(column, "is not an integer") }
+        return int
+    }
+
+    func text(_ column: String) throws(WebAuthnError) -> String { try value(column) }
+
+    func double(_ column: String) throws(WebAuthnError) -> Double {
+        guard let double = Double(try value(column)) else { throw unreadable(column, "is not a number") }
+        return double
+    }
+
+    func bool(_ column: String) throws(WebAuthnError) -> Bool {
+        switch try value(column) {
+        case "t": return true
+        case "f": return false
+        default: throw unreadable(column, "is not a boolean")
+        }
+    }
+
+    func isNull(_ column: String) -> Bool { self[column] == nil }
 }

@@ -18,58 +18,40 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
 
     init(pool: PostgresPool) { self.pool = pool }
 
-    static let columns = "id, user_handle, public_key, sign_count, transports, uv_initialized, backup_eligible, backup_state, aaguid, attestation_format, created_at, last_used_at"
-
     // MARK: CredentialStore
 
     public func credential(id: [UInt8]) async throws -> CredentialRecord? {
-        try await pool.query("SELECT \(Self.columns) FROM credentials WHERE id = $1", [PGText.bytea(id)]).first.map(Self.record)
+        try await pool.query("SELECT \(CredentialColumn.list) FROM credentials WHERE id = $1", [PGText.bytea(id)]).first.map(Self.record)
     }
 
     public func credentials(forUser userHandle: [UInt8]) async throws -> [CredentialRecord] {
-        try await pool.query("SELECT \(Self.columns) FROM credentials WHERE user_handle = $1 ORDER BY created_at", [PGText.bytea(userHandle)]).map(Self.record)
+        try await pool.query("SELECT \(CredentialColumn.list) FROM credentials WHERE user_handle = $1 ORDER BY created_at", [PGText.bytea(userHandle)]).map(Self.record)
     }
 
     public func insert(_ r: CredentialRecord) async throws {
         do {
-            _ = try await pool.query(
-                "INSERT INTO credentials (\(Self.columns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-                [PGText.bytea(r.id), PGText.bytea(r.userHandle), PGText.bytea(r.publicKey.bytes), String(r.signCount),
-                 r.transports.joined(separator: ","), PGText.bool(r.uvInitialized), PGText.bool(r.backupEligible), PGText.bool(r.backupState),
-                 PGText.bytea(r.aaguid.bytes), r.attestationFormat, PGText.double(r.createdAt.timeIntervalSince1970),
-                 r.lastUsedAt.map { PGText.double($0.timeIntervalSince1970) }])
+            _ = try await pool.query("INSERT INTO credentials (\(CredentialColumn.list)) VALUES (\(Self.parameters(1...CredentialColumn.allCases.count)))",
+                                     r.values().map(PGText.value))
         } catch let error as PostgresConnection.Failure where error.isUniqueViolation {
             throw WebAuthnError(.credentialAlreadyRegistered, "credential \(Base64URL.encode(r.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
         }
     }
 
+    /// `$1, $2, …`: the parameters numbered `range`.
+    static func parameters(_ range: ClosedRange<Int>) -> String { range.map { "$\($0)" }.joined(separator: ", ") }
+
     public func update(_ r: CredentialRecord, expectedSignCount: UInt32) async throws -> Bool {
         !(try await pool.query(
             "UPDATE credentials SET sign_count = $1, backup_state = $2, uv_initialized = $3, last_used_at = $4 WHERE id = $5 AND sign_count = $6 RETURNING id",
-            [String(r.signCount), PGText.bool(r.backupState), PGText.bool(r.uvInitialized), r.lastUsedAt.map { PGText.double($0.timeIntervalSince1970) },
-             PGText.bytea(r.id), String(expectedSignCount)])).isEmpty
+            r.values([.signCount, .backupState, .uvInitialized, .lastUsedAt, .id]).map(PGText.value) + [String(expectedSignCount)])).isEmpty
     }
 
     public func delete(id: [UInt8]) async throws -> Bool {
         !(try await pool.query("DELETE FROM credentials WHERE id = $1 RETURNING id", [PGText.bytea(id)])).isEmpty
     }
 
-    /// Credential keys already imported, shared by every store of the process.
-    static let keys = COSEKeyCache()
-
-    static func record(_ row: PostgresConnection.Row) throws -> CredentialRecord {
-        func bytes(_ name: String) throws -> [UInt8] {
-            guard let b = PGText.bytes(row[name]) else { throw WebAuthnError(.storageFailure, "credentials.\(name) is unreadable") }
-            return b
-        }
-        let transports = row["transports"] ?? ""
-        return CredentialRecord(
-            id: try bytes("id"), userHandle: try bytes("user_handle"), publicKey: try keys.key(try bytes("public_key")),
-            signCount: UInt32(row["sign_count"] ?? "0") ?? 0, transports: transports.isEmpty ? [] : transports.split(separator: ",").map(String.init),
-            uvInitialized: row["uv_initialized"] == "t", backupEligible: row["backup_eligible"] == "t", backupState: row["backup_state"] == "t",
-            aaguid: AAGUID(bytes: try bytes("aaguid")) ?? .zero, attestationFormat: row["attestation_format"] ?? "none",
-            createdAt: Date(timeIntervalSince1970: Double(row["created_at"] ?? "0") ?? 0),
-            lastUsedAt: row["last_used_at"].flatMap(Double.init).map { Date(timeIntervalSince1970: $0) })
+    static func record(_ row: PostgresConnection.Row) throws(WebAuthnError) -> CredentialRecord {
+        try CredentialRecord(row: row)
     }
 
     // MARK: ChallengeStore
@@ -125,20 +107,25 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
     }
 
     public func create(_ user: UserEntity, firstCredential r: CredentialRecord) async throws {
-        // One statement: both rows or neither.
+        // One statement: both rows or neither. The credential's owner is the new account's handle;
+        // its other columns are parameters from $5 on.
+        let columns = CredentialColumn.allCases.filter { $0 != .userHandle }
+        var next = 4
+        let selected = CredentialColumn.allCases.map { column -> String in
+            guard column != .userHandle else { return "handle" }
+            next += 1
+            return "$\(next)"
+        }
         do {
             _ = try await pool.query(
                 """
                 WITH account AS (
                     INSERT INTO accounts (name, name_key, handle, display_name) VALUES ($1, $2, $3, $4) RETURNING handle
                 )
-                INSERT INTO credentials (\(Self.columns))
-                SELECT $5, handle, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15 FROM account
+                INSERT INTO credentials (\(CredentialColumn.list))
+                SELECT \(selected.joined(separator: ", ")) FROM account
                 """,
-                [user.name, UserName.lookalikeKey(user.name), PGText.bytea(user.id), user.displayName,
-                 PGText.bytea(r.id), PGText.bytea(r.publicKey.bytes), String(r.signCount), r.transports.joined(separator: ","),
-                 PGText.bool(r.uvInitialized), PGText.bool(r.backupEligible), PGText.bool(r.backupState), PGText.bytea(r.aaguid.bytes),
-                 r.attestationFormat, PGText.double(r.createdAt.timeIntervalSince1970), r.lastUsedAt.map { PGText.double($0.timeIntervalSince1970) }])
+                [user.name, UserName.lookalikeKey(user.name), PGText.bytea(user.id), user.displayName] + r.values(columns).map(PGText.value))
         } catch let error as PostgresConnection.Failure where error.isUniqueViolation {
             // The account is inserted first; a duplicate in credentials is the credential ID.
             if error.table == "credentials" {

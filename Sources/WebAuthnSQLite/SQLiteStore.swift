@@ -33,23 +33,19 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, S
 
     // MARK: CredentialStore
 
-    static let credentialColumns = "id, user_handle, public_key, sign_count, transports, uv_initialized, backup_eligible, backup_state, aaguid, attestation_format, created_at, last_used_at"
-
     public func credential(id: [UInt8]) async throws -> CredentialRecord? {
-        try await connection.query("SELECT \(Self.credentialColumns) FROM credentials WHERE id = ?", [.blob(id)]).first.map(Self.record)
+        try await connection.query("SELECT \(CredentialColumn.list) FROM credentials WHERE id = ?", [.blob(id)]).first.map(Self.record)
     }
 
     public func credentials(forUser userHandle: [UInt8]) async throws -> [CredentialRecord] {
-        try await connection.query("SELECT \(Self.credentialColumns) FROM credentials WHERE user_handle = ? ORDER BY created_at", [.blob(userHandle)]).map(Self.record)
+        try await connection.query("SELECT \(CredentialColumn.list) FROM credentials WHERE user_handle = ? ORDER BY created_at", [.blob(userHandle)])
+            .map(Self.record)
     }
 
     public func insert(_ r: CredentialRecord) async throws {
         do {
-            _ = try await connection.query(
-                "INSERT INTO credentials (\(Self.credentialColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [.blob(r.id), .blob(r.userHandle), .blob(r.publicKey.bytes), .integer(Int(r.signCount)), .text(r.transports.joined(separator: ",")),
-                 .integer(r.uvInitialized ? 1 : 0), .integer(r.backupEligible ? 1 : 0), .integer(r.backupState ? 1 : 0), .blob(r.aaguid.bytes),
-                 .text(r.attestationFormat), .float(r.createdAt.timeIntervalSince1970), r.lastUsedAt.map { .float($0.timeIntervalSince1970) } ?? .null])
+            _ = try await connection.query("INSERT INTO credentials (\(CredentialColumn.list)) VALUES (\(Self.placeholders(CredentialColumn.allCases.count)))",
+                                            r.values().map(SQLiteData.init))
         } catch let error as SQLiteError where Self.isDuplicate(error) {
             throw WebAuthnError(.credentialAlreadyRegistered, "credential \(Base64URL.encode(r.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
         }
@@ -64,11 +60,13 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, S
         }
     }
 
+    /// `?, ?, …`: `count` parameters.
+    static func placeholders(_ count: Int) -> String { Array(repeating: "?", count: count).joined(separator: ", ") }
+
     public func update(_ r: CredentialRecord, expectedSignCount: UInt32) async throws -> Bool {
         let rows = try await connection.query(
             "UPDATE credentials SET sign_count = ?, backup_state = ?, uv_initialized = ?, last_used_at = ? WHERE id = ? AND sign_count = ? RETURNING id",
-            [.integer(Int(r.signCount)), .integer(r.backupState ? 1 : 0), .integer(r.uvInitialized ? 1 : 0),
-             r.lastUsedAt.map { .float($0.timeIntervalSince1970) } ?? .null, .blob(r.id), .integer(Int(expectedSignCount))])
+            r.values([.signCount, .backupState, .uvInitialized, .lastUsedAt, .id]).map(SQLiteData.init) + [.integer(SQLiteInt64(expectedSignCount))])
         return !rows.isEmpty
     }
 
@@ -76,23 +74,8 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, S
         !(try await connection.query("DELETE FROM credentials WHERE id = ? RETURNING id", [.blob(id)])).isEmpty
     }
 
-    /// Credential keys already imported, shared by every store of the process.
-    static let keys = COSEKeyCache()
-
-    static func record(_ row: SQLiteRow) throws -> CredentialRecord {
-        func blob(_ name: String) throws -> [UInt8] {
-            guard let buffer = row.column(name)?.blob else { throw WebAuthnError(.storageFailure, "credentials.\(name) is not a blob") }
-            return Array(buffer.readableBytesView)
-        }
-        func int(_ name: String) -> Int { Int(row.column(name)?.integer ?? 0) }
-        let transports = row.column("transports")?.string ?? ""
-        return CredentialRecord(
-            id: try blob("id"), userHandle: try blob("user_handle"), publicKey: try keys.key(try blob("public_key")),
-            signCount: UInt32(clamping: int("sign_count")), transports: transports.isEmpty ? [] : transports.split(separator: ",").map(String.init),
-            uvInitialized: int("uv_initialized") != 0, backupEligible: int("backup_eligible") != 0, backupState: int("backup_state") != 0,
-            aaguid: AAGUID(bytes: try blob("aaguid")) ?? .zero, attestationFormat: row.column("attestation_format")?.string ?? "none",
-            createdAt: Date(timeIntervalSince1970: row.column("created_at")?.double ?? 0),
-            lastUsedAt: row.column("last_used_at")?.double.map { Date(timeIntervalSince1970: $0) })
+    static func record(_ row: SQLiteRow) throws(WebAuthnError) -> CredentialRecord {
+        try CredentialRecord(row: SQLiteRowReader(row: row))
     }
 
     // MARK: ChallengeStore
@@ -134,17 +117,12 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, S
 
     public func create(_ user: UserEntity, firstCredential r: CredentialRecord) async throws {
         // One statement: the new_accounts_insert trigger inserts both rows or neither.
+        // The view's credential columns are the table's, the owner being the account's handle.
+        let columns = CredentialColumn.allCases.filter { $0 != .userHandle }
         do {
             _ = try await connection.query(
-                """
-                INSERT INTO new_accounts (name, name_key, handle, display_name, id, public_key, sign_count, transports, uv_initialized,
-                                          backup_eligible, backup_state, aaguid, attestation_format, created_at, last_used_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """,
-                [.text(user.name), .text(UserName.lookalikeKey(user.name)), .blob(user.id), .text(user.displayName),
-                 .blob(r.id), .blob(r.publicKey.bytes), .integer(SQLiteInt64(r.signCount)), .text(r.transports.joined(separator: ",")),
-                 .integer(r.uvInitialized ? 1 : 0), .integer(r.backupEligible ? 1 : 0), .integer(r.backupState ? 1 : 0), .blob(r.aaguid.bytes),
-                 .text(r.attestationFormat), .float(r.createdAt.timeIntervalSince1970), r.lastUsedAt.map { .float($0.timeIntervalSince1970) } ?? .null])
+                "INSERT INTO new_accounts (name, name_key, handle, display_name, \(columns.map(\.rawValue).joined(separator: ", "))) VALUES (\(Self.placeholders(4 + columns.count)))",
+                [.text(user.name), .text(UserName.lookalikeKey(user.name)), .blob(user.id), .text(user.displayName)] + r.values(columns).map(SQLiteData.init))
         } catch let error as SQLiteError where Self.isDuplicate(error) {
             // The trigger inserts the account first, so the duplicate is the
             // credential only when no account has the name, key or handle
@@ -210,4 +188,57 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, S
 
 extension SQLiteData {
     static func blob(_ bytes: [UInt8]) -> SQLiteData { .blob(ByteBuffer(bytes: bytes)) }
+
+    init(_ value: CredentialColumnValue) {
+        switch value {
+        case .bytes(let bytes): self = .blob(bytes)
+        case .integer(let int): self = .integer(SQLiteInt64(int))  // SQLiteInt64 is 64 bits wide on every platform
+        case .text(let text): self = .text(text)
+        case .double(let double): self = .float(double)
+        case .bool(let bool): self = .integer(bool ? 1 : 0)
+        case .null: self = .null
+        }
+    }
+}
+
+/// A SQLite row read through the shared credential codec. Integers come
+/// from INTEGER values, or from REAL or TEXT ones that hold an exact
+/// integer (never SQLiteNIO's trapping conversion); booleans are integers, 0 for false.
+struct SQLiteRowReader: CredentialRowReader {
+    let row: SQLiteRow
+
+    func value(_ column: String) throws(WebAuthnError) -> SQLiteData {
+        guard let value = row.column(column), !value.isNull else { throw unreadable(column) }
+        return value
+    }
+
+    func bytes(_ column: String) throws(WebAuthnError) -> [UInt8] {
+        guard case .blob(let buffer) = try value(column) else { throw unreadable(column, "is not a blob") }
+        return Array(buffer.readableBytesView)
+    }
+
+    func integer(_ column: String) throws(WebAuthnError) -> Int64 {
+        let int: Int64? = switch try value(column) {
+        case .integer(let int): Int64(exactly: int)
+        case .float(let double): Int64(exactly: double)
+        case .text(let text): Int64(text)
+        case .blob, .null: nil
+        }
+        guard let int else { throw unreadable(column, "is not an integer") }
+        return int
+    }
+
+    func text(_ column: String) throws(WebAuthnError) -> String {
+        guard let text = try value(column).string else { throw unreadable(column, "is not text") }
+        return text
+    }
+
+    func double(_ column: String) throws(WebAuthnError) -> Double {
+        guard let double = try value(column).double else { throw unreadable(column, "is not a number") }
+        return double
+    }
+
+    func bool(_ column: String) throws(WebAuthnError) -> Bool { try integer(column) != 0 }
+
+    func isNull(_ column: String) -> Bool { row.column(column)?.isNull ?? true }
 }

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable @_spi(Testing) import WebAuthnCore
-import WebAuthnSQLite
+@testable import WebAuthnSQLite
 @testable import WebAuthnPostgres
 import WebAuthnTesting
 
@@ -76,6 +76,31 @@ struct StoreContractTests {
             #expect(try await credentials.delete(id: r.id))
             #expect(!(try await credentials.delete(id: r.id)))
             #expect(try await credentials.credential(id: r.id) == nil)
+        }
+    }
+
+    @Test("credentials: a stored counter outside UInt32, or not a number, reads as storage_failure, never traps")
+    func unreadableCounter() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("counter-\(UUID().uuidString).sqlite").path
+        let sqlite = try await SQLiteStore.open(path: path)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let r = try Self.record()
+        try await sqlite.insert(r)
+        for value in ["4294967296", "-1", "1e300", "'many'", "x'00'"] {
+            _ = try await sqlite.connection.query("UPDATE credentials SET sign_count = \(value)")
+            #expect(await errorCode { _ = try await sqlite.credential(id: r.id) } == "storage_failure", "\(value)")
+        }
+        _ = try await sqlite.connection.query("UPDATE credentials SET sign_count = 4294967295.0")
+        #expect(try await sqlite.credential(id: r.id)?.signCount == UInt32.max)
+        try await sqlite.close()
+        guard let url = Self.postgresURL else { return }
+        let schema = "counter_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        _ = try await PostgresPool(url: url, size: 1).query("CREATE SCHEMA \(schema)")
+        let postgres = try await PostgresStore.open(url: url + "?options=-c%20search_path%3D\(schema)", connections: 1)
+        try await postgres.insert(r)
+        for value in ["4294967296", "-1"] {
+            _ = try await postgres.pool.query("UPDATE credentials SET sign_count = \(value)")
+            #expect(await errorCode { _ = try await postgres.credential(id: r.id) } == "storage_failure", "\(value)")
         }
     }
 
