@@ -46,29 +46,32 @@ enum PostgresMigrations {
     static func afterStatements(of version: Int, _ c: PostgresConnection) throws {
         guard version == 2 else { return }
         var seen: Set<String> = []
-        for row in try c.execute("SELECT name, encode(handle, 'hex') AS h FROM accounts ORDER BY name") {
+        for row in try c.execute("SELECT name, encode(handle, 'hex') AS h FROM accounts ORDER BY name", retry: .never) {
             guard let name = row["name"], let handle = row["h"] else { continue }
             var key = UserName.lookalikeKey(name)
             if !seen.insert(key).inserted { key += "#legacy-" + handle }
-            _ = try c.execute("UPDATE accounts SET name_key = $1 WHERE name = $2", [key, name])
+            _ = try c.execute("UPDATE accounts SET name_key = $1 WHERE name = $2", [key, name], retry: .never)
         }
     }
 
     static func migrate(_ pool: PostgresPool) async throws {
         try await pool.run { c in
             _ = try c.execute("BEGIN")
+            // Within the transaction a broken connection is an error: nothing is sent again.
             do {
-                _ = try c.execute("SELECT pg_advisory_xact_lock(\(lockKey))")
-                _ = try c.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-                let current = Int(try c.execute("SELECT COALESCE(MAX(version), 0) AS v FROM schema_version").first?["v"] ?? "0") ?? 0
+                // Migrations wait for each other's lock and may build indexes on large tables: no statement timeout.
+                _ = try c.execute("SET LOCAL statement_timeout = 0", retry: .never)
+                _ = try c.execute("SELECT pg_advisory_xact_lock(\(lockKey))", retry: .never)
+                _ = try c.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)", retry: .never)
+                let current = Int(try c.execute("SELECT COALESCE(MAX(version), 0) AS v FROM schema_version", retry: .never).first?["v"] ?? "0") ?? 0
                 for migration in migrations where migration.version > current {
-                    for statement in migration.statements { _ = try c.execute(statement) }
+                    for statement in migration.statements { _ = try c.execute(statement, retry: .never) }
                     try afterStatements(of: migration.version, c)
-                    _ = try c.execute("INSERT INTO schema_version (version) VALUES ($1)", [String(migration.version)])
+                    _ = try c.execute("INSERT INTO schema_version (version) VALUES ($1)", [String(migration.version)], retry: .never)
                 }
-                _ = try c.execute("COMMIT")
+                _ = try c.execute("COMMIT", retry: .never)
             } catch {
-                _ = try? c.execute("ROLLBACK")
+                _ = try? c.execute("ROLLBACK", retry: .never)
                 throw error
             }
         }

@@ -10,8 +10,14 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
     let pool: PostgresPool
 
     /// Connects with a libpq URL (`postgres://user@host:port/db`) and migrates.
-    public static func open(url: String, connections: Int = 4) async throws -> PostgresStore {
-        let store = PostgresStore(pool: try PostgresPool(url: url, size: connections))
+    ///
+    /// Each connection gives up connecting after 5 seconds (unless the URL
+    /// sets `connect_timeout`), keeps its TCP connection alive, and cancels a
+    /// statement that runs longer than `statementTimeout` (`.zero`: no limit).
+    /// A connection the server dropped reconnects on its next statement.
+    public static func open(url: String, connections: Int = 4, statementTimeout: Duration = .seconds(10)) async throws -> PostgresStore {
+        let settings = PostgresSettings(statementTimeout: try PostgresSettings.milliseconds(statementTimeout))
+        let store = PostgresStore(pool: try PostgresPool(url: url, size: connections, settings: settings))
         try await PostgresMigrations.migrate(store.pool)
         return store
     }
@@ -21,11 +27,12 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
     // MARK: CredentialStore
 
     public func credential(id: [UInt8]) async throws -> CredentialRecord? {
-        try await pool.query("SELECT \(CredentialColumn.list) FROM credentials WHERE id = $1", [PGText.bytea(id)]).first.map(Self.record)
+        try await pool.query("SELECT \(CredentialColumn.list) FROM credentials WHERE id = $1", [PGText.bytea(id)], retry: .idempotent).first.map(Self.record)
     }
 
     public func credentials(forUser userHandle: [UInt8]) async throws -> [CredentialRecord] {
-        try await pool.query("SELECT \(CredentialColumn.list) FROM credentials WHERE user_handle = $1 ORDER BY created_at", [PGText.bytea(userHandle)]).map(Self.record)
+        try await pool.query("SELECT \(CredentialColumn.list) FROM credentials WHERE user_handle = $1 ORDER BY created_at", [PGText.bytea(userHandle)], retry: .idempotent)
+            .map(Self.record)
     }
 
     public func insert(_ r: CredentialRecord) async throws {
@@ -62,7 +69,7 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
         guard ceremony.binding != nil else {
             _ = try await pool.query(
                 "INSERT INTO challenges (challenge, ceremony, expires_at, binding) VALUES ($1, $2, $3, $4) ON CONFLICT (challenge) DO UPDATE SET ceremony = EXCLUDED.ceremony, expires_at = EXCLUDED.expires_at",
-                values)
+                values, retry: .idempotent)
             return
         }
         // One statement: the insert, and the binding's oldest ceremonies beyond the limit dropped
@@ -75,11 +82,11 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
             )
             DELETE FROM challenges WHERE binding = $4 AND challenge NOT IN (SELECT challenge FROM inserted) AND challenge NOT IN (
                 SELECT challenge FROM challenges WHERE binding = $4 ORDER BY expires_at DESC LIMIT \(PendingCeremony.maxPerBinding - 1))
-            """, values)
+            """, values, retry: .idempotent)
     }
 
     public func pending(challenge: [UInt8]) async throws -> PendingCeremony? {
-        try await pool.query("SELECT ceremony FROM challenges WHERE challenge = $1", [PGText.bytea(challenge)]).first.map(Self.ceremony)
+        try await pool.query("SELECT ceremony FROM challenges WHERE challenge = $1", [PGText.bytea(challenge)], retry: .idempotent).first.map(Self.ceremony)
     }
 
     public func consume(challenge: [UInt8]) async throws -> PendingCeremony? {
@@ -87,8 +94,8 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
     }
 
     public func sweep(expiredBefore date: Date) async throws -> Int {
-        _ = try await pool.query("DELETE FROM challenges WHERE expires_at < $1", [PGText.double(date.timeIntervalSince1970)])
-        return Int(try await pool.query("SELECT COUNT(*) AS n FROM challenges").first?["n"] ?? "0") ?? 0
+        _ = try await pool.query("DELETE FROM challenges WHERE expires_at < $1", [PGText.double(date.timeIntervalSince1970)], retry: .idempotent)
+        return Int(try await pool.query("SELECT COUNT(*) AS n FROM challenges", retry: .idempotent).first?["n"] ?? "0") ?? 0
     }
 
     static func ceremony(_ row: PostgresConnection.Row) throws -> PendingCeremony {
@@ -99,11 +106,11 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
     // MARK: AccountStore
 
     public func account(named name: String) async throws -> UserEntity? {
-        try await pool.query("SELECT name, handle, display_name FROM accounts WHERE name_key = $1", [UserName.lookalikeKey(name)]).first.map(Self.account)
+        try await pool.query("SELECT name, handle, display_name FROM accounts WHERE name_key = $1", [UserName.lookalikeKey(name)], retry: .idempotent).first.map(Self.account)
     }
 
     public func account(handle: [UInt8]) async throws -> UserEntity? {
-        try await pool.query("SELECT name, handle, display_name FROM accounts WHERE handle = $1", [PGText.bytea(handle)]).first.map(Self.account)
+        try await pool.query("SELECT name, handle, display_name FROM accounts WHERE handle = $1", [PGText.bytea(handle)], retry: .idempotent).first.map(Self.account)
     }
 
     public func create(_ user: UserEntity, firstCredential r: CredentialRecord) async throws {
@@ -146,8 +153,8 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
     /// instance that asks, then shared by every instance and restart.
     public func serverSecret() async throws -> [UInt8] {
         _ = try await pool.query("INSERT INTO settings (name, value) VALUES ('server_secret', $1) ON CONFLICT (name) DO NOTHING",
-                                 [PGText.bytea(SecureRandom.bytes(32))])
-        guard let value = PGText.bytes(try await pool.query("SELECT value FROM settings WHERE name = 'server_secret'").first?["value"]),
+                                 [PGText.bytea(SecureRandom.bytes(32))], retry: .idempotent)
+        guard let value = PGText.bytes(try await pool.query("SELECT value FROM settings WHERE name = 'server_secret'", retry: .idempotent).first?["value"]),
               value.count >= 32 else { throw WebAuthnError(.storageFailure, "settings.server_secret is unreadable") }
         return value
     }
@@ -168,12 +175,13 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
                 SELECT id_hash FROM sessions WHERE user_handle = $2 ORDER BY created_at DESC LIMIT \(SignedInSession.maxPerUser - 1))
             """,
             [PGText.bytea(session.idHash), u, PGText.double(session.createdAt.timeIntervalSince1970),
-             PGText.double(session.authenticatedAt.timeIntervalSince1970), PGText.double(session.expiresAt.timeIntervalSince1970)])
+             PGText.double(session.authenticatedAt.timeIntervalSince1970), PGText.double(session.expiresAt.timeIntervalSince1970)],
+            retry: .idempotent)
     }
 
     public func session(idHash: [UInt8]) async throws -> SignedInSession? {
         guard let row = try await pool.query(
-            "SELECT user_handle, created_at, authenticated_at, expires_at FROM sessions WHERE id_hash = $1", [PGText.bytea(idHash)]).first else { return nil }
+            "SELECT user_handle, created_at, authenticated_at, expires_at FROM sessions WHERE id_hash = $1", [PGText.bytea(idHash)], retry: .idempotent).first else { return nil }
         guard let handle = PGText.bytes(row["user_handle"]), let created = row["created_at"].flatMap(Double.init),
               let authenticated = row["authenticated_at"].flatMap(Double.init), let expires = row["expires_at"].flatMap(Double.init) else {
             throw WebAuthnError(.storageFailure, "sessions row is unreadable")
@@ -183,11 +191,11 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
     }
 
     public func delete(idHash: [UInt8]) async throws {
-        _ = try await pool.query("DELETE FROM sessions WHERE id_hash = $1", [PGText.bytea(idHash)])
+        _ = try await pool.query("DELETE FROM sessions WHERE id_hash = $1", [PGText.bytea(idHash)], retry: .idempotent)
     }
 
     public func sweepSessions(expiredBefore date: Date) async throws -> Int {
-        _ = try await pool.query("DELETE FROM sessions WHERE expires_at < $1", [PGText.double(date.timeIntervalSince1970)])
-        return Int(try await pool.query("SELECT COUNT(*) AS n FROM sessions").first?["n"] ?? "0") ?? 0
+        _ = try await pool.query("DELETE FROM sessions WHERE expires_at < $1", [PGText.double(date.timeIntervalSince1970)], retry: .idempotent)
+        return Int(try await pool.query("SELECT COUNT(*) AS n FROM sessions", retry: .idempotent).first?["n"] ?? "0") ?? 0
     }
 }

@@ -104,6 +104,85 @@ struct StoreContractTests {
         }
     }
 
+    /// A PostgresStore in a fresh schema, its connections named `application` in pg_stat_activity.
+    static func postgresStore(_ url: String, application: String, connections: Int, statementTimeout: Duration = .seconds(10)) async throws -> PostgresStore {
+        let schema = "contract_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        _ = try await PostgresPool(url: url, size: 1).query("CREATE SCHEMA \(schema)")
+        return try await PostgresStore.open(url: url + "?options=-c%20search_path%3D\(schema)&application_name=\(application)",
+                                            connections: connections, statementTimeout: statementTimeout)
+    }
+
+    /// Ends the server processes of `application`'s connections (as a restart
+    /// or failover would), from another connection, and waits until they are gone.
+    static func terminate(_ application: String, admin: PostgresPool) async throws {
+        _ = try await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND application_name = $1",
+                                  [application])
+        for _ in 0..<500 {
+            if try await admin.query("SELECT COUNT(*) AS n FROM pg_stat_activity WHERE application_name = $1", [application]).first?["n"] == "0" { return }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        Issue.record("the backends of \(application) did not end")
+    }
+
+    /// Ends the server process of `application`'s connection running `pg_sleep` once it runs.
+    static func terminateRunning(_ application: String, admin: PostgresPool) async throws {
+        for _ in 0..<500 {
+            let ended = try await admin.query(
+                "SELECT pg_terminate_backend(pid) AS t FROM pg_stat_activity WHERE application_name = $1 AND state = 'active' AND query LIKE '%pg_sleep%'",
+                [application])
+            if !ended.isEmpty { return }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        Issue.record("no statement of \(application) ran")
+    }
+
+    @Test("postgres: a connection the server ended reconnects; a statement is sent again only when it cannot have taken effect twice",
+          .enabled(if: postgresURL != nil))
+    func postgresReconnects() async throws {
+        let url = try #require(Self.postgresURL)
+        let application = "reconnect_" + UUID().uuidString.prefix(8).lowercased()
+        let admin = try PostgresPool(url: url, size: 1)
+        let store = try await Self.postgresStore(url, application: application, connections: 2)
+        let r = try Self.record()
+        try await store.insert(r)
+        let c = try Self.ceremony(binding: nil)
+        try await store.insert(c)
+
+        // Found broken before a statement is sent: each connection reconnects and every statement runs,
+        // the ones that must not run twice too.
+        try await Self.terminate(application, admin: admin)
+        #expect(try await store.consume(challenge: c.challenge)?.challenge == c.challenge)
+        #expect(try await store.consume(challenge: c.challenge) == nil)
+        try await Self.terminate(application, admin: admin)
+        for _ in 0..<2 { #expect(try await store.credential(id: r.id)?.id == r.id) }
+
+        // Broken while a statement runs: a read is sent again on a new connection...
+        let read = Task { try await store.pool.query("SELECT 1 AS one, pg_sleep(0.3)", retry: .idempotent) }
+        try await Self.terminateRunning(application, admin: admin)
+        #expect(try await read.value.first?["one"] == "1")
+        // ...a statement that may have taken effect is not: one failed call, and the next call works.
+        let write = Task { try await store.pool.query("SELECT 1 AS one, pg_sleep(0.3)") }
+        try await Self.terminateRunning(application, admin: admin)
+        #expect(await errorCode { _ = try await write.value } == "storage_failure")
+        for _ in 0..<2 { #expect(try await store.credential(id: r.id)?.id == r.id) }
+    }
+
+    @Test("postgres: a statement running longer than the statement timeout is cancelled, on new connections too",
+          .enabled(if: postgresURL != nil))
+    func postgresStatementTimeout() async throws {
+        #expect(try PostgresSettings.milliseconds(.seconds(10)) == 10_000)
+        #expect(try PostgresSettings.milliseconds(.zero) == 0)
+        #expect(try PostgresSettings.milliseconds(.nanoseconds(1)) == 1)
+        #expect(throws: WebAuthnError.self) { try PostgresSettings.milliseconds(.seconds(-1)) }
+        #expect(throws: WebAuthnError.self) { try PostgresSettings.milliseconds(.seconds(Int64(Int32.max))) }
+        let url = try #require(Self.postgresURL)
+        let application = "timeout_" + UUID().uuidString.prefix(8).lowercased()
+        let store = try await Self.postgresStore(url, application: application, connections: 1, statementTimeout: .milliseconds(200))
+        await #expect { _ = try await store.pool.query("SELECT pg_sleep(2)") } throws: { ($0 as? PostgresConnection.Failure)?.sqlState == "57014" }
+        try await Self.terminate(application, admin: try PostgresPool(url: url, size: 1))
+        #expect(try await store.pool.query("SHOW statement_timeout").first?["statement_timeout"] == "200ms")
+    }
+
     @Test("credentials: the counter update is a compare-and-set", arguments: backends)
     func compareAndSet(backend: Backend) async throws {
         try await backend.with { (stores: Stores) async throws in
