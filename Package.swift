@@ -17,6 +17,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
         .package(url: "https://github.com/vapor/sqlite-nio", from: "1.10.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.5.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
     ],
     targets: [
         // The only two C libraries. Everything that touches them lives in
@@ -49,6 +50,7 @@ let package = Package(
                 "WebAuthnCore",
                 .product(name: "SQLiteNIO", package: "sqlite-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         // libpq, PostgreSQL's client library (linked against the system OpenSSL).
@@ -60,7 +62,10 @@ let package = Package(
         // The store for several instances sharing one PostgreSQL.
         .target(
             name: "WebAuthnPostgres",
-            dependencies: ["WebAuthnCore", "CPostgreSQL"]
+            dependencies: [
+                "WebAuthnCore", "CPostgreSQL",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
         ),
         // HTTP routes (FIDO2 conformance API, demo page, well-known files), mountable in a Hummingbird app.
         .target(

@@ -129,6 +129,20 @@ final class PostgresConnection: @unchecked Sendable {
         case idempotent
     }
 
+    /// Closes the connection (`PQfinish`) after the statements already queued;
+    /// later ones throw `storage_failure`. Closing again does nothing.
+    func close() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            queue.async {
+                if let connection = self.connection {
+                    PQfinish(connection)
+                    self.connection = nil
+                }
+                continuation.resume()
+            }
+        }
+    }
+
     /// Runs `body` with exclusive use of the connection, off the caller's thread.
     func run<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
@@ -246,6 +260,11 @@ final class PostgresPool: Sendable {
 
     func run<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) throws -> T) async throws -> T {
         try await connections[next.increment() % connections.count].run(body)
+    }
+
+    /// Closes every connection, each after the statements queued on it.
+    func close() async {
+        for connection in connections { await connection.close() }
     }
 
     /// One statement on the next connection; see ``PostgresConnection/Retry``.

@@ -1,4 +1,5 @@
 import Foundation
+import ServiceLifecycle
 import WebAuthnCore
 
 /// The store for several server instances behind a load balancer: the same
@@ -6,7 +7,10 @@ import WebAuthnCore
 /// is one atomic statement (`INSERT` on the primary key, `DELETE … RETURNING`,
 /// `UPDATE … WHERE sign_count = $n RETURNING`), so the guarantees hold across
 /// instances; migrations run under an advisory lock, once.
-public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore, SessionStore {
+///
+/// A `Service`: run in a `ServiceGroup` (before the services that use it,
+/// which shut down first), it closes its connections on graceful shutdown.
+public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore, SessionStore, Service {
     let pool: PostgresPool
 
     /// Connects with a libpq URL (`postgres://user@host:port/db`) and migrates.
@@ -23,6 +27,21 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
     }
 
     init(pool: PostgresPool) { self.pool = pool }
+
+    /// Closes every connection (`PQfinish`) once the statements already
+    /// running are done; later calls throw `storage_failure`. Closing again does nothing.
+    public func close() async { await pool.close() }
+
+    /// Waits for graceful shutdown (or cancellation), then closes the store.
+    public func run() async throws {
+        do {
+            try await gracefulShutdown()
+        } catch {
+            await close()
+            throw error
+        }
+        await close()
+    }
 
     // MARK: CredentialStore
 

@@ -1,4 +1,5 @@
 import Foundation
+import ServiceLifecycle
 import Testing
 @testable @_spi(Testing) import WebAuthnCore
 @testable import WebAuthnSQLite
@@ -42,7 +43,7 @@ struct StoreContractTests {
             let schema = "contract_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
             _ = try await PostgresPool(url: url, size: 1).query("CREATE SCHEMA \(schema)")
             let store = try await PostgresStore.open(url: url + "?options=-c%20search_path%3D\(schema)", connections: 4)
-            return ((store, store, store, store), {})
+            return ((store, store, store, store), { await store.close() })
         }]
     } ?? [])
 
@@ -165,6 +166,7 @@ struct StoreContractTests {
         try await Self.terminateRunning(application, admin: admin)
         #expect(await errorCode { _ = try await write.value } == "storage_failure")
         for _ in 0..<2 { #expect(try await store.credential(id: r.id)?.id == r.id) }
+        await store.close()
     }
 
     @Test("postgres: a statement running longer than the statement timeout is cancelled, on new connections too",
@@ -181,6 +183,56 @@ struct StoreContractTests {
         await #expect { _ = try await store.pool.query("SELECT pg_sleep(2)") } throws: { ($0 as? PostgresConnection.Failure)?.sqlState == "57014" }
         try await Self.terminate(application, admin: try PostgresPool(url: url, size: 1))
         #expect(try await store.pool.query("SHOW statement_timeout").first?["statement_timeout"] == "200ms")
+        await store.close()
+    }
+
+    @Test("stores are services: a graceful shutdown of their group closes them; a closed store throws storage_failure, and closes again harmlessly")
+    func services() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("service-\(UUID().uuidString).sqlite").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let sqlite = try await SQLiteStore.open(path: path)
+        var postgres: PostgresStore?
+        if let url = Self.postgresURL {
+            postgres = try await Self.postgresStore(url, application: "service_" + UUID().uuidString.prefix(8).lowercased(), connections: 2)
+        }
+        let stores: [any CredentialStore & ChallengeStore & Service] = [sqlite] + (postgres.map { [$0] } ?? [])
+        for store in stores {
+            let r = try Self.record()
+            try await store.insert(r)
+            let group = ServiceGroup(services: [store])
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { try await group.run() }
+                #expect(try await store.credential(id: r.id) != nil)
+                await group.triggerGracefulShutdown()
+                try await tasks.waitForAll()
+            }
+            #expect(await errorCode { _ = try await store.credential(id: r.id) } == "storage_failure", "\(type(of: store))")
+            #expect(await errorCode { try await store.insert(try Self.record()) } == "storage_failure")
+            #expect(await errorCode { _ = try await store.consume(challenge: [1]) } == "storage_failure")
+        }
+        try await sqlite.close()
+        await postgres?.close()
+    }
+
+    @Test("sqlite: close waits for the statements running and refuses new ones")
+    func sqliteCloseWhileBusy() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("close-\(UUID().uuidString).sqlite").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let store = try await SQLiteStore.open(path: path)
+        let r = try Self.record()
+        try await store.insert(r)
+        let outcomes = await withTaskGroup(of: String?.self) { group in
+            for i in 0..<64 {
+                group.addTask {
+                    if i == 8 { return (try? await store.close()) == nil ? "close failed" : nil }
+                    return await errorCode { _ = try await store.credential(id: r.id) }
+                }
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(outcomes.allSatisfy { $0 == nil || $0 == "storage_failure" }, "\(outcomes)")
+        #expect(await errorCode { _ = try await store.credential(id: r.id) } == "storage_failure")
+        try await store.close()
     }
 
     @Test("credentials: the counter update is a compare-and-set", arguments: backends)
