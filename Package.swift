@@ -24,6 +24,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
         .package(url: "https://github.com/vapor/sqlite-nio", from: "1.10.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.5.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
     ],
     targets: [
         // The only two C libraries of the engine, each imported by one target only
@@ -78,6 +79,7 @@ let package = Package(
                 "WebAuthnCore", "_WebAuthnEncoding", "_WebAuthnCrypto",
                 .product(name: "SQLiteNIO", package: "sqlite-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict
         ),
@@ -90,7 +92,10 @@ let package = Package(
         // The store for several instances sharing one PostgreSQL.
         .target(
             name: "WebAuthnPostgres",
-            dependencies: ["WebAuthnCore", "_WebAuthnEncoding", "_WebAuthnCrypto", "CPostgreSQL"],
+            dependencies: [
+                "WebAuthnCore", "_WebAuthnEncoding", "_WebAuthnCrypto", "CPostgreSQL",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
             swiftSettings: strict
         ),
         // HTTP routes (FIDO2 conformance API, demo page, well-known files) as Hummingbird
@@ -115,6 +120,7 @@ let package = Package(
             dependencies: [
                 "WebAuthnCore", "WebAuthnMetadata", "WebAuthnServer", "WebAuthnSQLite", "WebAuthnPostgres", "_WebAuthnEncoding", "_WebAuthnCrypto",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict
         ),
@@ -143,6 +149,8 @@ let package = Package(
             dependencies: [
                 "WebAuthnCore", "WebAuthnMetadata", "WebAuthnTesting", "WebAuthnServer", "WebAuthnSQLite", "WebAuthnPostgres",
                 "WebAuthnConformance", "_WebAuthnEncoding", "_WebAuthnCrypto",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .target(name: "webauthn"), .target(name: "webauthn-dev"),
             ]
         ),

@@ -1,28 +1,98 @@
 internal import CPostgreSQL
 import Dispatch
 public import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 public import WebAuthnCore
 package import _WebAuthnEncoding
 
+/// How the store's connections talk to the server, beyond what the URL says.
+struct PostgresSettings: Sendable {
+    /// Seconds libpq waits to connect (`connect_timeout`), unless the URL sets its own.
+    var connectTimeout = 5
+    /// Milliseconds a statement may run (`statement_timeout`); 0 for no limit.
+    var statementTimeout: Int32 = 10_000
+
+    /// `statementTimeout` from a duration: a positive one below a millisecond
+    /// is one, not none; a negative one or one beyond `Int32.max` ms is refused.
+    static func milliseconds(_ duration: Duration) throws(WebAuthnError) -> Int32 {
+        let (seconds, attoseconds) = duration.components
+        let (ms, overflow) = seconds.multipliedReportingOverflow(by: 1000)
+        guard seconds >= 0, attoseconds >= 0, !overflow,
+              case let (total, carry) = ms.addingReportingOverflow((attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000), !carry,
+              let milliseconds = Int32(exactly: total) else {
+            throw WebAuthnError(.configurationInvalid, "a statement timeout must be 0 to \(Int32.max) ms; got \(duration)")
+        }
+        return milliseconds
+    }
+}
+
 /// One libpq connection, owned here and used by one thread at a time: every
 /// call runs on the connection's own serial queue (libpq calls block).
+///
+/// The connection has a connect timeout, TCP keepalives and a statement
+/// timeout. When the server has gone (a restart, a failover,
+/// `pg_terminate_backend`), the next statement reconnects (`PQreset`) before
+/// it is sent; a statement that fails because the connection broke after it
+/// was sent is sent again only if it is safe to repeat (``Retry``), so a
+/// consumed challenge or a counter compare-and-set is never applied twice.
 final class PostgresConnection: @unchecked Sendable {
-    /// Owned `PGconn *`.
-    private let connection: OpaquePointer
+    /// Owned `PGconn *`, nil once closed; touched only on `queue` (and in deinit).
+    private var connection: OpaquePointer?
     private let queue: DispatchQueue
+    private let settings: PostgresSettings
 
-    init(url: String) throws(WebAuthnError) {
-        guard let connection = PQconnectdb(url) else { throw WebAuthnError(.storageFailure, "PQconnectdb failed") }
-        guard PQstatus(connection) == CONNECTION_OK else {
-            let message = String(cString: PQerrorMessage(connection))
+    init(url: String, settings: PostgresSettings = PostgresSettings()) throws(WebAuthnError) {
+        // libpq's keywords before the URL (`dbname`, expanded), so that the URL's own settings win.
+        let parameters = [
+            ("connect_timeout", String(settings.connectTimeout)),
+            ("keepalives", "1"), ("keepalives_idle", "30"), ("keepalives_interval", "10"), ("keepalives_count", "3"),
+            ("dbname", url),
+        ]
+        let keywords = parameters.map { strdup($0.0) } + [nil]
+        let values = parameters.map { strdup($0.1) } + [nil]
+        defer { (keywords + values).forEach { free($0) } }
+        let connection = keywords.map { $0.map { UnsafePointer($0) } }.withUnsafeBufferPointer { k in
+            values.map { $0.map { UnsafePointer($0) } }.withUnsafeBufferPointer { v in
+                PQconnectdbParams(k.baseAddress, v.baseAddress, 1)
+            }
+        }
+        guard let connection else { throw WebAuthnError(.storageFailure, "PQconnectdbParams failed") }
+        do throws(WebAuthnError) {
+            guard PQstatus(connection) == CONNECTION_OK else {
+                throw WebAuthnError(.storageFailure, "cannot connect to PostgreSQL: \(Self.message(connection))")
+            }
+            try Self.configure(connection, settings)
+        } catch {
             PQfinish(connection)
-            throw WebAuthnError(.storageFailure, "cannot connect to PostgreSQL: \(message.trimmingCharacters(in: .whitespacesAndNewlines))")
+            throw error
         }
         self.connection = connection
+        self.settings = settings
         queue = DispatchQueue(label: "webauthn.postgres")
     }
 
-    deinit { PQfinish(connection) }
+    deinit { if let connection { PQfinish(connection) } }
+
+    /// libpq's last error on the connection, trimmed.
+    static func message(_ connection: OpaquePointer) -> String {
+        String(cString: PQerrorMessage(connection)).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Session settings, set on every new or reset connection (not through the
+    /// URL's `options`, which a URL may set for its own ends).
+    private static func configure(_ connection: OpaquePointer, _ settings: PostgresSettings) throws(WebAuthnError) {
+        guard let result = PQexec(connection, "SET statement_timeout = \(settings.statementTimeout)") else {
+            throw WebAuthnError(.storageFailure, "cannot configure the PostgreSQL connection: \(message(connection))")
+        }
+        defer { PQclear(result) }
+        guard PQresultStatus(result) == PGRES_COMMAND_OK else {
+            throw WebAuthnError(.storageFailure, "cannot configure the PostgreSQL connection: \(message(connection))")
+        }
+    }
 
     /// A result row: text values by column name (nil for NULL).
     struct Row {
@@ -30,11 +100,48 @@ final class PostgresConnection: @unchecked Sendable {
         subscript(_ name: String) -> String? { values[name] ?? nil }
     }
 
-    /// A PostgreSQL error with its SQLSTATE.
+    /// A PostgreSQL error with its SQLSTATE and, for an integrity
+    /// violation, the table and constraint it concerns.
     struct Failure: Error, CustomStringConvertible {
         let sqlState: String
         let message: String
+        var table: String? = nil
+        var constraint: String? = nil
         var description: String { "PostgreSQL \(sqlState): \(message)" }
+
+        /// `unique_violation`: a duplicate primary key or unique index entry.
+        var isUniqueViolation: Bool { sqlState == "23505" }
+
+        /// Whether the error ends the session rather than the statement: class 08
+        /// (connection exception), or the server shutting down or not yet up.
+        var endsSession: Bool { sqlState.hasPrefix("08") || ["57P01", "57P02", "57P03"].contains(sqlState) }
+    }
+
+    /// When a statement may be sent again on a new connection.
+    enum Retry {
+        /// Never: inside a transaction, which a broken connection has lost.
+        case never
+        /// Only if it was not sent: the connection was found broken before
+        /// sending, and reconnected. For statements that may have taken effect
+        /// once sent (inserts, `DELETE … RETURNING`, compare-and-set).
+        case ifNotSent
+        /// Also once after the connection broke while it ran: reads, and writes
+        /// whose repetition leaves the same state (upserts, sweeps).
+        case idempotent
+    }
+
+    /// Closes the connection (`PQfinish`) after the statements already queued;
+    /// later ones throw `storage_failure`. Closing again does nothing.
+    func close() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            queue.async {
+                if let connection = self.connection {
+                    PQfinish(connection)
+                    self.connection = nil
+                }
+                continuation.resume()
+            }
+        }
     }
 
     /// Runs `body` with exclusive use of the connection, off the caller's thread.
@@ -45,25 +152,96 @@ final class PostgresConnection: @unchecked Sendable {
     }
 
     /// One statement with text parameters ($1, $2, …); call inside `run`.
-    func execute(_ sql: String, _ params: [String?] = []) throws -> [Row] {
+    /// Throws ``Failure`` for an error of the statement, `storage_failure`
+    /// when the connection is broken and the statement may not be sent again.
+    func execute(_ sql: String, _ params: [String?] = [], retry: Retry = .ifNotSent) throws -> [Row] {
+        guard let connection else { throw WebAuthnError(.storageFailure, "the PostgreSQL store is closed") }
+        if retry != .never, !Self.looksUsable(connection) { try reset(connection) }
+        switch send(sql, params, on: connection) {
+        case .rows(let rows): return rows
+        case .failed(let failure): throw failure
+        case .notSent(let message) where retry != .never, .lost(let message) where retry == .idempotent:
+            try reset(connection, after: message)
+            switch send(sql, params, on: connection) {
+            case .rows(let rows): return rows
+            case .failed(let failure): throw failure
+            case .notSent(let message), .lost(let message): throw WebAuthnError(.storageFailure, "PostgreSQL connection lost: \(message)")
+            }
+        case .notSent(let message), .lost(let message):
+            throw WebAuthnError(.storageFailure, "PostgreSQL connection lost: \(message)")
+        }
+    }
+
+    /// Whether the connection looks usable before a statement is sent: libpq
+    /// says it is, and its idle socket has nothing to read. A server that
+    /// ended the session has sent its last message and closed the socket,
+    /// which libpq notices only when it reads, after sending.
+    private static func looksUsable(_ connection: OpaquePointer) -> Bool {
+        guard PQstatus(connection) == CONNECTION_OK else { return false }
+        let socket = PQsocket(connection)
+        guard socket >= 0 else { return false }
+        var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+        return poll(&descriptor, 1, 0) == 0
+    }
+
+    /// Reconnects with the same parameters and settings.
+    private func reset(_ connection: OpaquePointer, after failure: String? = nil) throws(WebAuthnError) {
+        PQreset(connection)
+        guard PQstatus(connection) == CONNECTION_OK else {
+            throw WebAuthnError(.storageFailure, "PostgreSQL connection lost\(failure.map { " (\($0))" } ?? ""), cannot reconnect: \(Self.message(connection))")
+        }
+        try Self.configure(connection, settings)
+    }
+
+    /// What became of one statement.
+    private enum Outcome {
+        case rows([Row])
+        /// The statement failed on a working session.
+        case failed(Failure)
+        /// The connection failed before the statement was sent whole; it cannot have taken effect.
+        case notSent(String)
+        /// The connection broke after the statement was sent; it may have taken effect.
+        case lost(String)
+    }
+
+    private func send(_ sql: String, _ params: [String?], on connection: OpaquePointer) -> Outcome {
         // Keep every parameter's C string alive for the call.
         let cStrings: [UnsafeMutablePointer<CChar>?] = params.map { $0.map { strdup($0) } ?? nil }
         defer { cStrings.forEach { free($0) } }
         let values: [UnsafePointer<CChar>?] = cStrings.map { $0.map { UnsafePointer($0) } }
-        guard let result = PQexecParams(connection, sql, Int32(params.count), nil, values, nil, nil, 0) else {
-            throw Failure(sqlState: "", message: String(cString: PQerrorMessage(connection)))
+        guard let count = Int32(exactly: params.count) else { return .failed(Failure(sqlState: "", message: "too many parameters")) }
+        // A statement libpq could not send whole (with its Sync) was never run:
+        // the server runs nothing of an unfinished extended-protocol message sequence.
+        guard PQsendQueryParams(connection, sql, count, nil, values, nil, nil, 0) == 1 else { return .notSent(Self.message(connection)) }
+        // Read every result, so the connection is ready for the next statement; the first error wins.
+        var rows: [Row] = []
+        var failure: Failure?
+        while let result = PQgetResult(connection) {
+            defer { PQclear(result) }
+            let status = PQresultStatus(result)
+            guard failure == nil else { continue }
+            if status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK {
+                rows = Self.rows(result)
+            } else {
+                func field(_ code: Int32) -> String? { PQresultErrorField(result, code).map { String(cString: $0) } }
+                failure = Failure(sqlState: field(PGDiag.sqlState) ?? "",
+                                  message: String(cString: PQresultErrorMessage(result)).trimmingCharacters(in: .whitespacesAndNewlines),
+                                  table: field(PGDiag.tableName), constraint: field(PGDiag.constraintName))
+            }
         }
-        defer { PQclear(result) }
-        let status = PQresultStatus(result)
-        guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
-            let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) } ?? ""
-            throw Failure(sqlState: state, message: String(cString: PQresultErrorMessage(result)).trimmingCharacters(in: .whitespacesAndNewlines))
+        if PQstatus(connection) != CONNECTION_OK || failure?.endsSession == true {
+            return .lost(failure?.message ?? Self.message(connection))
         }
+        if let failure { return .failed(failure) }
+        return .rows(rows)
+    }
+
+    private static func rows(_ result: OpaquePointer) -> [Row] {
         let columns = (0..<PQnfields(result)).map { String(cString: PQfname(result, $0)) }
         return (0..<PQntuples(result)).map { row in
             var values: [String: String?] = [:]
-            for (i, name) in columns.enumerated() {
-                values[name] = PQgetisnull(result, row, Int32(i)) == 1 ? nil : String(cString: PQgetvalue(result, row, Int32(i)))
+            for (i, name) in zip(Int32(0)..., columns) {
+                values[name] = PQgetisnull(result, row, i) == 1 ? nil : String(cString: PQgetvalue(result, row, i))
             }
             return Row(values: values)
         }
@@ -75,9 +253,9 @@ final class PostgresPool: Sendable {
     private let connections: [PostgresConnection]
     private let next = AtomicCounter()
 
-    init(url: String, size: Int) throws(WebAuthnError) {
+    init(url: String, size: Int, settings: PostgresSettings = PostgresSettings()) throws(WebAuthnError) {
         var connections: [PostgresConnection] = []
-        for _ in 0..<max(1, size) { connections.append(try PostgresConnection(url: url)) }
+        for _ in 0..<max(1, size) { connections.append(try PostgresConnection(url: url, settings: settings)) }
         self.connections = connections
     }
 
@@ -85,8 +263,14 @@ final class PostgresPool: Sendable {
         try await connections[next.increment() % connections.count].run(body)
     }
 
-    func query(_ sql: String, _ params: [String?] = []) async throws -> [PostgresConnection.Row] {
-        try await run { try $0.execute(sql, params) }
+    /// Closes every connection, each after the statements queued on it.
+    func close() async {
+        for connection in connections { await connection.close() }
+    }
+
+    /// One statement on the next connection; see ``PostgresConnection/Retry``.
+    func query(_ sql: String, _ params: [String?] = [], retry: PostgresConnection.Retry = .ifNotSent) async throws -> [PostgresConnection.Row] {
+        try await run { try $0.execute(sql, params, retry: retry) }
     }
 }
 
@@ -100,6 +284,14 @@ final class AtomicCounter: @unchecked Sendable {
         value &+= 1
         return value & Int.max
     }
+}
+
+/// libpq's `PG_DIAG_*` error field codes (postgres_ext.h): character
+/// macros, which Swift does not import.
+enum PGDiag {
+    static let sqlState = Int32(UInt8(ascii: "C"))  // PG_DIAG_SQLSTATE
+    static let tableName = Int32(UInt8(ascii: "t"))  // PG_DIAG_TABLE_NAME
+    static let constraintName = Int32(UInt8(ascii: "n"))  // PG_DIAG_CONSTRAINT_NAME
 }
 
 /// Text forms of values for libpq's text protocol.
@@ -121,4 +313,52 @@ enum PGText {
     }
     static func bool(_ b: Bool) -> String { b ? "true" : "false" }
     static func double(_ d: Double) -> String { String(format: "%.6f", d) }
+
+    /// The parameter for a credential column value; nil for NULL.
+    static func value(_ value: CredentialColumnValue) -> String? {
+        switch value {
+        case .bytes(let bytes): bytea(bytes)
+        case .integer(let int): String(int)
+        case .text(let text): text
+        case .double(let d): double(d)
+        case .bool(let b): bool(b)
+        case .null: nil
+        }
+    }
+}
+
+/// A row read through the shared credential codec: bytea in hex form,
+/// booleans as `t` / `f`, numbers in their text form.
+extension PostgresConnection.Row: CredentialRowReader {
+    func value(_ column: String) throws(WebAuthnError) -> String {
+        guard let value = self[column] else { throw unreadable(column) }
+        return value
+    }
+
+    func bytes(_ column: String) throws(WebAuthnError) -> [UInt8] {
+        guard let bytes = PGText.bytes(try value(column)) else { throw unreadable(column, "is not bytea") }
+        return bytes
+    }
+
+    func integer(_ column: String) throws(WebAuthnError) -> Int64 {
+        guard let int = Int64(try value(column)) else { throw unreadable(column, "is not an integer") }
+        return int
+    }
+
+    func text(_ column: String) throws(WebAuthnError) -> String { try value(column) }
+
+    func double(_ column: String) throws(WebAuthnError) -> Double {
+        guard let double = Double(try value(column)) else { throw unreadable(column, "is not a number") }
+        return double
+    }
+
+    func bool(_ column: String) throws(WebAuthnError) -> Bool {
+        switch try value(column) {
+        case "t": return true
+        case "f": return false
+        default: throw unreadable(column, "is not a boolean")
+        }
+    }
+
+    func isNull(_ column: String) -> Bool { self[column] == nil }
 }

@@ -1,6 +1,8 @@
 public import Foundation
 public import Logging
+public import ServiceLifecycle
 public import SQLiteNIO
+import Synchronization
 public import WebAuthnCore
 package import _WebAuthnEncoding
 internal import _WebAuthnCrypto
@@ -11,19 +13,35 @@ internal import _WebAuthnCrypto
 /// primary key (a duplicate fails), `DELETE … RETURNING` to consume a
 /// challenge exactly once, `UPDATE … WHERE sign_count = ? RETURNING` for the
 /// counter compare-and-set. Several processes may share the file.
-public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, SessionStore {
+///
+/// A `Service`: run in a `ServiceGroup` (before the services that use it,
+/// which shut down first), it closes the database on graceful shutdown.
+public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, SessionStore, Service {
     let connection: SQLiteConnection
     public let path: String
+    private let lifecycle = Mutex(Lifecycle())
+
+    /// Statements running, and the close once asked for.
+    private struct Lifecycle {
+        var running = 0
+        var closing: Task<Void, any Error>?
+        /// Waiting for `running` to reach zero.
+        var waiting: [CheckedContinuation<Void, Never>] = []
+    }
 
     /// Opens (creating if needed) and migrates the database at `path`.
     public static func open(path: String, logger: Logger = Logger(label: "webauthn.sqlite")) async throws -> SQLiteStore {
         let connection = try await SQLiteConnection.open(storage: path == ":memory:" ? .memory : .file(path: path), logger: logger)
-        let store = SQLiteStore(connection: connection, path: path)
-        for pragma in ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON"] {
-            _ = try await connection.query(pragma)
+        do {
+            for pragma in ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON"] {
+                _ = try await connection.query(pragma)
+            }
+            try await SQLiteMigrations.migrate(connection)
+        } catch {
+            try? await connection.close()
+            throw error
         }
-        try await SQLiteMigrations.migrate(connection)
-        return store
+        return SQLiteStore(connection: connection, path: path)
     }
 
     init(connection: SQLiteConnection, path: String) {
@@ -31,83 +49,131 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, S
         self.path = path
     }
 
-    public func close() async throws { try await connection.close() }
+    /// Closes the database once the statements already running are done;
+    /// later calls throw `storage_failure`. Closing again waits for the first close.
+    public func close() async throws {
+        let closing = lifecycle.withLock { state in
+            if let closing = state.closing { return closing }
+            let closing = Task {
+                await self.idle()
+                try await self.connection.close()
+            }
+            state.closing = closing
+            return closing
+        }
+        try await closing.value
+    }
+
+    /// Waits for graceful shutdown (or cancellation), then closes the store.
+    public func run() async throws {
+        do {
+            try await gracefulShutdown()
+        } catch {
+            try await close()
+            throw error
+        }
+        try await close()
+    }
+
+    /// One statement, unless the store is closing or closed.
+    func query(_ sql: String, _ binds: [SQLiteData] = []) async throws -> [SQLiteRow] {
+        try lifecycle.withLock { (state) throws(WebAuthnError) in
+            guard state.closing == nil else { throw WebAuthnError(.storageFailure, "the SQLite store is closed") }
+            state.running += 1
+        }
+        defer { finished() }
+        return try await connection.query(sql, binds)
+    }
+
+    private func finished() {
+        let waiting = lifecycle.withLock { state in
+            state.running -= 1
+            guard state.running == 0 else { return [CheckedContinuation<Void, Never>]() }
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        for continuation in waiting { continuation.resume() }
+    }
+
+    /// Returns once no statement is running; called after `closing` is set, so none starts.
+    private func idle() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = lifecycle.withLock { state in
+                guard state.running > 0 else { return true }
+                state.waiting.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
 
     // MARK: CredentialStore
 
-    static let credentialColumns = "id, user_handle, public_key, sign_count, transports, uv_initialized, backup_eligible, backup_state, aaguid, attestation_format, created_at, last_used_at"
-
     public func credential(id: [UInt8]) async throws -> CredentialRecord? {
-        try await connection.query("SELECT \(Self.credentialColumns) FROM credentials WHERE id = ?", [.blob(id)]).first.map(Self.record)
+        try await query("SELECT \(CredentialColumn.list) FROM credentials WHERE id = ?", [.blob(id)]).first.map(Self.record)
     }
 
     public func credentials(forUser userHandle: [UInt8]) async throws -> [CredentialRecord] {
-        try await connection.query("SELECT \(Self.credentialColumns) FROM credentials WHERE user_handle = ? ORDER BY created_at", [.blob(userHandle)]).map(Self.record)
+        try await query("SELECT \(CredentialColumn.list) FROM credentials WHERE user_handle = ? ORDER BY created_at", [.blob(userHandle)])
+            .map(Self.record)
     }
 
     public func insert(_ r: CredentialRecord) async throws {
         do {
-            _ = try await connection.query(
-                "INSERT INTO credentials (\(Self.credentialColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [.blob(r.id), .blob(r.userHandle), .blob(r.publicKey.bytes), .integer(Int(r.signCount)), .text(r.transports.joined(separator: ",")),
-                 .integer(r.uvInitialized ? 1 : 0), .integer(r.backupEligible ? 1 : 0), .integer(r.backupState ? 1 : 0), .blob(r.aaguid.bytes),
-                 .text(r.attestationFormat), .float(r.createdAt.timeIntervalSince1970), r.lastUsedAt.map { .float($0.timeIntervalSince1970) } ?? .null])
-        } catch let error as SQLiteError where error.message.contains("constraint") {
+            _ = try await query("INSERT INTO credentials (\(CredentialColumn.list)) VALUES (\(Self.placeholders(CredentialColumn.allCases.count)))",
+                                            r.values().map(SQLiteData.init))
+        } catch let error as SQLiteError where Self.isDuplicate(error) {
             throw WebAuthnError(.credentialAlreadyRegistered, "credential \(Base64URL.encode(r.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
         }
     }
 
+    /// Whether an error is a primary key or unique index violation, by SQLite's
+    /// extended result code (the connection is opened with extended codes on).
+    static func isDuplicate(_ error: SQLiteError) -> Bool {
+        switch error.reason {
+        case .constraintPrimaryKeyFailed, .constraintUniqueFailed: true
+        default: false
+        }
+    }
+
+    /// `?, ?, …`: `count` parameters.
+    static func placeholders(_ count: Int) -> String { Array(repeating: "?", count: count).joined(separator: ", ") }
+
     public func update(_ r: CredentialRecord, expectedSignCount: UInt32) async throws -> Bool {
-        let rows = try await connection.query(
+        let rows = try await query(
             "UPDATE credentials SET sign_count = ?, backup_state = ?, uv_initialized = ?, last_used_at = ? WHERE id = ? AND sign_count = ? RETURNING id",
-            [.integer(Int(r.signCount)), .integer(r.backupState ? 1 : 0), .integer(r.uvInitialized ? 1 : 0),
-             r.lastUsedAt.map { .float($0.timeIntervalSince1970) } ?? .null, .blob(r.id), .integer(Int(expectedSignCount))])
+            r.values([.signCount, .backupState, .uvInitialized, .lastUsedAt, .id]).map(SQLiteData.init) + [.integer(SQLiteInt64(expectedSignCount))])
         return !rows.isEmpty
     }
 
     public func delete(id: [UInt8]) async throws -> Bool {
-        !(try await connection.query("DELETE FROM credentials WHERE id = ? RETURNING id", [.blob(id)])).isEmpty
+        !(try await query("DELETE FROM credentials WHERE id = ? RETURNING id", [.blob(id)])).isEmpty
     }
 
-    /// Credential keys already imported, shared by every store of the process.
-    static let keys = COSEKeyCache()
-
-    static func record(_ row: SQLiteRow) throws -> CredentialRecord {
-        func blob(_ name: String) throws -> [UInt8] {
-            guard let buffer = row.column(name)?.blob else { throw WebAuthnError(.storageFailure, "credentials.\(name) is not a blob") }
-            return Array(buffer.readableBytesView)
-        }
-        func int(_ name: String) -> Int { Int(row.column(name)?.integer ?? 0) }
-        let transports = row.column("transports")?.string ?? ""
-        return CredentialRecord(
-            id: try blob("id"), userHandle: try blob("user_handle"), publicKey: try keys.key(try blob("public_key")),
-            signCount: UInt32(clamping: int("sign_count")), transports: transports.isEmpty ? [] : transports.split(separator: ",").map(String.init),
-            uvInitialized: int("uv_initialized") != 0, backupEligible: int("backup_eligible") != 0, backupState: int("backup_state") != 0,
-            aaguid: AAGUID(bytes: try blob("aaguid")) ?? .zero, attestationFormat: row.column("attestation_format")?.string ?? "none",
-            createdAt: Date(timeIntervalSince1970: row.column("created_at")?.double ?? 0),
-            lastUsedAt: row.column("last_used_at")?.double.map { Date(timeIntervalSince1970: $0) })
+    static func record(_ row: SQLiteRow) throws(WebAuthnError) -> CredentialRecord {
+        try CredentialRecord(row: SQLiteRowReader(row: row))
     }
 
     // MARK: ChallengeStore
 
     public func insert(_ ceremony: PendingCeremony) async throws {
         // The challenges_per_binding trigger keeps a binding's newest ceremonies, in the same statement.
-        _ = try await connection.query("INSERT OR REPLACE INTO challenges (challenge, ceremony, expires_at, binding) VALUES (?, ?, ?, ?)",
+        _ = try await query("INSERT OR REPLACE INTO challenges (challenge, ceremony, expires_at, binding) VALUES (?, ?, ?, ?)",
                                         [.blob(ceremony.challenge), .text(ceremony.json.serialized()), .float(ceremony.expiresAt.timeIntervalSince1970),
                                          ceremony.binding.map { .blob($0) } ?? .null])
     }
 
     public func pending(challenge: [UInt8]) async throws -> PendingCeremony? {
-        try await connection.query("SELECT ceremony FROM challenges WHERE challenge = ?", [.blob(challenge)]).first.map(Self.ceremony)
+        try await query("SELECT ceremony FROM challenges WHERE challenge = ?", [.blob(challenge)]).first.map(Self.ceremony)
     }
 
     public func consume(challenge: [UInt8]) async throws -> PendingCeremony? {
-        try await connection.query("DELETE FROM challenges WHERE challenge = ? RETURNING ceremony", [.blob(challenge)]).first.map(Self.ceremony)
+        try await query("DELETE FROM challenges WHERE challenge = ? RETURNING ceremony", [.blob(challenge)]).first.map(Self.ceremony)
     }
 
     public func sweep(expiredBefore date: Date) async throws -> Int {
-        _ = try await connection.query("DELETE FROM challenges WHERE expires_at < ?", [.float(date.timeIntervalSince1970)])
-        return Int(try await connection.query("SELECT COUNT(*) AS n FROM challenges").first?.column("n")?.integer ?? 0)
+        _ = try await query("DELETE FROM challenges WHERE expires_at < ?", [.float(date.timeIntervalSince1970)])
+        return Int(try await query("SELECT COUNT(*) AS n FROM challenges").first?.column("n")?.integer ?? 0)
     }
 
     static func ceremony(_ row: SQLiteRow) throws -> PendingCeremony {
@@ -118,31 +184,31 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, S
     // MARK: AccountStore
 
     public func account(named name: String) async throws -> UserEntity? {
-        try await connection.query("SELECT name, handle, display_name FROM accounts WHERE name_key = ?", [.text(UserName.lookalikeKey(name))]).first.map(Self.account)
+        try await query("SELECT name, handle, display_name FROM accounts WHERE name_key = ?", [.text(UserName.lookalikeKey(name))]).first.map(Self.account)
     }
 
     public func account(handle: [UInt8]) async throws -> UserEntity? {
-        try await connection.query("SELECT name, handle, display_name FROM accounts WHERE handle = ?", [.blob(handle)]).first.map(Self.account)
+        try await query("SELECT name, handle, display_name FROM accounts WHERE handle = ?", [.blob(handle)]).first.map(Self.account)
     }
 
     public func create(_ user: UserEntity, firstCredential r: CredentialRecord) async throws {
         // One statement: the new_accounts_insert trigger inserts both rows or neither.
+        // The view's credential columns are the table's, the owner being the account's handle.
+        let columns = CredentialColumn.allCases.filter { $0 != .userHandle }
         do {
-            _ = try await connection.query(
-                """
-                INSERT INTO new_accounts (name, name_key, handle, display_name, id, public_key, sign_count, transports, uv_initialized,
-                                          backup_eligible, backup_state, aaguid, attestation_format, created_at, last_used_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """,
-                [.text(user.name), .text(UserName.lookalikeKey(user.name)), .blob(user.id), .text(user.displayName),
-                 .blob(r.id), .blob(r.publicKey.bytes), .integer(SQLiteInt64(r.signCount)), .text(r.transports.joined(separator: ",")),
-                 .integer(r.uvInitialized ? 1 : 0), .integer(r.backupEligible ? 1 : 0), .integer(r.backupState ? 1 : 0), .blob(r.aaguid.bytes),
-                 .text(r.attestationFormat), .float(r.createdAt.timeIntervalSince1970), r.lastUsedAt.map { .float($0.timeIntervalSince1970) } ?? .null])
-        } catch let error as SQLiteError where error.message.contains("constraint") {
-            if error.message.contains("credentials.") {
-                throw WebAuthnError(.credentialAlreadyRegistered, "credential \(Base64URL.encode(r.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
+            _ = try await query(
+                "INSERT INTO new_accounts (name, name_key, handle, display_name, \(columns.map(\.rawValue).joined(separator: ", "))) VALUES (\(Self.placeholders(4 + columns.count)))",
+                [.text(user.name), .text(UserName.lookalikeKey(user.name)), .blob(user.id), .text(user.displayName)] + r.values(columns).map(SQLiteData.init))
+        } catch let error as SQLiteError where Self.isDuplicate(error) {
+            // The trigger inserts the account first, so the duplicate is the
+            // credential only when no account has the name, key or handle
+            // (accounts are never deleted).
+            let account = try await query("SELECT 1 AS x FROM accounts WHERE name = ? OR name_key = ? OR handle = ? LIMIT 1",
+                                                     [.text(user.name), .text(UserName.lookalikeKey(user.name)), .blob(user.id)])
+            guard account.isEmpty else {
+                throw WebAuthnError(.usernameUnavailable, "an account named \(user.name.prefix(64)) (or a name that looks the same) exists")
             }
-            throw WebAuthnError(.usernameUnavailable, "an account named \(user.name.prefix(64)) (or a name that looks the same) exists")
+            throw WebAuthnError(.credentialAlreadyRegistered, "credential \(Base64URL.encode(r.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
         }
     }
 
@@ -159,8 +225,8 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, S
     /// the first process that asks, then the same for every process and
     /// restart that opens this database. For servers given no secret of their own.
     public func serverSecret() async throws -> [UInt8] {
-        _ = try await connection.query("INSERT OR IGNORE INTO settings (name, value) VALUES ('server_secret', ?)", [.blob(SecureRandom.bytes(32))])
-        guard let value = try await connection.query("SELECT value FROM settings WHERE name = 'server_secret'").first?.column("value")?.blob,
+        _ = try await query("INSERT OR IGNORE INTO settings (name, value) VALUES ('server_secret', ?)", [.blob(SecureRandom.bytes(32))])
+        guard let value = try await query("SELECT value FROM settings WHERE name = 'server_secret'").first?.column("value")?.blob,
               value.readableBytes >= 32 else { throw WebAuthnError(.storageFailure, "settings.server_secret is unreadable") }
         return Array(value.readableBytesView)
     }
@@ -169,14 +235,14 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, S
 
     public func insert(_ session: SignedInSession) async throws {
         // The sessions_per_user trigger keeps the account's newest sessions, in the same statement.
-        _ = try await connection.query(
+        _ = try await query(
             "INSERT OR REPLACE INTO sessions (id_hash, user_handle, created_at, authenticated_at, expires_at) VALUES (?, ?, ?, ?, ?)",
             [.blob(session.idHash), .blob(session.userHandle), .float(session.createdAt.timeIntervalSince1970),
              .float(session.authenticatedAt.timeIntervalSince1970), .float(session.expiresAt.timeIntervalSince1970)])
     }
 
     public func session(idHash: [UInt8]) async throws -> SignedInSession? {
-        guard let row = try await connection.query(
+        guard let row = try await query(
             "SELECT id_hash, user_handle, created_at, authenticated_at, expires_at FROM sessions WHERE id_hash = ?", [.blob(idHash)]).first else { return nil }
         guard let handle = row.column("user_handle")?.blob, let created = row.column("created_at")?.double,
               let authenticated = row.column("authenticated_at")?.double, let expires = row.column("expires_at")?.double else {
@@ -187,15 +253,68 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, S
     }
 
     public func delete(idHash: [UInt8]) async throws {
-        _ = try await connection.query("DELETE FROM sessions WHERE id_hash = ?", [.blob(idHash)])
+        _ = try await query("DELETE FROM sessions WHERE id_hash = ?", [.blob(idHash)])
     }
 
     public func sweepSessions(expiredBefore date: Date) async throws -> Int {
-        _ = try await connection.query("DELETE FROM sessions WHERE expires_at < ?", [.float(date.timeIntervalSince1970)])
-        return Int(try await connection.query("SELECT COUNT(*) AS n FROM sessions").first?.column("n")?.integer ?? 0)
+        _ = try await query("DELETE FROM sessions WHERE expires_at < ?", [.float(date.timeIntervalSince1970)])
+        return Int(try await query("SELECT COUNT(*) AS n FROM sessions").first?.column("n")?.integer ?? 0)
     }
 }
 
 extension SQLiteData {
     static func blob(_ bytes: [UInt8]) -> SQLiteData { .blob(ByteBuffer(bytes: bytes)) }
+
+    init(_ value: CredentialColumnValue) {
+        switch value {
+        case .bytes(let bytes): self = .blob(bytes)
+        case .integer(let int): self = .integer(SQLiteInt64(int))  // SQLiteInt64 is 64 bits wide on every platform
+        case .text(let text): self = .text(text)
+        case .double(let double): self = .float(double)
+        case .bool(let bool): self = .integer(bool ? 1 : 0)
+        case .null: self = .null
+        }
+    }
+}
+
+/// A SQLite row read through the shared credential codec. Integers come
+/// from INTEGER values, or from REAL or TEXT ones that hold an exact
+/// integer (never SQLiteNIO's trapping conversion); booleans are integers, 0 for false.
+struct SQLiteRowReader: CredentialRowReader {
+    let row: SQLiteRow
+
+    func value(_ column: String) throws(WebAuthnError) -> SQLiteData {
+        guard let value = row.column(column), !value.isNull else { throw unreadable(column) }
+        return value
+    }
+
+    func bytes(_ column: String) throws(WebAuthnError) -> [UInt8] {
+        guard case .blob(let buffer) = try value(column) else { throw unreadable(column, "is not a blob") }
+        return Array(buffer.readableBytesView)
+    }
+
+    func integer(_ column: String) throws(WebAuthnError) -> Int64 {
+        let int: Int64? = switch try value(column) {
+        case .integer(let int): Int64(exactly: int)
+        case .float(let double): Int64(exactly: double)
+        case .text(let text): Int64(text)
+        case .blob, .null: nil
+        }
+        guard let int else { throw unreadable(column, "is not an integer") }
+        return int
+    }
+
+    func text(_ column: String) throws(WebAuthnError) -> String {
+        guard let text = try value(column).string else { throw unreadable(column, "is not text") }
+        return text
+    }
+
+    func double(_ column: String) throws(WebAuthnError) -> Double {
+        guard let double = try value(column).double else { throw unreadable(column, "is not a number") }
+        return double
+    }
+
+    func bool(_ column: String) throws(WebAuthnError) -> Bool { try integer(column) != 0 }
+
+    func isNull(_ column: String) -> Bool { row.column(column)?.isNull ?? true }
 }

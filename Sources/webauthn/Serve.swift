@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Hummingbird
 import Logging
+import ServiceLifecycle
 import WebAuthnCore
 import WebAuthnServer
 import WebAuthnPostgres
@@ -108,14 +109,15 @@ struct Serve: AsyncParsableCommand {
             userVerification: requireUserVerification ? .required : .preferred, crossOrigin: crossOrigin,
             algorithms: try Self.parseAlgorithms(algorithms) ?? VerificationPolicy().algorithms,
             attestation: AttestationPolicy(acceptedTypes: types, requireTrustedAttestation: requireTrustedAttestation))
-        let store: any CredentialStore & ChallengeStore & AccountStore & SessionStore
+        let store: any CredentialStore & ChallengeStore & AccountStore & SessionStore & Service
         let sqlite: SQLiteStore?
         if isPostgres {
             store = try await PostgresStore.open(url: db)
             sqlite = nil
         } else {
-            sqlite = try await SQLiteStore.open(path: String(db.dropFirst("sqlite:".count)), logger: logger)
-            store = sqlite!
+            let opened = try await SQLiteStore.open(path: String(db.dropFirst("sqlite:".count)), logger: logger)
+            sqlite = opened
+            store = opened
         }
         let anchors = try trust.anchors(at: Date()) { path, error in
             logger.error("metadata BLOB rejected, not used", metadata: ["file": .string(path), "code": .string(error.code.rawValue), "reason": .string(error.message)])
@@ -155,7 +157,9 @@ struct Serve: AsyncParsableCommand {
                 let line = "webauthn: listening on http://\(host):\(bound) for RP ID \(rp.id) (origins \(rp.origins.joined(separator: " "))), store \(db)\n"
                 FileHandle.standardOutput.write(Data(line.utf8))
             }))
-        try await app.runService()
-        try await sqlite?.close()
+        // The store first: a group shuts its services down in reverse order, so the HTTP server
+        // drains before the store closes.
+        let group = ServiceGroup(configuration: .init(services: [store, app], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
     }
 }

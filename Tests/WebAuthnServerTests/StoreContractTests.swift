@@ -1,7 +1,8 @@
 import Foundation
+import ServiceLifecycle
 import Testing
 @testable import WebAuthnCore
-import WebAuthnSQLite
+@testable import WebAuthnSQLite
 @testable import WebAuthnPostgres
 import WebAuthnTesting
 import WebAuthnMetadata
@@ -46,9 +47,23 @@ struct StoreContractTests {
             let schema = "contract_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
             _ = try await PostgresPool(url: url, size: 1).query("CREATE SCHEMA \(schema)")
             let store = try await PostgresStore.open(url: url + "?options=-c%20search_path%3D\(schema)", connections: 4)
-            return ((store, store, store, store), {})
+            return ((store, store, store, store), { await store.close() })
         }]
     } ?? [])
+
+    static func record(_ id: [UInt8] = SecureRandom.bytes(16), user: [UInt8] = Array("u1".utf8), count: UInt32 = 0) throws -> CredentialRecord {
+        let key = try COSEKey(bytes: CBOREncoder.encode(try SigningKey.generate(.es256).coseKey()))
+        return CredentialRecord(id: id, userHandle: user, publicKey: key, signCount: count, transports: ["usb", "nfc"], uvInitialized: false,
+                                backupEligible: true, backupState: false, aaguid: AAGUID(bytes: SecureRandom.bytes(16))!, attestationFormat: "packed",
+                                createdAt: Date(timeIntervalSince1970: 1_800_000_000))
+    }
+
+    static func ceremony(_ challenge: [UInt8] = SecureRandom.bytes(32), binding: [UInt8]? = [7, 7, 7],
+                         expiresAt: Date = Date(timeIntervalSince1970: 1_900_000_000.5)) throws -> PendingCeremony {
+        PendingCeremony(kind: .registration, challenge: challenge, user: try UserEntity(id: [1, 2], name: "alice", displayName: "Alice"),
+                        userHandle: nil, allowCredentials: [[9, 9]], algorithms: [.es256, .edDSA], userVerification: .required,
+                        conditionalCreate: true, newAccount: true, binding: binding, expiresAt: expiresAt)
+    }
 
     /// The public contract suite (WebAuthnTesting.StoreContract), every check on every backend.
     static let cases: [(Backend, StoreContract.Check)] = backends.flatMap { b in StoreContract.checks.map { (b, $0) } }
@@ -79,5 +94,160 @@ struct StoreContractTests {
                                              sessions: InMemorySessionStore()), {})
             }
         }
+    }
+
+    @Test("credentials: a stored counter outside UInt32, or not a number, reads as storage_failure, never traps")
+    func unreadableCounter() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("counter-\(UUID().uuidString).sqlite").path
+        let sqlite = try await SQLiteStore.open(path: path)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let r = try Self.record()
+        try await sqlite.insert(r)
+        for value in ["4294967296", "-1", "1e300", "'many'", "x'00'"] {
+            _ = try await sqlite.connection.query("UPDATE credentials SET sign_count = \(value)")
+            #expect(await errorCode { _ = try await sqlite.credential(id: r.id) } == "storage_failure", "\(value)")
+        }
+        _ = try await sqlite.connection.query("UPDATE credentials SET sign_count = 4294967295.0")
+        #expect(try await sqlite.credential(id: r.id)?.signCount == UInt32.max)
+        try await sqlite.close()
+        guard let url = Self.postgresURL else { return }
+        let schema = "counter_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        _ = try await PostgresPool(url: url, size: 1).query("CREATE SCHEMA \(schema)")
+        let postgres = try await PostgresStore.open(url: url + "?options=-c%20search_path%3D\(schema)", connections: 1)
+        try await postgres.insert(r)
+        for value in ["4294967296", "-1"] {
+            _ = try await postgres.pool.query("UPDATE credentials SET sign_count = \(value)")
+            #expect(await errorCode { _ = try await postgres.credential(id: r.id) } == "storage_failure", "\(value)")
+        }
+    }
+
+    /// A PostgresStore in a fresh schema, its connections named `application` in pg_stat_activity.
+    static func postgresStore(_ url: String, application: String, connections: Int, statementTimeout: Duration = .seconds(10)) async throws -> PostgresStore {
+        let schema = "contract_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        _ = try await PostgresPool(url: url, size: 1).query("CREATE SCHEMA \(schema)")
+        return try await PostgresStore.open(url: url + "?options=-c%20search_path%3D\(schema)&application_name=\(application)",
+                                            connections: connections, statementTimeout: statementTimeout)
+    }
+
+    /// Ends the server processes of `application`'s connections (as a restart
+    /// or failover would), from another connection, and waits until they are gone.
+    static func terminate(_ application: String, admin: PostgresPool) async throws {
+        _ = try await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND application_name = $1",
+                                  [application])
+        for _ in 0..<500 {
+            if try await admin.query("SELECT COUNT(*) AS n FROM pg_stat_activity WHERE application_name = $1", [application]).first?["n"] == "0" { return }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        Issue.record("the backends of \(application) did not end")
+    }
+
+    /// Ends the server process of `application`'s connection running `pg_sleep` once it runs.
+    static func terminateRunning(_ application: String, admin: PostgresPool) async throws {
+        for _ in 0..<500 {
+            let ended = try await admin.query(
+                "SELECT pg_terminate_backend(pid) AS t FROM pg_stat_activity WHERE application_name = $1 AND state = 'active' AND query LIKE '%pg_sleep%'",
+                [application])
+            if !ended.isEmpty { return }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        Issue.record("no statement of \(application) ran")
+    }
+
+    @Test("postgres: a connection the server ended reconnects; a statement is sent again only when it cannot have taken effect twice",
+          .enabled(if: postgresURL != nil))
+    func postgresReconnects() async throws {
+        let url = try #require(Self.postgresURL)
+        let application = "reconnect_" + UUID().uuidString.prefix(8).lowercased()
+        let admin = try PostgresPool(url: url, size: 1)
+        let store = try await Self.postgresStore(url, application: application, connections: 2)
+        let r = try Self.record()
+        try await store.insert(r)
+        let c = try Self.ceremony(binding: nil)
+        try await store.insert(c)
+
+        // Found broken before a statement is sent: each connection reconnects and every statement runs,
+        // the ones that must not run twice too.
+        try await Self.terminate(application, admin: admin)
+        #expect(try await store.consume(challenge: c.challenge)?.challenge == c.challenge)
+        #expect(try await store.consume(challenge: c.challenge) == nil)
+        try await Self.terminate(application, admin: admin)
+        for _ in 0..<2 { #expect(try await store.credential(id: r.id)?.id == r.id) }
+
+        // Broken while a statement runs: a read is sent again on a new connection...
+        let read = Task { try await store.pool.query("SELECT 1 AS one, pg_sleep(0.3)", retry: .idempotent) }
+        try await Self.terminateRunning(application, admin: admin)
+        #expect(try await read.value.first?["one"] == "1")
+        // ...a statement that may have taken effect is not: one failed call, and the next call works.
+        let write = Task { try await store.pool.query("SELECT 1 AS one, pg_sleep(0.3)") }
+        try await Self.terminateRunning(application, admin: admin)
+        #expect(await errorCode { _ = try await write.value } == "storage_failure")
+        for _ in 0..<2 { #expect(try await store.credential(id: r.id)?.id == r.id) }
+        await store.close()
+    }
+
+    @Test("postgres: a statement running longer than the statement timeout is cancelled, on new connections too",
+          .enabled(if: postgresURL != nil))
+    func postgresStatementTimeout() async throws {
+        #expect(try PostgresSettings.milliseconds(.seconds(10)) == 10_000)
+        #expect(try PostgresSettings.milliseconds(.zero) == 0)
+        #expect(try PostgresSettings.milliseconds(.nanoseconds(1)) == 1)
+        #expect(throws: WebAuthnError.self) { try PostgresSettings.milliseconds(.seconds(-1)) }
+        #expect(throws: WebAuthnError.self) { try PostgresSettings.milliseconds(.seconds(Int64(Int32.max))) }
+        let url = try #require(Self.postgresURL)
+        let application = "timeout_" + UUID().uuidString.prefix(8).lowercased()
+        let store = try await Self.postgresStore(url, application: application, connections: 1, statementTimeout: .milliseconds(200))
+        await #expect { _ = try await store.pool.query("SELECT pg_sleep(2)") } throws: { ($0 as? PostgresConnection.Failure)?.sqlState == "57014" }
+        try await Self.terminate(application, admin: try PostgresPool(url: url, size: 1))
+        #expect(try await store.pool.query("SHOW statement_timeout").first?["statement_timeout"] == "200ms")
+        await store.close()
+    }
+
+    @Test("stores are services: a graceful shutdown of their group closes them; a closed store throws storage_failure, and closes again harmlessly")
+    func services() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("service-\(UUID().uuidString).sqlite").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let sqlite = try await SQLiteStore.open(path: path)
+        var postgres: PostgresStore?
+        if let url = Self.postgresURL {
+            postgres = try await Self.postgresStore(url, application: "service_" + UUID().uuidString.prefix(8).lowercased(), connections: 2)
+        }
+        let stores: [any CredentialStore & ChallengeStore & Service] = [sqlite] + (postgres.map { [$0] } ?? [])
+        for store in stores {
+            let r = try Self.record()
+            try await store.insert(r)
+            let group = ServiceGroup(services: [store])
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { try await group.run() }
+                #expect(try await store.credential(id: r.id) != nil)
+                await group.triggerGracefulShutdown()
+                try await tasks.waitForAll()
+            }
+            #expect(await errorCode { _ = try await store.credential(id: r.id) } == "storage_failure", "\(type(of: store))")
+            #expect(await errorCode { try await store.insert(try Self.record()) } == "storage_failure")
+            #expect(await errorCode { _ = try await store.consume(challenge: [1]) } == "storage_failure")
+        }
+        try await sqlite.close()
+        await postgres?.close()
+    }
+
+    @Test("sqlite: close waits for the statements running and refuses new ones")
+    func sqliteCloseWhileBusy() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("close-\(UUID().uuidString).sqlite").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let store = try await SQLiteStore.open(path: path)
+        let r = try Self.record()
+        try await store.insert(r)
+        let outcomes = await withTaskGroup(of: String?.self) { group in
+            for i in 0..<64 {
+                group.addTask {
+                    if i == 8 { return (try? await store.close()) == nil ? "close failed" : nil }
+                    return await errorCode { _ = try await store.credential(id: r.id) }
+                }
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(outcomes.allSatisfy { $0 == nil || $0 == "storage_failure" }, "\(outcomes)")
+        #expect(await errorCode { _ = try await store.credential(id: r.id) } == "storage_failure")
+        try await store.close()
     }
 }

@@ -1,0 +1,103 @@
+import Foundation
+
+/// The `credentials` table of the SQL stores (SQLite and PostgreSQL): one
+/// codec between a row and a ``CredentialRecord``, so both stores name the
+/// same columns, in the same order, with the same meaning.
+package enum CredentialColumn: String, CaseIterable, Sendable {
+    case id
+    case userHandle = "user_handle"
+    case publicKey = "public_key"
+    case signCount = "sign_count"
+    /// Comma-separated; empty for none.
+    case transports
+    case uvInitialized = "uv_initialized"
+    case backupEligible = "backup_eligible"
+    case backupState = "backup_state"
+    case aaguid
+    case attestationFormat = "attestation_format"
+    /// Seconds since 1970.
+    case createdAt = "created_at"
+    /// Seconds since 1970; NULL when never used.
+    case lastUsedAt = "last_used_at"
+
+    /// Every column, comma-separated, in declaration order (for `SELECT` and `INSERT`).
+    package static let list = allCases.map(\.rawValue).joined(separator: ", ")
+}
+
+/// A value to bind for one column; each store maps it to its own parameter type.
+package enum CredentialColumnValue: Sendable, Equatable {
+    case bytes([UInt8])
+    case integer(Int64)
+    case text(String)
+    case double(Double)
+    case bool(Bool)
+    case null
+}
+
+/// A result row as a SQL store reads it. Every accessor throws
+/// `storage_failure` for a missing column, a NULL or a value of another type;
+/// none traps on what the database holds.
+package protocol CredentialRowReader {
+    func bytes(_ column: String) throws(WebAuthnError) -> [UInt8]
+    func integer(_ column: String) throws(WebAuthnError) -> Int64
+    func text(_ column: String) throws(WebAuthnError) -> String
+    func double(_ column: String) throws(WebAuthnError) -> Double
+    func bool(_ column: String) throws(WebAuthnError) -> Bool
+    func isNull(_ column: String) -> Bool
+}
+
+extension CredentialRowReader {
+    /// The `storage_failure` for an unreadable column.
+    package func unreadable(_ column: String, _ why: String = "is NULL or of another type") -> WebAuthnError {
+        WebAuthnError(.storageFailure, "column \(column) \(why)")
+    }
+}
+
+extension CredentialRecord {
+    /// Credential keys already imported, shared by every SQL store of the process.
+    package static let keyCache = COSEKeyCache()
+
+    /// Reads a row that has every ``CredentialColumn``. Throws
+    /// `storage_failure` for an unreadable value, such as a counter outside
+    /// `UInt32` or an AAGUID that is not 16 bytes.
+    package init(row: some CredentialRowReader) throws(WebAuthnError) {
+        func name(_ c: CredentialColumn) -> String { c.rawValue }
+        let count = try row.integer(name(.signCount))
+        guard let signCount = UInt32(exactly: count) else {
+            throw row.unreadable(name(.signCount), "holds \(count), outside 0...\(UInt32.max)")
+        }
+        guard let aaguid = AAGUID(bytes: try row.bytes(name(.aaguid))) else { throw row.unreadable(name(.aaguid), "is not 16 bytes") }
+        let transports = try row.text(name(.transports))
+        let lastUsedAt: Date? = row.isNull(name(.lastUsedAt)) ? nil : Date(timeIntervalSince1970: try row.double(name(.lastUsedAt)))
+        self.init(
+            id: try row.bytes(name(.id)), userHandle: try row.bytes(name(.userHandle)),
+            publicKey: try Self.keyCache.key(try row.bytes(name(.publicKey))), signCount: signCount,
+            transports: transports.isEmpty ? [] : transports.split(separator: ",").map(String.init),
+            uvInitialized: try row.bool(name(.uvInitialized)), backupEligible: try row.bool(name(.backupEligible)),
+            backupState: try row.bool(name(.backupState)), aaguid: aaguid, attestationFormat: try row.text(name(.attestationFormat)),
+            createdAt: Date(timeIntervalSince1970: try row.double(name(.createdAt))), lastUsedAt: lastUsedAt)
+    }
+
+    /// The value this record stores in `column`.
+    package func value(of column: CredentialColumn) -> CredentialColumnValue {
+        switch column {
+        case .id: .bytes(id)
+        case .userHandle: .bytes(userHandle)
+        case .publicKey: .bytes(publicKey.bytes)
+        case .signCount: .integer(Int64(signCount))  // UInt32 always fits
+        case .transports: .text(transports.joined(separator: ","))
+        case .uvInitialized: .bool(uvInitialized)
+        case .backupEligible: .bool(backupEligible)
+        case .backupState: .bool(backupState)
+        case .aaguid: .bytes(aaguid.bytes)
+        case .attestationFormat: .text(attestationFormat)
+        case .createdAt: .double(createdAt.timeIntervalSince1970)
+        case .lastUsedAt: lastUsedAt.map { .double($0.timeIntervalSince1970) } ?? .null
+        }
+    }
+
+    /// The values of `columns` (by default every column, in the order of ``CredentialColumn/list``), for an `INSERT`.
+    package func values(_ columns: [CredentialColumn] = CredentialColumn.allCases) -> [CredentialColumnValue] {
+        columns.map(value(of:))
+    }
+}

@@ -1,0 +1,79 @@
+import WebAuthnCore
+
+/// The PostgreSQL schema, versioned in one place; migrations run once, in
+/// order, in one transaction under an advisory lock shared by every instance.
+enum PostgresMigrations {
+    static let lockKey = "727274"  // any constant shared by all instances
+    static let migrations: [(version: Int, statements: [String])] = [
+        (1, [
+            "CREATE TABLE accounts (name TEXT PRIMARY KEY, handle BYTEA NOT NULL UNIQUE, display_name TEXT NOT NULL)",
+            """
+            CREATE TABLE credentials (
+                id BYTEA PRIMARY KEY, user_handle BYTEA NOT NULL, public_key BYTEA NOT NULL, sign_count BIGINT NOT NULL,
+                transports TEXT NOT NULL, uv_initialized BOOLEAN NOT NULL, backup_eligible BOOLEAN NOT NULL, backup_state BOOLEAN NOT NULL,
+                aaguid BYTEA NOT NULL, attestation_format TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL, last_used_at DOUBLE PRECISION
+            )
+            """,
+            "CREATE INDEX credentials_by_user ON credentials (user_handle)",
+            "CREATE TABLE challenges (challenge BYTEA PRIMARY KEY, ceremony TEXT NOT NULL, expires_at DOUBLE PRECISION NOT NULL)",
+        ]),
+        // Look-alike keys (filled by `afterStatements`), session-bound ceremonies swept by an
+        // expiry index, signed-in sessions shared by every instance.
+        (2, [
+            "ALTER TABLE accounts ADD COLUMN name_key TEXT",
+            "CREATE UNIQUE INDEX accounts_by_key ON accounts (name_key)",
+            "ALTER TABLE challenges ADD COLUMN binding BYTEA",
+            "CREATE INDEX challenges_by_expiry ON challenges (expires_at)",
+            "CREATE INDEX challenges_by_binding ON challenges (binding, expires_at)",
+            """
+            CREATE TABLE sessions (
+                id_hash BYTEA PRIMARY KEY, user_handle BYTEA NOT NULL, created_at DOUBLE PRECISION NOT NULL,
+                authenticated_at DOUBLE PRECISION NOT NULL, expires_at DOUBLE PRECISION NOT NULL
+            )
+            """,
+            "CREATE INDEX sessions_by_user ON sessions (user_handle, created_at)",
+            "CREATE INDEX sessions_by_expiry ON sessions (expires_at)",
+        ]),
+        // Settings the servers keep with their data, such as a generated server secret.
+        (3, [
+            "CREATE TABLE settings (name TEXT PRIMARY KEY, value BYTEA NOT NULL)",
+        ]),
+    ]
+
+    /// Work a migration needs beyond SQL, in its transaction: look-alike keys
+    /// for accounts made before version 2 (a duplicate key is suffixed, so the
+    /// migration never fails on old data).
+    static func afterStatements(of version: Int, _ c: PostgresConnection) throws {
+        guard version == 2 else { return }
+        var seen: Set<String> = []
+        for row in try c.execute("SELECT name, encode(handle, 'hex') AS h FROM accounts ORDER BY name", retry: .never) {
+            guard let name = row["name"], let handle = row["h"] else { continue }
+            var key = UserName.lookalikeKey(name)
+            if !seen.insert(key).inserted { key += "#legacy-" + handle }
+            _ = try c.execute("UPDATE accounts SET name_key = $1 WHERE name = $2", [key, name], retry: .never)
+        }
+    }
+
+    static func migrate(_ pool: PostgresPool) async throws {
+        try await pool.run { c in
+            _ = try c.execute("BEGIN")
+            // Within the transaction a broken connection is an error: nothing is sent again.
+            do {
+                // Migrations wait for each other's lock and may build indexes on large tables: no statement timeout.
+                _ = try c.execute("SET LOCAL statement_timeout = 0", retry: .never)
+                _ = try c.execute("SELECT pg_advisory_xact_lock(\(lockKey))", retry: .never)
+                _ = try c.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)", retry: .never)
+                let current = Int(try c.execute("SELECT COALESCE(MAX(version), 0) AS v FROM schema_version", retry: .never).first?["v"] ?? "0") ?? 0
+                for migration in migrations where migration.version > current {
+                    for statement in migration.statements { _ = try c.execute(statement, retry: .never) }
+                    try afterStatements(of: migration.version, c)
+                    _ = try c.execute("INSERT INTO schema_version (version) VALUES ($1)", [String(migration.version)], retry: .never)
+                }
+                _ = try c.execute("COMMIT", retry: .never)
+            } catch {
+                _ = try? c.execute("ROLLBACK", retry: .never)
+                throw error
+            }
+        }
+    }
+}
