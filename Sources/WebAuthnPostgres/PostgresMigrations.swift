@@ -38,6 +38,17 @@ enum PostgresMigrations {
         (3, [
             "CREATE TABLE settings (name TEXT PRIMARY KEY, value BYTEA NOT NULL)",
         ]),
+        // Identities linked from other providers (Sign in with Apple), unique by provider and subject.
+        (4, [
+            """
+            CREATE TABLE identities (
+                provider TEXT NOT NULL, subject TEXT NOT NULL, user_handle BYTEA NOT NULL, email TEXT, email_verified BOOLEAN,
+                is_private_email BOOLEAN, refresh_token BYTEA, created_at DOUBLE PRECISION NOT NULL, updated_at DOUBLE PRECISION NOT NULL,
+                PRIMARY KEY (provider, subject)
+            )
+            """,
+            "CREATE INDEX identities_by_user ON identities (user_handle, created_at)",
+        ]),
     ]
 
     /// Work a migration needs beyond SQL, in its transaction: look-alike keys

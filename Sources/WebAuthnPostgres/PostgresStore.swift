@@ -12,7 +12,7 @@ internal import _WebAuthnCrypto
 ///
 /// A `Service`: run in a `ServiceGroup` (before the services that use it,
 /// which shut down first), it closes its connections on graceful shutdown.
-public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore, SessionStore, Service {
+public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore, LinkedIdentityStore, SessionStore, Service {
     let pool: PostgresPool
 
     /// Connects with a libpq URL (`postgres://user@host:port/db`) and migrates.
@@ -218,5 +218,112 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
     public func sweepSessions(expiredBefore date: Date) async throws -> Int {
         _ = try await pool.query("DELETE FROM sessions WHERE expires_at < $1", [PGText.double(date.timeIntervalSince1970)], retry: .idempotent)
         return Int(try await pool.query("SELECT COUNT(*) AS n FROM sessions", retry: .idempotent).first?["n"] ?? "0") ?? 0
+    }
+
+    public func deleteSessions(userHandle: [UInt8]) async throws -> Int {
+        try await pool.query("DELETE FROM sessions WHERE user_handle = $1 RETURNING id_hash", [PGText.bytea(userHandle)], retry: .idempotent).count
+    }
+
+    // MARK: Account deletion and linked identities
+
+    public func deleteAccount(handle: [UInt8]) async throws -> Bool {
+        // One statement: the account, its credentials, identities and sessions, or nothing.
+        let rows = try await pool.query(
+            """
+            WITH account AS (DELETE FROM accounts WHERE handle = $1 RETURNING handle),
+                 credentials_gone AS (DELETE FROM credentials WHERE user_handle IN (SELECT handle FROM account)),
+                 identities_gone AS (DELETE FROM identities WHERE user_handle IN (SELECT handle FROM account)),
+                 sessions_gone AS (DELETE FROM sessions WHERE user_handle IN (SELECT handle FROM account))
+            SELECT handle FROM account
+            """, [PGText.bytea(handle)], retry: .idempotent)
+        return !rows.isEmpty
+    }
+
+    static let identityColumns = "provider, subject, user_handle, email, email_verified, is_private_email, refresh_token, created_at, updated_at"
+
+    public func identity(provider: String, subject: String) async throws -> LinkedIdentity? {
+        try await pool.query("SELECT \(Self.identityColumns) FROM identities WHERE provider = $1 AND subject = $2", [provider, subject], retry: .idempotent)
+            .first.map(Self.identity)
+    }
+
+    public func identities(forUser userHandle: [UInt8]) async throws -> [LinkedIdentity] {
+        try await pool.query("SELECT \(Self.identityColumns) FROM identities WHERE user_handle = $1 ORDER BY created_at", [PGText.bytea(userHandle)],
+                             retry: .idempotent).map(Self.identity)
+    }
+
+    public func create(_ user: UserEntity, firstIdentity i: LinkedIdentity) async throws {
+        try i.validate()
+        do {
+            _ = try await pool.query(
+                """
+                WITH account AS (
+                    INSERT INTO accounts (name, name_key, handle, display_name) VALUES ($1, $2, $3, $4) RETURNING handle
+                )
+                INSERT INTO identities (provider, subject, user_handle, email, email_verified, is_private_email, refresh_token, created_at, updated_at)
+                SELECT $5, $6, handle, $7, $8::boolean, $9::boolean, $10::bytea, $11, $12 FROM account
+                """,
+                [user.name, UserName.lookalikeKey(user.name), PGText.bytea(user.id), user.displayName] + Self.identityValues(i))
+        } catch let error as PostgresConnection.Failure where error.isUniqueViolation {
+            if error.table == "identities" { throw LinkedIdentity.alreadyLinked(i.provider) }
+            throw WebAuthnError(.usernameUnavailable, "an account named \(user.name.prefix(64)) (or a name that looks the same) exists")
+        }
+    }
+
+    public func link(_ i: LinkedIdentity) async throws {
+        try i.validate()
+        let rows: [PostgresConnection.Row]
+        do {
+            rows = try await pool.query(
+                """
+                INSERT INTO identities (provider, subject, user_handle, email, email_verified, is_private_email, refresh_token, created_at, updated_at)
+                SELECT $1, $2, handle, $3, $4::boolean, $5::boolean, $6::bytea, $7, $8 FROM accounts WHERE handle = $9 RETURNING subject
+                """,
+                Self.identityValues(i) + [PGText.bytea(i.userHandle)])
+        } catch let error as PostgresConnection.Failure where error.isUniqueViolation {
+            throw LinkedIdentity.alreadyLinked(i.provider)
+        }
+        guard !rows.isEmpty else { throw LinkedIdentity.unknownAccount() }
+    }
+
+    public func update(_ i: LinkedIdentity) async throws -> Bool {
+        try i.validate()
+        let v = Self.identityValues(i)
+        return !(try await pool.query(
+            """
+            UPDATE identities SET email = $1, email_verified = $2::boolean, is_private_email = $3::boolean, refresh_token = $4::bytea, updated_at = $5
+            WHERE provider = $6 AND subject = $7 RETURNING subject
+            """, [v[2], v[3], v[4], v[5], v[7], i.provider, i.subject], retry: .idempotent)).isEmpty
+    }
+
+    public func relink(provider: String, subject: String, to newSubject: String, at date: Date) async throws -> Bool {
+        try LinkedIdentity(provider: provider, subject: newSubject, userHandle: [0], createdAt: date).validate()
+        do {
+            return !(try await pool.query("UPDATE identities SET subject = $1, updated_at = $2 WHERE provider = $3 AND subject = $4 RETURNING subject",
+                                          [newSubject, PGText.double(date.timeIntervalSince1970), provider, subject], retry: .idempotent)).isEmpty
+        } catch let error as PostgresConnection.Failure where error.isUniqueViolation {
+            throw LinkedIdentity.alreadyLinked(provider)
+        }
+    }
+
+    public func unlink(provider: String, subject: String) async throws -> LinkedIdentity? {
+        try await pool.query("DELETE FROM identities WHERE provider = $1 AND subject = $2 RETURNING \(Self.identityColumns)", [provider, subject])
+            .first.map(Self.identity)
+    }
+
+    /// provider, subject, email, email_verified, is_private_email, refresh_token, created_at, updated_at, as text parameters.
+    static func identityValues(_ i: LinkedIdentity) -> [String?] {
+        [i.provider, i.subject, i.email, i.emailVerified.map(PGText.bool), i.isPrivateEmail.map(PGText.bool), i.refreshToken.map(PGText.bytea),
+         PGText.double(i.createdAt.timeIntervalSince1970), PGText.double(i.updatedAt.timeIntervalSince1970)]
+    }
+
+    static func identity(_ row: PostgresConnection.Row) throws -> LinkedIdentity {
+        func bool(_ name: String) -> Bool? { row[name].map { $0 == "t" || $0 == "true" } }
+        guard let provider = row["provider"], let subject = row["subject"], let handle = PGText.bytes(row["user_handle"]),
+              let created = row["created_at"].flatMap(Double.init), let updated = row["updated_at"].flatMap(Double.init) else {
+            throw WebAuthnError(.storageFailure, "identities row is unreadable")
+        }
+        return LinkedIdentity(provider: provider, subject: subject, userHandle: handle, email: row["email"], emailVerified: bool("email_verified"),
+                              isPrivateEmail: bool("is_private_email"), refreshToken: row["refresh_token"].flatMap(PGText.bytes),
+                              createdAt: Date(timeIntervalSince1970: created), updatedAt: Date(timeIntervalSince1970: updated))
     }
 }

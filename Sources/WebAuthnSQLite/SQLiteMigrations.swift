@@ -94,6 +94,49 @@ enum SQLiteMigrations {
         (3, [
             "CREATE TABLE settings (name TEXT PRIMARY KEY, value BLOB NOT NULL)",
         ]),
+        // Identities linked from other providers (Sign in with Apple), unique by
+        // provider and subject; an account created with its first identity in one
+        // statement (the view's trigger), as with its first credential; deleting an
+        // account deletes its credentials, identities and sessions in the same statement.
+        (4, [
+            """
+            CREATE TABLE identities (
+                provider TEXT NOT NULL,
+                subject TEXT NOT NULL,
+                user_handle BLOB NOT NULL,
+                email TEXT,
+                email_verified INTEGER,
+                is_private_email INTEGER,
+                refresh_token BLOB,
+                created_at REAL NOT NULL,
+                updated_at REAL NOT NULL,
+                PRIMARY KEY (provider, subject)
+            )
+            """,
+            "CREATE INDEX identities_by_user ON identities (user_handle, created_at)",
+            """
+            CREATE VIEW new_identity_accounts AS SELECT
+                a.name AS name, a.name_key AS name_key, a.handle AS handle, a.display_name AS display_name,
+                i.provider AS provider, i.subject AS subject, i.email AS email, i.email_verified AS email_verified,
+                i.is_private_email AS is_private_email, i.refresh_token AS refresh_token, i.created_at AS created_at, i.updated_at AS updated_at
+            FROM accounts a JOIN identities i ON i.user_handle = a.handle
+            """,
+            """
+            CREATE TRIGGER new_identity_accounts_insert INSTEAD OF INSERT ON new_identity_accounts BEGIN
+                INSERT INTO accounts (name, name_key, handle, display_name) VALUES (NEW.name, NEW.name_key, NEW.handle, NEW.display_name);
+                INSERT INTO identities (provider, subject, user_handle, email, email_verified, is_private_email, refresh_token, created_at, updated_at)
+                VALUES (NEW.provider, NEW.subject, NEW.handle, NEW.email, NEW.email_verified, NEW.is_private_email, NEW.refresh_token,
+                        NEW.created_at, NEW.updated_at);
+            END
+            """,
+            """
+            CREATE TRIGGER accounts_delete AFTER DELETE ON accounts BEGIN
+                DELETE FROM credentials WHERE user_handle = OLD.handle;
+                DELETE FROM identities WHERE user_handle = OLD.handle;
+                DELETE FROM sessions WHERE user_handle = OLD.handle;
+            END
+            """,
+        ]),
     ]
 
     /// Work a migration needs beyond SQL, run in its transaction after its statements.

@@ -16,7 +16,7 @@ internal import _WebAuthnCrypto
 ///
 /// A `Service`: run in a `ServiceGroup` (before the services that use it,
 /// which shut down first), it closes the database on graceful shutdown.
-public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, SessionStore, Service {
+public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, LinkedIdentityStore, SessionStore, Service {
     let connection: SQLiteConnection
     public let path: String
     private let lifecycle = Mutex(Lifecycle())
@@ -259,6 +259,104 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, S
     public func sweepSessions(expiredBefore date: Date) async throws -> Int {
         _ = try await query("DELETE FROM sessions WHERE expires_at < ?", [.float(date.timeIntervalSince1970)])
         return Int(try await query("SELECT COUNT(*) AS n FROM sessions").first?.column("n")?.integer ?? 0)
+    }
+
+    public func deleteSessions(userHandle: [UInt8]) async throws -> Int {
+        try await query("DELETE FROM sessions WHERE user_handle = ? RETURNING id_hash", [.blob(userHandle)]).count
+    }
+
+    // MARK: Account deletion and linked identities
+
+    public func deleteAccount(handle: [UInt8]) async throws -> Bool {
+        // The accounts_delete trigger removes its credentials, identities and sessions in this statement.
+        !(try await query("DELETE FROM accounts WHERE handle = ? RETURNING handle", [.blob(handle)])).isEmpty
+    }
+
+    static let identityColumns = "provider, subject, user_handle, email, email_verified, is_private_email, refresh_token, created_at, updated_at"
+
+    public func identity(provider: String, subject: String) async throws -> LinkedIdentity? {
+        try await query("SELECT \(Self.identityColumns) FROM identities WHERE provider = ? AND subject = ?", [.text(provider), .text(subject)])
+            .first.map(Self.identity)
+    }
+
+    public func identities(forUser userHandle: [UInt8]) async throws -> [LinkedIdentity] {
+        try await query("SELECT \(Self.identityColumns) FROM identities WHERE user_handle = ? ORDER BY created_at", [.blob(userHandle)]).map(Self.identity)
+    }
+
+    public func create(_ user: UserEntity, firstIdentity i: LinkedIdentity) async throws {
+        try i.validate()
+        do {
+            // One statement: the new_identity_accounts_insert trigger inserts both rows or neither.
+            _ = try await query(
+                """
+                INSERT INTO new_identity_accounts (name, name_key, handle, display_name, provider, subject, email, email_verified,
+                                                   is_private_email, refresh_token, created_at, updated_at)
+                VALUES (\(Self.placeholders(12)))
+                """,
+                [.text(user.name), .text(UserName.lookalikeKey(user.name)), .blob(user.id), .text(user.displayName)] + Self.identityValues(i))
+        } catch let error as SQLiteError where Self.isDuplicate(error) {
+            if try await identity(provider: i.provider, subject: i.subject) != nil { throw LinkedIdentity.alreadyLinked(i.provider) }
+            throw WebAuthnError(.usernameUnavailable, "an account named \(user.name.prefix(64)) (or a name that looks the same) exists")
+        }
+    }
+
+    public func link(_ i: LinkedIdentity) async throws {
+        try i.validate()
+        let inserted: [SQLiteRow]
+        do {
+            inserted = try await query(
+                """
+                INSERT INTO identities (provider, subject, user_handle, email, email_verified, is_private_email, refresh_token, created_at, updated_at)
+                SELECT ?, ?, handle, ?, ?, ?, ?, ?, ? FROM accounts WHERE handle = ? RETURNING subject
+                """,
+                [.text(i.provider), .text(i.subject)] + Self.identityValues(i).dropFirst(2) + [.blob(i.userHandle)])
+        } catch let error as SQLiteError where Self.isDuplicate(error) {
+            throw LinkedIdentity.alreadyLinked(i.provider)
+        }
+        guard !inserted.isEmpty else { throw LinkedIdentity.unknownAccount() }
+    }
+
+    public func update(_ i: LinkedIdentity) async throws -> Bool {
+        try i.validate()
+        return !(try await query(
+            "UPDATE identities SET email = ?, email_verified = ?, is_private_email = ?, refresh_token = ?, updated_at = ? WHERE provider = ? AND subject = ? RETURNING subject",
+            Array(Self.identityValues(i)[2...4]) + [Self.identityValues(i)[5], .float(i.updatedAt.timeIntervalSince1970), .text(i.provider), .text(i.subject)])).isEmpty
+    }
+
+    public func relink(provider: String, subject: String, to newSubject: String, at date: Date) async throws -> Bool {
+        try LinkedIdentity(provider: provider, subject: newSubject, userHandle: [0], createdAt: date).validate()
+        do {
+            return !(try await query("UPDATE identities SET subject = ?, updated_at = ? WHERE provider = ? AND subject = ? RETURNING subject",
+                                     [.text(newSubject), .float(date.timeIntervalSince1970), .text(provider), .text(subject)])).isEmpty
+        } catch let error as SQLiteError where Self.isDuplicate(error) {
+            throw LinkedIdentity.alreadyLinked(provider)
+        }
+    }
+
+    public func unlink(provider: String, subject: String) async throws -> LinkedIdentity? {
+        try await query("DELETE FROM identities WHERE provider = ? AND subject = ? RETURNING \(Self.identityColumns)", [.text(provider), .text(subject)])
+            .first.map(Self.identity)
+    }
+
+    /// provider, subject, email, email_verified, is_private_email, refresh_token, created_at, updated_at.
+    static func identityValues(_ i: LinkedIdentity) -> [SQLiteData] {
+        func bool(_ b: Bool?) -> SQLiteData { b.map { .integer($0 ? 1 : 0) } ?? .null }
+        return [.text(i.provider), .text(i.subject), i.email.map { .text($0) } ?? .null, bool(i.emailVerified), bool(i.isPrivateEmail),
+                i.refreshToken.map { .blob($0) } ?? .null, .float(i.createdAt.timeIntervalSince1970), .float(i.updatedAt.timeIntervalSince1970)]
+    }
+
+    static func identity(_ row: SQLiteRow) throws -> LinkedIdentity {
+        // Matched, not converted: SQLiteNIO's `integer` traps on a REAL out of range.
+        func bool(_ name: String) -> Bool? { if case .integer(let v) = row.column(name) { return v != 0 } else { return nil } }
+        guard let provider = row.column("provider")?.string, let subject = row.column("subject")?.string,
+              let handle = row.column("user_handle")?.blob, let created = row.column("created_at")?.double,
+              let updated = row.column("updated_at")?.double else {
+            throw WebAuthnError(.storageFailure, "identities row is unreadable")
+        }
+        return LinkedIdentity(provider: provider, subject: subject, userHandle: Array(handle.readableBytesView), email: row.column("email")?.string,
+                              emailVerified: bool("email_verified"), isPrivateEmail: bool("is_private_email"),
+                              refreshToken: row.column("refresh_token")?.blob.map { Array($0.readableBytesView) },
+                              createdAt: Date(timeIntervalSince1970: created), updatedAt: Date(timeIntervalSince1970: updated))
     }
 }
 

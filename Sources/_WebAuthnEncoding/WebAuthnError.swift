@@ -229,5 +229,16 @@ extension WebAuthnError.Code {
         .sessionMismatch, .usernameInvalid, .usernameUnavailable, .signInRequired, .authenticationFailed, .rateLimited,
         .tooManyPendingCeremonies, .contentTypeUnsupported, .internalError,
         .configurationInvalid, .storageFailure, .cryptoFailure,
+        .identityInvalid, .identityAlreadyLinked, .accountUnknown,
     ]
+}
+
+extension WebAuthnError.Code {
+    // MARK: Accounts and linked identities
+    /// A linked identity (provider, subject, email) is empty, too long or has control characters.
+    public static let identityInvalid: Self = "identity_invalid"
+    /// The provider identity is already linked to an account.
+    public static let identityAlreadyLinked: Self = "identity_already_linked"
+    /// No account has that handle.
+    public static let accountUnknown: Self = "account_unknown"
 }

@@ -72,7 +72,8 @@ struct StoreContractTests {
     func contract(backend: Backend, check: StoreContract.Check) async throws {
         try await StoreContract.run(check) {
             let (stores, close) = try await backend.open()
-            return (StoreContract.Stores(credentials: stores.credentials, challenges: stores.challenges, accounts: stores.accounts, sessions: stores.sessions), close)
+            return (StoreContract.Stores(credentials: stores.credentials, challenges: stores.challenges, accounts: stores.accounts, sessions: stores.sessions,
+                                         identities: stores.accounts as! any LinkedIdentityStore), close)
         }
     }
 
@@ -90,8 +91,9 @@ struct StoreContractTests {
         await #expect(throws: StoreContract.Failure.self) {
             try await StoreContract.run(check) {
                 let credentials = InMemoryCredentialStore()
-                return (StoreContract.Stores(credentials: credentials, challenges: Leaky(), accounts: InMemoryAccountStore(credentials: credentials),
-                                             sessions: InMemorySessionStore()), {})
+                let accounts = InMemoryAccountStore(credentials: credentials)
+                return (StoreContract.Stores(credentials: credentials, challenges: Leaky(), accounts: accounts, sessions: InMemorySessionStore(),
+                                             identities: accounts), {})
             }
         }
     }

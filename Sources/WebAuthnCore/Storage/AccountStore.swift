@@ -1,3 +1,4 @@
+public import Foundation
 internal import Synchronization
 public import _WebAuthnEncoding
 package import _WebAuthnCrypto
@@ -17,15 +18,38 @@ public protocol AccountStore: Sendable {
     func account(handle: [UInt8]) async throws -> UserEntity?
     /// Creates `user` with its first credential: both, or nothing.
     func create(_ user: UserEntity, firstCredential: CredentialRecord) async throws
+    /// Deletes the account with its credentials and linked identities (and, in a
+    /// store that also keeps sessions, its sessions), atomically; false when there is none.
+    func deleteAccount(handle: [UInt8]) async throws -> Bool
 }
 
-/// A thread-safe in-memory ``AccountStore`` that stores first credentials in
-/// an ``InMemoryCredentialStore``.
-public final class InMemoryAccountStore: AccountStore {
-    private let state = Mutex<(byKey: [String: UserEntity], byHandle: [ByteKey: UserEntity])>(([:], [:]))
+/// A thread-safe in-memory ``AccountStore`` and ``LinkedIdentityStore`` that
+/// stores first credentials in an ``InMemoryCredentialStore``.
+public final class InMemoryAccountStore: AccountStore, LinkedIdentityStore {
+    private struct State {
+        var byKey: [String: UserEntity] = [:]
+        var byHandle: [ByteKey: UserEntity] = [:]
+        var identities: [IdentityKey: LinkedIdentity] = [:]
+    }
+    private struct IdentityKey: Hashable {
+        let provider: String, subject: String
+        init(_ provider: String, _ subject: String) {
+            // By bytes: Swift's String equality would merge canonically equivalent subjects.
+            self.provider = provider
+            self.subject = subject
+        }
+        static func == (a: Self, b: Self) -> Bool { Bytes.sameUTF8(a.provider, b.provider) && Bytes.sameUTF8(a.subject, b.subject) }
+        func hash(into hasher: inout Hasher) {
+            for b in provider.utf8 { hasher.combine(b) }
+            hasher.combine(0xFF as UInt8)
+            for b in subject.utf8 { hasher.combine(b) }
+        }
+    }
+    private let state = Mutex(State())
     /// Where `create(_:firstCredential:)` puts the first credential.
     public let credentials: InMemoryCredentialStore
 
+    /// An empty store whose accounts keep their credentials in `credentials`.
     public init(credentials: InMemoryCredentialStore = InMemoryCredentialStore()) {
         self.credentials = credentials
     }
@@ -40,14 +64,95 @@ public final class InMemoryAccountStore: AccountStore {
     }
 
     public func create(_ user: UserEntity, firstCredential: CredentialRecord) async throws {
-        let key = UserName.lookalikeKey(user.name)
-        try state.withLock { (accounts) throws(WebAuthnError) in
-            guard accounts.byKey[key] == nil, accounts.byHandle[ByteKey(user.id)] == nil else {
-                throw WebAuthnError(.usernameUnavailable, "an account named \(user.name.prefix(64)) (or a name that looks the same) exists")
-            }
+        try state.withLock { (s) throws(WebAuthnError) in
+            try Self.checkNew(user, in: s)
             try credentials.insertNow(firstCredential)
-            accounts.byKey[key] = user
-            accounts.byHandle[ByteKey(user.id)] = user
+            Self.add(user, to: &s)
         }
+    }
+
+    public func deleteAccount(handle: [UInt8]) async throws -> Bool {
+        let removed = state.withLock { s -> Bool in
+            guard let user = s.byHandle.removeValue(forKey: ByteKey(handle)) else { return false }
+            s.byKey.removeValue(forKey: UserName.lookalikeKey(user.name))
+            s.identities = s.identities.filter { $0.value.userHandle != handle }
+            return true
+        }
+        if removed { credentials.deleteAll(userHandle: handle) }
+        return removed
+    }
+
+    // MARK: LinkedIdentityStore
+
+    public func identity(provider: String, subject: String) async throws -> LinkedIdentity? {
+        state.withLock { $0.identities[IdentityKey(provider, subject)] }
+    }
+
+    public func identities(forUser userHandle: [UInt8]) async throws -> [LinkedIdentity] {
+        state.withLock { s in s.identities.values.filter { $0.userHandle == userHandle }.sorted { $0.createdAt < $1.createdAt } }
+    }
+
+    public func create(_ user: UserEntity, firstIdentity identity: LinkedIdentity) async throws {
+        try identity.validate()
+        try state.withLock { (s) throws(WebAuthnError) in
+            try Self.checkNew(user, in: s)
+            guard s.identities[IdentityKey(identity.provider, identity.subject)] == nil else { throw LinkedIdentity.alreadyLinked(identity.provider) }
+            Self.add(user, to: &s)
+            s.identities[IdentityKey(identity.provider, identity.subject)] = identity
+        }
+    }
+
+    public func link(_ identity: LinkedIdentity) async throws {
+        try identity.validate()
+        try state.withLock { (s) throws(WebAuthnError) in
+            guard s.byHandle[ByteKey(identity.userHandle)] != nil else { throw LinkedIdentity.unknownAccount() }
+            guard s.identities[IdentityKey(identity.provider, identity.subject)] == nil else { throw LinkedIdentity.alreadyLinked(identity.provider) }
+            s.identities[IdentityKey(identity.provider, identity.subject)] = identity
+        }
+    }
+
+    public func update(_ identity: LinkedIdentity) async throws -> Bool {
+        try identity.validate()
+        return state.withLock { s in
+            let key = IdentityKey(identity.provider, identity.subject)
+            guard let current = s.identities[key] else { return false }
+            var next = current
+            next.email = identity.email
+            next.emailVerified = identity.emailVerified
+            next.isPrivateEmail = identity.isPrivateEmail
+            next.refreshToken = identity.refreshToken
+            next.updatedAt = identity.updatedAt
+            s.identities[key] = next
+            return true
+        }
+    }
+
+    public func relink(provider: String, subject: String, to newSubject: String, at date: Date) async throws -> Bool {
+        try state.withLock { (s) throws(WebAuthnError) -> Bool in
+            guard let current = s.identities[IdentityKey(provider, subject)] else { return false }
+            let moved = LinkedIdentity(provider: provider, subject: newSubject, userHandle: current.userHandle, email: current.email,
+                                       emailVerified: current.emailVerified, isPrivateEmail: current.isPrivateEmail,
+                                       refreshToken: current.refreshToken, createdAt: current.createdAt, updatedAt: date)
+            try moved.validate()
+            guard s.identities[IdentityKey(provider, newSubject)] == nil else { throw LinkedIdentity.alreadyLinked(provider) }
+            s.identities.removeValue(forKey: IdentityKey(provider, subject))
+            s.identities[IdentityKey(provider, newSubject)] = moved
+            return true
+        }
+    }
+
+    public func unlink(provider: String, subject: String) async throws -> LinkedIdentity? {
+        state.withLock { $0.identities.removeValue(forKey: IdentityKey(provider, subject)) }
+    }
+
+    private static func checkNew(_ user: UserEntity, in s: State) throws(WebAuthnError) {
+        guard s.byKey[UserName.lookalikeKey(user.name)] == nil, s.byHandle[ByteKey(user.id)] == nil else {
+            throw WebAuthnError(.usernameUnavailable, "an account named \(user.name.prefix(64)) (or a name that looks the same) exists")
+        }
+    }
+
+    private static func add(_ user: UserEntity, to s: inout State) {
+        s.byKey[UserName.lookalikeKey(user.name)] = user
+        s.byHandle[ByteKey(user.id)] = user
     }
 }

@@ -53,6 +53,10 @@ public final class InMemoryCredentialStore: CredentialStore {
         state.withLock { $0.removeValue(forKey: ByteKey(id)) != nil }
     }
 
+    func deleteAll(userHandle: [UInt8]) {
+        state.withLock { records in records = records.filter { $0.value.userHandle != userHandle } }
+    }
+
     /// The number of stored credentials.
     public var count: Int { state.withLock { $0.count } }
 }
@@ -216,6 +220,15 @@ public final class InMemorySessionStore: SessionStore {
 
     public func delete(idHash: [UInt8]) async throws {
         _ = state.withLock { $0.sessions.removeValue(forKey: ByteKey(idHash)) }
+    }
+
+    public func deleteSessions(userHandle: [UInt8]) async throws -> Int {
+        state.withLock { s in
+            let before = s.sessions.count
+            s.sessions = s.sessions.filter { $0.value.userHandle != userHandle }
+            s.perUser.removeValue(forKey: ByteKey(userHandle))
+            return before - s.sessions.count
+        }
     }
 
     /// A full pass, made once per sweep interval.

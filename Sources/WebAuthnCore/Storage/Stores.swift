@@ -83,5 +83,7 @@ public protocol SessionStore: Sendable {
     func insert(_ session: SignedInSession) async throws
     func session(idHash: [UInt8]) async throws -> SignedInSession?
     func delete(idHash: [UInt8]) async throws
+    /// Ends every session of the account (sign-out everywhere, consent revoked, account deleted); returns how many.
+    func deleteSessions(userHandle: [UInt8]) async throws -> Int
     func sweepSessions(expiredBefore date: Date) async throws -> Int
 }
