@@ -1,4 +1,5 @@
 public import Foundation
+internal import Synchronization
 public import Hummingbird
 public import WebAuthnCore
 public import WebAuthnMetadata
@@ -21,6 +22,16 @@ struct BrowserSessions: Sendable {
     let secret: [UInt8]
     let secure: Bool
     let lifetime: TimeInterval
+    /// When expired sessions were last swept from the store (at most once a minute, by the engine's clock).
+    let lastSweep = SweepClock()
+    static let sweepInterval: TimeInterval = 60
+
+    init(store: any SessionStore, secret: [UInt8], secure: Bool, lifetime: TimeInterval) {
+        self.store = store
+        self.secret = secret
+        self.secure = secure
+        self.lifetime = lifetime
+    }
 
     /// `__Host-` when secure: the browser then refuses it from a sub-domain or over plain HTTP.
     var cookieName: String { secure ? "__Host-webauthn_session" : "webauthn_session" }
@@ -60,6 +71,13 @@ struct BrowserSessions: Sendable {
         try await store.insert(SignedInSession(idHash: token.binding, userHandle: userHandle, createdAt: now, authenticatedAt: now,
                                                expiresAt: now.addingTimeInterval(lifetime)))
         if let old { try await store.delete(idHash: old.binding) }
+        let due = lastSweep.time.withLock { last -> Bool in
+            guard now.timeIntervalSince(last) >= Self.sweepInterval || now < last else { return false }
+            last = now
+            return true
+        }
+        // Expired sessions leave the store as sign-ins happen, so it never grows with them.
+        if due { _ = try? await store.sweepSessions(expiredBefore: now) }
         return token
     }
 
@@ -76,4 +94,9 @@ struct BrowserSessions: Sendable {
     var expiredCookie: Cookie {
         Cookie(name: cookieName, value: "", maxAge: 0, path: "/", secure: secure, httpOnly: true, sameSite: .strict)
     }
+}
+
+/// The time of the last session sweep, shared by copies of ``BrowserSessions``.
+final class SweepClock: Sendable {
+    let time = Mutex<Date>(.distantPast)
 }

@@ -20,6 +20,21 @@ struct SessionTests {
         return Request(head: .init(method: .post, scheme: "http", authority: "localhost", path: "/", headerFields: fields), body: .init(buffer: ByteBuffer()))
     }
 
+    @Test("sign-ins sweep expired sessions from the store, at most once a minute")
+    func signInSweeps() async throws {
+        let store = InMemorySessionStore()
+        let sessions = BrowserSessions(store: store, secret: SecureRandom.bytes(32), secure: false, lifetime: 3600)
+        let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+        let stale = SignedInSession(idHash: SecureRandom.bytes(32), userHandle: [1], createdAt: t0, authenticatedAt: t0, expiresAt: t0.addingTimeInterval(10))
+        try await store.insert(stale)
+        _ = try await sessions.signIn([2], replacing: nil, now: t0.addingTimeInterval(5))
+        #expect(try await store.session(idHash: stale.idHash) != nil)  // not expired yet
+        _ = try await sessions.signIn([3], replacing: nil, now: t0.addingTimeInterval(30))
+        #expect(try await store.session(idHash: stale.idHash) != nil)  // expired, but swept less than a minute ago
+        _ = try await sessions.signIn([4], replacing: nil, now: t0.addingTimeInterval(70))
+        #expect(try await store.session(idHash: stale.idHash) == nil)
+    }
+
     @Test("a cookie is a session only if this server's secret signed it")
     func signedCookies() {
         let token = sessions.mint()
