@@ -23,6 +23,31 @@ struct EngineSessionTests {
         return (WebAuthnEngine(relyingParty: rp, credentials: credentials, challenges: challenges, accounts: accounts, limits: limits), challenges, accounts)
     }
 
+    @Test("single-use values (Apple nonces and states) are consumed once, by kind, unexpired, with their binding; never as a WebAuthn challenge")
+    func singleUse() async throws {
+        let (engine, _, _) = try engine()
+        let key = SecureRandom.bytes(32)
+        try await engine.storeSingleUse(.appleNonce, key: key, binding: [7])
+        #expect(await errorCode { try await engine.consumeSingleUse(.appleNonce, key: key, binding: [7]) } == nil)
+        #expect(await errorCode { try await engine.consumeSingleUse(.appleNonce, key: key, binding: [7]) } == "challenge_unknown")
+        // The wrong kind, the wrong session, too late: refused, and gone all the same.
+        for (kind, binding, wait, expected) in [(PendingCeremony.Kind.appleState, [UInt8]([7]), 0.0, "ceremony_mismatch"),
+                                                (.appleNonce, [8], 0, "session_mismatch"), (.appleNonce, [7], 61, "challenge_expired")] {
+            let k = SecureRandom.bytes(32)
+            try await engine.storeSingleUse(.appleNonce, key: k, binding: [7], lifetime: 60)
+            time.advance(wait)
+            #expect(await errorCode { try await engine.consumeSingleUse(kind, key: k, binding: binding) } == expected)
+            #expect(await errorCode { try await engine.consumeSingleUse(.appleNonce, key: k, binding: [7]) } == "challenge_unknown")
+        }
+        // A registration whose client data names a nonce as its challenge is refused for its kind.
+        let nonce = SecureRandom.bytes(32)
+        try await engine.storeSingleUse(.appleNonce, key: nonce, binding: nil)
+        let user = UserEntity.new(name: "mallory")
+        let parts = try SoftwareAuthenticator(profile: .platformPasskey).register(rpId: "example.com", origin: origin, challenge: nonce, userHandle: user.id)
+        #expect(await errorCode { _ = try await engine.finishRegistration(json: parts.jsonBytes) } == "ceremony_mismatch")
+        #expect(await errorCode { try await engine.storeSingleUse(.registration, key: SecureRandom.bytes(32), binding: nil) } == "configuration_invalid")
+    }
+
     @Test("a bound ceremony is finished only with its binding; a refusal consumes nothing")
     func binding() async throws {
         let (engine, _, _) = try engine()

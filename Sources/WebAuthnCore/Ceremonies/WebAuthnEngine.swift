@@ -213,6 +213,41 @@ public struct WebAuthnEngine: Sendable {
         return SecureRandom.bytes(length)
     }
 
+    // MARK: Single-use values
+
+    /// Stores a single-use value under `key` (a Sign in with Apple nonce or
+    /// web-flow state) in the challenge store, with the same bounds as ceremonies:
+    /// consumed once across every instance sharing the store, expiring after
+    /// `lifetime` seconds on the engine's clock, and bound to `binding` when given.
+    public func storeSingleUse(_ kind: PendingCeremony.Kind, key: [UInt8], binding: [UInt8]?, lifetime: TimeInterval = 600) async throws(WebAuthnError) {
+        guard kind == .appleNonce || kind == .appleState else {
+            throw WebAuthnError(.configurationInvalid, "single-use values are Apple nonces and states; \(kind.rawValue) ceremonies start with their options")
+        }
+        guard (16...64).contains(key.count), lifetime > 0, lifetime <= 3600 else {
+            throw WebAuthnError(.configurationInvalid, "a single-use key is 16 to 64 bytes and lives at most an hour")
+        }
+        try await remember(PendingCeremony(kind: kind, challenge: key, userVerification: .discouraged, binding: binding,
+                                           expiresAt: relyingParty.clock.now().addingTimeInterval(lifetime)))
+    }
+
+    /// Consumes the single-use value under `key`: it must exist with this kind, be
+    /// unexpired and, when it was stored with a binding, be presented with the same
+    /// one. It is gone afterwards whatever the outcome (`challenge_unknown`,
+    /// `ceremony_mismatch`, `challenge_expired`, `session_mismatch`).
+    public func consumeSingleUse(_ kind: PendingCeremony.Kind, key: [UInt8], binding: [UInt8]?) async throws(WebAuthnError) {
+        guard let value = try await store({ try await challenges.consume(challenge: key) }) else {
+            throw WebAuthnError(.challengeUnknown, "no \(kind.rawValue) is waiting under this value; it was never issued or was already used")
+        }
+        guard value.kind == kind else {
+            throw WebAuthnError(.ceremonyMismatch, "the value was issued as \(value.kind.rawValue), not \(kind.rawValue)")
+        }
+        let now = relyingParty.clock.now()
+        guard now <= value.expiresAt else {
+            throw WebAuthnError(.challengeExpired, "the \(kind.rawValue) expired at \(ISO8601DateFormatter().string(from: value.expiresAt))")
+        }
+        try Self.verifyBinding(value, presented: binding)
+    }
+
     /// Finds the pending ceremony a response answers, without consuming it.
     func pendingCeremony(for c: CollectedClientData, kind: PendingCeremony.Kind, expected: [UInt8]?) async throws(WebAuthnError) -> PendingCeremony {
         let key: [UInt8]

@@ -6,7 +6,17 @@ package import _WebAuthnCrypto
 /// what the relying party asked for, kept by a ``ChallengeStore`` under its
 /// challenge and consumed once.
 public struct PendingCeremony: Sendable {
-    public enum Kind: String, Sendable { case registration, authentication }
+    /// What the pending value is for.
+    public enum Kind: String, Sendable {
+        /// A WebAuthn registration (creation options).
+        case registration
+        /// A WebAuthn authentication (request options).
+        case authentication
+        /// A Sign in with Apple nonce issued to an app, consumed by the identity token that carries it.
+        case appleNonce = "apple-nonce"
+        /// A Sign in with Apple web-flow `state`, consumed by Apple's form post back.
+        case appleState = "apple-state"
+    }
 
     public let kind: Kind
     /// The challenge bytes (at least 16).
