@@ -10,7 +10,7 @@ TEST_APT_PACKAGES := postgresql chromium chromium-driver binutils
 SELENIUM := selenium==4.45.0
 SWIFT_BUILD_FLAGS ?=
 
-.PHONY: deps test-deps build test serve demo bench clean
+.PHONY: deps test-deps build test serve demo bench docs clean
 .PHONY: fuzz-build fuzz fuzz-smoke fuzz-seeds test-sanitizers test-asan test-tsan
 
 # Installs the Debian packages named in $(1) that are missing.
@@ -54,6 +54,13 @@ demo: deps
 bench: deps
 	swift build -c release --product webauthn-bench $(SWIFT_BUILD_FLAGS)
 	.build/release/webauthn-bench
+
+# The DocC documentation of the public products, as static sites in .build/docs/.
+docs: deps
+	@mkdir -p .build/docs; for target in WebAuthnCore WebAuthnServer; do \
+		swift package --allow-writing-to-directory .build/docs generate-documentation --target $$target \
+			--disable-indexing --transform-for-static-hosting --output-path .build/docs/$$target || exit 1; \
+	done
 
 clean:
 	rm -rf .build

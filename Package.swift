@@ -25,6 +25,8 @@ let package = Package(
         .package(url: "https://github.com/vapor/sqlite-nio", from: "1.10.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.5.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
+        // `make docs`: the DocC catalogs of WebAuthnCore and WebAuthnServer.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.4.0"),
     ],
     targets: [
         // The only two C libraries of the engine, each imported by one target only
