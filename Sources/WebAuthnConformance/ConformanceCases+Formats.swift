@@ -52,7 +52,7 @@ extension CaseList {
                      attestation: try! Self.packedUnder(authority, intermediateNotAfter: later, includeRoot: true) { _ in })
 
         // The attestation certificate requirements of §8.2.1, each broken alone.
-        let aaguidOID = "1.3.6.1.4.1.45724.1.1.4", basicOID = "2.5.29.19"
+        let aaguidOID = X509Certificate.OID.fidoGenCeAAGUID, basicOID = X509Certificate.OID.basicConstraints
         registration("L3-8.2.1 P-1", "packed full attestation with a certificate the runner builds the same way as the failing cases below verifies",
                      passes: true, attestation: try! Self.packedUnder(authority) { _ in })
         registration("L3-8.2.1 F-1", "an attestation certificate of version 1 fails", passes: false,
@@ -193,7 +193,7 @@ extension CaseList {
         let root = try CertificateBuilder(subject: [("CN", "Unknown Root")]).build(key: rootKey, issuer: nil, issuerKey: rootKey)
         let key = try SigningKey.generate(.es256)
         var leaf = CertificateBuilder(subject: [("C", "AA"), ("O", "Unknown"), ("OU", "Authenticator Attestation"), ("CN", "Unknown Authenticator")])
-        leaf.extensions = [("2.5.29.19", true, [0x30, 0x00])]
+        leaf.extensions = [(X509Certificate.OID.basicConstraints, true, [0x30, 0x00])]
         let cert = try leaf.build(key: key, issuer: root, issuerKey: rootKey)
         return .packed(x5c: [cert.der], signer: try AttestationSigner(pem: key.privateKeyPEM()))
     }

@@ -20,7 +20,7 @@ enum FormatStatements {
     static func apple(_ parts: RegistrationParts, credentialKey: SigningKey, authority: AttestationAuthority, nonce: [UInt8]? = nil) throws -> CBOR {
         let value = nonce ?? Digest.hash(.sha256, parts.authenticatorData.bytes, Digest.sha256(parts.clientDataJSON))
         var b = CertificateBuilder(subject: [("CN", "Apple-style test credential")])
-        b.extensions = [("1.2.840.113635.100.8.2", false, DERWriter.sequence(DERWriter.explicit(1, DERWriter.octets(value))))]
+        b.extensions = [(X509Certificate.OID.appleNonce, false, DERWriter.sequence(DERWriter.explicit(1, DERWriter.octets(value))))]
         return .map([CBORPair(.text("x5c"), .array([.bytes(try authority.issue(b, for: credentialKey).der)]))])
     }
 
@@ -56,7 +56,7 @@ enum FormatStatements {
         let description = DERWriter.sequence(DERWriter.integer(300), DERWriter.enumerated(1), DERWriter.integer(300), DERWriter.enumerated(1),
                                              DERWriter.octets(challenge ?? cdh), DERWriter.octets([]), DERWriter.sequence(), DERWriter.sequence(tee))
         var b = CertificateBuilder(subject: [("CN", "Android Keystore Key")])
-        b.extensions = [("1.3.6.1.4.1.11129.2.1.17", false, description)]
+        b.extensions = [(X509Certificate.OID.androidKeyDescription, false, description)]
         let cert = try authority.issue(b, for: signer)
         return .map([CBORPair(.text("alg"), CBOR(signer.algorithm.rawValue)),
                      CBORPair(.text("sig"), .bytes(try signer.sign(parts.authenticatorData.bytes, cdh))),
@@ -92,7 +92,7 @@ enum FormatStatements {
         var aik = try authority.aikCertificate(aaguid: attested.aaguid, key: aikKey)
         if !aikEKU {
             var b = CertificateBuilder()
-            b.extensions = [("2.5.29.17", true, DERWriter.tpmSAN()), ("2.5.29.19", true, DERWriter.basicConstraintsCAFalse)]
+            b.extensions = [(X509Certificate.OID.subjectAltName, true, DERWriter.tpmSAN()), (X509Certificate.OID.basicConstraints, true, DERWriter.basicConstraintsCAFalse)]
             aik = try authority.issue(b, for: aikKey)
         }
         return .map([CBORPair(.text("ver"), .text("2.0")), CBORPair(.text("alg"), CBOR(aikKey.algorithm.rawValue)),
@@ -116,7 +116,7 @@ extension CertificateBuilder {
     /// A CA certificate template: subject C, O, CN and basic constraints CA true.
     package static func certificateAuthority(organization: String, name: String) -> CertificateBuilder {
         var b = CertificateBuilder(subject: [("C", "AA"), ("O", organization), ("CN", name)])
-        b.extensions = [("2.5.29.19", true, DERWriter.basicConstraintsCATrue)]
+        b.extensions = [(X509Certificate.OID.basicConstraints, true, DERWriter.basicConstraintsCATrue)]
         return b
     }
 }

@@ -5,8 +5,6 @@ package import _WebAuthnCrypto
 enum AndroidKeyAttestation: AttestationFormatVerifier {
     static let identifier = "android-key"
     static let step = "WebAuthn L3 §8.4"
-    /// The Android key attestation extension (KeyDescription).
-    static let keyDescriptionOID = "1.3.6.1.4.1.11129.2.1.17"
     /// KeyMint tags and values (Android key attestation schema).
     enum Tag { static let purpose = 1, allApplications = 600, origin = 702 }
     static let originGenerated = 0, purposeSign = 2
@@ -29,8 +27,8 @@ enum AndroidKeyAttestation: AttestationFormatVerifier {
         // Step 3: the leaf's key is the credential public key.
         try AttestationFormats.checkSameKey(certificate: leaf, credential: input.credential.publicKey, step: step + " step 3")
         // Step 4: the KeyDescription extension.
-        guard let ext = try leaf.extension(oid: keyDescriptionOID) else {
-            throw WebAuthnError(.attestationCertificateInvalid, "the android-key certificate has no KeyDescription extension (\(keyDescriptionOID))", step: step + " step 4")
+        guard let ext = try leaf.extension(oid: X509Certificate.OID.androidKeyDescription) else {
+            throw WebAuthnError(.attestationCertificateInvalid, "the android-key certificate has no KeyDescription extension (\(X509Certificate.OID.androidKeyDescription))", step: step + " step 4")
         }
         let description = try KeyDescription(der: ext.value)
         guard description.attestationChallenge == input.clientDataHash else {

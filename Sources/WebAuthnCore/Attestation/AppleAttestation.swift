@@ -5,8 +5,6 @@ package import _WebAuthnCrypto
 enum AppleAttestation: AttestationFormatVerifier {
     static let identifier = "apple"
     static let step = "WebAuthn L3 §8.8"
-    /// Apple's nonce extension.
-    static let nonceExtensionOID = "1.2.840.113635.100.8.2"
 
     static func verify(_ input: AttestationInput) throws(WebAuthnError) -> AttestationVerification {
         try AttestationFormats.checkMembers(input.statement, allowed: ["x5c", "alg"], format: identifier, step: step)
@@ -19,8 +17,8 @@ enum AppleAttestation: AttestationFormatVerifier {
         // Steps 2–3: nonce = SHA-256(authenticatorData ‖ clientDataHash).
         let nonce = Digest.hash(.sha256, parts: input.signedData)
         // Step 4: the nonce extension holds Sequence { [1] OCTET STRING nonce }.
-        guard let ext = try credCert.extension(oid: nonceExtensionOID) else {
-            throw WebAuthnError(.attestationCertificateInvalid, "the apple credential certificate has no nonce extension (\(nonceExtensionOID))", step: step + " step 4")
+        guard let ext = try credCert.extension(oid: X509Certificate.OID.appleNonce) else {
+            throw WebAuthnError(.attestationCertificateInvalid, "the apple credential certificate has no nonce extension (\(X509Certificate.OID.appleNonce))", step: step + " step 4")
         }
         let certNonce = try Self.nonce(from: ext.value)
         guard certNonce == nonce else {

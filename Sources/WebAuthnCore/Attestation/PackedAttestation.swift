@@ -6,9 +6,6 @@ package import _WebAuthnCrypto
 enum PackedAttestation: AttestationFormatVerifier {
     static let identifier = "packed"
 
-    /// OID of the FIDO AAGUID certificate extension, id-fido-gen-ce-aaguid.
-    static let aaguidExtensionOID = "1.3.6.1.4.1.45724.1.1.4"
-
     static func verify(_ input: AttestationInput) throws(WebAuthnError) -> AttestationVerification {
         let statement = input.statement
         // Step 1: attStmt is valid CBOR of the packed syntax.
@@ -82,7 +79,7 @@ enum PackedAttestation: AttestationFormatVerifier {
     /// §8.2 step 2: if the certificate carries id-fido-gen-ce-aaguid, it must
     /// equal the AAGUID in authenticator data, and (§8.2.1) not be critical.
     static func checkAAGUIDExtension(_ cert: X509Certificate, aaguid: AAGUID) throws(WebAuthnError) {
-        guard let ext = try cert.extension(oid: aaguidExtensionOID) else { return }
+        guard let ext = try cert.extension(oid: X509Certificate.OID.fidoGenCeAAGUID) else { return }
         guard !ext.critical else {
             throw WebAuthnError(.attestationCertificateInvalid, "the id-fido-gen-ce-aaguid extension must not be critical", step: "WebAuthn L3 §8.2.1")
         }
@@ -92,7 +89,7 @@ enum PackedAttestation: AttestationFormatVerifier {
             throw WebAuthnError(.attestationCertificateInvalid, "the id-fido-gen-ce-aaguid extension is not an OCTET STRING of 16 bytes", step: "WebAuthn L3 §8.2.1")
         }
         guard certAAGUID == aaguid else {
-            throw WebAuthnError(.attestationAAGUIDMismatch, "certificate AAGUID (\(PackedAttestation.aaguidExtensionOID)) is \(certAAGUID); authenticator data says \(aaguid)", step: "WebAuthn L3 §8.2 step 2")
+            throw WebAuthnError(.attestationAAGUIDMismatch, "certificate AAGUID (\(X509Certificate.OID.fidoGenCeAAGUID)) is \(certAAGUID); authenticator data says \(aaguid)", step: "WebAuthn L3 §8.2 step 2")
         }
     }
 }

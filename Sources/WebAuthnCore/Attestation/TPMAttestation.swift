@@ -5,8 +5,8 @@ package import _WebAuthnCrypto
 enum TPMAttestation: AttestationFormatVerifier {
     static let identifier = "tpm"
     static let step = "WebAuthn L3 §8.3"
-    static let aikCertificateEKU = "2.23.133.8.3"  // tcg-kp-AIKCertificate
-    static let sanAttributes = ["2.23.133.2.1": "tpmManufacturer", "2.23.133.2.2": "tpmModel", "2.23.133.2.3": "tpmVersion"]
+    static let aikCertificateEKU = X509Certificate.OID.tcgKpAIKCertificate
+    static let sanAttributes = [X509Certificate.OID.tpmManufacturer: "tpmManufacturer", X509Certificate.OID.tpmModel: "tpmModel", X509Certificate.OID.tpmVersion: "tpmVersion"]
 
     static func verify(_ input: AttestationInput) throws(WebAuthnError) -> AttestationVerification {
         let s = input.statement
@@ -87,7 +87,7 @@ enum TPMAttestation: AttestationFormatVerifier {
         guard cert.subject.isEmpty else {
             throw WebAuthnError(.attestationCertificateInvalid, "the AIK certificate subject must be empty; it is \(cert.subjectSummary)", step: step)
         }
-        guard let san = try cert.extension(oid: "2.5.29.17") else {
+        guard let san = try cert.extension(oid: X509Certificate.OID.subjectAltName) else {
             throw WebAuthnError(.attestationCertificateInvalid, "the AIK certificate has no subject alternative name", step: step)
         }
         guard san.critical else {
@@ -97,7 +97,7 @@ enum TPMAttestation: AttestationFormatVerifier {
         for (oid, name) in sanAttributes where attributes[oid]?.isEmpty != false {
             throw WebAuthnError(.attestationCertificateInvalid, "the AIK certificate's subject alternative name lacks \(name) (\(oid))", step: step)
         }
-        guard let eku = try cert.extension(oid: "2.5.29.37"), try extendedKeyUsages(eku.value).contains(aikCertificateEKU) else {
+        guard let eku = try cert.extension(oid: X509Certificate.OID.extendedKeyUsage), try extendedKeyUsages(eku.value).contains(aikCertificateEKU) else {
             throw WebAuthnError(.attestationCertificateInvalid, "the AIK certificate's extended key usage lacks tcg-kp-AIKCertificate (\(aikCertificateEKU))", step: step)
         }
         guard let constraints = try cert.basicConstraints(), !constraints.isCA else {
