@@ -165,14 +165,14 @@ extension CaseList {
         registration("L3-8.3 F-2", "tpm with ver other than \"2.0\" fails", passes: false, attestation: tpm,
                      edit: { $0.statement = $0.statement.replacing("ver", with: .text("1.0")) })
         registration("L3-8.3 F-3", "tpm whose certInfo type is not TPM_ST_ATTEST_CERTIFY fails (re-signed by the AIK)", passes: false, attestation: tpm,
-                     edit: { try tpmStatement(&$0, { $0["certInfo"]?[5] = 0x18 }, resign: true) })
+                     edit: { try tpmStatement(&$0, { $0["certInfo"]?[5] = 0x18 }, resign: true) })  // TPM_ST_ATTEST_QUOTE
         registration("L3-8.3 F-4", "tpm whose AIK signature over certInfo does not verify fails", passes: false, attestation: tpm,
                      edit: { try tpmStatement(&$0, { if let n = $0["sig"]?.count { $0["sig"]?[n / 2] ^= 0x01 } }) })
         registration("L3-8.3 F-5", "tpm whose certInfo name is computed with SHA-1, not pubArea.nameAlg (SHA-256), fails (re-signed by the AIK; the list's Resp-9 P-3 expects success)",
                      passes: false, attestation: tpm, edit: { try tpmStatement(&$0, { m in
                          guard let info = m["certInfo"], let pubArea = m["pubArea"], info.count > 10 else { return }
-                         let nameAt = 10 + (Int(info[8]) << 8 | Int(info[9])) + 17 + 8  // magic, type, qualifiedSigner, extraData, clockInfo, firmwareVersion
-                         let name: [UInt8] = [0x00, 0x04] + Digest.hash(.sha1, pubArea)
+                         let nameAt = 10 + (Int(info[8]) << 8 | Int(info[9])) + TPM.clockInfoSize + 8  // magic, type, qualifiedSigner, extraData, clockInfo, firmwareVersion
+                         let name: [UInt8] = [UInt8(TPM.Alg.sha1 >> 8), UInt8(TPM.Alg.sha1 & 0xff)] + Digest.hash(.sha1, pubArea)
                          let sized = [UInt8(0), UInt8(name.count)] + name
                          m["certInfo"] = Array(info[..<nameAt]) + sized + sized
                      }, resign: true) })

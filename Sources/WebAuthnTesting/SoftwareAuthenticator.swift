@@ -149,7 +149,7 @@ public final class SoftwareAuthenticator: Sendable {
             ])
         case .packedFull(let authority):
             parts.statement = .map([
-                CBORPair(.text("alg"), CBOR(-7)),
+                CBORPair(.text("alg"), CBOR(COSEAlgorithm.es256.rawValue)),
                 CBORPair(.text("sig"), .bytes(try authority.attestationKey.sign(parts.authenticatorData.bytes, Digest.sha256(parts.clientDataJSON)))),
                 CBORPair(.text("x5c"), .array([.bytes(try authority.packedCertificate(aaguid: profile.aaguid).der)])),
             ])

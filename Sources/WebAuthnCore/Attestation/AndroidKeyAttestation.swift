@@ -66,17 +66,17 @@ enum AndroidKeyAttestation: AttestationFormatVerifier {
         var origin: Int?
 
         init(_ node: DER.Node) throws(WebAuthnError) {
-            guard node.tag == 0x30 else { throw DER.error("AuthorizationList is not a SEQUENCE") }
+            guard node.tag == DER.Tag.sequence else { throw DER.error("AuthorizationList is not a SEQUENCE") }
             var reader = DER(node.bytes, range: node.contents)
             var count = 0
             while !reader.atEnd {
                 count += 1
                 guard count <= 256 else { throw DER.error("AuthorizationList has too many entries") }
                 let (entry, number) = try reader.taggedNext()
-                guard entry.tag & 0xC0 == 0x80 else { continue }  // context-specific only
+                guard entry.tag & DER.Tag.classMask == DER.Tag.contextSpecific else { continue }
                 switch number {
                 case Tag.purpose:
-                    guard let set = try entry.children().first, set.tag == 0x31 else { throw DER.error("purpose is not a SET") }
+                    guard let set = try entry.children().first, set.tag == DER.Tag.set else { throw DER.error("purpose is not a SET") }
                     purposes = try set.children().map { (n) throws(WebAuthnError) in try n.integer() }
                 case Tag.allApplications:
                     allApplications = true
@@ -97,9 +97,9 @@ enum AndroidKeyAttestation: AttestationFormatVerifier {
 
         init(der: [UInt8]) throws(WebAuthnError) {
             let root = try DER.parse(der)
-            guard root.tag == 0x30 else { throw DER.error("KeyDescription is not a SEQUENCE") }
+            guard root.tag == DER.Tag.sequence else { throw DER.error("KeyDescription is not a SEQUENCE") }
             let fields = try root.children()
-            guard fields.count >= 8, fields[4].tag == 0x04 else {
+            guard fields.count >= 8, fields[4].tag == DER.Tag.octetString else {
                 throw WebAuthnError(.attestationCertificateInvalid, "KeyDescription has \(fields.count) fields; expected 8 with attestationChallenge an OCTET STRING", step: AndroidKeyAttestation.step)
             }
             attestationChallenge = Array(fields[4].value)

@@ -32,8 +32,8 @@ enum AppleAttestation: AttestationFormatVerifier {
 
     static func nonce(from value: [UInt8]) throws(WebAuthnError) -> [UInt8] {
         let sequence = try DER.parse(value)
-        guard sequence.tag == 0x30, let tagged = try sequence.children().first, tagged.tag == 0xA1,
-              let octets = try tagged.children().first, octets.tag == 0x04, octets.contents.count == 32 else {
+        guard sequence.tag == DER.Tag.sequence, let tagged = try sequence.children().first, tagged.tag == DER.Tag.contextConstructed(1),
+              let octets = try tagged.children().first, octets.tag == DER.Tag.octetString, octets.contents.count == 32 else {
             throw WebAuthnError(.attestationCertificateInvalid, "the apple nonce extension is not Sequence { [1] OCTET STRING (32 bytes) }", step: step)
         }
         return Array(octets.value)

@@ -65,7 +65,7 @@ enum PackedAttestation: AttestationFormatVerifier {
             }
         }
         let country = cert.subjectValues("C")[0]
-        guard country.utf8.count == 2, country.utf8.allSatisfy({ (0x41...0x5A).contains($0) }) else {
+        guard country.utf8.count == 2, country.utf8.allSatisfy({ (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }) else {
             throw WebAuthnError(.attestationCertificateInvalid, "subject C \"\(country)\" is not an ISO 3166 alpha-2 code", step: step)
         }
         guard let constraints = try cert.basicConstraints() else {
@@ -84,8 +84,9 @@ enum PackedAttestation: AttestationFormatVerifier {
             throw WebAuthnError(.attestationCertificateInvalid, "the id-fido-gen-ce-aaguid extension must not be critical", step: "WebAuthn L3 §8.2.1")
         }
         // extnValue holds a DER OCTET STRING of 16 bytes: 04 10 <aaguid>.
-        let value = ext.value
-        guard value.count == 18, value[0] == 0x04, value[1] == 0x10, let certAAGUID = AAGUID(bytes: Array(value[2...])) else {
+        let value = ext.value, length = AuthenticatorData.Layout.aaguidLength
+        guard value.count == 2 + length, value[0] == DER.Tag.octetString, Int(value[1]) == length,
+              let certAAGUID = AAGUID(bytes: Array(value[2...])) else {
             throw WebAuthnError(.attestationCertificateInvalid, "the id-fido-gen-ce-aaguid extension is not an OCTET STRING of 16 bytes", step: "WebAuthn L3 §8.2.1")
         }
         guard certAAGUID == aaguid else {

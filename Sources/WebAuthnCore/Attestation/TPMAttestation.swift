@@ -109,12 +109,12 @@ enum TPMAttestation: AttestationFormatVerifier {
     /// Attributes may sit in one RDN or one each (both occur in real TPMs).
     static func directoryNameAttributes(_ der: [UInt8]) throws(WebAuthnError) -> [String: String] {
         let names = try DER.parse(der)
-        guard names.tag == 0x30 else { throw DER.error("GeneralNames is not a SEQUENCE") }
+        guard names.tag == DER.Tag.sequence else { throw DER.error("GeneralNames is not a SEQUENCE") }
         var out: [String: String] = [:]
-        for general in try names.children() where general.tag == 0xA4 {  // directoryName [4]
-            for name in try general.children() where name.tag == 0x30 {
-                for rdn in try name.children() where rdn.tag == 0x31 {
-                    for attribute in try rdn.children() where attribute.tag == 0x30 {
+        for general in try names.children() where general.tag == DER.Tag.contextConstructed(4) {  // directoryName [4]
+            for name in try general.children() where name.tag == DER.Tag.sequence {
+                for rdn in try name.children() where rdn.tag == DER.Tag.set {
+                    for attribute in try rdn.children() where attribute.tag == DER.Tag.sequence {
                         let parts = try attribute.children()
                         guard parts.count == 2 else { throw DER.error("AttributeTypeAndValue has \(parts.count) parts") }
                         out[try parts[0].objectIdentifier()] = String(decoding: parts[1].value, as: UTF8.self)
@@ -127,7 +127,7 @@ enum TPMAttestation: AttestationFormatVerifier {
 
     static func extendedKeyUsages(_ der: [UInt8]) throws(WebAuthnError) -> [String] {
         let sequence = try DER.parse(der)
-        guard sequence.tag == 0x30 else { throw DER.error("ExtKeyUsageSyntax is not a SEQUENCE") }
+        guard sequence.tag == DER.Tag.sequence else { throw DER.error("ExtKeyUsageSyntax is not a SEQUENCE") }
         return try sequence.children().map { (n) throws(WebAuthnError) in try n.objectIdentifier() }
     }
 }

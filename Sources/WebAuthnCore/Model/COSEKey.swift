@@ -16,11 +16,7 @@ public struct COSEKey: Sendable {
     }
 
     /// COSE_Key labels (RFC 9052 §7.1, RFC 9053, RFC 8230).
-    enum Label {
-        static let kty = 1, alg = 3
-        static let crv = -1, x = -2, y = -3, d = -4
-        static let n = -1, e = -2
-    }
+    typealias Label = COSE.Label
 
     public let keyType: KeyType
     public let algorithm: COSEAlgorithm
@@ -47,7 +43,7 @@ public struct COSEKey: Sendable {
         self.algorithm = alg
 
         switch ktyValue {
-        case KeyType.ec2.rawValue:
+        case COSE.KeyType.ec2:
             keyType = .ec2
             guard cbor[Label.d] == nil else { throw Self.invalid("the key contains private key material (d)") }
             guard let crvValue = cbor[Label.crv]?.intValue, let curve = ECCurve(rawValue: crvValue) else {
@@ -55,12 +51,12 @@ public struct COSEKey: Sendable {
             }
             guard let x = cbor[Label.x]?.bytesValue else { throw Self.invalid("x (-2) is missing or not a byte string") }
             guard let y = cbor[Label.y]?.bytesValue else { throw Self.invalid("y (-3) is missing or not a byte string (compressed points are not accepted)") }
-            let expected: COSEAlgorithm = [.es256, .es384, .es512][curve.rawValue - 1]
+            let expected = curve.algorithm
             guard alg == expected else {
                 throw Self.mismatch(alg, "an EC2 \(curve.name) key", expected: expected.name)
             }
             publicKey = try PublicKey.ec(curve: curve, x: x, y: y)
-        case KeyType.okp.rawValue:
+        case COSE.KeyType.okp:
             keyType = .okp
             guard cbor[Label.d] == nil else { throw Self.invalid("the key contains private key material (d)") }
             guard let crvValue = cbor[Label.crv]?.intValue, let curve = OKPCurve(rawValue: crvValue) else {
@@ -72,9 +68,9 @@ public struct COSEKey: Sendable {
                 throw Self.mismatch(alg, "an OKP \(curve.name) key", expected: "EdDSA (-8) or \(fullySpecified)")
             }
             publicKey = try PublicKey.okp(curve: curve, x: x)
-        case KeyType.rsa.rawValue:
+        case COSE.KeyType.rsa:
             keyType = .rsa
-            guard cbor[-4] == nil, cbor[-3] == nil else { throw Self.invalid("the key contains private key material") }
+            guard cbor[Label.rsaP] == nil, cbor[Label.rsaD] == nil else { throw Self.invalid("the key contains private key material") }
             guard let n = cbor[Label.n]?.bytesValue, let e = cbor[Label.e]?.bytesValue else {
                 throw Self.invalid("RSA n (-1) or e (-2) is missing or not a byte string")
             }
@@ -82,7 +78,7 @@ public struct COSEKey: Sendable {
                 throw Self.mismatch(alg, "an RSA key", expected: "RS256/384/512, PS256/384/512 or RS1")
             }
             publicKey = try PublicKey.rsa(n: n, e: e)
-        case 7:
+        case COSE.KeyType.akp:
             throw WebAuthnError(.algorithmUnsupported, "AKP keys (ML-DSA, alg \(algValue)) need OpenSSL 3.5 or later; this engine links OpenSSL 3.0")
         default:
             throw WebAuthnError(.algorithmUnsupported, "COSE key type \(ktyValue) is not supported")
@@ -92,7 +88,7 @@ public struct COSEKey: Sendable {
     /// For an EC2 key: 0x04 ‖ x ‖ y.
     var uncompressedPoint: [UInt8]? {
         guard keyType == .ec2, let item = try? CBORDecoder.decode(bytes), let x = item[Label.x]?.bytesValue, let y = item[Label.y]?.bytesValue else { return nil }
-        return [0x04] + x + y
+        return [ECCurve.uncompressedPointPrefix] + x + y
     }
 
     private static func invalid(_ message: String) -> WebAuthnError {
