@@ -60,19 +60,16 @@ enum TPMAttestation: AttestationFormatVerifier {
     }
 
     static func checkPubAreaKey(_ pubArea: TPM.Public, credential: COSEKey) throws(WebAuthnError) {
-        guard let cose = try? CBORDecoder.decode(credential.bytes) else {
-            throw WebAuthnError(.attestationKeyMismatch, "the credential key cannot be read", step: step + " step 2")
-        }
         switch pubArea.key {
         case .rsa(let modulus, let exponent):
-            let n = cose[COSEKey.Label.n]?.bytesValue ?? []
-            let e = (cose[COSEKey.Label.e]?.bytesValue ?? []).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-            guard credential.keyType == .rsa, n.drop(while: { $0 == 0 }) == modulus.drop(while: { $0 == 0 }), e == UInt64(exponent) else {
+            guard case .rsa(let n, let eBytes) = credential.parameters,
+                  n.drop(while: { $0 == 0 }) == modulus.drop(while: { $0 == 0 }),
+                  eBytes.reduce(UInt64(0), { $0 << 8 | UInt64($1) }) == UInt64(exponent) else {
                 throw WebAuthnError(.attestationKeyMismatch, "pubArea's RSA key is not the credential public key", step: step + " step 2")
             }
         case .ecc(let curveID, let x, let y):
-            guard credential.keyType == .ec2, let curve = TPM.curves[curveID], cose[COSEKey.Label.crv]?.intValue == curve.rawValue,
-                  cose[COSEKey.Label.x]?.bytesValue == x, cose[COSEKey.Label.y]?.bytesValue == y else {
+            guard case .ec2(let keyCurve, let keyX, let keyY) = credential.parameters, let curve = TPM.curves[curveID], keyCurve == curve,
+                  keyX == x, keyY == y else {
                 throw WebAuthnError(.attestationKeyMismatch, "pubArea's ECC key is not the credential public key", step: step + " step 2")
             }
         }

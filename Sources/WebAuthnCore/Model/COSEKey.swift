@@ -18,8 +18,25 @@ public struct COSEKey: Sendable {
     /// COSE_Key labels (RFC 9052 §7.1, RFC 9053, RFC 8230).
     typealias Label = COSE.Label
 
-    public let keyType: KeyType
+    /// A key's public parameters, as parsed from its COSE encoding.
+    package enum Parameters: Sendable {
+        case ec2(curve: ECCurve, x: [UInt8], y: [UInt8])
+        case okp(curve: OKPCurve, x: [UInt8])
+        /// Big-endian modulus and public exponent, as encoded (leading zeros kept).
+        case rsa(n: [UInt8], e: [UInt8])
+    }
+
+    /// The key type (`kty`).
+    public var keyType: KeyType {
+        switch parameters {
+        case .ec2: return .ec2
+        case .okp: return .okp
+        case .rsa: return .rsa
+        }
+    }
     public let algorithm: COSEAlgorithm
+    /// The parameters the key was decoded from, kept so that no check decodes `bytes` again.
+    package let parameters: Parameters
     /// The COSE encoding exactly as the authenticator produced it.
     public let bytes: [UInt8]
     /// The key, imported and ready to verify.
@@ -44,7 +61,6 @@ public struct COSEKey: Sendable {
 
         switch ktyValue {
         case COSE.KeyType.ec2:
-            keyType = .ec2
             guard cbor[Label.d] == nil else { throw Self.invalid("the key contains private key material (d)") }
             guard let crvValue = cbor[Label.crv]?.intValue, let curve = ECCurve(rawValue: crvValue) else {
                 throw WebAuthnError(.algorithmUnsupported, "EC2 curve \(cbor[Label.crv]?.intValue.map(String.init) ?? "missing") is not supported")
@@ -56,8 +72,8 @@ public struct COSEKey: Sendable {
                 throw Self.mismatch(alg, "an EC2 \(curve.name) key", expected: expected.name)
             }
             publicKey = try PublicKey.ec(curve: curve, x: x, y: y)
+            parameters = .ec2(curve: curve, x: x, y: y)
         case COSE.KeyType.okp:
-            keyType = .okp
             guard cbor[Label.d] == nil else { throw Self.invalid("the key contains private key material (d)") }
             guard let crvValue = cbor[Label.crv]?.intValue, let curve = OKPCurve(rawValue: crvValue) else {
                 throw WebAuthnError(.algorithmUnsupported, "OKP curve \(cbor[Label.crv]?.intValue.map(String.init) ?? "missing") is not supported")
@@ -68,8 +84,8 @@ public struct COSEKey: Sendable {
                 throw Self.mismatch(alg, "an OKP \(curve.name) key", expected: "EdDSA (-8) or \(fullySpecified)")
             }
             publicKey = try PublicKey.okp(curve: curve, x: x)
+            parameters = .okp(curve: curve, x: x)
         case COSE.KeyType.rsa:
-            keyType = .rsa
             guard cbor[Label.rsaP] == nil, cbor[Label.rsaD] == nil else { throw Self.invalid("the key contains private key material") }
             guard let n = cbor[Label.n]?.bytesValue, let e = cbor[Label.e]?.bytesValue else {
                 throw Self.invalid("RSA n (-1) or e (-2) is missing or not a byte string")
@@ -78,6 +94,7 @@ public struct COSEKey: Sendable {
                 throw Self.mismatch(alg, "an RSA key", expected: "RS256/384/512, PS256/384/512 or RS1")
             }
             publicKey = try PublicKey.rsa(n: n, e: e)
+            parameters = .rsa(n: n, e: e)
         case COSE.KeyType.akp:
             throw WebAuthnError(.algorithmUnsupported, "AKP keys (ML-DSA, alg \(algValue)) need OpenSSL 3.5 or later; this engine links OpenSSL 3.0")
         default:
@@ -87,7 +104,7 @@ public struct COSEKey: Sendable {
 
     /// For an EC2 key: 0x04 ‖ x ‖ y.
     var uncompressedPoint: [UInt8]? {
-        guard keyType == .ec2, let item = try? CBORDecoder.decode(bytes), let x = item[Label.x]?.bytesValue, let y = item[Label.y]?.bytesValue else { return nil }
+        guard case .ec2(_, let x, let y) = parameters else { return nil }
         return [ECCurve.uncompressedPointPrefix] + x + y
     }
 
