@@ -37,8 +37,8 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
             _ = try await pool.query(
                 "INSERT INTO credentials (\(Self.columns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
                 [PGText.bytea(r.id), PGText.bytea(r.userHandle), PGText.bytea(r.publicKey.bytes), String(r.signCount),
-                 r.transports.joined(separator: ","), PGText.bool(r.uvInitialized), PGText.bool(r.backupEligible), PGText.bool(r.backupState),
-                 PGText.bytea(r.aaguid.bytes), r.attestationFormat, PGText.double(r.createdAt.timeIntervalSince1970),
+                 r.transports.map(\.rawValue).joined(separator: ","), PGText.bool(r.uvInitialized), PGText.bool(r.backupEligible), PGText.bool(r.backupState),
+                 PGText.bytea(r.aaguid.bytes), r.attestationFormat.rawValue, PGText.double(r.createdAt.timeIntervalSince1970),
                  r.lastUsedAt.map { PGText.double($0.timeIntervalSince1970) }])
         } catch let error as PostgresConnection.Failure where error.sqlState == "23505" {
             throw WebAuthnError(.credentialAlreadyRegistered, "credential \(Base64URL.encode(r.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
@@ -67,9 +67,9 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
         let transports = row["transports"] ?? ""
         return CredentialRecord(
             id: try bytes("id"), userHandle: try bytes("user_handle"), publicKey: try keys.key(try bytes("public_key")),
-            signCount: UInt32(row["sign_count"] ?? "0") ?? 0, transports: transports.isEmpty ? [] : transports.split(separator: ",").map(String.init),
+            signCount: UInt32(row["sign_count"] ?? "0") ?? 0, transports: transports.isEmpty ? [] : transports.split(separator: ",").map { AuthenticatorTransport(rawValue: String($0)) },
             uvInitialized: row["uv_initialized"] == "t", backupEligible: row["backup_eligible"] == "t", backupState: row["backup_state"] == "t",
-            aaguid: AAGUID(bytes: try bytes("aaguid")) ?? .zero, attestationFormat: row["attestation_format"] ?? "none",
+            aaguid: AAGUID(bytes: try bytes("aaguid")) ?? .zero, attestationFormat: AttestationFormat(rawValue: row["attestation_format"] ?? "none"),
             createdAt: Date(timeIntervalSince1970: Double(row["created_at"] ?? "0") ?? 0),
             lastUsedAt: row["last_used_at"].flatMap(Double.init).map { Date(timeIntervalSince1970: $0) })
     }
@@ -138,9 +138,9 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
                 SELECT $5, handle, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15 FROM account
                 """,
                 [user.name, UserName.lookalikeKey(user.name), PGText.bytea(user.id), user.displayName,
-                 PGText.bytea(r.id), PGText.bytea(r.publicKey.bytes), String(r.signCount), r.transports.joined(separator: ","),
+                 PGText.bytea(r.id), PGText.bytea(r.publicKey.bytes), String(r.signCount), r.transports.map(\.rawValue).joined(separator: ","),
                  PGText.bool(r.uvInitialized), PGText.bool(r.backupEligible), PGText.bool(r.backupState), PGText.bytea(r.aaguid.bytes),
-                 r.attestationFormat, PGText.double(r.createdAt.timeIntervalSince1970), r.lastUsedAt.map { PGText.double($0.timeIntervalSince1970) }])
+                 r.attestationFormat.rawValue, PGText.double(r.createdAt.timeIntervalSince1970), r.lastUsedAt.map { PGText.double($0.timeIntervalSince1970) }])
         } catch let error as PostgresConnection.Failure where error.sqlState == "23505" {
             if error.message.contains("credentials_pkey") {
                 throw WebAuthnError(.credentialAlreadyRegistered, "credential \(Base64URL.encode(r.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")

@@ -49,9 +49,9 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, S
         do {
             _ = try await connection.query(
                 "INSERT INTO credentials (\(Self.credentialColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [.blob(r.id), .blob(r.userHandle), .blob(r.publicKey.bytes), .integer(Int(r.signCount)), .text(r.transports.joined(separator: ",")),
+                [.blob(r.id), .blob(r.userHandle), .blob(r.publicKey.bytes), .integer(Int(r.signCount)), .text(r.transports.map(\.rawValue).joined(separator: ",")),
                  .integer(r.uvInitialized ? 1 : 0), .integer(r.backupEligible ? 1 : 0), .integer(r.backupState ? 1 : 0), .blob(r.aaguid.bytes),
-                 .text(r.attestationFormat), .float(r.createdAt.timeIntervalSince1970), r.lastUsedAt.map { .float($0.timeIntervalSince1970) } ?? .null])
+                 .text(r.attestationFormat.rawValue), .float(r.createdAt.timeIntervalSince1970), r.lastUsedAt.map { .float($0.timeIntervalSince1970) } ?? .null])
         } catch let error as SQLiteError where error.message.contains("constraint") {
             throw WebAuthnError(.credentialAlreadyRegistered, "credential \(Base64URL.encode(r.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
         }
@@ -81,9 +81,9 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, S
         let transports = row.column("transports")?.string ?? ""
         return CredentialRecord(
             id: try blob("id"), userHandle: try blob("user_handle"), publicKey: try keys.key(try blob("public_key")),
-            signCount: UInt32(clamping: int("sign_count")), transports: transports.isEmpty ? [] : transports.split(separator: ",").map(String.init),
+            signCount: UInt32(clamping: int("sign_count")), transports: transports.isEmpty ? [] : transports.split(separator: ",").map { AuthenticatorTransport(rawValue: String($0)) },
             uvInitialized: int("uv_initialized") != 0, backupEligible: int("backup_eligible") != 0, backupState: int("backup_state") != 0,
-            aaguid: AAGUID(bytes: try blob("aaguid")) ?? .zero, attestationFormat: row.column("attestation_format")?.string ?? "none",
+            aaguid: AAGUID(bytes: try blob("aaguid")) ?? .zero, attestationFormat: AttestationFormat(rawValue: row.column("attestation_format")?.string ?? "none"),
             createdAt: Date(timeIntervalSince1970: row.column("created_at")?.double ?? 0),
             lastUsedAt: row.column("last_used_at")?.double.map { Date(timeIntervalSince1970: $0) })
     }
@@ -135,9 +135,9 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, S
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
                 [.text(user.name), .text(UserName.lookalikeKey(user.name)), .blob(user.id), .text(user.displayName),
-                 .blob(r.id), .blob(r.publicKey.bytes), .integer(SQLiteInt64(r.signCount)), .text(r.transports.joined(separator: ",")),
+                 .blob(r.id), .blob(r.publicKey.bytes), .integer(SQLiteInt64(r.signCount)), .text(r.transports.map(\.rawValue).joined(separator: ",")),
                  .integer(r.uvInitialized ? 1 : 0), .integer(r.backupEligible ? 1 : 0), .integer(r.backupState ? 1 : 0), .blob(r.aaguid.bytes),
-                 .text(r.attestationFormat), .float(r.createdAt.timeIntervalSince1970), r.lastUsedAt.map { .float($0.timeIntervalSince1970) } ?? .null])
+                 .text(r.attestationFormat.rawValue), .float(r.createdAt.timeIntervalSince1970), r.lastUsedAt.map { .float($0.timeIntervalSince1970) } ?? .null])
         } catch let error as SQLiteError where error.message.contains("constraint") {
             if error.message.contains("credentials.") {
                 throw WebAuthnError(.credentialAlreadyRegistered, "credential \(Base64URL.encode(r.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")

@@ -3,7 +3,7 @@ package import _WebAuthnCrypto
 
 /// The `android-key` attestation statement format (WebAuthn L3 §8.4).
 enum AndroidKeyAttestation: AttestationFormatVerifier {
-    static let identifier = "android-key"
+    static let identifier = AttestationFormat.androidKey
     static let step = "WebAuthn L3 §8.4"
     /// KeyMint tags and values (Android key attestation schema).
     enum Tag { static let purpose = 1, allApplications = 600, origin = 702 }

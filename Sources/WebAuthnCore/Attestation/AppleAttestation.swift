@@ -3,7 +3,7 @@ package import _WebAuthnCrypto
 
 /// The `apple` anonymous attestation statement format (WebAuthn L3 §8.8).
 enum AppleAttestation: AttestationFormatVerifier {
-    static let identifier = "apple"
+    static let identifier = AttestationFormat.apple
     static let step = "WebAuthn L3 §8.8"
 
     static func verify(_ input: AttestationInput) throws(WebAuthnError) -> AttestationVerification {

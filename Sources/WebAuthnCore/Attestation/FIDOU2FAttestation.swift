@@ -3,7 +3,7 @@ package import _WebAuthnCrypto
 
 /// The `fido-u2f` attestation statement format (WebAuthn L3 §8.6).
 enum FIDOU2FAttestation: AttestationFormatVerifier {
-    static let identifier = "fido-u2f"
+    static let identifier = AttestationFormat.fidoU2F
     static let step = "WebAuthn L3 §8.6"
     /// The first byte of verificationData, reserved for future use (FIDO U2F raw message formats §4.3).
     static let reservedByte: UInt8 = 0x00

@@ -4,7 +4,7 @@ package import _WebAuthnCrypto
 /// The `packed` attestation statement format (WebAuthn L3 §8.2): full
 /// attestation with an x5c chain, or self attestation with the credential key.
 enum PackedAttestation: AttestationFormatVerifier {
-    static let identifier = "packed"
+    static let identifier = AttestationFormat.packed
 
     static func verify(_ input: AttestationInput) throws(WebAuthnError) -> AttestationVerification {
         let statement = input.statement

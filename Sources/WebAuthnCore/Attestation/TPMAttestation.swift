@@ -3,7 +3,7 @@ package import _WebAuthnCrypto
 
 /// The `tpm` attestation statement format (WebAuthn L3 §8.3).
 enum TPMAttestation: AttestationFormatVerifier {
-    static let identifier = "tpm"
+    static let identifier = AttestationFormat.tpm
     static let step = "WebAuthn L3 §8.3"
     static let aikCertificateEKU = X509Certificate.OID.tcgKpAIKCertificate
     static let sanAttributes = [X509Certificate.OID.tpmManufacturer: "tpmManufacturer", X509Certificate.OID.tpmModel: "tpmModel", X509Certificate.OID.tpmVersion: "tpmVersion"]
