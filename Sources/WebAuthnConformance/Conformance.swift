@@ -159,5 +159,3 @@ struct ConformancePKI: Sendable {
         return ConformancePKI(authority: authority)
     }
 }
-
-enum PackedAttestationOID { static let aaguid = "1.3.6.1.4.1.45724.1.1.4" }

@@ -47,7 +47,7 @@ extension CaseList {
                      passes: true, edit: { $0.clientData.extraJSON = #""tokenBinding":"unused""# })
 
         @Sendable func object(_ parts: RegistrationParts, dropping key: String? = nil, replacing pair: (String, CBOR)? = nil) -> [UInt8] {
-            var pairs = [CBORPair(.text("fmt"), .text(parts.format)), CBORPair(.text("attStmt"), parts.statement),
+            var pairs = [CBORPair(.text("fmt"), .text(parts.format.rawValue)), CBORPair(.text("attStmt"), parts.statement),
                          CBORPair(.text("authData"), .bytes(parts.authenticatorData.bytes))].filter { $0.key != .text(key ?? "") }
             if let pair { pairs = pairs.filter { $0.key != .text(pair.0) } + [CBORPair(.text(pair.0), pair.1)] }
             return CBOREncoder.encode(.map(pairs))

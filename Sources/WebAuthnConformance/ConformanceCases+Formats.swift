@@ -52,7 +52,7 @@ extension CaseList {
                      attestation: try! Self.packedUnder(authority, intermediateNotAfter: later, includeRoot: true) { _ in })
 
         // The attestation certificate requirements of §8.2.1, each broken alone.
-        let aaguidOID = "1.3.6.1.4.1.45724.1.1.4", basicOID = "2.5.29.19"
+        let aaguidOID = X509Certificate.OID.fidoGenCeAAGUID, basicOID = X509Certificate.OID.basicConstraints
         registration("L3-8.2.1 P-1", "packed full attestation with a certificate the runner builds the same way as the failing cases below verifies",
                      passes: true, attestation: try! Self.packedUnder(authority) { _ in })
         registration("L3-8.2.1 F-1", "an attestation certificate of version 1 fails", passes: false,
@@ -165,14 +165,14 @@ extension CaseList {
         registration("L3-8.3 F-2", "tpm with ver other than \"2.0\" fails", passes: false, attestation: tpm,
                      edit: { $0.statement = $0.statement.replacing("ver", with: .text("1.0")) })
         registration("L3-8.3 F-3", "tpm whose certInfo type is not TPM_ST_ATTEST_CERTIFY fails (re-signed by the AIK)", passes: false, attestation: tpm,
-                     edit: { try tpmStatement(&$0, { $0["certInfo"]?[5] = 0x18 }, resign: true) })
+                     edit: { try tpmStatement(&$0, { $0["certInfo"]?[5] = 0x18 }, resign: true) })  // TPM_ST_ATTEST_QUOTE
         registration("L3-8.3 F-4", "tpm whose AIK signature over certInfo does not verify fails", passes: false, attestation: tpm,
                      edit: { try tpmStatement(&$0, { if let n = $0["sig"]?.count { $0["sig"]?[n / 2] ^= 0x01 } }) })
         registration("L3-8.3 F-5", "tpm whose certInfo name is computed with SHA-1, not pubArea.nameAlg (SHA-256), fails (re-signed by the AIK; the list's Resp-9 P-3 expects success)",
                      passes: false, attestation: tpm, edit: { try tpmStatement(&$0, { m in
                          guard let info = m["certInfo"], let pubArea = m["pubArea"], info.count > 10 else { return }
-                         let nameAt = 10 + (Int(info[8]) << 8 | Int(info[9])) + 17 + 8  // magic, type, qualifiedSigner, extraData, clockInfo, firmwareVersion
-                         let name: [UInt8] = [0x00, 0x04] + Digest.hash(.sha1, pubArea)
+                         let nameAt = 10 + (Int(info[8]) << 8 | Int(info[9])) + TPM.clockInfoSize + 8  // magic, type, qualifiedSigner, extraData, clockInfo, firmwareVersion
+                         let name: [UInt8] = [UInt8(TPM.Alg.sha1 >> 8), UInt8(TPM.Alg.sha1 & 0xff)] + Digest.hash(.sha1, pubArea)
                          let sized = [UInt8(0), UInt8(name.count)] + name
                          m["certInfo"] = Array(info[..<nameAt]) + sized + sized
                      }, resign: true) })
@@ -193,7 +193,7 @@ extension CaseList {
         let root = try CertificateBuilder(subject: [("CN", "Unknown Root")]).build(key: rootKey, issuer: nil, issuerKey: rootKey)
         let key = try SigningKey.generate(.es256)
         var leaf = CertificateBuilder(subject: [("C", "AA"), ("O", "Unknown"), ("OU", "Authenticator Attestation"), ("CN", "Unknown Authenticator")])
-        leaf.extensions = [("2.5.29.19", true, [0x30, 0x00])]
+        leaf.extensions = [(X509Certificate.OID.basicConstraints, true, [0x30, 0x00])]
         let cert = try leaf.build(key: key, issuer: root, issuerKey: rootKey)
         return .packed(x5c: [cert.der], signer: try AttestationSigner(pem: key.privateKeyPEM()))
     }

@@ -42,7 +42,7 @@ enum ConformanceMDS {
             let key = try SigningKey.generate(.rs256)
             var b = CertificateBuilder(subject: [("C", "AA"), ("O", "webauthn conformance runner"), ("CN", "MDS BLOB signer \(serial)")])
             b.serial = serial
-            b.extensions = [("2.5.29.19", true, DERWriter.basicConstraintsCAFalse)]
+            b.extensions = [(X509Certificate.OID.basicConstraints, true, DERWriter.basicConstraintsCAFalse)]
             return (try b.build(key: key, issuer: issuer, issuerKey: issuerKey), key)
         }
         let rootKey = try SigningKey.generate(.es256), i1Key = try SigningKey.generate(.es256), i2Key = try SigningKey.generate(.es256)

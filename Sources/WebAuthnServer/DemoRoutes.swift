@@ -36,13 +36,13 @@ extension WebAuthnRoutes {
                         "id": .string(Base64URL.encode(c.id)),
                         "authenticator": .string(entry?.description ?? "Unknown authenticator"),
                         "aaguid": .string(c.aaguid.description),
-                        "format": .string(c.attestationFormat),
+                        "format": .string(c.attestationFormat.rawValue),
                         "backupEligible": .bool(c.backupEligible),
                         "backedUp": .bool(c.backupState),
                         "signCount": .number(Double(c.signCount)),
                         "createdAt": .string(iso.string(from: c.createdAt)),
                         "lastUsedAt": c.lastUsedAt.map { .string(iso.string(from: $0)) } ?? .null,
-                        "transports": .array(c.transports.map { .string($0) }),
+                        "transports": .array(c.transports.map { .string($0.rawValue) }),
                     ]
                 }
                 return HTTP.ok(["credentials": .array(list)])

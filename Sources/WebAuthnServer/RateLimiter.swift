@@ -93,7 +93,7 @@ public struct CIDR: Sendable, Equatable, CustomStringConvertible {
     public func contains(_ address: String) -> Bool {
         guard var bytes = CIDR.bytes(address) else { return false }
         // An IPv4-mapped IPv6 address (::ffff:a.b.c.d) matches IPv4 ranges.
-        if bytes.count == 16, network.count == 4, bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xff, bytes[11] == 0xff {
+        if bytes.count == 16, network.count == 4, bytes.starts(with: CIDR.ipv4MappedPrefix) {
             bytes = Array(bytes[12...])
         }
         guard bytes.count == network.count else { return false }
@@ -106,6 +106,9 @@ public struct CIDR: Sendable, Equatable, CustomStringConvertible {
         }
         return true
     }
+
+    /// The first 12 bytes of an IPv4-mapped IPv6 address, ::ffff:0:0/96 (RFC 4291 §2.5.5.2).
+    static let ipv4MappedPrefix: [UInt8] = [UInt8](repeating: 0, count: 10) + [0xff, 0xff]
 
     /// The 4 or 16 bytes of a textual IP address.
     static func bytes(_ text: String) -> [UInt8]? {
@@ -123,7 +126,7 @@ enum ClientAddress {
     /// subscriber usually has a whole /64), IPv4 addresses whole.
     static func bucket(_ address: String) -> String {
         guard let bytes = CIDR.bytes(address), bytes.count == 16 else { return address }
-        if bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xff, bytes[11] == 0xff { return bytes[12...].map(String.init).joined(separator: ".") }
+        if bytes.starts(with: CIDR.ipv4MappedPrefix) { return bytes[12...].map(String.init).joined(separator: ".") }
         return bytes[0..<8].map { String($0, radix: 16) }.joined(separator: ":") + "::/64"
     }
 

@@ -22,7 +22,7 @@ struct StandIns: Sendable {
     func credentials(for name: String) -> [CredentialDescriptor] {
         let seed = Digest.hmacSHA256(key: secret, Array("webauthn stand-in credentials".utf8), Array(UserName.lookalikeKey(name).utf8))
         let count = 1 + Int(seed[0] & 1)
-        let transports: [[String]] = [["hybrid", "internal"], ["usb"], ["internal"], ["nfc", "usb"], []]
+        let transports: [[AuthenticatorTransport]] = [[.hybrid, .internal], [.usb], [.internal], [.nfc, .usb], []]
         let lengths = [16, 20, 32, 48, 64]
         return (0..<count).map { i in
             let length = lengths[Int(seed[1 + i]) % lengths.count]

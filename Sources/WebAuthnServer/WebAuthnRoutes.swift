@@ -196,9 +196,9 @@ public struct WebAuthnRoutes: Sendable {
         if let asked = body["authenticatorSelection"]?.objectValue {
             (selection, requested) = AuthenticatorSelection.requested(asked, over: selection)
         }
-        let attestation = body["attestation"]?.stringValue ?? "none"
-        guard ["none", "indirect", "direct", "enterprise"].contains(attestation) else {
-            throw WebAuthnError(.responseMalformed, "attestation \"\(attestation.prefix(32))\" is not none, indirect, direct or enterprise")
+        let attestation = AttestationConveyancePreference(rawValue: body["attestation"]?.stringValue ?? "none")
+        guard AttestationConveyancePreference.specified.contains(attestation) else {
+            throw WebAuthnError(.responseMalformed, "attestation \"\(attestation.rawValue.prefix(32))\" is not none, indirect, direct or enterprise")
         }
         let extensions = ClientExtensions(body["extensions"]?.objectValue ?? JSONObject())
         // Conditional create (a quiet passkey upgrade) only for the signed-in owner of an existing account.
@@ -233,10 +233,10 @@ public struct WebAuthnRoutes: Sendable {
         }
         let signedIn = try await sessions.signIn(result.credential.userHandle, replacing: token, now: now)
         Audit.event("registered", context, ["account": .string(Audit.hash(result.credential.userHandle)),
-                                            "credential": .string(Audit.hash(result.credential.id)), "fmt": .string(result.format)])
+                                            "credential": .string(Audit.hash(result.credential.id)), "fmt": .string(result.format.rawValue)])
         return HTTP.ok([
             "credentialId": .string(Base64URL.encode(result.credential.id)),
-            "fmt": .string(result.format),
+            "fmt": .string(result.format.rawValue),
             "attestationType": .string(result.attestationType.rawValue),
             "trusted": .bool(result.trust.trusted),
         ], cookie: sessions.cookie(signedIn))

@@ -66,7 +66,7 @@ public final class AttestationAuthority: Sendable {
     /// OU "Authenticator Attestation", CN; basic constraints CA false; the AAGUID extension.
     static func packedCertificateTemplate(aaguid: [UInt8]) -> CertificateBuilder {
         var b = CertificateBuilder(subject: [("C", "AA"), ("O", "WebAuthn Testing"), ("OU", "Authenticator Attestation"), ("CN", "Packed Test Authenticator")])
-        b.extensions = [("2.5.29.19", true, DERWriter.basicConstraintsCAFalse), ("1.3.6.1.4.1.45724.1.1.4", false, DERWriter.aaguid(aaguid))]
+        b.extensions = [(X509Certificate.OID.basicConstraints, true, DERWriter.basicConstraintsCAFalse), (X509Certificate.OID.fidoGenCeAAGUID, false, DERWriter.aaguid(aaguid))]
         return b
     }
 
@@ -102,8 +102,8 @@ public final class AttestationAuthority: Sendable {
 
     func aikCertificate(aaguid: [UInt8], key: SigningKey? = nil) throws -> X509Certificate {
         var b = CertificateBuilder()
-        b.extensions = [("2.5.29.17", true, DERWriter.tpmSAN()), ("2.5.29.37", false, DERWriter.extendedKeyUsage("2.23.133.8.3")),
-                        ("2.5.29.19", true, DERWriter.basicConstraintsCAFalse), ("1.3.6.1.4.1.45724.1.1.4", false, DERWriter.aaguid(aaguid))]
+        b.extensions = [(X509Certificate.OID.subjectAltName, true, DERWriter.tpmSAN()), (X509Certificate.OID.extendedKeyUsage, false, DERWriter.extendedKeyUsage(X509Certificate.OID.tcgKpAIKCertificate)),
+                        (X509Certificate.OID.basicConstraints, true, DERWriter.basicConstraintsCAFalse), (X509Certificate.OID.fidoGenCeAAGUID, false, DERWriter.aaguid(aaguid))]
         return try issue(b, for: key ?? attestationKey)
     }
 }

@@ -10,14 +10,14 @@ package enum DERWriter {
         if n < 0x100 { return [0x81, UInt8(n)] }
         return [0x82, UInt8(n >> 8), UInt8(n & 0xff)]
     }
-    package static func sequence(_ items: [UInt8]...) -> [UInt8] { tlv(0x30, items.flatMap { $0 }) }
-    package static func set(_ items: [UInt8]...) -> [UInt8] { tlv(0x31, items.flatMap { $0 }) }
-    package static func octets(_ bytes: [UInt8]) -> [UInt8] { tlv(0x04, bytes) }
-    package static func utf8(_ s: String) -> [UInt8] { tlv(0x0C, Array(s.utf8)) }
-    package static func integer(_ v: Int) -> [UInt8] { v < 0x80 ? tlv(0x02, [UInt8(v)]) : tlv(0x02, [UInt8(v >> 8), UInt8(v & 0xff)]) }
-    package static func enumerated(_ v: Int) -> [UInt8] { tlv(0x0A, [UInt8(v)]) }
-    package static func null() -> [UInt8] { [0x05, 0x00] }
-    package static func boolean(_ b: Bool) -> [UInt8] { [0x01, 0x01, b ? 0xff : 0x00] }
+    package static func sequence(_ items: [UInt8]...) -> [UInt8] { tlv(DER.Tag.sequence, items.flatMap { $0 }) }
+    package static func set(_ items: [UInt8]...) -> [UInt8] { tlv(DER.Tag.set, items.flatMap { $0 }) }
+    package static func octets(_ bytes: [UInt8]) -> [UInt8] { tlv(DER.Tag.octetString, bytes) }
+    package static func utf8(_ s: String) -> [UInt8] { tlv(DER.Tag.utf8String, Array(s.utf8)) }
+    package static func integer(_ v: Int) -> [UInt8] { v < 0x80 ? tlv(DER.Tag.integer, [UInt8(v)]) : tlv(DER.Tag.integer, [UInt8(v >> 8), UInt8(v & 0xff)]) }
+    package static func enumerated(_ v: Int) -> [UInt8] { tlv(DER.Tag.enumerated, [UInt8(v)]) }
+    package static func null() -> [UInt8] { [DER.Tag.null, 0x00] }
+    package static func boolean(_ b: Bool) -> [UInt8] { [DER.Tag.boolean, 0x01, b ? 0xff : 0x00] }
     package static func oid(_ dotted: String) -> [UInt8] {
         let arcs = dotted.split(separator: ".").map { UInt64($0)! }
         var out: [UInt8] = [UInt8(arcs[0] * 40 + arcs[1])]
@@ -27,15 +27,15 @@ package enum DERWriter {
             while v > 0 { chunk.insert(UInt8(v & 0x7f) | 0x80, at: 0); v >>= 7 }
             out += chunk
         }
-        return tlv(0x06, out)
+        return tlv(DER.Tag.objectIdentifier, out)
     }
     /// A context-specific EXPLICIT tag ([n], constructed), including tag numbers above 30.
     package static func explicit(_ n: Int, _ content: [UInt8]) -> [UInt8] {
-        if n < 31 { return tlv(0xA0 | UInt8(n), content) }
+        if n < Int(DER.Tag.numberMask) { return tlv(DER.Tag.contextConstructed(UInt8(n)), content) }
         var number: [UInt8] = [UInt8(n & 0x7f)]
         var v = n >> 7
         while v > 0 { number.insert(UInt8(v & 0x7f) | 0x80, at: 0); v >>= 7 }
-        return [0xBF] + number + length(content.count) + content
+        return [DER.Tag.contextConstructed(DER.Tag.numberMask)] + number + length(content.count) + content
     }
 
     package static let basicConstraintsCAFalse = sequence()
@@ -44,7 +44,7 @@ package enum DERWriter {
     /// SAN with a directoryName holding the TPM attributes (each in its own RDN).
     package static func tpmSAN(manufacturer: String? = "id:49424D00", model: String? = "FIDO-TPM", version: String? = "id:00020008") -> [UInt8] {
         var rdns: [UInt8] = []
-        for (oid, value) in [("2.23.133.2.1", manufacturer), ("2.23.133.2.2", model), ("2.23.133.2.3", version)] {
+        for (oid, value) in [(X509Certificate.OID.tpmManufacturer, manufacturer), (X509Certificate.OID.tpmModel, model), (X509Certificate.OID.tpmVersion, version)] {
             if let value { rdns += set(sequence(self.oid(oid), utf8(value))) }
         }
         return sequence(explicit(4, sequence(rdns)))

@@ -8,11 +8,11 @@ package import _WebAuthnCrypto
 enum FormatStatements {
     /// `fido-u2f` (§8.6): the attestation key signs 0x00 ‖ rpIdHash ‖ clientDataHash ‖ credentialId ‖ 0x04‖x‖y.
     static func fidoU2F(_ parts: RegistrationParts, authority: AttestationAuthority) throws -> CBOR {
-        guard let attested = parts.authenticatorData.attested, let x = attested.publicKey[-2]?.bytesValue, let y = attested.publicKey[-3]?.bytesValue else {
+        guard let attested = parts.authenticatorData.attested, let x = attested.publicKey[COSE.Label.x]?.bytesValue, let y = attested.publicKey[COSE.Label.y]?.bytesValue else {
             throw WebAuthnError(.configurationInvalid, "fido-u2f needs an ES256 credential")
         }
         let sig = try authority.attestationKey.sign([0x00], parts.authenticatorData.rpIdHash, Digest.sha256(parts.clientDataJSON),
-                                                    attested.credentialId, [0x04] + x + y)
+                                                    attested.credentialId, [ECCurve.uncompressedPointPrefix] + x + y)
         return .map([CBORPair(.text("sig"), .bytes(sig)), CBORPair(.text("x5c"), .array([.bytes(try authority.u2fCertificate().der)]))])
     }
 
@@ -20,7 +20,7 @@ enum FormatStatements {
     static func apple(_ parts: RegistrationParts, credentialKey: SigningKey, authority: AttestationAuthority, nonce: [UInt8]? = nil) throws -> CBOR {
         let value = nonce ?? Digest.hash(.sha256, parts.authenticatorData.bytes, Digest.sha256(parts.clientDataJSON))
         var b = CertificateBuilder(subject: [("CN", "Apple-style test credential")])
-        b.extensions = [("1.2.840.113635.100.8.2", false, DERWriter.sequence(DERWriter.explicit(1, DERWriter.octets(value))))]
+        b.extensions = [(X509Certificate.OID.appleNonce, false, DERWriter.sequence(DERWriter.explicit(1, DERWriter.octets(value))))]
         return .map([CBORPair(.text("x5c"), .array([.bytes(try authority.issue(b, for: credentialKey).der)]))])
     }
 
@@ -56,7 +56,7 @@ enum FormatStatements {
         let description = DERWriter.sequence(DERWriter.integer(300), DERWriter.enumerated(1), DERWriter.integer(300), DERWriter.enumerated(1),
                                              DERWriter.octets(challenge ?? cdh), DERWriter.octets([]), DERWriter.sequence(), DERWriter.sequence(tee))
         var b = CertificateBuilder(subject: [("CN", "Android Keystore Key")])
-        b.extensions = [("1.3.6.1.4.1.11129.2.1.17", false, description)]
+        b.extensions = [(X509Certificate.OID.androidKeyDescription, false, description)]
         let cert = try authority.issue(b, for: signer)
         return .map([CBORPair(.text("alg"), CBOR(signer.algorithm.rawValue)),
                      CBORPair(.text("sig"), .bytes(try signer.sign(parts.authenticatorData.bytes, cdh))),
@@ -71,28 +71,31 @@ enum FormatStatements {
     static func tpm(_ parts: RegistrationParts, authority: AttestationAuthority, extraData: [UInt8]? = nil, aikEKU: Bool = true,
                     sha1: Bool = false) throws -> CBOR {
         guard let attested = parts.authenticatorData.attested else { throw WebAuthnError(.configurationInvalid, "tpm needs a credential") }
-        func u16(_ v: Int) -> [UInt8] { [UInt8(v >> 8 & 0xff), UInt8(v & 0xff)] }
+        func u16(_ value: some BinaryInteger) -> [UInt8] { let v = Int(value); return [UInt8(v >> 8 & 0xff), UInt8(v & 0xff)] }
         func sized(_ b: [UInt8]) -> [UInt8] { u16(b.count) + b }
         let key = attested.publicKey
-        let header = [0x00, 0x06, 0x04, 0x72] + sized([]) + u16(0x0010)  // objectAttributes, authPolicy, symmetric NULL
+        func u32(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24 & 0xff), UInt8(v >> 16 & 0xff), UInt8(v >> 8 & 0xff), UInt8(v & 0xff)] }
+        // TPMA_OBJECT: fixedTPM, fixedParent, sensitiveDataOrigin, userWithAuth, noDA, decrypt, sign.
+        let objectAttributes: UInt32 = 0x0006_0472
+        let header = u32(objectAttributes) + sized([]) + u16(TPM.Alg.null)  // objectAttributes, authPolicy, symmetric NULL
         let pubArea: [UInt8]
-        if key[1]?.intValue == 3, let n = key[-1]?.bytesValue, let e = key[-2]?.bytesValue {
+        if key[COSE.Label.kty]?.intValue == COSE.KeyType.rsa, let n = key[COSE.Label.n]?.bytesValue, let e = key[COSE.Label.e]?.bytesValue {
             let exponent = e.reduce(0) { $0 << 8 | Int($1) }
             let e32: [UInt8] = exponent == 65537 ? [0, 0, 0, 0] : [UInt8(exponent >> 24 & 0xff), UInt8(exponent >> 16 & 0xff), UInt8(exponent >> 8 & 0xff), UInt8(exponent & 0xff)]
-            pubArea = u16(0x0001) + u16(0x000B) + header + u16(0x0010) + u16(n.count * 8) + e32 + sized(n)
-        } else if let x = key[-2]?.bytesValue, let y = key[-3]?.bytesValue, x.count == 32 {
-            pubArea = u16(0x0023) + u16(0x000B) + header + u16(0x0010) + u16(0x0003) + u16(0x0010) + sized(x) + sized(y)
+            pubArea = u16(TPM.Alg.rsa) + u16(TPM.Alg.sha256) + header + u16(TPM.Alg.null) + u16(n.count * 8) + e32 + sized(n)
+        } else if let x = key[COSE.Label.x]?.bytesValue, let y = key[COSE.Label.y]?.bytesValue, x.count == ECCurve.p256.coordinateSize {
+            pubArea = u16(TPM.Alg.ecc) + u16(TPM.Alg.sha256) + header + u16(TPM.Alg.null) + u16(TPM.ECCCurve.nistP256) + u16(TPM.Alg.null) + sized(x) + sized(y)
         } else {
             throw WebAuthnError(.configurationInvalid, "tpm here needs an ES256 or RSA credential")
         }
-        let name = u16(0x000B) + Digest.sha256(pubArea)
-        let certInfo = [0xff, 0x54, 0x43, 0x47] + u16(0x8017) + sized([]) + sized(extraData ?? Digest.hash(sha1 ? .sha1 : .sha256, parts.authenticatorData.bytes, Digest.sha256(parts.clientDataJSON)))
-            + [UInt8](repeating: 0, count: 17) + [UInt8](repeating: 0, count: 8) + sized(name) + sized(name)
+        let name = u16(TPM.Alg.sha256) + Digest.sha256(pubArea)
+        let certInfo = u32(TPM.generatedValue) + u16(TPM.stAttestCertify) + sized([]) + sized(extraData ?? Digest.hash(sha1 ? .sha1 : .sha256, parts.authenticatorData.bytes, Digest.sha256(parts.clientDataJSON)))
+            + [UInt8](repeating: 0, count: TPM.clockInfoSize) + [UInt8](repeating: 0, count: 8) + sized(name) + sized(name)  // clockInfo, firmwareVersion
         let aikKey = sha1 ? try SigningKey.generate(.rs1) : authority.attestationKey
         var aik = try authority.aikCertificate(aaguid: attested.aaguid, key: aikKey)
         if !aikEKU {
             var b = CertificateBuilder()
-            b.extensions = [("2.5.29.17", true, DERWriter.tpmSAN()), ("2.5.29.19", true, DERWriter.basicConstraintsCAFalse)]
+            b.extensions = [(X509Certificate.OID.subjectAltName, true, DERWriter.tpmSAN()), (X509Certificate.OID.basicConstraints, true, DERWriter.basicConstraintsCAFalse)]
             aik = try authority.issue(b, for: aikKey)
         }
         return .map([CBORPair(.text("ver"), .text("2.0")), CBORPair(.text("alg"), CBOR(aikKey.algorithm.rawValue)),
@@ -116,7 +119,7 @@ extension CertificateBuilder {
     /// A CA certificate template: subject C, O, CN and basic constraints CA true.
     package static func certificateAuthority(organization: String, name: String) -> CertificateBuilder {
         var b = CertificateBuilder(subject: [("C", "AA"), ("O", organization), ("CN", name)])
-        b.extensions = [("2.5.29.19", true, DERWriter.basicConstraintsCATrue)]
+        b.extensions = [(X509Certificate.OID.basicConstraints, true, DERWriter.basicConstraintsCATrue)]
         return b
     }
 }

@@ -73,10 +73,10 @@ public struct RegistrationParts: Sendable {
     public var id: [UInt8]
     public var clientData: ClientDataParts
     public var authenticatorData: AuthenticatorDataParts
-    public var format: String
+    public var format: AttestationFormat
     package var statement: CBOR
-    public var transports: [String]
-    public var attachment: String?
+    public var transports: [AuthenticatorTransport]
+    public var attachment: AuthenticatorAttachment?
     /// Replaces the encoded attestation object when set (to test malformed CBOR).
     public var attestationObjectOverride: [UInt8]?
     /// Replaces the clientDataJSON bytes when set.
@@ -86,7 +86,7 @@ public struct RegistrationParts: Sendable {
 
     public var attestationObject: [UInt8] {
         attestationObjectOverride ?? CBOREncoder.encode(.map([
-            CBORPair(.text("fmt"), .text(format)),
+            CBORPair(.text("fmt"), .text(format.rawValue)),
             CBORPair(.text("attStmt"), statement),
             CBORPair(.text("authData"), .bytes(authenticatorData.bytes)),
         ]))
@@ -97,12 +97,12 @@ public struct RegistrationParts: Sendable {
         var response: JSONObject = [
             "clientDataJSON": .string(Base64URL.encode(clientDataJSON)),
             "attestationObject": .string(Base64URL.encode(attestationObject)),
-            "transports": .array(transports.map { .string($0) }),
+            "transports": .array(transports.map { .string($0.rawValue) }),
         ]
         response["authenticatorData"] = .string(Base64URL.encode(authenticatorData.bytes))
         var o: JSONObject = ["id": .string(Base64URL.encode(id)), "rawId": .string(Base64URL.encode(id)), "type": "public-key",
                              "response": .object(response), "clientExtensionResults": [:]]
-        if let attachment { o["authenticatorAttachment"] = .string(attachment) }
+        if let attachment { o["authenticatorAttachment"] = .string(attachment.rawValue) }
         return .object(o)
     }
 
@@ -123,7 +123,7 @@ public struct AssertionParts: Sendable {
     public var authenticatorData: AuthenticatorDataParts
     public var signature: [UInt8]
     public var userHandle: [UInt8]?
-    public var attachment: String?
+    public var attachment: AuthenticatorAttachment?
     public var clientDataOverride: [UInt8]?
 
     public var clientDataJSON: [UInt8] { clientDataOverride ?? clientData.bytes }
@@ -137,7 +137,7 @@ public struct AssertionParts: Sendable {
         response["userHandle"] = userHandle.map { .string(Base64URL.encode($0)) } ?? .null
         var o: JSONObject = ["id": .string(Base64URL.encode(id)), "rawId": .string(Base64URL.encode(id)), "type": "public-key",
                              "response": .object(response), "clientExtensionResults": [:]]
-        if let attachment { o["authenticatorAttachment"] = .string(attachment) }
+        if let attachment { o["authenticatorAttachment"] = .string(attachment.rawValue) }
         return .object(o)
     }
 

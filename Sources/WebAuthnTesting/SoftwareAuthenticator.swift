@@ -50,11 +50,11 @@ public final class SoftwareAuthenticator: Sendable {
         /// Counter step per signature; 0 keeps the counter at zero (synced passkeys).
         public var counterStep: UInt32
         public var aaguid: [UInt8]
-        public var attachment: String
-        public var transports: [String]
+        public var attachment: AuthenticatorAttachment
+        public var transports: [AuthenticatorTransport]
 
         public init(userVerified: Bool, backupEligible: Bool, backedUp: Bool, counterStep: UInt32, aaguid: [UInt8],
-                    attachment: String, transports: [String]) {
+                    attachment: AuthenticatorAttachment, transports: [AuthenticatorTransport]) {
             self.userVerified = userVerified
             self.backupEligible = backupEligible
             self.backedUp = backedUp
@@ -67,12 +67,12 @@ public final class SoftwareAuthenticator: Sendable {
         /// A synced platform passkey: UV, BE and BS set, counter always 0.
         public static let platformPasskey = Profile(
             userVerified: true, backupEligible: true, backedUp: true, counterStep: 0,
-            aaguid: [UInt8](repeating: 0, count: 16), attachment: "platform", transports: ["internal", "hybrid"])
+            aaguid: [UInt8](repeating: 0, count: 16), attachment: .platform, transports: [.internal, .hybrid])
         /// A roaming security key: UP only, rising counter, not backup eligible.
         public static let securityKey = Profile(
             userVerified: false, backupEligible: false, backedUp: false, counterStep: 1,
             aaguid: [0xee, 0x88, 0x28, 0x79, 0x72, 0x1c, 0x49, 0x13, 0x97, 0x75, 0x3d, 0xfc, 0xce, 0x97, 0x07, 0x2a],
-            attachment: "cross-platform", transports: ["usb", "nfc"])
+            attachment: .crossPlatform, transports: [.usb, .nfc])
     }
 
     /// Attestation the authenticator produces.
@@ -99,15 +99,15 @@ public final class SoftwareAuthenticator: Sendable {
         /// under `authority` (Google's service cannot be called from a test).
         case androidSafetyNet(AttestationAuthority)
 
-        var format: String {
+        var format: AttestationFormat {
             switch self {
-            case .none: return "none"
-            case .packedSelf, .packed, .packedFull: return "packed"
-            case .fidoU2F: return "fido-u2f"
-            case .apple: return "apple"
-            case .androidKey: return "android-key"
-            case .androidSafetyNet: return "android-safetynet"
-            case .tpm, .tpmSHA1: return "tpm"
+            case .none: return .none
+            case .packedSelf, .packed, .packedFull: return .packed
+            case .fidoU2F: return .fidoU2F
+            case .apple: return .apple
+            case .androidKey: return .androidKey
+            case .androidSafetyNet: return .androidSafetyNet
+            case .tpm, .tpmSHA1: return .tpm
             }
         }
     }
@@ -149,7 +149,7 @@ public final class SoftwareAuthenticator: Sendable {
             ])
         case .packedFull(let authority):
             parts.statement = .map([
-                CBORPair(.text("alg"), CBOR(-7)),
+                CBORPair(.text("alg"), CBOR(COSEAlgorithm.es256.rawValue)),
                 CBORPair(.text("sig"), .bytes(try authority.attestationKey.sign(parts.authenticatorData.bytes, Digest.sha256(parts.clientDataJSON)))),
                 CBORPair(.text("x5c"), .array([.bytes(try authority.packedCertificate(aaguid: profile.aaguid).der)])),
             ])

@@ -53,20 +53,21 @@ package struct CertificateBuilder {
 extension SigningKey {
     /// A P-256 private key from its raw 32-byte scalar (the W3C test vectors publish theirs).
     package static func p256(privateScalar: [UInt8], algorithm: COSEAlgorithm = .es256) throws(WebAuthnError) -> SigningKey {
-        guard privateScalar.count == 32, let bn = BN_bin2bn(privateScalar, 32, nil) else {
+        let curve = ECCurve.p256
+        guard privateScalar.count == curve.coordinateSize, let bn = BN_bin2bn(privateScalar, Int32(curve.coordinateSize), nil) else {
             throw WebAuthnError(.configurationInvalid, "a P-256 private scalar is 32 bytes")
         }
         defer { BN_free(bn) }
         // The public point, from the private scalar.
         guard let group = EC_GROUP_new_by_curve_name(NID_X9_62_prime256v1), let point = EC_POINT_new(group) else { throw OpenSSL.failure("EC group") }
         defer { EC_GROUP_free(group); EC_POINT_free(point) }
-        var pub = [UInt8](repeating: 0, count: 65)
+        var pub = [UInt8](repeating: 0, count: curve.uncompressedPointSize)
         guard EC_POINT_mul(group, point, bn, nil, nil, nil) == 1,
-              EC_POINT_point2oct(group, point, POINT_CONVERSION_UNCOMPRESSED, &pub, 65, nil) == 65 else { throw OpenSSL.failure("EC point") }
+              EC_POINT_point2oct(group, point, POINT_CONVERSION_UNCOMPRESSED, &pub, pub.count, nil) == pub.count else { throw OpenSSL.failure("EC point") }
         guard let builder = OSSL_PARAM_BLD_new() else { throw OpenSSL.failure("OSSL_PARAM_BLD_new") }
         defer { OSSL_PARAM_BLD_free(builder) }
         guard OSSL_PARAM_BLD_push_utf8_string(builder, OpenSSL.ParamName.group, OpenSSL.ParamName.p256, 0) == 1,
-              OSSL_PARAM_BLD_push_octet_string(builder, OpenSSL.ParamName.publicKey, pub, 65) == 1,
+              OSSL_PARAM_BLD_push_octet_string(builder, OpenSSL.ParamName.publicKey, pub, pub.count) == 1,
               OSSL_PARAM_BLD_push_BN(builder, OpenSSL.ParamName.privateKey, bn) == 1,
               let params = OSSL_PARAM_BLD_to_param(builder) else { throw OpenSSL.failure("EC key parameters") }
         defer { OSSL_PARAM_free(params) }

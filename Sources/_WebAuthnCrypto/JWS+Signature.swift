@@ -24,9 +24,9 @@ extension JWS {
         func integer(_ v: [UInt8]) -> [UInt8] {
             var bytes = Array(v.drop { $0 == 0 })
             if bytes.isEmpty || bytes[0] & 0x80 != 0 { bytes.insert(0, at: 0) }
-            return [0x02] + DER.encodeLength(bytes.count) + bytes
+            return [DER.Tag.integer] + DER.encodeLength(bytes.count) + bytes
         }
         let body = integer(r) + integer(s)
-        return [0x30] + DER.encodeLength(body.count) + body
+        return [DER.Tag.sequence] + DER.encodeLength(body.count) + body
     }
 }

@@ -90,7 +90,7 @@ package final class PublicKey: @unchecked Sendable {
         guard x.count == curve.coordinateSize, y.count == curve.coordinateSize else {
             throw WebAuthnError(.coseKeyInvalid, "\(curve.name) coordinates must be \(curve.coordinateSize) bytes; got \(x.count) and \(y.count)")
         }
-        var point = [UInt8](repeating: 0x04, count: 1)
+        var point = [UInt8](repeating: ECCurve.uncompressedPointPrefix, count: 1)
         point += x
         point += y
         guard let ctx = EVP_PKEY_CTX_new_from_name(nil, "EC", nil) else { throw OpenSSL.failure("EC context") }
@@ -261,13 +261,44 @@ package final class PublicKey: @unchecked Sendable {
     }
 }
 
-/// NIST curves for EC2 keys.
+/// NIST curves for EC2 keys; the raw values are COSE `crv` values (RFC 9053 §7.1).
 package enum ECCurve: Int, Sendable, CaseIterable {
     case p256 = 1, p384 = 2, p521 = 3
 
-    package var name: String { ["P-256", "P-384", "P-521"][rawValue - 1] }
-    package var opensslName: String { ["prime256v1", "secp384r1", "secp521r1"][rawValue - 1] }
-    package var coordinateSize: Int { [32, 48, 66][rawValue - 1] }
+    package var name: String {
+        switch self {
+        case .p256: return "P-256"
+        case .p384: return "P-384"
+        case .p521: return "P-521"
+        }
+    }
+    package var opensslName: String {
+        switch self {
+        case .p256: return "prime256v1"
+        case .p384: return "secp384r1"
+        case .p521: return "secp521r1"
+        }
+    }
+    /// Bytes of one coordinate.
+    package var coordinateSize: Int {
+        switch self {
+        case .p256: return 32
+        case .p384: return 48
+        case .p521: return 66
+        }
+    }
+    /// The ECDSA algorithm of keys on this curve (WebAuthn pairs each curve with one).
+    package var algorithm: COSEAlgorithm {
+        switch self {
+        case .p256: return .es256
+        case .p384: return .es384
+        case .p521: return .es512
+        }
+    }
+    /// The first byte of an uncompressed point, 0x04 ‖ x ‖ y (SEC 1 §2.3.3).
+    package static let uncompressedPointPrefix: UInt8 = 0x04
+    /// Bytes of an uncompressed point: the prefix and both coordinates.
+    package var uncompressedPointSize: Int { 1 + 2 * coordinateSize }
 
     package init?(opensslName: String) {
         switch opensslName {
@@ -279,7 +310,7 @@ package enum ECCurve: Int, Sendable, CaseIterable {
     }
 }
 
-/// Edwards curves for OKP keys.
+/// Edwards curves for OKP keys; the raw values are COSE `crv` values (RFC 9053 §7.1).
 package enum OKPCurve: Int, Sendable, CaseIterable {
     case ed25519 = 6, ed448 = 7
 

@@ -96,7 +96,7 @@ package final class SigningKey: @unchecked Sendable {
 
     /// The public key as a COSE_Key map.
     package func coseKey() throws(WebAuthnError) -> CBOR {
-        let alg = CBORPair(CBOR(3), CBOR(algorithm.rawValue))
+        let alg = CBORPair(CBOR(COSE.Label.alg), CBOR(algorithm.rawValue))
         switch algorithm {
         case .es256, .es384, .es512:
             var buffer = [UInt8](repeating: 0, count: 200)
@@ -106,19 +106,19 @@ package final class SigningKey: @unchecked Sendable {
             }
             let curve: ECCurve = algorithm == .es256 ? .p256 : algorithm == .es384 ? .p384 : .p521
             let n = curve.coordinateSize
-            guard length == 1 + 2 * n, buffer[0] == 0x04 else { throw WebAuthnError(.cryptoFailure, "unexpected EC point encoding") }
-            return .map([CBORPair(CBOR(1), CBOR(2)), alg, CBORPair(CBOR(-1), CBOR(curve.rawValue)),
-                         CBORPair(CBOR(-2), .bytes(Array(buffer[1...n]))), CBORPair(CBOR(-3), .bytes(Array(buffer[(n + 1)...(2 * n)])))])
+            guard length == curve.uncompressedPointSize, buffer[0] == ECCurve.uncompressedPointPrefix else { throw WebAuthnError(.cryptoFailure, "unexpected EC point encoding") }
+            return .map([CBORPair(CBOR(COSE.Label.kty), CBOR(COSE.KeyType.ec2)), alg, CBORPair(CBOR(COSE.Label.crv), CBOR(curve.rawValue)),
+                         CBORPair(CBOR(COSE.Label.x), .bytes(Array(buffer[1...n]))), CBORPair(CBOR(COSE.Label.y), .bytes(Array(buffer[(n + 1)...(2 * n)])))])
         case .edDSA, .ed25519, .ed448:
             var buffer = [UInt8](repeating: 0, count: 64)
             var length = buffer.count
             guard EVP_PKEY_get_raw_public_key(pkey, &buffer, &length) == 1 else { throw OpenSSL.failure("reading the EdDSA public key") }
-            let curve: OKPCurve = length == 32 ? .ed25519 : .ed448
-            return .map([CBORPair(CBOR(1), CBOR(1)), alg, CBORPair(CBOR(-1), CBOR(curve.rawValue)),
-                         CBORPair(CBOR(-2), .bytes(Array(buffer.prefix(length))))])
+            let curve: OKPCurve = length == OKPCurve.ed25519.keySize ? .ed25519 : .ed448
+            return .map([CBORPair(CBOR(COSE.Label.kty), CBOR(COSE.KeyType.okp)), alg, CBORPair(CBOR(COSE.Label.crv), CBOR(curve.rawValue)),
+                         CBORPair(CBOR(COSE.Label.x), .bytes(Array(buffer.prefix(length))))])
         default:
-            return .map([CBORPair(CBOR(1), CBOR(3)), alg, CBORPair(CBOR(-1), .bytes(try bignum(OSSL_PKEY_PARAM_RSA_N))),
-                         CBORPair(CBOR(-2), .bytes(try bignum(OSSL_PKEY_PARAM_RSA_E)))])
+            return .map([CBORPair(CBOR(COSE.Label.kty), CBOR(COSE.KeyType.rsa)), alg, CBORPair(CBOR(COSE.Label.n), .bytes(try bignum(OSSL_PKEY_PARAM_RSA_N))),
+                         CBORPair(CBOR(COSE.Label.e), .bytes(try bignum(OSSL_PKEY_PARAM_RSA_E)))])
         }
     }
 

@@ -210,3 +210,30 @@ package enum PEM {
         return "-----BEGIN \(label)-----\n\(body)\n-----END \(label)-----\n"
     }
 }
+
+extension X509Certificate {
+    /// Dotted object identifiers of the certificate extensions and attributes the engine
+    /// reads (and its test authorities write), each written once.
+    package enum OID {
+        /// id-ce-basicConstraints (RFC 5280 §4.2.1.9).
+        package static let basicConstraints = "2.5.29.19"
+        /// id-ce-subjectAltName (RFC 5280 §4.2.1.6).
+        package static let subjectAltName = "2.5.29.17"
+        /// id-ce-extKeyUsage (RFC 5280 §4.2.1.12).
+        package static let extendedKeyUsage = "2.5.29.37"
+        /// id-fido-gen-ce-aaguid, the FIDO AAGUID certificate extension (WebAuthn L3 §8.2.1).
+        package static let fidoGenCeAAGUID = "1.3.6.1.4.1.45724.1.1.4"
+        /// tcg-kp-AIKCertificate, the extended key usage of a TPM AIK certificate (WebAuthn L3 §8.3.1).
+        package static let tcgKpAIKCertificate = "2.23.133.8.3"
+        /// tcg-at-tpmManufacturer, a TPM subject alternative name attribute.
+        package static let tpmManufacturer = "2.23.133.2.1"
+        /// tcg-at-tpmModel, a TPM subject alternative name attribute.
+        package static let tpmModel = "2.23.133.2.2"
+        /// tcg-at-tpmVersion, a TPM subject alternative name attribute.
+        package static let tpmVersion = "2.23.133.2.3"
+        /// Android's key attestation KeyDescription extension (WebAuthn L3 §8.4).
+        package static let androidKeyDescription = "1.3.6.1.4.1.11129.2.1.17"
+        /// Apple's anonymous attestation nonce extension (WebAuthn L3 §8.8).
+        package static let appleNonce = "1.2.840.113635.100.8.2"
+    }
+}

@@ -72,4 +72,12 @@ extension Bytes {
         if let fast, let result = fast { return result }
         return a.utf8.elementsEqual(b.utf8)
     }
+
+    /// Feeds a string's UTF-8 bytes to `hasher`: the hash that goes with ``sameUTF8(_:_:)``
+    /// as equality (strings that differ in bytes may hash differently even when Swift's
+    /// `==` calls them equal).
+    package static func hashUTF8(_ s: String, into hasher: inout Hasher) {
+        hasher.combine(s.utf8.count)
+        for byte in s.utf8 { hasher.combine(byte) }
+    }
 }

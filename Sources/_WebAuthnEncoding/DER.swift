@@ -3,13 +3,39 @@
 /// extended key usage. Definite lengths only, nesting bounded, every length
 /// checked against what remains; nothing is allocated up front.
 package struct DER {
+    /// Identifier octets (X.690 §8.1.2): the universal tags of the structures read and
+    /// written here, and the parts of a tag byte (class, constructed, number).
+    package enum Tag {
+        package static let boolean: UInt8 = 0x01
+        package static let integer: UInt8 = 0x02
+        package static let octetString: UInt8 = 0x04
+        package static let null: UInt8 = 0x05
+        package static let objectIdentifier: UInt8 = 0x06
+        package static let enumerated: UInt8 = 0x0A
+        package static let utf8String: UInt8 = 0x0C
+        /// SEQUENCE and SEQUENCE OF (always constructed).
+        package static let sequence: UInt8 = 0x30
+        /// SET and SET OF (always constructed).
+        package static let set: UInt8 = 0x31
+        /// The class bits; ``contextSpecific`` is one of their values.
+        package static let classMask: UInt8 = 0xC0
+        package static let contextSpecific: UInt8 = 0x80
+        /// The bit of a constructed encoding.
+        package static let constructed: UInt8 = 0x20
+        /// The tag number bits; all set means the number follows in base-128 bytes.
+        package static let numberMask: UInt8 = 0x1F
+        /// A context-specific constructed tag `[n]`, as EXPLICIT tagging and CHOICE
+        /// alternatives use it (`n` below 31: one byte).
+        package static func contextConstructed(_ n: UInt8) -> UInt8 { contextSpecific | constructed | n }
+    }
+
     /// One TLV: the tag byte, and the contents as a range of `bytes`.
     package struct Node {
         package let tag: UInt8
         package let bytes: [UInt8]
         package let contents: Range<Int>
 
-        package var isConstructed: Bool { tag & 0x20 != 0 }
+        package var isConstructed: Bool { tag & Tag.constructed != 0 }
         package var value: ArraySlice<UInt8> { bytes[contents] }
 
         /// The children of a constructed node.
@@ -26,7 +52,7 @@ package struct DER {
 
         /// An INTEGER as Int (at most 8 bytes, two's complement).
         package func integer() throws(WebAuthnError) -> Int {
-            guard tag == 0x02 || tag == 0x0A, (1...8).contains(contents.count) else { throw DER.error("expected a small INTEGER") }
+            guard tag == Tag.integer || tag == Tag.enumerated, (1...8).contains(contents.count) else { throw DER.error("expected a small INTEGER") }
             var v = Int(Int8(bitPattern: bytes[contents.lowerBound]))
             for b in value.dropFirst() { v = v << 8 | Int(b) }
             return v
@@ -34,7 +60,7 @@ package struct DER {
 
         /// An OBJECT IDENTIFIER in dotted form.
         package func objectIdentifier() throws(WebAuthnError) -> String {
-            guard tag == 0x06, !contents.isEmpty, contents.count <= 64 else { throw DER.error("expected an OBJECT IDENTIFIER") }
+            guard tag == Tag.objectIdentifier, !contents.isEmpty, contents.count <= 64 else { throw DER.error("expected an OBJECT IDENTIFIER") }
             var parts: [UInt64] = []
             var acc: UInt64 = 0
             for b in value {
@@ -70,7 +96,7 @@ package struct DER {
     package mutating func next() throws(WebAuthnError) -> Node {
         guard position + 2 <= end else { throw Self.error("truncated") }
         let tag = bytes[position]
-        guard tag & 0x1f != 0x1f else {
+        guard tag & Tag.numberMask != Tag.numberMask else {
             // High tag numbers (Android KeyDescription's AuthorizationList uses them).
             return try nextHighTag()
         }
@@ -93,8 +119,8 @@ package struct DER {
         guard position + 2 <= end else { throw Self.error("truncated") }
         let first = bytes[position]
         var p = position + 1
-        var number = Int(first & 0x1f)
-        if number == 0x1f {
+        var number = Int(first & Tag.numberMask)
+        if number == Int(Tag.numberMask) {
             number = 0
             for i in 0..<4 {
                 guard p < end else { throw Self.error("truncated tag") }
@@ -108,7 +134,7 @@ package struct DER {
         let length = try readLength(&p)
         guard length <= end - p else { throw Self.error("length runs past the end") }
         position = p + length
-        return (Node(tag: first & 0xe0 | (number < 0x1f ? UInt8(number) : 0x1f), bytes: bytes, contents: p..<(p + length)), number)
+        return (Node(tag: first & ~Tag.numberMask | (number < Int(Tag.numberMask) ? UInt8(number) : Tag.numberMask), bytes: bytes, contents: p..<(p + length)), number)
     }
 
     private func readLength(_ p: inout Int) throws(WebAuthnError) -> Int {

@@ -211,7 +211,8 @@ extension WebAuthnError.Code {
     /// OpenSSL reported an internal failure (not a verification failure).
     public static let cryptoFailure: Self = "crypto_failure"
 
-    /// Every code the engine can throw (documented in Docs/Errors.md).
+    /// Every code the engine can throw (documented in Docs/Errors.md), in the order declared above.
+    /// Tests/WebAuthnCoreTests/DocumentationTests.swift checks it against the declarations and the docs.
     public static let catalogue: [WebAuthnError.Code] = [
         .jsonMalformed, .responseMalformed, .base64urlInvalid, .inputTooLarge, .credentialTypeInvalid, .credentialIdMismatch,
         .cborMalformed, .cborLimitExceeded, .attestationObjectMalformed, .authenticatorDataMalformed, .coseKeyInvalid,

@@ -31,7 +31,7 @@ struct Demo: AsyncParsableCommand {
                                                           userHandle: user.id, algorithm: alg, attestation: attestation)
             let registered = try await engine.finishRegistration(json: registration.jsonBytes)
             say("2. \(label): registered", [
-                "fmt": .string(registered.format), "attestationType": .string(registered.attestationType.rawValue),
+                "fmt": .string(registered.format.rawValue), "attestationType": .string(registered.attestationType.rawValue),
                 "credentialId": .string(Base64URL.encode(registered.credential.id)),
                 "alg": .string(registered.credential.publicKey.algorithm.name), "backupEligible": .bool(registered.backupEligible),
             ])

@@ -42,7 +42,7 @@ struct Inspect: AsyncParsableCommand {
         var o: JSONObject = ["ceremony": "registration", "id": .string(Base64URL.encode(r.id))]
         o["clientData"] = (try? JSONValue.parse(r.clientDataJSON)) ?? .string(String(decoding: r.clientDataJSON, as: UTF8.self))
         o["attestationObject"] = try describe(attestationObject: r.attestationObject)
-        o["transports"] = .array(r.transports.map { .string($0) })
+        o["transports"] = .array(r.transports.map { .string($0.rawValue) })
         o["clientExtensionResults"] = .object(r.clientExtensionResults.object)
         return .object(o)
     }
@@ -70,7 +70,7 @@ struct Inspect: AsyncParsableCommand {
                 statement[key] = render(pair.value)
             }
         }
-        return ["fmt": .string(object.format), "attStmt": .object(statement), "authData": describe(authenticatorData: object.authenticatorData)]
+        return ["fmt": .string(object.format.rawValue), "attStmt": .object(statement), "authData": describe(authenticatorData: object.authenticatorData)]
     }
 
     static func describe(authenticatorData a: AuthenticatorData) -> JSONValue {

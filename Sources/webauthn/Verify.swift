@@ -135,7 +135,7 @@ struct VerifyRegistration: AsyncParsableCommand {
             }
             return .object([
                 "status": "ok",
-                "fmt": .string(r.format),
+                "fmt": .string(r.format.rawValue),
                 "attestationType": .string(r.attestationType.rawValue),
                 "trusted": .bool(r.trust.trusted),
                 "trustReason": .string(r.trust.reason),

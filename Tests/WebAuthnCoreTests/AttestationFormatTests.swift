@@ -46,7 +46,7 @@ struct AttestationFormatTests {
         var f = u2f()
         let p384 = try SigningKey.generate(.es384)
         var b = CertificateBuilder(subject: [("CN", "U2F P-384")])
-        b.extensions = [("2.5.29.19", true, D.basicConstraintsCAFalse)]
+        b.extensions = [(X509Certificate.OID.basicConstraints, true, D.basicConstraintsCAFalse)]
         f.set("x5c", .array([.bytes(f.issue(b, key: p384))]))
         #expect(f.code() == "attestation_certificate_invalid")
     }
@@ -65,7 +65,7 @@ struct AttestationFormatTests {
     /// An apple credential certificate for `key` with `nonce` in its extension.
     func appleCertificate(_ f: W3CFixture, key: SigningKey, nonce: [UInt8]?) -> [UInt8] {
         var b = CertificateBuilder(subject: [("CN", "Apple test credential")])
-        if let nonce { b.extensions.append((AppleAttestation.nonceExtensionOID, false, D.sequence(D.explicit(1, D.octets(nonce))))) }
+        if let nonce { b.extensions.append((X509Certificate.OID.appleNonce, false, D.sequence(D.explicit(1, D.octets(nonce))))) }
         return f.issue(b, key: key)
     }
 
@@ -109,7 +109,7 @@ struct AttestationFormatTests {
     func androidCertificate(_ f: W3CFixture, key: SigningKey, challenge: [UInt8], software: [UInt8] = D.sequence(), tee: [UInt8] = D.sequence()) -> [UInt8] {
         let description = D.sequence(D.integer(300), D.enumerated(1), D.integer(300), D.enumerated(1), D.octets(challenge), D.octets([]), software, tee)
         var b = CertificateBuilder(subject: [("CN", "Android Keystore Key")])
-        b.extensions = [(AndroidKeyAttestation.keyDescriptionOID, false, description)]
+        b.extensions = [(X509Certificate.OID.androidKeyDescription, false, description)]
         return f.issue(b, key: key)
     }
 
@@ -239,8 +239,8 @@ struct AttestationFormatTests {
     func tpmAIK(_ configure: (inout CertificateBuilder) -> Void) -> W3CFixture {
         var f = W3CFixture("w3c-tpm-es256.json")
         var b = CertificateBuilder()
-        b.extensions = [("2.5.29.17", true, D.tpmSAN()), ("2.5.29.37", false, D.extendedKeyUsage("2.23.133.8.3")),
-                        ("2.5.29.19", true, D.basicConstraintsCAFalse)]
+        b.extensions = [(X509Certificate.OID.subjectAltName, true, D.tpmSAN()), (X509Certificate.OID.extendedKeyUsage, false, D.extendedKeyUsage(X509Certificate.OID.tcgKpAIKCertificate)),
+                        (X509Certificate.OID.basicConstraints, true, D.basicConstraintsCAFalse)]
         configure(&b)
         f.set("x5c", .array([.bytes(f.issue(b, key: f.attestationKey))]))
         return f
@@ -263,16 +263,16 @@ struct AttestationFormatTests {
             }
             switch rule {
             case "subject not empty": b.subject = [("CN", "AIK")]
-            case "no SAN": replace("2.5.29.17", true, nil)
-            case "SAN not critical": replace("2.5.29.17", false, D.tpmSAN())
-            case "SAN without tpmModel": replace("2.5.29.17", true, D.tpmSAN(model: nil))
-            case "no EKU": replace("2.5.29.37", false, nil)
-            case "EKU without tcg-kp-AIKCertificate": replace("2.5.29.37", false, D.extendedKeyUsage("1.3.6.1.5.5.7.3.2"))
-            case "CA true": replace("2.5.29.19", true, D.basicConstraintsCATrue)
-            case "no basic constraints": replace("2.5.29.19", true, nil)
+            case "no SAN": replace(X509Certificate.OID.subjectAltName, true, nil)
+            case "SAN not critical": replace(X509Certificate.OID.subjectAltName, false, D.tpmSAN())
+            case "SAN without tpmModel": replace(X509Certificate.OID.subjectAltName, true, D.tpmSAN(model: nil))
+            case "no EKU": replace(X509Certificate.OID.extendedKeyUsage, false, nil)
+            case "EKU without tcg-kp-AIKCertificate": replace(X509Certificate.OID.extendedKeyUsage, false, D.extendedKeyUsage("1.3.6.1.5.5.7.3.2"))
+            case "CA true": replace(X509Certificate.OID.basicConstraints, true, D.basicConstraintsCATrue)
+            case "no basic constraints": replace(X509Certificate.OID.basicConstraints, true, nil)
             case "version 1": b.version = 1; b.extensions = []
-            case "AAGUID mismatch": replace(PackedAttestation.aaguidExtensionOID, false, D.aaguid(SecureRandom.bytes(16)))
-            default: replace(PackedAttestation.aaguidExtensionOID, true, D.aaguid(Array(repeating: 0, count: 16)))
+            case "AAGUID mismatch": replace(X509Certificate.OID.fidoGenCeAAGUID, false, D.aaguid(SecureRandom.bytes(16)))
+            default: replace(X509Certificate.OID.fidoGenCeAAGUID, true, D.aaguid(Array(repeating: 0, count: 16)))
             }
         }
         #expect(f.code() == (rule == "AAGUID mismatch" ? "attestation_aaguid_mismatch" : "attestation_certificate_invalid"), "\(rule)")

@@ -7,18 +7,60 @@ import _WebAuthnCrypto
 
 @Suite("Documentation")
 struct DocumentationTests {
-    @Test("Docs/Errors.md documents exactly the codes of WebAuthnError.Code.catalogue")
-    func errorCatalogue() throws {
-        let url = Vectors.root.deletingLastPathComponent().appendingPathComponent("Docs/Errors.md")
+    static let repository = Vectors.root.deletingLastPathComponent()
+
+    /// The one source of the error codes: the `public static let name: Self = "code"`
+    /// declarations of Sources/_WebAuthnEncoding/WebAuthnError.swift, in order.
+    static func declaredCodes() throws -> [(name: String, code: String)] {
+        let url = repository.appendingPathComponent("Sources/_WebAuthnEncoding/WebAuthnError.swift")
         let text = try String(contentsOf: url, encoding: .utf8)
-        let documented = Set(text.split(separator: "\n").compactMap { line -> String? in
+        return text.split(separator: "\n").compactMap { line -> (String, String)? in
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            let prefix = "public static let "
+            guard trimmed.hasPrefix(prefix), let colon = trimmed.firstIndex(of: ":") else { return nil }
+            let name = String(trimmed[trimmed.index(trimmed.startIndex, offsetBy: prefix.count)..<colon])
+            let rest = trimmed[colon...]
+            guard rest.hasPrefix(": Self = \""), rest.hasSuffix("\"") else { return nil }
+            return (name, String(rest.dropFirst(": Self = \"".count).dropLast()))
+        }
+    }
+
+    @Test("WebAuthnError.Code.catalogue holds exactly the declared codes, each once, in declaration order")
+    func catalogueMatchesDeclarations() throws {
+        let declared = try Self.declaredCodes()
+        #expect(declared.count > 60, "the declarations were not found: \(declared.count)")
+        #expect(Set(declared.map(\.name)).count == declared.count, "a name is declared twice")
+        #expect(Set(declared.map(\.code)).count == declared.count, "two names declare the same code")
+        #expect(WebAuthnError.Code.catalogue.map(\.rawValue) == declared.map(\.code),
+                "catalogue and declarations differ: missing \(Set(declared.map(\.code)).subtracting(WebAuthnError.Code.catalogue.map(\.rawValue))), extra \(Set(WebAuthnError.Code.catalogue.map(\.rawValue)).subtracting(declared.map(\.code)))")
+    }
+
+    @Test("Docs/Errors.md documents exactly the declared codes, each once")
+    func errorCatalogue() throws {
+        let url = Self.repository.appendingPathComponent("Docs/Errors.md")
+        let text = try String(contentsOf: url, encoding: .utf8)
+        let documented = text.split(separator: "\n").compactMap { line -> String? in
             guard line.hasPrefix("| `") else { return nil }
             return line.dropFirst(3).split(separator: "`").first.map(String.init)
-        })
-        let defined = Set(WebAuthnError.Code.catalogue.map(\.rawValue))
-        #expect(defined.count == WebAuthnError.Code.catalogue.count, "a code is listed twice")
-        #expect(documented.subtracting(defined).isEmpty, "documented but not defined: \(documented.subtracting(defined))")
-        #expect(defined.subtracting(documented).isEmpty, "defined but not documented: \(defined.subtracting(documented))")
+        }
+        let declared = Set(try Self.declaredCodes().map(\.code))
+        #expect(Set(documented).count == documented.count, "a code is documented twice")
+        #expect(Set(documented).subtracting(declared).isEmpty, "documented but not declared: \(Set(documented).subtracting(declared))")
+        #expect(declared.subtracting(documented).isEmpty, "declared but not documented: \(declared.subtracting(documented))")
+    }
+
+    @Test("no source makes an error code from a string: every code thrown is a declared one")
+    func noAdHocCodes() throws {
+        let sources = Self.repository.appendingPathComponent("Sources")
+        let files = FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil)?
+            .compactMap { $0 as? URL }.filter { $0.pathExtension == "swift" && $0.lastPathComponent != "WebAuthnError.swift" } ?? []
+        #expect(files.count > 50)
+        for file in files {
+            let text = try String(contentsOf: file, encoding: .utf8)
+            for pattern in [#"WebAuthnError\(\s*""#, #"Code\(rawValue:"#, #"Code\(stringLiteral:"#] {
+                #expect(text.range(of: pattern, options: .regularExpression) == nil, "\(file.lastPathComponent) makes a code with \(pattern)")
+            }
+        }
     }
 
     @Test("README's mounting example is the one EmbeddingTests runs, line for line")

@@ -266,6 +266,31 @@ struct EngineHardeningTests {
         #expect(json["Key"] == nil && json["\u{212A}ey"] == .number(1))
     }
 
+    @Test("typed WebAuthn values compare and hash as UTF-8 bytes: canonically equivalent is not equal")
+    func typedValuesCompareBytes() throws {
+        func check<T: RawRepresentable & Hashable & CustomStringConvertible>(_ type: T.Type) where T.RawValue == String {
+            // KELVIN SIGN and K, é composed and decomposed, ANGSTROM SIGN and Å: each pair is one string to Swift's ==.
+            for (a, b) in [("\u{212A}", "K"), ("inte\u{301}rnal", "int\u{e9}rnal"), ("\u{212B}", "\u{c5}")] {
+                #expect(a == b)
+                let x = T(rawValue: a)!, y = T(rawValue: b)!
+                #expect(x != y, "\(type): \(Array(a.utf8)) and \(Array(b.utf8)) are different values")
+                var counts: [T: Int] = [:]
+                counts[x, default: 0] += 1
+                counts[y, default: 0] += 1
+                #expect(Set([x, y]).count == 2 && counts.count == 2 && counts[x] == 1 && counts[y] == 1)
+                #expect(x == T(rawValue: a)! && x.hashValue == T(rawValue: a)!.hashValue)
+                #expect(x.rawValue.utf8.elementsEqual(a.utf8) && x.description.utf8.elementsEqual(a.utf8))  // kept as given
+            }
+        }
+        check(ResidentKeyRequirement.self)
+        check(AuthenticatorAttachment.self)
+        check(AttestationConveyancePreference.self)
+        check(PublicKeyCredentialHint.self)
+        check(AuthenticatorTransport.self)
+        check(AttestationFormat.self)
+        #expect(AuthenticatorTransport(rawValue: "smart-card") == .smartCard && AttestationFormat(rawValue: "fido-u2f") == .fidoU2F)
+    }
+
     @Test("a user handle mismatch names no user handle in its message")
     func userHandleMismatchMessages() throws {
         let h = Harness()

@@ -34,7 +34,7 @@ struct PeerVectorTests {
         let uv: UserVerificationRequirement = e["require_user_verification"]?.boolValue == true ? .required : .preferred
         let requireTrust = row["error"]?.stringValue == "attestation_untrusted"
         var anchors = TrustAnchors.builtIn
-        let format = v["attestation_format"]?.stringValue ?? ""
+        let format = AttestationFormat(rawValue: v["attestation_format"]?.stringValue ?? "")
         let named = (v["trust_roots"]?.arrayValue ?? []).compactMap { $0["pem"]?.stringValue }.map { try! X509Certificate(pem: $0) }
         if !named.isEmpty { anchors.formatRoots[format, default: []] += named }
         if requireTrust { anchors.formatRoots[format] = [W3CVectorTests.attestationCA] }

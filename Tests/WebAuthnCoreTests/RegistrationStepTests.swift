@@ -152,7 +152,7 @@ struct RegistrationStepTests {
     @Test("step 22: an unknown fmt is refused with one error (a case-sensitive match)", arguments: ["Packed", "NONE", "tpm2", "x", "", "android-key "])
     func step22Format(format: String) throws {
         var parts = try h.register()
-        parts.format = format
+        parts.format = AttestationFormat(rawValue: format)
         #expect(h.verify(parts) == "attestation_format_unsupported")
     }
 

@@ -63,7 +63,7 @@ struct TrustTests {
     func issuedCRL() throws {
         let caKey = try SigningKey.generate(.es256), leafKey = try SigningKey.generate(.es256)
         var caBuilder = CertificateBuilder(subject: [("CN", "CRL test CA")])
-        caBuilder.extensions = [("2.5.29.19", true, [0x30, 0x03, 0x01, 0x01, 0xff])]
+        caBuilder.extensions = [(X509Certificate.OID.basicConstraints, true, [0x30, 0x03, 0x01, 0x01, 0xff])]
         let ca = try caBuilder.build(key: caKey, issuer: nil, issuerKey: caKey)
         var leafBuilder = CertificateBuilder(subject: [("CN", "leaf")])
         leafBuilder.serial = 77
@@ -95,7 +95,7 @@ struct TrustTests {
         var expired = f
         var b = CertificateBuilder(subject: [("C", "AA"), ("O", "W3C"), ("OU", "Authenticator Attestation"), ("CN", "expired")])
         b.notAfter = Date(timeIntervalSince1970: 1_750_000_000)
-        b.extensions = [("2.5.29.19", true, D.basicConstraintsCAFalse)]
+        b.extensions = [(X509Certificate.OID.basicConstraints, true, D.basicConstraintsCAFalse)]
         expired.set("x5c", .array([.bytes(f.issue(b, key: f.attestationKey))]))
         #expect(expired.code() == "certificate_expired")
     }

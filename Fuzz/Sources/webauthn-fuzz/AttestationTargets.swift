@@ -12,7 +12,7 @@ import Foundation
 /// target's, whatever `fmt` says; a statement that verifies then has its trust
 /// assessed (certificate validity, path validation, metadata).
 func formatTarget(_ verifier: any AttestationFormatVerifier.Type) -> FuzzTarget {
-    FuzzTarget(name: verifier.identifier, input: "clientDataHash (32 bytes) ‖ attestationObject, verified as \(verifier.identifier)") { data in
+    FuzzTarget(name: verifier.identifier.rawValue, input: "clientDataHash (32 bytes) ‖ attestationObject, verified as \(verifier.identifier)") { data in
         guard data.count > 32 else { return }
         let clientDataHash = Array(data[0..<32])
         guard let object = try? AttestationObject(bytes: Array(data[32...])), let attested = object.authenticatorData.attestedCredentialData else { return }
@@ -21,13 +21,13 @@ func formatTarget(_ verifier: any AttestationFormatVerifier.Type) -> FuzzTarget 
                                      clientDataHash: clientDataHash, policy: rp.policy, now: Fixtures.now)
         let verification: AttestationVerification
         do { verification = try verifier.verify(input) } catch {
-            note(verifier.identifier, "statement: " + describe(error))
+            note(verifier.identifier.rawValue, "statement: " + describe(error))
             return
         }
         do {
             let (trust, type) = try RegistrationVerifier.assessTrustworthiness(verification, format: verifier.identifier, aaguid: attested.aaguid, rp: rp)
-            note(verifier.identifier, "verified: \(type.rawValue), trusted \(trust.trusted)")
-        } catch { note(verifier.identifier, "trust: " + describe(error)) }
+            note(verifier.identifier.rawValue, "verified: \(type.rawValue), trusted \(trust.trusted)")
+        } catch { note(verifier.identifier.rawValue, "trust: " + describe(error)) }
     }
 }
 
@@ -141,7 +141,7 @@ let trustTargets: [FuzzTarget] = [
         _ = try? PackedAttestation.checkCertificateRequirements(cert)
         _ = try? PackedAttestation.checkAAGUIDExtension(cert, aaguid: .zero)
         _ = try? TPMAttestation.checkAIKCertificate(cert)
-        if let ext = try? cert.extension(oid: AndroidKeyAttestation.keyDescriptionOID) {
+        if let ext = try? cert.extension(oid: X509Certificate.OID.androidKeyDescription) {
             _ = try? AndroidKeyAttestation.KeyDescription(der: ext.value)
         }
         if let ext = try? cert.extension(oid: "1.2.840.113635.100.8.2") {

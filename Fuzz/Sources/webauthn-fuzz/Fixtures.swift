@@ -100,7 +100,7 @@ enum Fixtures {
     /// plus the fuzz authority's root for every format.
     static let relyingParty: RelyingParty = {
         var anchors = TrustAnchors.builtIn
-        for format in ["packed", "fido-u2f", "tpm", "android-key", "android-safetynet", "apple"] {
+        for format: AttestationFormat in [.packed, .fidoU2F, .tpm, .androidKey, .androidSafetyNet, .apple] {
             anchors.formatRoots[format, default: []].append(authority.root)
         }
         let policy = VerificationPolicy(

@@ -134,10 +134,10 @@ enum Seeds {
 
         // DER the engine reads itself: KeyDescription, the TPM SAN and EKU, the Apple nonce.
         let androidLeaf = x5c("w3c/w3c-android-key-es256.json")[0]
-        put("der", "android-key-description", try androidLeaf.extension(oid: AndroidKeyAttestation.keyDescriptionOID)!.value)
+        put("der", "android-key-description", try androidLeaf.extension(oid: X509Certificate.OID.androidKeyDescription)!.value)
         let aik = x5c("w3c/w3c-tpm-es256.json")[0]
-        put("der", "tpm-subject-alternative-name", try aik.extension(oid: "2.5.29.17")!.value)
-        put("der", "tpm-extended-key-usage", try aik.extension(oid: "2.5.29.37")!.value)
+        put("der", "tpm-subject-alternative-name", try aik.extension(oid: X509Certificate.OID.subjectAltName)!.value)
+        put("der", "tpm-extended-key-usage", try aik.extension(oid: X509Certificate.OID.extendedKeyUsage)!.value)
         let appleLeaf = x5c("w3c/w3c-apple-es256.json")[0]
         put("der", "apple-nonce", try appleLeaf.extension(oid: "1.2.840.113635.100.8.2")!.value)
     }
@@ -150,8 +150,8 @@ enum Seeds {
             }
         }
         // One generated statement per format, under the fuzz root (anchored: the trusted path).
-        for (format, parts) in try generatedRegistrations() where formatVectors[parts.format] != nil {
-            put(parts.format, "generated-" + format, Digest.sha256(parts.clientDataJSON) + parts.attestationObject)
+        for (format, parts) in try generatedRegistrations() where formatVectors[parts.format.rawValue] != nil {
+            put(parts.format.rawValue, "generated-" + format, Digest.sha256(parts.clientDataJSON) + parts.attestationObject)
         }
 
         for path in ["w3c/w3c-tpm-es256.json", "realworld/simplewebauthn-reg-tpm-should-verify-tpm-response.json"] {
@@ -160,7 +160,7 @@ enum Seeds {
             put("tpm-structures", name(path) + "-certInfo", [1] + s["certInfo"]!.bytesValue!)
         }
         for path in formatVectors["android-key"]! {
-            put("android-key-description", name(path), try x5c(path)[0].extension(oid: AndroidKeyAttestation.keyDescriptionOID)!.value)
+            put("android-key-description", name(path), try x5c(path)[0].extension(oid: X509Certificate.OID.androidKeyDescription)!.value)
         }
 
         for path in formatVectors["android-safetynet"]! {

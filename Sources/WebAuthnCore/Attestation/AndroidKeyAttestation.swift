@@ -3,10 +3,8 @@ package import _WebAuthnCrypto
 
 /// The `android-key` attestation statement format (WebAuthn L3 §8.4).
 enum AndroidKeyAttestation: AttestationFormatVerifier {
-    static let identifier = "android-key"
+    static let identifier = AttestationFormat.androidKey
     static let step = "WebAuthn L3 §8.4"
-    /// The Android key attestation extension (KeyDescription).
-    static let keyDescriptionOID = "1.3.6.1.4.1.11129.2.1.17"
     /// KeyMint tags and values (Android key attestation schema).
     enum Tag { static let purpose = 1, allApplications = 600, origin = 702 }
     static let originGenerated = 0, purposeSign = 2
@@ -29,8 +27,8 @@ enum AndroidKeyAttestation: AttestationFormatVerifier {
         // Step 3: the leaf's key is the credential public key.
         try AttestationFormats.checkSameKey(certificate: leaf, credential: input.credential.publicKey, step: step + " step 3")
         // Step 4: the KeyDescription extension.
-        guard let ext = try leaf.extension(oid: keyDescriptionOID) else {
-            throw WebAuthnError(.attestationCertificateInvalid, "the android-key certificate has no KeyDescription extension (\(keyDescriptionOID))", step: step + " step 4")
+        guard let ext = try leaf.extension(oid: X509Certificate.OID.androidKeyDescription) else {
+            throw WebAuthnError(.attestationCertificateInvalid, "the android-key certificate has no KeyDescription extension (\(X509Certificate.OID.androidKeyDescription))", step: step + " step 4")
         }
         let description = try KeyDescription(der: ext.value)
         guard description.attestationChallenge == input.clientDataHash else {
@@ -68,17 +66,17 @@ enum AndroidKeyAttestation: AttestationFormatVerifier {
         var origin: Int?
 
         init(_ node: DER.Node) throws(WebAuthnError) {
-            guard node.tag == 0x30 else { throw DER.error("AuthorizationList is not a SEQUENCE") }
+            guard node.tag == DER.Tag.sequence else { throw DER.error("AuthorizationList is not a SEQUENCE") }
             var reader = DER(node.bytes, range: node.contents)
             var count = 0
             while !reader.atEnd {
                 count += 1
                 guard count <= 256 else { throw DER.error("AuthorizationList has too many entries") }
                 let (entry, number) = try reader.taggedNext()
-                guard entry.tag & 0xC0 == 0x80 else { continue }  // context-specific only
+                guard entry.tag & DER.Tag.classMask == DER.Tag.contextSpecific else { continue }
                 switch number {
                 case Tag.purpose:
-                    guard let set = try entry.children().first, set.tag == 0x31 else { throw DER.error("purpose is not a SET") }
+                    guard let set = try entry.children().first, set.tag == DER.Tag.set else { throw DER.error("purpose is not a SET") }
                     purposes = try set.children().map { (n) throws(WebAuthnError) in try n.integer() }
                 case Tag.allApplications:
                     allApplications = true
@@ -99,9 +97,9 @@ enum AndroidKeyAttestation: AttestationFormatVerifier {
 
         init(der: [UInt8]) throws(WebAuthnError) {
             let root = try DER.parse(der)
-            guard root.tag == 0x30 else { throw DER.error("KeyDescription is not a SEQUENCE") }
+            guard root.tag == DER.Tag.sequence else { throw DER.error("KeyDescription is not a SEQUENCE") }
             let fields = try root.children()
-            guard fields.count >= 8, fields[4].tag == 0x04 else {
+            guard fields.count >= 8, fields[4].tag == DER.Tag.octetString else {
                 throw WebAuthnError(.attestationCertificateInvalid, "KeyDescription has \(fields.count) fields; expected 8 with attestationChallenge an OCTET STRING", step: AndroidKeyAttestation.step)
             }
             attestationChallenge = Array(fields[4].value)

@@ -5,7 +5,7 @@ package import _WebAuthnCrypto
 /// The `android-safetynet` attestation statement format (WebAuthn L3 §8.5).
 /// SafetyNet is deprecated by Google, but devices still produce it.
 enum AndroidSafetyNetAttestation: AttestationFormatVerifier {
-    static let identifier = "android-safetynet"
+    static let identifier = AttestationFormat.androidSafetyNet
     static let step = "WebAuthn L3 §8.5"
     static let hostname = "attest.android.com"
     /// The largest JWS accepted.

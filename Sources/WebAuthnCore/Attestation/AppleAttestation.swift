@@ -3,10 +3,8 @@ package import _WebAuthnCrypto
 
 /// The `apple` anonymous attestation statement format (WebAuthn L3 §8.8).
 enum AppleAttestation: AttestationFormatVerifier {
-    static let identifier = "apple"
+    static let identifier = AttestationFormat.apple
     static let step = "WebAuthn L3 §8.8"
-    /// Apple's nonce extension.
-    static let nonceExtensionOID = "1.2.840.113635.100.8.2"
 
     static func verify(_ input: AttestationInput) throws(WebAuthnError) -> AttestationVerification {
         try AttestationFormats.checkMembers(input.statement, allowed: ["x5c", "alg"], format: identifier, step: step)
@@ -19,8 +17,8 @@ enum AppleAttestation: AttestationFormatVerifier {
         // Steps 2–3: nonce = SHA-256(authenticatorData ‖ clientDataHash).
         let nonce = Digest.hash(.sha256, parts: input.signedData)
         // Step 4: the nonce extension holds Sequence { [1] OCTET STRING nonce }.
-        guard let ext = try credCert.extension(oid: nonceExtensionOID) else {
-            throw WebAuthnError(.attestationCertificateInvalid, "the apple credential certificate has no nonce extension (\(nonceExtensionOID))", step: step + " step 4")
+        guard let ext = try credCert.extension(oid: X509Certificate.OID.appleNonce) else {
+            throw WebAuthnError(.attestationCertificateInvalid, "the apple credential certificate has no nonce extension (\(X509Certificate.OID.appleNonce))", step: step + " step 4")
         }
         let certNonce = try Self.nonce(from: ext.value)
         guard certNonce == nonce else {
@@ -34,8 +32,8 @@ enum AppleAttestation: AttestationFormatVerifier {
 
     static func nonce(from value: [UInt8]) throws(WebAuthnError) -> [UInt8] {
         let sequence = try DER.parse(value)
-        guard sequence.tag == 0x30, let tagged = try sequence.children().first, tagged.tag == 0xA1,
-              let octets = try tagged.children().first, octets.tag == 0x04, octets.contents.count == 32 else {
+        guard sequence.tag == DER.Tag.sequence, let tagged = try sequence.children().first, tagged.tag == DER.Tag.contextConstructed(1),
+              let octets = try tagged.children().first, octets.tag == DER.Tag.octetString, octets.contents.count == 32 else {
             throw WebAuthnError(.attestationCertificateInvalid, "the apple nonce extension is not Sequence { [1] OCTET STRING (32 bytes) }", step: step)
         }
         return Array(octets.value)

@@ -28,13 +28,13 @@ struct AttestationInput {
 
 /// One attestation statement format (WebAuthn L3 §8). One file per format.
 protocol AttestationFormatVerifier: Sendable {
-    static var identifier: String { get }
+    static var identifier: AttestationFormat { get }
     static func verify(_ input: AttestationInput) throws(WebAuthnError) -> AttestationVerification
 }
 
 /// The formats this build verifies, and the one error for all others.
 enum AttestationFormats {
-    static let verifiers: [String: any AttestationFormatVerifier.Type] = [
+    static let verifiers: [AttestationFormat: any AttestationFormatVerifier.Type] = [
         NoneAttestation.identifier: NoneAttestation.self,
         PackedAttestation.identifier: PackedAttestation.self,
         FIDOU2FAttestation.identifier: FIDOU2FAttestation.self,
@@ -46,22 +46,22 @@ enum AttestationFormats {
     ]
 
     /// Formats registered with IANA that this build does not verify yet.
-    static let knownUnsupported: Set<String> = []
+    static let knownUnsupported: Set<AttestationFormat> = []
 
     /// WebAuthn L3 §7.1 step 22: a USASCII case-sensitive match of `fmt`
     /// against the supported formats.
-    static func verifier(for format: String) throws(WebAuthnError) -> any AttestationFormatVerifier.Type {
-        // The dictionary finds canonically equivalent names too; the bytes must match.
-        if let verifier = verifiers[format], Bytes.sameUTF8(verifier.identifier, format) { return verifier }
-        let supported = verifiers.keys.sorted().joined(separator: ", ")
+    static func verifier(for format: AttestationFormat) throws(WebAuthnError) -> any AttestationFormatVerifier.Type {
+        // AttestationFormat compares UTF-8 bytes: a canonically equivalent name is another format.
+        if let verifier = verifiers[format] { return verifier }
+        let supported = verifiers.keys.map(\.rawValue).sorted().joined(separator: ", ")
         if knownUnsupported.contains(format) {
             throw WebAuthnError(.attestationFormatUnsupported, "attestation format \"\(format)\" is not supported by this build; supported: \(supported)", step: "WebAuthn L3 §7.1 step 22")
         }
-        throw WebAuthnError(.attestationFormatUnsupported, "unknown attestation format \"\(format.prefix(64))\"; supported: \(supported)", step: "WebAuthn L3 §7.1 step 22")
+        throw WebAuthnError(.attestationFormatUnsupported, "unknown attestation format \"\(format.rawValue.prefix(64))\"; supported: \(supported)", step: "WebAuthn L3 §7.1 step 22")
     }
 
     /// attStmt must be a map whose members are all among `allowed`.
-    static func checkMembers(_ statement: CBOR, allowed: Set<String>, format: String, step: String) throws(WebAuthnError) {
+    static func checkMembers(_ statement: CBOR, allowed: Set<String>, format: AttestationFormat, step: String) throws(WebAuthnError) {
         guard let pairs = statement.mapValue else {
             throw WebAuthnError(.attestationStatementMalformed, "the \(format) attStmt is not a map", step: step)
         }
@@ -73,7 +73,7 @@ enum AttestationFormats {
     }
 
     /// Reads the alg/sig pair most formats carry.
-    static func algorithmAndSignature(_ statement: CBOR, format: String) throws(WebAuthnError) -> (COSEAlgorithm, [UInt8]) {
+    static func algorithmAndSignature(_ statement: CBOR, format: AttestationFormat) throws(WebAuthnError) -> (COSEAlgorithm, [UInt8]) {
         guard let alg = statement["alg"]?.intValue else {
             throw WebAuthnError(.attestationStatementMalformed, "\(format) attStmt.alg is missing or not an integer")
         }
@@ -84,7 +84,7 @@ enum AttestationFormats {
     }
 
     /// Reads an x5c array: 1 to `maxCertificates` DER certificates.
-    static func certificates(_ value: CBOR, format: String, maxCertificates: Int = 8) throws(WebAuthnError) -> [X509Certificate] {
+    static func certificates(_ value: CBOR, format: AttestationFormat, maxCertificates: Int = 8) throws(WebAuthnError) -> [X509Certificate] {
         guard let items = value.arrayValue, !items.isEmpty else {
             throw WebAuthnError(.attestationStatementMalformed, "\(format) attStmt.x5c is not a non-empty array")
         }

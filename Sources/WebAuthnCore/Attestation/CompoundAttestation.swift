@@ -4,7 +4,7 @@ package import _WebAuthnCrypto
 /// The `compound` attestation statement format (WebAuthn L3 §8.9): a list of
 /// attestation statements of other formats, each of which must verify.
 enum CompoundAttestation: AttestationFormatVerifier {
-    static let identifier = "compound"
+    static let identifier = AttestationFormat.compound
     static let step = "WebAuthn L3 §8.9"
     static let maxStatements = 8
 
@@ -14,10 +14,10 @@ enum CompoundAttestation: AttestationFormatVerifier {
         }
         var results: [AttestationVerification] = []
         for (i, item) in items.enumerated() {
-            guard let format = item["fmt"]?.textValue, let statement = item["attStmt"], item.mapValue?.count == 2 else {
+            guard let format = item["fmt"]?.textValue.map(AttestationFormat.init(rawValue:)), let statement = item["attStmt"], item.mapValue?.count == 2 else {
                 throw WebAuthnError(.attestationStatementMalformed, "compound statement \(i) is not {fmt, attStmt}", step: step)
             }
-            guard !Bytes.sameUTF8(format, identifier) else {
+            guard format != identifier else {
                 throw WebAuthnError(.attestationStatementMalformed, "compound statements cannot nest", step: step)
             }
             let verifier = try AttestationFormats.verifier(for: format)

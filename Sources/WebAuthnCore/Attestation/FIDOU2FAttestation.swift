@@ -3,8 +3,10 @@ package import _WebAuthnCrypto
 
 /// The `fido-u2f` attestation statement format (WebAuthn L3 §8.6).
 enum FIDOU2FAttestation: AttestationFormatVerifier {
-    static let identifier = "fido-u2f"
+    static let identifier = AttestationFormat.fidoU2F
     static let step = "WebAuthn L3 §8.6"
+    /// The first byte of verificationData, reserved for future use (FIDO U2F raw message formats §4.3).
+    static let reservedByte: UInt8 = 0x00
 
     static func verify(_ input: AttestationInput) throws(WebAuthnError) -> AttestationVerification {
         let statement = input.statement
@@ -26,11 +28,11 @@ enum FIDOU2FAttestation: AttestationFormatVerifier {
         }
         // Step 3: the credential key as an uncompressed P-256 point (0x04 ‖ x ‖ y).
         let cose = credential.publicKey
-        guard cose.keyType == .ec2, cose.algorithm == .es256, let point = cose.uncompressedPoint, point.count == 65 else {
+        guard cose.keyType == .ec2, cose.algorithm == .es256, let point = cose.uncompressedPoint, point.count == ECCurve.p256.uncompressedPointSize else {
             throw WebAuthnError(.attestationStatementMalformed, "a fido-u2f credential key must be EC2 P-256 (ES256); got \(cose.algorithm)", step: step + " step 3")
         }
         // Step 4: verificationData = 0x00 ‖ rpIdHash ‖ clientDataHash ‖ credentialId ‖ publicKeyU2F.
-        let verificationData: [[UInt8]] = [[0x00], input.authenticatorData.rpIdHash, input.clientDataHash, credential.credentialId, point]
+        let verificationData: [[UInt8]] = [[reservedByte], input.authenticatorData.rpIdHash, input.clientDataHash, credential.credentialId, point]
         // Step 5: verify sig with the certificate's key (ECDSA P-256, SHA-256).
         guard key.verify(signature: sig, parts: verificationData, algorithm: .es256) else {
             throw WebAuthnError(.attestationSignatureInvalid, "the fido-u2f attestation signature does not verify", step: step + " step 5")

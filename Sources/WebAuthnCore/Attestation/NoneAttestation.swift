@@ -3,7 +3,7 @@ package import _WebAuthnCrypto
 
 /// The `none` attestation statement format (WebAuthn L3 §8.7).
 enum NoneAttestation: AttestationFormatVerifier {
-    static let identifier = "none"
+    static let identifier = AttestationFormat.none
 
     /// §8.7 verification procedure: attStmt must be the empty map; the
     /// attestation type is None and the trust path is empty.

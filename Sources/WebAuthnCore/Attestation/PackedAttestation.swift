@@ -4,10 +4,7 @@ package import _WebAuthnCrypto
 /// The `packed` attestation statement format (WebAuthn L3 §8.2): full
 /// attestation with an x5c chain, or self attestation with the credential key.
 enum PackedAttestation: AttestationFormatVerifier {
-    static let identifier = "packed"
-
-    /// OID of the FIDO AAGUID certificate extension, id-fido-gen-ce-aaguid.
-    static let aaguidExtensionOID = "1.3.6.1.4.1.45724.1.1.4"
+    static let identifier = AttestationFormat.packed
 
     static func verify(_ input: AttestationInput) throws(WebAuthnError) -> AttestationVerification {
         let statement = input.statement
@@ -68,7 +65,7 @@ enum PackedAttestation: AttestationFormatVerifier {
             }
         }
         let country = cert.subjectValues("C")[0]
-        guard country.utf8.count == 2, country.utf8.allSatisfy({ (0x41...0x5A).contains($0) }) else {
+        guard country.utf8.count == 2, country.utf8.allSatisfy({ (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }) else {
             throw WebAuthnError(.attestationCertificateInvalid, "subject C \"\(country)\" is not an ISO 3166 alpha-2 code", step: step)
         }
         guard let constraints = try cert.basicConstraints() else {
@@ -82,17 +79,18 @@ enum PackedAttestation: AttestationFormatVerifier {
     /// §8.2 step 2: if the certificate carries id-fido-gen-ce-aaguid, it must
     /// equal the AAGUID in authenticator data, and (§8.2.1) not be critical.
     static func checkAAGUIDExtension(_ cert: X509Certificate, aaguid: AAGUID) throws(WebAuthnError) {
-        guard let ext = try cert.extension(oid: aaguidExtensionOID) else { return }
+        guard let ext = try cert.extension(oid: X509Certificate.OID.fidoGenCeAAGUID) else { return }
         guard !ext.critical else {
             throw WebAuthnError(.attestationCertificateInvalid, "the id-fido-gen-ce-aaguid extension must not be critical", step: "WebAuthn L3 §8.2.1")
         }
         // extnValue holds a DER OCTET STRING of 16 bytes: 04 10 <aaguid>.
-        let value = ext.value
-        guard value.count == 18, value[0] == 0x04, value[1] == 0x10, let certAAGUID = AAGUID(bytes: Array(value[2...])) else {
+        let value = ext.value, length = AuthenticatorData.Layout.aaguidLength
+        guard value.count == 2 + length, value[0] == DER.Tag.octetString, Int(value[1]) == length,
+              let certAAGUID = AAGUID(bytes: Array(value[2...])) else {
             throw WebAuthnError(.attestationCertificateInvalid, "the id-fido-gen-ce-aaguid extension is not an OCTET STRING of 16 bytes", step: "WebAuthn L3 §8.2.1")
         }
         guard certAAGUID == aaguid else {
-            throw WebAuthnError(.attestationAAGUIDMismatch, "certificate AAGUID (\(PackedAttestation.aaguidExtensionOID)) is \(certAAGUID); authenticator data says \(aaguid)", step: "WebAuthn L3 §8.2 step 2")
+            throw WebAuthnError(.attestationAAGUIDMismatch, "certificate AAGUID (\(X509Certificate.OID.fidoGenCeAAGUID)) is \(certAAGUID); authenticator data says \(aaguid)", step: "WebAuthn L3 §8.2 step 2")
         }
     }
 }

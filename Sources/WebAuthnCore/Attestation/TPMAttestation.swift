@@ -3,10 +3,10 @@ package import _WebAuthnCrypto
 
 /// The `tpm` attestation statement format (WebAuthn L3 §8.3).
 enum TPMAttestation: AttestationFormatVerifier {
-    static let identifier = "tpm"
+    static let identifier = AttestationFormat.tpm
     static let step = "WebAuthn L3 §8.3"
-    static let aikCertificateEKU = "2.23.133.8.3"  // tcg-kp-AIKCertificate
-    static let sanAttributes = ["2.23.133.2.1": "tpmManufacturer", "2.23.133.2.2": "tpmModel", "2.23.133.2.3": "tpmVersion"]
+    static let aikCertificateEKU = X509Certificate.OID.tcgKpAIKCertificate
+    static let sanAttributes = [X509Certificate.OID.tpmManufacturer: "tpmManufacturer", X509Certificate.OID.tpmModel: "tpmModel", X509Certificate.OID.tpmVersion: "tpmVersion"]
 
     static func verify(_ input: AttestationInput) throws(WebAuthnError) -> AttestationVerification {
         let s = input.statement
@@ -60,19 +60,16 @@ enum TPMAttestation: AttestationFormatVerifier {
     }
 
     static func checkPubAreaKey(_ pubArea: TPM.Public, credential: COSEKey) throws(WebAuthnError) {
-        guard let cose = try? CBORDecoder.decode(credential.bytes) else {
-            throw WebAuthnError(.attestationKeyMismatch, "the credential key cannot be read", step: step + " step 2")
-        }
         switch pubArea.key {
         case .rsa(let modulus, let exponent):
-            let n = cose[COSEKey.Label.n]?.bytesValue ?? []
-            let e = (cose[COSEKey.Label.e]?.bytesValue ?? []).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-            guard credential.keyType == .rsa, n.drop(while: { $0 == 0 }) == modulus.drop(while: { $0 == 0 }), e == UInt64(exponent) else {
+            guard case .rsa(let n, let eBytes) = credential.parameters,
+                  n.drop(while: { $0 == 0 }) == modulus.drop(while: { $0 == 0 }),
+                  eBytes.reduce(UInt64(0), { $0 << 8 | UInt64($1) }) == UInt64(exponent) else {
                 throw WebAuthnError(.attestationKeyMismatch, "pubArea's RSA key is not the credential public key", step: step + " step 2")
             }
         case .ecc(let curveID, let x, let y):
-            guard credential.keyType == .ec2, let curve = TPM.curves[curveID], cose[COSEKey.Label.crv]?.intValue == curve.rawValue,
-                  cose[COSEKey.Label.x]?.bytesValue == x, cose[COSEKey.Label.y]?.bytesValue == y else {
+            guard case .ec2(let keyCurve, let keyX, let keyY) = credential.parameters, let curve = TPM.curves[curveID], keyCurve == curve,
+                  keyX == x, keyY == y else {
                 throw WebAuthnError(.attestationKeyMismatch, "pubArea's ECC key is not the credential public key", step: step + " step 2")
             }
         }
@@ -87,7 +84,7 @@ enum TPMAttestation: AttestationFormatVerifier {
         guard cert.subject.isEmpty else {
             throw WebAuthnError(.attestationCertificateInvalid, "the AIK certificate subject must be empty; it is \(cert.subjectSummary)", step: step)
         }
-        guard let san = try cert.extension(oid: "2.5.29.17") else {
+        guard let san = try cert.extension(oid: X509Certificate.OID.subjectAltName) else {
             throw WebAuthnError(.attestationCertificateInvalid, "the AIK certificate has no subject alternative name", step: step)
         }
         guard san.critical else {
@@ -97,7 +94,7 @@ enum TPMAttestation: AttestationFormatVerifier {
         for (oid, name) in sanAttributes where attributes[oid]?.isEmpty != false {
             throw WebAuthnError(.attestationCertificateInvalid, "the AIK certificate's subject alternative name lacks \(name) (\(oid))", step: step)
         }
-        guard let eku = try cert.extension(oid: "2.5.29.37"), try extendedKeyUsages(eku.value).contains(aikCertificateEKU) else {
+        guard let eku = try cert.extension(oid: X509Certificate.OID.extendedKeyUsage), try extendedKeyUsages(eku.value).contains(aikCertificateEKU) else {
             throw WebAuthnError(.attestationCertificateInvalid, "the AIK certificate's extended key usage lacks tcg-kp-AIKCertificate (\(aikCertificateEKU))", step: step)
         }
         guard let constraints = try cert.basicConstraints(), !constraints.isCA else {
@@ -109,12 +106,12 @@ enum TPMAttestation: AttestationFormatVerifier {
     /// Attributes may sit in one RDN or one each (both occur in real TPMs).
     static func directoryNameAttributes(_ der: [UInt8]) throws(WebAuthnError) -> [String: String] {
         let names = try DER.parse(der)
-        guard names.tag == 0x30 else { throw DER.error("GeneralNames is not a SEQUENCE") }
+        guard names.tag == DER.Tag.sequence else { throw DER.error("GeneralNames is not a SEQUENCE") }
         var out: [String: String] = [:]
-        for general in try names.children() where general.tag == 0xA4 {  // directoryName [4]
-            for name in try general.children() where name.tag == 0x30 {
-                for rdn in try name.children() where rdn.tag == 0x31 {
-                    for attribute in try rdn.children() where attribute.tag == 0x30 {
+        for general in try names.children() where general.tag == DER.Tag.contextConstructed(4) {  // directoryName [4]
+            for name in try general.children() where name.tag == DER.Tag.sequence {
+                for rdn in try name.children() where rdn.tag == DER.Tag.set {
+                    for attribute in try rdn.children() where attribute.tag == DER.Tag.sequence {
                         let parts = try attribute.children()
                         guard parts.count == 2 else { throw DER.error("AttributeTypeAndValue has \(parts.count) parts") }
                         out[try parts[0].objectIdentifier()] = String(decoding: parts[1].value, as: UTF8.self)
@@ -127,7 +124,7 @@ enum TPMAttestation: AttestationFormatVerifier {
 
     static func extendedKeyUsages(_ der: [UInt8]) throws(WebAuthnError) -> [String] {
         let sequence = try DER.parse(der)
-        guard sequence.tag == 0x30 else { throw DER.error("ExtKeyUsageSyntax is not a SEQUENCE") }
+        guard sequence.tag == DER.Tag.sequence else { throw DER.error("ExtKeyUsageSyntax is not a SEQUENCE") }
         return try sequence.children().map { (n) throws(WebAuthnError) in try n.objectIdentifier() }
     }
 }

@@ -3,15 +3,24 @@ package import _WebAuthnCrypto
 
 /// TPM 2.0 structures (TCG TPM 2.0 Library, Part 2) as the `tpm` format uses
 /// them, parsed strictly: big-endian, sized buffers bounded, no bytes left over.
-enum TPM {
-    static let generatedValue: UInt32 = 0xff54_4347  // TPM_GENERATED_VALUE
-    static let stAttestCertify: UInt16 = 0x8017  // TPM_ST_ATTEST_CERTIFY
-    enum Alg {
-        static let rsa: UInt16 = 0x0001, sha1: UInt16 = 0x0004, sha256: UInt16 = 0x000B, sha384: UInt16 = 0x000C,
-                   sha512: UInt16 = 0x000D, null: UInt16 = 0x0010, ecc: UInt16 = 0x0023
+package enum TPM {
+    /// TPM_GENERATED_VALUE, the magic of every TPMS_ATTEST the TPM made (Part 2 §6.2).
+    package static let generatedValue: UInt32 = 0xff54_4347
+    /// TPM_ST_ATTEST_CERTIFY, the TPMS_ATTEST type of TPM2_Certify (Part 2 §6.9).
+    package static let stAttestCertify: UInt16 = 0x8017
+    /// TPM_ALG_ID values (Part 2 §6.3).
+    package enum Alg {
+        package static let rsa: UInt16 = 0x0001, sha1: UInt16 = 0x0004, sha256: UInt16 = 0x000B, sha384: UInt16 = 0x000C,
+                           sha512: UInt16 = 0x000D, null: UInt16 = 0x0010, ecc: UInt16 = 0x0023
     }
-    /// TPM_ECC_CURVE values for the NIST curves.
-    static let curves: [UInt16: ECCurve] = [0x0003: .p256, 0x0004: .p384, 0x0005: .p521]
+    /// TPM_ECC_CURVE values of the NIST curves (Part 2 §6.4).
+    package enum ECCCurve {
+        package static let nistP256: UInt16 = 0x0003, nistP384: UInt16 = 0x0004, nistP521: UInt16 = 0x0005
+    }
+    /// The NIST curves by TPM_ECC_CURVE.
+    static let curves: [UInt16: ECCurve] = [ECCCurve.nistP256: .p256, ECCCurve.nistP384: .p384, ECCCurve.nistP521: .p521]
+    /// Bytes of TPMS_CLOCK_INFO: clock (8), resetCount (4), restartCount (4), safe (1).
+    package static let clockInfoSize = 17
     /// Largest structure accepted (a TPMT_PUBLIC or TPMS_ATTEST is well under 1 KiB).
     static let maxSize = 4096
 
@@ -103,7 +112,7 @@ enum TPM {
             type = try r.u16()
             _ = try r.sized()  // qualifiedSigner
             extraData = try r.sized()
-            _ = try r.take(17)  // clockInfo: clock u64, resetCount u32, restartCount u32, safe u8
+            _ = try r.take(TPM.clockInfoSize)  // clockInfo
             _ = try r.u64()  // firmwareVersion
             attestedName = try r.sized()
             _ = try r.sized()  // qualifiedName

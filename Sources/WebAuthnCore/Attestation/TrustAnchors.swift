@@ -53,7 +53,7 @@ public struct MetadataEntry: Sendable {
 /// format, FIDO metadata entries (their roots apply to their authenticator
 /// only), and CRLs checked during path validation.
 public struct TrustAnchors: Sendable {
-    package var formatRoots: [String: [X509Certificate]]
+    package var formatRoots: [AttestationFormat: [X509Certificate]]
     public private(set) var metadata: [MetadataEntry]
     package var crls: [CertificateRevocationList]
     private var byAAGUID: [AAGUID: Int] = [:]
@@ -61,12 +61,12 @@ public struct TrustAnchors: Sendable {
 
     /// Anchors from root certificates keyed by attestation format (`packed`,
     /// `tpm`, `apple`, ...), metadata entries, and CRLs.
-    public init(roots: [String: [Certificate]] = [:], metadata: [MetadataEntry] = [], revocationLists: [RevocationList] = []) {
+    public init(roots: [AttestationFormat: [Certificate]] = [:], metadata: [MetadataEntry] = [], revocationLists: [RevocationList] = []) {
         self.init(formatRoots: roots.mapValues { $0.map(\.x509) }, metadata: metadata, crls: revocationLists.map(\.crl))
     }
 
     /// The root certificates for each attestation format.
-    public var roots: [String: [Certificate]] {
+    public var roots: [AttestationFormat: [Certificate]] {
         get { formatRoots.mapValues { $0.map(Certificate.init) } }
         set { formatRoots = newValue.mapValues { $0.map(\.x509) } }
     }
@@ -74,7 +74,7 @@ public struct TrustAnchors: Sendable {
     /// Adds CRLs checked during path validation.
     public mutating func add(_ lists: [RevocationList]) { crls += lists.map(\.crl) }
 
-    package init(formatRoots: [String: [X509Certificate]], metadata: [MetadataEntry] = [], crls: [CertificateRevocationList] = []) {
+    package init(formatRoots: [AttestationFormat: [X509Certificate]], metadata: [MetadataEntry] = [], crls: [CertificateRevocationList] = []) {
         self.formatRoots = formatRoots
         self.metadata = []
         self.crls = crls
@@ -96,11 +96,11 @@ public struct TrustAnchors: Sendable {
     public static let builtIn: TrustAnchors = {
         func pem(_ text: String) -> X509Certificate { try! X509Certificate(pem: text) }
         return TrustAnchors(formatRoots: [
-            "apple": [pem(KnownRoots.appleWebAuthnRoot)],
-            "android-key": [pem(KnownRoots.googleHardwareAttestationRoot2016), pem(KnownRoots.googleHardwareAttestationRoot2019),
+            .apple: [pem(KnownRoots.appleWebAuthnRoot)],
+            .androidKey: [pem(KnownRoots.googleHardwareAttestationRoot2016), pem(KnownRoots.googleHardwareAttestationRoot2019),
                             pem(KnownRoots.googleHardwareAttestationRoot2021), pem(KnownRoots.googleHardwareAttestationRoot2022),
                             pem(KnownRoots.googleKeyAttestationCA1)],
-            "android-safetynet": [pem(KnownRoots.globalSignRootCA)],
+            .androidSafetyNet: [pem(KnownRoots.globalSignRootCA)],
         ])
     }()
 

@@ -118,7 +118,7 @@ public enum RegistrationVerifier {
     /// A claim that is not proven can still refuse: the deny list applies to
     /// it, and so do the objections of the entry it names.
     static func assessTrustworthiness(
-        _ v: AttestationVerification, format: String, aaguid: AAGUID, rp: RelyingParty
+        _ v: AttestationVerification, format: AttestationFormat, aaguid: AAGUID, rp: RelyingParty
     ) throws(WebAuthnError) -> (AttestationTrust, AttestationType) {
         let policy = rp.policy.attestation
         let anchors = rp.trustAnchors
@@ -172,7 +172,7 @@ public enum RegistrationVerifier {
     /// entry's roots at once, then says which of them it reached. An expired or
     /// revoked certificate fails whatever the policy.
     static func anchorChain(
-        _ v: AttestationVerification, format: String, claimed: MetadataEntry?, anchors: TrustAnchors, at now: Date
+        _ v: AttestationVerification, format: AttestationFormat, claimed: MetadataEntry?, anchors: TrustAnchors, at now: Date
     ) throws(WebAuthnError) -> ChainAnchoring {
         guard v.type.presentsCertificateChain else { return .noChain }
         let entryRoots = claimed?.attestationRootCertificates ?? []

@@ -71,8 +71,8 @@ public struct WebAuthnEngine: Sendable {
     public func startRegistration(
         user: UserEntity,
         authenticatorSelection: AuthenticatorSelection? = nil,
-        attestation: String = "none",
-        hints: [String] = [],
+        attestation: AttestationConveyancePreference = .none,
+        hints: [PublicKeyCredentialHint] = [],
         extensions: ClientExtensions = ClientExtensions(),
         newAccount: Bool = false,
         conditionalCreate: Bool = false,
@@ -155,7 +155,7 @@ public struct WebAuthnEngine: Sendable {
     public func startAuthentication(
         userHandle: [UInt8]? = nil,
         userVerification: UserVerificationRequirement? = nil,
-        hints: [String] = [],
+        hints: [PublicKeyCredentialHint] = [],
         extensions: ClientExtensions = ClientExtensions(),
         binding: [UInt8]? = nil,
         allowCredentials: [CredentialDescriptor]? = nil,

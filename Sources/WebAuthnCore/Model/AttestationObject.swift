@@ -3,7 +3,7 @@ package import _WebAuthnCrypto
 
 /// The attestation object (WebAuthn L3 §6.5.4): `fmt`, `authData` and `attStmt`.
 package struct AttestationObject: Sendable {
-    package let format: String
+    package let format: AttestationFormat
     package let authenticatorData: AuthenticatorData
     /// The format-specific attestation statement (a CBOR map).
     package let statement: CBOR
@@ -26,10 +26,10 @@ package struct AttestationObject: Sendable {
             throw WebAuthnError(.attestationObjectMalformed, "authData is missing or not a byte string")
         }
         // attStmt is a map; only the compound format (L3 §8.9) makes it an array.
-        guard let attStmt = item["attStmt"], attStmt.mapValue != nil || (Bytes.sameUTF8(fmt, CompoundAttestation.identifier) && attStmt.arrayValue != nil) else {
+        guard let attStmt = item["attStmt"], attStmt.mapValue != nil || (AttestationFormat(rawValue: fmt) == CompoundAttestation.identifier && attStmt.arrayValue != nil) else {
             throw WebAuthnError(.attestationObjectMalformed, "attStmt is missing or not a map")
         }
-        format = fmt
+        format = AttestationFormat(rawValue: fmt)
         statement = attStmt
         authenticatorData = try AuthenticatorData(bytes: authData, limits: limits)
     }

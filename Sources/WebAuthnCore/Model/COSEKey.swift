@@ -16,14 +16,27 @@ public struct COSEKey: Sendable {
     }
 
     /// COSE_Key labels (RFC 9052 §7.1, RFC 9053, RFC 8230).
-    enum Label {
-        static let kty = 1, alg = 3
-        static let crv = -1, x = -2, y = -3, d = -4
-        static let n = -1, e = -2
+    typealias Label = COSE.Label
+
+    /// A key's public parameters, as parsed from its COSE encoding.
+    package enum Parameters: Sendable {
+        case ec2(curve: ECCurve, x: [UInt8], y: [UInt8])
+        case okp(curve: OKPCurve, x: [UInt8])
+        /// Big-endian modulus and public exponent, as encoded (leading zeros kept).
+        case rsa(n: [UInt8], e: [UInt8])
     }
 
-    public let keyType: KeyType
+    /// The key type (`kty`).
+    public var keyType: KeyType {
+        switch parameters {
+        case .ec2: return .ec2
+        case .okp: return .okp
+        case .rsa: return .rsa
+        }
+    }
     public let algorithm: COSEAlgorithm
+    /// The parameters the key was decoded from, kept so that no check decodes `bytes` again.
+    package let parameters: Parameters
     /// The COSE encoding exactly as the authenticator produced it.
     public let bytes: [UInt8]
     /// The key, imported and ready to verify.
@@ -47,21 +60,20 @@ public struct COSEKey: Sendable {
         self.algorithm = alg
 
         switch ktyValue {
-        case KeyType.ec2.rawValue:
-            keyType = .ec2
+        case COSE.KeyType.ec2:
             guard cbor[Label.d] == nil else { throw Self.invalid("the key contains private key material (d)") }
             guard let crvValue = cbor[Label.crv]?.intValue, let curve = ECCurve(rawValue: crvValue) else {
                 throw WebAuthnError(.algorithmUnsupported, "EC2 curve \(cbor[Label.crv]?.intValue.map(String.init) ?? "missing") is not supported")
             }
             guard let x = cbor[Label.x]?.bytesValue else { throw Self.invalid("x (-2) is missing or not a byte string") }
             guard let y = cbor[Label.y]?.bytesValue else { throw Self.invalid("y (-3) is missing or not a byte string (compressed points are not accepted)") }
-            let expected: COSEAlgorithm = [.es256, .es384, .es512][curve.rawValue - 1]
+            let expected = curve.algorithm
             guard alg == expected else {
                 throw Self.mismatch(alg, "an EC2 \(curve.name) key", expected: expected.name)
             }
             publicKey = try PublicKey.ec(curve: curve, x: x, y: y)
-        case KeyType.okp.rawValue:
-            keyType = .okp
+            parameters = .ec2(curve: curve, x: x, y: y)
+        case COSE.KeyType.okp:
             guard cbor[Label.d] == nil else { throw Self.invalid("the key contains private key material (d)") }
             guard let crvValue = cbor[Label.crv]?.intValue, let curve = OKPCurve(rawValue: crvValue) else {
                 throw WebAuthnError(.algorithmUnsupported, "OKP curve \(cbor[Label.crv]?.intValue.map(String.init) ?? "missing") is not supported")
@@ -72,9 +84,9 @@ public struct COSEKey: Sendable {
                 throw Self.mismatch(alg, "an OKP \(curve.name) key", expected: "EdDSA (-8) or \(fullySpecified)")
             }
             publicKey = try PublicKey.okp(curve: curve, x: x)
-        case KeyType.rsa.rawValue:
-            keyType = .rsa
-            guard cbor[-4] == nil, cbor[-3] == nil else { throw Self.invalid("the key contains private key material") }
+            parameters = .okp(curve: curve, x: x)
+        case COSE.KeyType.rsa:
+            guard cbor[Label.rsaP] == nil, cbor[Label.rsaD] == nil else { throw Self.invalid("the key contains private key material") }
             guard let n = cbor[Label.n]?.bytesValue, let e = cbor[Label.e]?.bytesValue else {
                 throw Self.invalid("RSA n (-1) or e (-2) is missing or not a byte string")
             }
@@ -82,7 +94,8 @@ public struct COSEKey: Sendable {
                 throw Self.mismatch(alg, "an RSA key", expected: "RS256/384/512, PS256/384/512 or RS1")
             }
             publicKey = try PublicKey.rsa(n: n, e: e)
-        case 7:
+            parameters = .rsa(n: n, e: e)
+        case COSE.KeyType.akp:
             throw WebAuthnError(.algorithmUnsupported, "AKP keys (ML-DSA, alg \(algValue)) need OpenSSL 3.5 or later; this engine links OpenSSL 3.0")
         default:
             throw WebAuthnError(.algorithmUnsupported, "COSE key type \(ktyValue) is not supported")
@@ -91,8 +104,8 @@ public struct COSEKey: Sendable {
 
     /// For an EC2 key: 0x04 ‖ x ‖ y.
     var uncompressedPoint: [UInt8]? {
-        guard keyType == .ec2, let item = try? CBORDecoder.decode(bytes), let x = item[Label.x]?.bytesValue, let y = item[Label.y]?.bytesValue else { return nil }
-        return [0x04] + x + y
+        guard case .ec2(_, let x, let y) = parameters else { return nil }
+        return [ECCurve.uncompressedPointPrefix] + x + y
     }
 
     private static func invalid(_ message: String) -> WebAuthnError {

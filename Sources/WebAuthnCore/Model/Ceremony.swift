@@ -70,7 +70,7 @@ public struct RegistrationResult: Sendable {
     /// The record to store (the engine stores it when the stateful API is used).
     public let credential: CredentialRecord
     /// The attestation statement format (`none`, `packed`, ...).
-    public let format: String
+    public let format: AttestationFormat
     public let attestationType: AttestationType
     public let trust: AttestationTrust
     public let flags: AuthenticatorFlags

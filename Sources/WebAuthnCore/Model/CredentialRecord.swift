@@ -14,7 +14,7 @@ public struct CredentialRecord: Sendable {
     /// The stored signature counter.
     public var signCount: UInt32
     /// Transports reported at registration.
-    public var transports: [String]
+    public var transports: [AuthenticatorTransport]
     /// Whether the credential has ever been used with user verification.
     public var uvInitialized: Bool
     /// BE at registration; must not change.
@@ -24,13 +24,13 @@ public struct CredentialRecord: Sendable {
     /// The authenticator model, all zero when not disclosed.
     public let aaguid: AAGUID
     /// The attestation statement format it was registered with.
-    public let attestationFormat: String
+    public let attestationFormat: AttestationFormat
     public let createdAt: Date
     public var lastUsedAt: Date?
 
-    public init(id: [UInt8], userHandle: [UInt8], publicKey: COSEKey, signCount: UInt32, transports: [String] = [],
+    public init(id: [UInt8], userHandle: [UInt8], publicKey: COSEKey, signCount: UInt32, transports: [AuthenticatorTransport] = [],
                 uvInitialized: Bool, backupEligible: Bool, backupState: Bool, aaguid: AAGUID = .zero,
-                attestationFormat: String = "none", createdAt: Date, lastUsedAt: Date? = nil) {
+                attestationFormat: AttestationFormat = .none, createdAt: Date, lastUsedAt: Date? = nil) {
         self.id = id
         self.userHandle = userHandle
         self.publicKey = publicKey
@@ -71,8 +71,8 @@ public struct UserEntity: Sendable, Equatable {
 /// A credential descriptor for `excludeCredentials` / `allowCredentials`.
 public struct CredentialDescriptor: Sendable, Equatable {
     public let id: [UInt8]
-    public let transports: [String]
-    public init(id: [UInt8], transports: [String] = []) {
+    public let transports: [AuthenticatorTransport]
+    public init(id: [UInt8], transports: [AuthenticatorTransport] = []) {
         self.id = id
         self.transports = transports
     }

@@ -4,12 +4,12 @@ package import _WebAuthnCrypto
 /// `authenticatorSelection` of creation options (WebAuthn L3 §5.4.4).
 public struct AuthenticatorSelection: Sendable, Equatable {
     /// `platform` or `cross-platform`; nil for either.
-    public var authenticatorAttachment: String?
+    public var authenticatorAttachment: AuthenticatorAttachment?
     /// `discouraged`, `preferred` or `required`.
-    public var residentKey: String
+    public var residentKey: ResidentKeyRequirement
     public var userVerification: UserVerificationRequirement
 
-    public init(authenticatorAttachment: String? = nil, residentKey: String = "preferred",
+    public init(authenticatorAttachment: AuthenticatorAttachment? = nil, residentKey: ResidentKeyRequirement = .preferred,
                 userVerification: UserVerificationRequirement = .preferred) {
         self.authenticatorAttachment = authenticatorAttachment
         self.residentKey = residentKey
@@ -26,26 +26,27 @@ public struct AuthenticatorSelection: Sendable, Equatable {
             selection.userVerification = uv
             asked["userVerification"] = .string(uv.rawValue)
         }
-        if let attachment = json["authenticatorAttachment"]?.stringValue, ["platform", "cross-platform"].contains(where: { Bytes.sameUTF8($0, attachment) }) {
+        if let attachment = json["authenticatorAttachment"]?.stringValue.map(AuthenticatorAttachment.init(rawValue:)),
+           AuthenticatorAttachment.specified.contains(attachment) {
             selection.authenticatorAttachment = attachment
-            asked["authenticatorAttachment"] = .string(attachment)
+            asked["authenticatorAttachment"] = .string(attachment.rawValue)
         }
         let require = json["requireResidentKey"]?.boolValue
         if let require { asked["requireResidentKey"] = .bool(require) }
-        if let rk = json["residentKey"]?.stringValue, ["discouraged", "preferred", "required"].contains(where: { Bytes.sameUTF8($0, rk) }) {
+        if let rk = json["residentKey"]?.stringValue.map(ResidentKeyRequirement.init(rawValue:)), ResidentKeyRequirement.specified.contains(rk) {
             selection.residentKey = rk
-            asked["residentKey"] = .string(rk)
+            asked["residentKey"] = .string(rk.rawValue)
         } else if let require {
-            selection.residentKey = require ? "required" : "discouraged"
+            selection.residentKey = require ? .required : .discouraged
         }
         return (selection, asked)
     }
 
     var json: JSONValue {
         var o = JSONObject()
-        if let a = authenticatorAttachment { o["authenticatorAttachment"] = .string(a) }
-        o["residentKey"] = .string(residentKey)
-        o["requireResidentKey"] = .bool(residentKey == "required")
+        if let a = authenticatorAttachment { o["authenticatorAttachment"] = .string(a.rawValue) }
+        o["residentKey"] = .string(residentKey.rawValue)
+        o["requireResidentKey"] = .bool(residentKey == .required)
         o["userVerification"] = .string(userVerification.rawValue)
         return .object(o)
     }
@@ -65,9 +66,9 @@ public struct CreationOptions: Sendable {
     public let excludeCredentials: [CredentialDescriptor]
     public let authenticatorSelection: AuthenticatorSelection
     /// `none`, `indirect`, `direct` or `enterprise`.
-    public let attestation: String
+    public let attestation: AttestationConveyancePreference
     /// `security-key`, `client-device`, `hybrid`.
-    public let hints: [String]
+    public let hints: [PublicKeyCredentialHint]
     public let extensions: ClientExtensions
 
     package var json: JSONValue {
@@ -79,15 +80,15 @@ public struct CreationOptions: Sendable {
         o["timeout"] = .number(Double(timeout))
         o["excludeCredentials"] = .array(excludeCredentials.map(Self.descriptor))
         o["authenticatorSelection"] = authenticatorSelection.json
-        o["attestation"] = .string(attestation)
-        o["hints"] = .array(hints.map { .string($0) })
+        o["attestation"] = .string(attestation.rawValue)
+        o["hints"] = .array(hints.map { .string($0.rawValue) })
         o["extensions"] = .object(extensions.object)
         return .object(o)
     }
 
     static func descriptor(_ d: CredentialDescriptor) -> JSONValue {
         var o: JSONObject = ["type": "public-key", "id": .string(Base64URL.encode(d.id))]
-        if !d.transports.isEmpty { o["transports"] = .array(d.transports.map { .string($0) }) }
+        if !d.transports.isEmpty { o["transports"] = .array(d.transports.map { .string($0.rawValue) }) }
         return .object(o)
     }
 }
@@ -100,7 +101,7 @@ public struct RequestOptions: Sendable {
     public let timeout: Int
     public let allowCredentials: [CredentialDescriptor]
     public let userVerification: UserVerificationRequirement
-    public let hints: [String]
+    public let hints: [PublicKeyCredentialHint]
     public let extensions: ClientExtensions
 
     package var json: JSONValue {
@@ -110,7 +111,7 @@ public struct RequestOptions: Sendable {
         o["rpId"] = .string(rpId)
         o["allowCredentials"] = .array(allowCredentials.map(CreationOptions.descriptor))
         o["userVerification"] = .string(userVerification.rawValue)
-        o["hints"] = .array(hints.map { .string($0) })
+        o["hints"] = .array(hints.map { .string($0.rawValue) })
         o["extensions"] = .object(extensions.object)
         return .object(o)
     }

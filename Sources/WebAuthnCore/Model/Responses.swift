@@ -10,12 +10,12 @@ public struct RegistrationResponse: Sendable {
     public let clientDataJSON: [UInt8]
     public let attestationObject: [UInt8]
     /// `response.transports`, as reported by the client.
-    public let transports: [String]
-    public let authenticatorAttachment: String?
+    public let transports: [AuthenticatorTransport]
+    public let authenticatorAttachment: AuthenticatorAttachment?
     public let clientExtensionResults: ClientExtensions
 
-    public init(id: [UInt8], clientDataJSON: [UInt8], attestationObject: [UInt8], transports: [String] = [],
-                authenticatorAttachment: String? = nil, clientExtensionResults: ClientExtensions = ClientExtensions()) {
+    public init(id: [UInt8], clientDataJSON: [UInt8], attestationObject: [UInt8], transports: [AuthenticatorTransport] = [],
+                authenticatorAttachment: AuthenticatorAttachment? = nil, clientExtensionResults: ClientExtensions = ClientExtensions()) {
         self.id = id
         self.clientDataJSON = clientDataJSON
         self.attestationObject = attestationObject
@@ -39,7 +39,7 @@ public struct RegistrationResponse: Sendable {
         id = common.id
         clientDataJSON = try ResponseFields.bytes(response, "clientDataJSON", in: "response", max: CollectedClientData.maxSize)
         attestationObject = try ResponseFields.bytes(response, "attestationObject", in: "response", max: CBORLimits().maxBytes)
-        var transports: [String] = []
+        var transports: [AuthenticatorTransport] = []
         if let list = response["transports"], !list.isNull {
             guard let items = list.arrayValue, items.count <= 16 else {
                 throw WebAuthnError(.responseMalformed, "response.transports is not an array of at most 16 strings")
@@ -48,7 +48,7 @@ public struct RegistrationResponse: Sendable {
                 guard let t = item.stringValue, t.utf8.count <= 64 else {
                     throw WebAuthnError(.responseMalformed, "response.transports holds a value that is not a short string")
                 }
-                transports.append(t)
+                transports.append(AuthenticatorTransport(rawValue: t))
             }
         }
         self.transports = transports
@@ -66,11 +66,11 @@ public struct AuthenticationResponse: Sendable {
     public let signature: [UInt8]
     /// The user handle the authenticator returned; nil when absent, null or empty.
     public let userHandle: [UInt8]?
-    public let authenticatorAttachment: String?
+    public let authenticatorAttachment: AuthenticatorAttachment?
     public let clientExtensionResults: ClientExtensions
 
     public init(id: [UInt8], clientDataJSON: [UInt8], authenticatorData: [UInt8], signature: [UInt8],
-                userHandle: [UInt8]? = nil, authenticatorAttachment: String? = nil,
+                userHandle: [UInt8]? = nil, authenticatorAttachment: AuthenticatorAttachment? = nil,
                 clientExtensionResults: ClientExtensions = ClientExtensions()) {
         self.id = id
         self.clientDataJSON = clientDataJSON
@@ -111,7 +111,7 @@ public struct AuthenticationResponse: Sendable {
 struct ResponseFields {
     let id: [UInt8]
     let response: JSONObject
-    let authenticatorAttachment: String?
+    let authenticatorAttachment: AuthenticatorAttachment?
     let clientExtensionResults: JSONObject
 
     init(_ json: JSONValue) throws(WebAuthnError) {
@@ -138,10 +138,10 @@ struct ResponseFields {
         guard let response = top["response"]?.objectValue else {
             throw WebAuthnError(.responseMalformed, "the credential has no object member \"response\"")
         }
-        var attachment: String?
+        var attachment: AuthenticatorAttachment?
         if let a = top["authenticatorAttachment"], !a.isNull {
             guard let s = a.stringValue else { throw WebAuthnError(.responseMalformed, "authenticatorAttachment is not a string") }
-            attachment = s
+            attachment = AuthenticatorAttachment(rawValue: s)
         }
         var extensions = JSONObject()
         for key in ["clientExtensionResults", "getClientExtensionResults"] {

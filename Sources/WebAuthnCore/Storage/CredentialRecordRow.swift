@@ -72,9 +72,9 @@ extension CredentialRecord {
         self.init(
             id: try row.bytes(name(.id)), userHandle: try row.bytes(name(.userHandle)),
             publicKey: try Self.keyCache.key(try row.bytes(name(.publicKey))), signCount: signCount,
-            transports: transports.isEmpty ? [] : transports.split(separator: ",").map(String.init),
+            transports: transports.isEmpty ? [] : transports.split(separator: ",").map { AuthenticatorTransport(rawValue: String($0)) },
             uvInitialized: try row.bool(name(.uvInitialized)), backupEligible: try row.bool(name(.backupEligible)),
-            backupState: try row.bool(name(.backupState)), aaguid: aaguid, attestationFormat: try row.text(name(.attestationFormat)),
+            backupState: try row.bool(name(.backupState)), aaguid: aaguid, attestationFormat: AttestationFormat(rawValue: try row.text(name(.attestationFormat))),
             createdAt: Date(timeIntervalSince1970: try row.double(name(.createdAt))), lastUsedAt: lastUsedAt)
     }
 
@@ -85,12 +85,12 @@ extension CredentialRecord {
         case .userHandle: .bytes(userHandle)
         case .publicKey: .bytes(publicKey.bytes)
         case .signCount: .integer(Int64(signCount))  // UInt32 always fits
-        case .transports: .text(transports.joined(separator: ","))
+        case .transports: .text(transports.map(\.rawValue).joined(separator: ","))
         case .uvInitialized: .bool(uvInitialized)
         case .backupEligible: .bool(backupEligible)
         case .backupState: .bool(backupState)
         case .aaguid: .bytes(aaguid.bytes)
-        case .attestationFormat: .text(attestationFormat)
+        case .attestationFormat: .text(attestationFormat.rawValue)
         case .createdAt: .double(createdAt.timeIntervalSince1970)
         case .lastUsedAt: lastUsedAt.map { .double($0.timeIntervalSince1970) } ?? .null
         }
