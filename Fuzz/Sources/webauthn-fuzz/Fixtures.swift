@@ -142,8 +142,9 @@ enum Fixtures {
         case .registration:
             ceremony = PendingCeremony(kind: .registration, challenge: challenge, user: user, algorithms: rp.policy.algorithms,
                                        userVerification: .preferred, expiresAt: now.addingTimeInterval(300))
-        case .authentication:
-            // A discoverable login: the response must name its user.
+        case .authentication, .appleNonce, .appleState:
+            // A discoverable login: the response must name its user. (The fuzz targets ask for
+            // WebAuthn ceremonies only; single-use values are not ceremonies a response finishes.)
             ceremony = PendingCeremony(kind: .authentication, challenge: challenge, userVerification: .preferred,
                                        expiresAt: now.addingTimeInterval(300))
         }
