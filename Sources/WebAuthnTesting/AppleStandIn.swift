@@ -47,6 +47,13 @@ public final class AppleStandIn: Sendable {
         public let token: String
         /// `token_type_hint`, if sent.
         public let tokenTypeHint: String?
+
+        /// A revocation, to compare with ``AppleStandIn/revocations``.
+        public init(clientID: String, token: String, tokenTypeHint: String?) {
+            self.clientID = clientID
+            self.token = token
+            self.tokenTypeHint = tokenTypeHint
+        }
     }
 
     /// Ways to break an identity token, for tests of the verifier.
