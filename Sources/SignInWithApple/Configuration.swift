@@ -90,6 +90,8 @@ public struct ApplePrivateKey: Sendable {
     /// Reads the `.p8` PEM text. Throws `configuration_invalid` when it is not a P-256 private key.
     public init(pem: String) throws(WebAuthnError) {
         guard pem.utf8.count <= 16 * 1024 else { throw WebAuthnError(.configurationInvalid, "the .p8 key is over 16 KiB") }
+        // An encrypted PEM would make OpenSSL ask for a passphrase on the terminal; Apple's .p8 files are not encrypted.
+        guard !pem.contains("ENCRYPTED") else { throw WebAuthnError(.configurationInvalid, "the .p8 key is encrypted; give the key as Apple issued it") }
         let key: SigningKey
         do {
             key = try SigningKey(pem: pem, algorithm: .es256)

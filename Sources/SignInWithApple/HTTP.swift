@@ -84,6 +84,13 @@ private final class CappedCollector: NSObject, URLSessionDataDelegate, @unchecke
         completionHandler(tooLarge ? .cancel : .allow)
     }
 
+    /// Redirects are not followed: Apple's endpoints answer directly, and a redirect could
+    /// carry the client secret elsewhere. The 3xx answer itself is then the response.
+    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+                    newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void) {
+        completionHandler(nil)
+    }
+
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         let cancel = lock.withLock { () -> Bool in
             guard failure == nil else { return true }

@@ -275,7 +275,9 @@ public final class AppleStandIn: Sendable {
     /// Starts serving on 127.0.0.1 on a free port and returns the port.
     @discardableResult
     public func start() throws -> Int {
-        let server = try LoopbackHTTPServer { [self] request in handle(request) }
+        let server = try LoopbackHTTPServer { [weak self] request in
+            self?.handle(request) ?? .json(503, #"{"error":"stopped"}"#)
+        }
         state.withLock { $0.server = server }
         return server.port
     }

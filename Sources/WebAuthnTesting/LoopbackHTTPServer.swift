@@ -12,35 +12,45 @@ import Darwin
 /// accepts, one thread per connection answers one request and closes
 /// (`Connection: close`). Heads are capped at 16 KiB, bodies at 1 MiB, reads
 /// time out after 5 s. Not for production: it exists so tests need no HTTP stack.
-final class LoopbackHTTPServer: Sendable {
-    struct Request: Sendable {
-        let method: String
-        let path: String
-        let query: [(String, String)]
-        let headers: [(String, String)]
-        let body: [UInt8]
+package final class LoopbackHTTPServer: Sendable {
+    package struct Request: Sendable {
+        package let method: String
+        package let path: String
+        package let query: [(String, String)]
+        package let headers: [(String, String)]
+        package let body: [UInt8]
 
-        func header(_ name: String) -> String? {
+        package func header(_ name: String) -> String? {
             headers.first { $0.0.lowercased() == name.lowercased() }?.1
         }
     }
 
-    struct Response: Sendable {
-        var status: Int
-        var contentType: String
-        var body: [UInt8]
-        var headers: [(String, String)] = []
+    package struct Response: Sendable {
+        package var status: Int
+        package var contentType: String
+        package var body: [UInt8]
+        package var headers: [(String, String)] = []
+        /// Leave out Content-Length (the body then ends when the connection closes), as a hostile server may.
+        package var announcesLength = true
 
-        static func json(_ status: Int, _ text: String) -> Response { Response(status: status, contentType: "application/json", body: Array(text.utf8)) }
+        package init(status: Int, contentType: String, body: [UInt8], headers: [(String, String)] = [], announcesLength: Bool = true) {
+            self.status = status
+            self.contentType = contentType
+            self.body = body
+            self.headers = headers
+            self.announcesLength = announcesLength
+        }
+
+        package static func json(_ status: Int, _ text: String) -> Response { Response(status: status, contentType: "application/json", body: Array(text.utf8)) }
     }
 
     /// The port the server listens on.
-    let port: Int
+    package let port: Int
     private let socket: Int32
     private let stopped = Atomic<Bool>(false)
     private let handler: @Sendable (Request) -> Response
 
-    init(handler: @escaping @Sendable (Request) -> Response) throws {
+    package init(handler: @escaping @Sendable (Request) -> Response) throws {
         #if os(Linux)
         let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         #else
@@ -79,7 +89,7 @@ final class LoopbackHTTPServer: Sendable {
     }
 
     /// Stops accepting; connections being answered finish.
-    func stop() {
+    package func stop() {
         guard !stopped.exchange(true, ordering: .sequentiallyConsistent) else { return }
         shutdown(socket, Int32(SHUT_RDWR))
         close(socket)
@@ -160,7 +170,8 @@ final class LoopbackHTTPServer: Sendable {
 
     private func write(_ response: Response, to connection: Int32) {
         var head = "HTTP/1.1 \(response.status) \(Self.reason(response.status))\r\n"
-        head += "Content-Type: \(response.contentType)\r\nContent-Length: \(response.body.count)\r\nConnection: close\r\n"
+        head += "Content-Type: \(response.contentType)\r\nConnection: close\r\n"
+        if response.announcesLength { head += "Content-Length: \(response.body.count)\r\n" }
         for (name, value) in response.headers { head += "\(name): \(value)\r\n" }
         head += "\r\n"
         let bytes = Array(head.utf8) + response.body
