@@ -1,6 +1,6 @@
-public import Foundation
+internal import Foundation
 #if canImport(FoundationNetworking)
-public import FoundationNetworking
+internal import FoundationNetworking
 #endif
 internal import WebAuthnCore
 
@@ -26,7 +26,12 @@ enum AppleHTTP {
         let session = URLSession(configuration: configuration, delegate: collector, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
         let result: Result<Response, WebAuthnError> = await withCheckedContinuation { continuation in
-            collector.start(session.dataTask(with: request), continuation)
+            let task = session.dataTask(with: request)
+            collector.start(task, continuation)
+            // URLSession's own timeouts restart on activity; this deadline bounds the whole exchange.
+            DispatchQueue.global().asyncAfter(deadline: .now() + timeout + 1) { [collector] in
+                if collector.expire(after: timeout + 1) { task.cancel() }
+            }
         }
         return try result.get()
     }
@@ -69,6 +74,15 @@ private final class CappedCollector: NSObject, URLSessionDataDelegate, @unchecke
     func start(_ task: URLSessionDataTask, _ continuation: CheckedContinuation<Result<AppleHTTP.Response, WebAuthnError>, Never>) {
         lock.withLock { self.continuation = continuation }
         task.resume()
+    }
+
+    /// Marks the exchange as timed out unless it has finished; true when the task should be cancelled.
+    func expire(after seconds: TimeInterval) -> Bool {
+        lock.withLock {
+            guard continuation != nil, failure == nil else { return false }
+            failure = WebAuthnError(.appleEndpointUnavailable, "no complete answer within \(Int(seconds)) s")
+            return true
+        }
     }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,

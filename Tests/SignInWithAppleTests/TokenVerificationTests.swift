@@ -167,4 +167,22 @@ struct TokenVerificationTests {
         #expect(f.code(old) == "apple_key_unknown")
         #expect(f.code(f.token()) == nil)
     }
+
+    @Test("hostile input: every truncation and byte flip of a token is refused without a crash")
+    func hostile() throws {
+        let token = Array(f.token().utf8)
+        let keys = try f.keys
+        for length in 0..<token.count {
+            #expect(f.code(String(decoding: token[0..<length], as: UTF8.self), keys: keys) != nil)
+        }
+        var rng = SystemRandomNumberGenerator()
+        for _ in 0..<500 {
+            var mutated = token
+            mutated[Int.random(in: 0..<token.count, using: &rng)] = UInt8.random(in: 0...255, using: &rng)
+            if mutated == token { continue }
+            // A flip inside the base64url padding bits can decode to the same bytes; anything else must fail.
+            let text = String(decoding: mutated, as: UTF8.self)
+            if let t = try? f.verify(text, keys: keys) { #expect(t.sub == f.user.sub) }
+        }
+    }
 }
