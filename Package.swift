@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "WebAuthnCore", targets: ["WebAuthnCore"]),
         .library(name: "WebAuthnMetadata", targets: ["WebAuthnMetadata"]),
+        .library(name: "SignInWithApple", targets: ["SignInWithApple"]),
         .library(name: "WebAuthnTesting", targets: ["WebAuthnTesting"]),
         .library(name: "WebAuthnConformance", targets: ["WebAuthnConformance"]),
         .library(name: "WebAuthnServer", targets: ["WebAuthnServer"]),
@@ -68,10 +69,18 @@ let package = Package(
             dependencies: ["WebAuthnCore", "_WebAuthnEncoding", "_WebAuthnCrypto"],
             swiftSettings: strict
         ),
-        // A software authenticator, a test CA and the store contract suite, for tests of relying parties.
+        // Sign in with Apple, server side: identity tokens, Apple's keys, the client secret,
+        // code exchange and revocation, server-to-server notifications (HTTP through URLSession).
+        .target(
+            name: "SignInWithApple",
+            dependencies: ["WebAuthnCore", "_WebAuthnEncoding", "_WebAuthnCrypto"],
+            swiftSettings: strict
+        ),
+        // A software authenticator, a test CA, the store contract suite and a stand-in for
+        // Apple's Sign in with Apple endpoints, for tests of relying parties.
         .target(
             name: "WebAuthnTesting",
-            dependencies: ["WebAuthnCore", "_WebAuthnEncoding", "_WebAuthnCrypto"],
+            dependencies: ["WebAuthnCore", "SignInWithApple", "_WebAuthnEncoding", "_WebAuthnCrypto"],
             swiftSettings: strict
         ),
         // The embedded default store.
@@ -120,7 +129,8 @@ let package = Package(
         .executableTarget(
             name: "webauthn",
             dependencies: [
-                "WebAuthnCore", "WebAuthnMetadata", "WebAuthnServer", "WebAuthnSQLite", "WebAuthnPostgres", "_WebAuthnEncoding", "_WebAuthnCrypto",
+                "WebAuthnCore", "WebAuthnMetadata", "WebAuthnServer", "WebAuthnSQLite", "WebAuthnPostgres", "SignInWithApple",
+                "_WebAuthnEncoding", "_WebAuthnCrypto",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
@@ -157,8 +167,12 @@ let package = Package(
             ]
         ),
         .testTarget(
+            name: "SignInWithAppleTests",
+            dependencies: ["SignInWithApple", "WebAuthnCore", "WebAuthnTesting", "_WebAuthnEncoding", "_WebAuthnCrypto"]
+        ),
+        .testTarget(
             name: "WebAuthnCLITests",
-            dependencies: ["WebAuthnCore", "_WebAuthnEncoding", .target(name: "webauthn"), .target(name: "webauthn-dev"), .target(name: "webauthn-bench")]
+            dependencies: ["WebAuthnCore", "WebAuthnTesting", "_WebAuthnEncoding", .target(name: "webauthn"), .target(name: "webauthn-dev"), .target(name: "webauthn-bench")]
         ),
     ]
 )

@@ -230,8 +230,38 @@ extension WebAuthnError.Code {
         .sessionMismatch, .usernameInvalid, .usernameUnavailable, .signInRequired, .authenticationFailed, .rateLimited,
         .tooManyPendingCeremonies, .contentTypeUnsupported, .internalError,
         .configurationInvalid, .storageFailure, .cryptoFailure,
+        .appleTokenMalformed, .appleTokenSignatureInvalid, .appleKeyUnknown, .appleKeyInvalid, .appleJWKSInvalid, .appleJWKSUnavailable,
+        .appleTokenClaimInvalid, .appleTokenExpired, .appleNonceMismatch, .appleRequestRefused, .appleEndpointUnavailable,
+        .appleNotificationInvalid,
         .identityInvalid, .identityAlreadyLinked, .accountUnknown,
     ]
+
+    // MARK: Sign in with Apple
+    /// An Apple identity token or notification payload is not a compact JWS of JSON, is too large,
+    /// or its header is refused: `alg` other than RS256 (`none`, HS256, ES256...), no `kid`, or `crit`.
+    public static let appleTokenMalformed: Self = "apple_token_malformed"
+    /// The token's RS256 signature does not verify with the Apple key its `kid` names.
+    public static let appleTokenSignatureInvalid: Self = "apple_token_signature_invalid"
+    /// No key of Apple's key set has the token's `kid` (after the one refetch the cache allows).
+    public static let appleKeyUnknown: Self = "apple_key_unknown"
+    /// The key with the token's `kid` is not an RSA signing key for RS256 of 2048 bits or more.
+    public static let appleKeyInvalid: Self = "apple_key_invalid"
+    /// Apple's key set is not a JWKS (strict JSON, size and key count limits, unique `kid`s).
+    public static let appleJWKSInvalid: Self = "apple_jwks_invalid"
+    /// Apple's key set could not be fetched and no earlier good set is held.
+    public static let appleJWKSUnavailable: Self = "apple_jwks_unavailable"
+    /// A claim is missing, has the wrong type or value: `iss`, `aud`, `sub`, `iat` in the future, the email claims.
+    public static let appleTokenClaimInvalid: Self = "apple_token_claim_invalid"
+    /// The token's `exp` has passed (beyond the leeway).
+    public static let appleTokenExpired: Self = "apple_token_expired"
+    /// A nonce was expected and the token's `nonce` is missing or is neither it nor its SHA-256 in lowercase hex.
+    public static let appleNonceMismatch: Self = "apple_nonce_mismatch"
+    /// Apple's token or revoke endpoint refused the request (`invalid_grant`, `invalid_client`...; Apple's string is in the message).
+    public static let appleRequestRefused: Self = "apple_request_refused"
+    /// Apple's endpoint could not be reached, timed out, or answered something that is not its documented response.
+    public static let appleEndpointUnavailable: Self = "apple_endpoint_unavailable"
+    /// A server-to-server notification body or its `events` claim does not have the documented shape.
+    public static let appleNotificationInvalid: Self = "apple_notification_invalid"
 }
 
 extension WebAuthnError.Code {

@@ -272,7 +272,7 @@ extension CLITests {
             #expect(process.terminationStatus == 0, "nm \(tool)")
             return String(decoding: data, as: UTF8.self)
         }
-        let testing = ["15WebAuthnTesting", "21SoftwareAuthenticator", "20AttestationAuthority", "19WebAuthnConformance"]
+        let testing = ["15WebAuthnTesting", "21SoftwareAuthenticator", "20AttestationAuthority", "19WebAuthnConformance", "12AppleStandIn"]
         let deployed = try symbols("webauthn")
         #expect(deployed.contains("12WebAuthnCore"), "nm found no engine symbols; the check would be vacuous")
         for name in testing { #expect(!deployed.contains(name), "webauthn links \(name)") }
