@@ -114,7 +114,7 @@ let package = Package(
         .target(
             name: "WebAuthnServer",
             dependencies: [
-                "WebAuthnCore", "WebAuthnMetadata", "_WebAuthnEncoding", "_WebAuthnCrypto",
+                "WebAuthnCore", "WebAuthnMetadata", "SignInWithApple", "_WebAuthnEncoding", "_WebAuthnCrypto",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
             ],

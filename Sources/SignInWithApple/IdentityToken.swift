@@ -25,6 +25,9 @@ public struct AppleIdentityToken: Sendable, Equatable {
     public let nonceSupported: Bool?
     /// `auth_time`, when present.
     public let authenticatedAt: Date?
+    /// `nonce`, as the token carries it (the issued nonce or its SHA-256 in hex), when present
+    /// (at most 256 bytes). A server that issued several nonces finds the one to consume by it.
+    public let nonce: String?
 }
 
 /// Apple's judgement of whether the user is a real person (`real_user_status`).

@@ -47,7 +47,8 @@ public enum AppleTokenVerifier {
             transferSub: try optionalString(c, "transfer_sub"),
             issuedAt: claims.issuedAt, expiresAt: claims.expiresAt ?? claims.issuedAt,
             nonceSupported: try flag(c, "nonce_supported"),
-            authenticatedAt: c["auth_time"].flatMap(\.numberValue).flatMap(date))
+            authenticatedAt: c["auth_time"].flatMap(\.numberValue).flatMap(date),
+            nonce: c["nonce"]?.stringValue.flatMap { $0.utf8.count <= 256 ? $0 : nil })
     }
 
     /// The nonce claim is the issued nonce, or SHA-256 of it in lowercase hex (apps follow both conventions).

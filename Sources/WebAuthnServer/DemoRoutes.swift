@@ -21,9 +21,13 @@ extension WebAuthnRoutes {
             await handle(request, context) {
                 guard let handle = try await signedInAccount(request, token: sessions.token(request)),
                       let account = try await accounts.account(handle: handle) else {
-                    return HTTP.ok(["user": .null])
+                    var anonymous: JSONObject = ["user": .null]
+                    anonymous["apple"] = .bool(appleWebFlow)
+                    return HTTP.ok(anonymous)
                 }
-                return HTTP.ok(["user": .string(account.name)])
+                var payload: JSONObject = ["user": .string(account.name)]
+                payload["apple"] = .bool(appleWebFlow)
+                return HTTP.ok(payload)
             }
         }
         router.get("/demo/credentials") { request, context in
@@ -60,6 +64,16 @@ extension WebAuthnRoutes {
                 return HTTP.ok()
             }
         }
+        router.delete("/demo/account") { request, context in
+            await handle(request, context) {
+                let handle = try await requireSignedIn(request)
+                try await deleteAccount(handle)
+                Audit.event("account_deleted", context, ["account": .string(Audit.hash(handle))])
+                var response = HTTP.ok()
+                response.setCookie(sessions.expiredCookie)
+                return response
+            }
+        }
         router.post("/demo/logout") { request, context in
             await handle(request, context) {
                 try await sessions.signOut(sessions.token(request))
@@ -71,6 +85,9 @@ extension WebAuthnRoutes {
         }
         return router
     }
+
+    /// Whether the demo page shows "Sign in with Apple" (the web flow is configured).
+    var appleWebFlow: Bool { configuration.apple?.webFlow ?? false }
 
     static func file(_ text: String, type: String) -> Response {
         Response(status: .ok, headers: [.contentType: type, .cacheControl: "no-cache"], body: ResponseBody(byteBuffer: ByteBuffer(string: text)))

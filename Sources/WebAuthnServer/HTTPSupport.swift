@@ -51,6 +51,29 @@ enum HTTP {
         }
     }
 
+    /// Parses an `application/x-www-form-urlencoded` body (at most 32 fields; `+` is a
+    /// space; a name given twice is refused, like a duplicate JSON member).
+    static func form(_ bytes: [UInt8]) throws(WebAuthnError) -> [String: String] {
+        var fields: [String: String] = [:]
+        for pair in bytes.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
+            guard fields.count < 32 else { throw WebAuthnError(.responseMalformed, "the form has more than 32 fields") }
+            let parts = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
+            func decode(_ raw: ArraySlice<UInt8>) throws(WebAuthnError) -> String {
+                let plus: UInt8 = 0x2B, space: UInt8 = 0x20
+                var bytes: [UInt8] = []
+                bytes.reserveCapacity(raw.count)
+                for byte in raw { bytes.append(byte == plus ? space : byte) }
+                let text = String(decoding: bytes, as: UTF8.self)
+                guard let decoded = text.removingPercentEncoding else { throw WebAuthnError(.responseMalformed, "a form field is not percent-encoded UTF-8") }
+                return decoded
+            }
+            let name = try decode(parts[0])
+            let value = parts.count > 1 ? try decode(parts[1]) : ""
+            guard fields.updateValue(value, forKey: name) == nil else { throw WebAuthnError(.responseMalformed, "the form names \(name.prefix(32)) twice") }
+        }
+        return fields
+    }
+
     /// Reads a bounded JSON body.
     static func body(_ request: Request, limit: Int) async throws(WebAuthnError) -> JSONValue {
         let buffer: ByteBuffer

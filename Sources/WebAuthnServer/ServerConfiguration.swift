@@ -46,12 +46,15 @@ public struct ServerConfiguration: Sendable {
     /// in with Apple, ...): the user handle of the account the request is
     /// signed in as, or nil. Consulted before the routes' own passkey session.
     public var signedInAccount: (@Sendable (Request) async -> [UInt8]?)?
+    /// Sign in with Apple (`/apple/...` routes), when configured; nil: off.
+    public var apple: AppleConfiguration?
 
     public init(relatedOrigins: [String] = [], appleWebCredentialApps: [String] = [], maxBodySize: Int = 64 * 1024,
                 secureCookies: Bool = false, demo: Bool = false, secret: [UInt8]? = nil, conformance: Bool = false,
                 rateLimit: RateLimit? = RateLimit(), trustedProxies: [CIDR] = [], sessionLifetime: TimeInterval = 12 * 3600,
                 mayEnroll: @escaping @Sendable (EnrollmentRequest) async -> Bool = EnrollmentRequest.signedInOwnerOrNewName,
-                signedInAccount: (@Sendable (Request) async -> [UInt8]?)? = nil) {
+                signedInAccount: (@Sendable (Request) async -> [UInt8]?)? = nil, apple: AppleConfiguration? = nil) {
+        self.apple = apple
         self.relatedOrigins = relatedOrigins
         self.appleWebCredentialApps = appleWebCredentialApps
         self.maxBodySize = maxBodySize

@@ -82,6 +82,7 @@ public struct WebAuthnRoutes: Sendable {
                 HTTP.json(["webcredentials": ["apps": .array(configuration.appleWebCredentialApps.map { .string($0) })]])
             }
         }
+        if let apple = configuration.apple { addApple(to: router, apple) }
         return router
     }
 

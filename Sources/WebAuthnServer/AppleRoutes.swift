@@ -1,0 +1,351 @@
+public import Foundation
+public import Hummingbird
+internal import Logging
+public import SignInWithApple
+public import WebAuthnCore
+package import _WebAuthnEncoding
+package import _WebAuthnCrypto
+
+/// Sign in with Apple on the server: what an iOS app built with
+/// AuthenticationServices sends (an identity token, an authorization code, the
+/// first-consent user data), Apple's server-to-server notifications, and the web
+/// flow for browsers. Accounts may hold passkeys and an Apple identity side by side.
+public struct AppleConfiguration: Sendable {
+    /// Token verification, Apple's keys, the code exchange and revocation.
+    public var signIn: AppleSignIn
+    /// Where Apple identities are linked to accounts (the SQLite and PostgreSQL stores are such stores).
+    public var identities: any LinkedIdentityStore
+    /// The Services ID the web flow uses as `client_id`; nil: no web flow.
+    public var servicesID: String?
+    /// The web flow's redirect URI (registered with Apple; it must reach `POST /apple/web/callback`).
+    public var redirectURI: String?
+
+    /// Sign in with Apple over `signIn`, linking identities in `identities`; the web flow
+    /// when both `servicesID` and `redirectURI` are given.
+    public init(signIn: AppleSignIn, identities: any LinkedIdentityStore, servicesID: String? = nil, redirectURI: String? = nil) {
+        self.signIn = signIn
+        self.identities = identities
+        self.servicesID = servicesID
+        self.redirectURI = redirectURI
+    }
+
+    /// Whether the web flow (`/apple/web/start`, `/apple/web/callback`) is served.
+    public var webFlow: Bool { servicesID != nil && redirectURI != nil }
+}
+
+extension WebAuthnRoutes {
+    static let appleProvider = "apple"
+    /// How long an issued nonce or web-flow state stays usable.
+    static let appleNonceLifetime: TimeInterval = 600
+    /// The cookie that binds a web flow to the browser that started it.
+    var appleFlowCookieName: String { configuration.secureCookies ? "__Host-webauthn_apple_flow" : "webauthn_apple_flow" }
+
+    func addApple<Context: RequestContext>(to router: RouteCollection<Context>, _ apple: AppleConfiguration) {
+        router.post("/apple/nonce") { request, context in
+            await ceremony(request, context) { try await appleNonce(request) }
+        }
+        router.post("/apple/signin") { request, context in
+            await ceremony(request, context) { try await appleSignIn(request, context, apple) }
+        }
+        router.post("/apple/notifications") { request, context in
+            await handle(request, context) {
+                try HTTP.requireJSON(request)
+                try throttle(request, context)
+                return try await appleNotification(request, context, apple)
+            }
+        }
+        if apple.webFlow {
+            router.get("/apple/web/start") { request, context in
+                await handle(request, context) {
+                    try throttle(request, context)
+                    return try await appleWebStart(request, apple)
+                }
+            }
+            router.post("/apple/web/callback") { request, context in
+                await handle(request, context) {
+                    try throttle(request, context)
+                    return try await appleWebCallback(request, context, apple)
+                }
+            }
+        }
+    }
+
+    // MARK: Native flow
+
+    /// `POST /apple/nonce`: a single-use nonce for the app to put (raw or as its
+    /// SHA-256) into its `ASAuthorizationAppleIDRequest`; bound to this session.
+    func appleNonce(_ request: Request) async throws -> Response {
+        let token = sessions.token(request) ?? sessions.mint()
+        let nonce = Base64URL.encode(SecureRandom.bytes(32))
+        let key = Digest.sha256(Array(nonce.utf8))
+        try await engine.storeSingleUse(.appleNonce, key: key, binding: token.binding, lifetime: Self.appleNonceLifetime)
+        let payload: JSONObject = ["nonce": .string(nonce), "nonceSHA256": .string(Bytes.hex(key))]
+        return HTTP.ok(payload, cookie: sessions.cookie(token))
+    }
+
+    /// The stored key of a nonce claim: the claim is the nonce the server issued, or its
+    /// SHA-256 in lowercase hex (what Apple's sample code sends); both map to one key.
+    static func appleNonceKey(_ claim: String) -> [UInt8] {
+        if claim.utf8.count == 64, let bytes = Bytes.fromHex(claim), Bytes.sameUTF8(Bytes.hex(bytes), claim) { return bytes }
+        return Digest.sha256(Array(claim.utf8))
+    }
+
+    /// `POST /apple/signin`: verifies the identity token, consumes its nonce (issued to
+    /// this session), exchanges the code for the same user, then finds, links or creates
+    /// the account and signs the session in. Nothing is stored unless every step passed.
+    func appleSignIn<Context: RequestContext>(_ request: Request, _ context: Context, _ apple: AppleConfiguration) async throws -> Response {
+        let body = try await HTTP.body(request, limit: configuration.maxBodySize)
+        guard let identityToken = body["identityToken"]?.stringValue, !identityToken.isEmpty,
+              let code = body["authorizationCode"]?.stringValue, !code.isEmpty, code.utf8.count <= 1024 else {
+            throw WebAuthnError(.responseMalformed, "identityToken and authorizationCode are required strings")
+        }
+        let token = sessions.token(request)
+        do {
+            let identity = try await apple.signIn.verifyIdentityToken(identityToken, nonce: nil)
+            guard let claim = identity.nonce else {
+                throw WebAuthnError(.appleNonceMismatch, "the identity token carries no nonce; ask POST /apple/nonce for one and put it in the request")
+            }
+            try await engine.consumeSingleUse(.appleNonce, key: Self.appleNonceKey(claim), binding: token?.binding)
+            let exchange = try await apple.signIn.exchange(code: code, clientID: identity.audience, expectedSub: identity.sub)
+            let user = AppleUserData(body["user"])
+            let (handle, created) = try await appleAccount(identity, refreshToken: exchange.tokens.refreshToken, user: user, request: request,
+                                                           token: token, apple)
+            let signedIn = try await sessions.signIn(handle, replacing: token, now: now)
+            let metadata: Logger.Metadata = ["account": .string(Audit.hash(handle)), "method": "apple", "created": .string(created ? "true" : "false")]
+            Audit.event("signed_in", context, metadata)
+            var payload: JSONObject = ["sub": .string(identity.sub), "created": .bool(created)]
+            payload["email"] = identity.email.map(JSONValue.string) ?? JSONValue.null
+            return HTTP.ok(payload, cookie: sessions.cookie(signedIn))
+        } catch let error as WebAuthnError {
+            if let token { try? noteFailure(token) }
+            Audit.event("apple_sign_in_failed", context, ["code": .string(error.code.rawValue)])
+            throw error
+        }
+    }
+
+    /// The account of a verified Apple identity: the one it is linked to, else the
+    /// signed-in account (linked now), else a new one made with it. The refresh token
+    /// is kept sealed under the server secret, bound to the identity.
+    func appleAccount(_ identity: AppleIdentityToken, refreshToken: String?, user: AppleUserData, request: Request,
+                      token: BrowserSessions.Token?, _ apple: AppleConfiguration) async throws -> (handle: [UInt8], created: Bool) {
+        let sealed = try refreshToken.map { try sealRefreshToken($0, subject: identity.sub) }
+        let now = self.now
+        if var linked = try await apple.identities.identity(provider: Self.appleProvider, subject: identity.sub) {
+            linked.email = identity.email ?? linked.email
+            linked.emailVerified = identity.emailVerified ?? linked.emailVerified
+            linked.isPrivateEmail = identity.isPrivateEmail ?? linked.isPrivateEmail
+            if let sealed { linked.refreshToken = sealed }
+            linked.updatedAt = now
+            _ = try await apple.identities.update(linked)
+            return (linked.userHandle, false)
+        }
+        if let transferred = identity.transferSub,
+           try await apple.identities.relink(provider: Self.appleProvider, subject: transferred, to: identity.sub, at: now),
+           let moved = try await apple.identities.identity(provider: Self.appleProvider, subject: identity.sub) {
+            return (moved.userHandle, false)
+        }
+        if let handle = try await signedInAccount(request, token: token) {
+            try await apple.identities.link(LinkedIdentity(
+                provider: Self.appleProvider, subject: identity.sub, userHandle: handle, email: identity.email, emailVerified: identity.emailVerified,
+                isPrivateEmail: identity.isPrivateEmail, refreshToken: sealed, createdAt: now))
+            return (handle, false)
+        }
+        // A new account. Its name: the verified email when there is one, else one derived from the
+        // subject; the first-consent user data (unsigned) only fills the display name.
+        let fallback = "apple-" + Base64URL.encode(Array(Digest.sha256(Array(identity.sub.utf8)).prefix(9)))
+        var names: [String] = []
+        if let email = identity.email, identity.emailVerified != false, let name = try? UserName.normalize(name: email) { names.append(name) }
+        names.append(fallback)
+        let displayName = user.displayName.flatMap { try? UserName.normalize(displayName: $0) }
+        for (i, name) in names.enumerated() {
+            let account = try UserEntity(id: SecureRandom.bytes(32), name: name, displayName: displayName ?? name)
+            do {
+                try await apple.identities.create(account, firstIdentity: LinkedIdentity(
+                    provider: Self.appleProvider, subject: identity.sub, userHandle: account.id, email: identity.email,
+                    emailVerified: identity.emailVerified, isPrivateEmail: identity.isPrivateEmail, refreshToken: sealed, createdAt: now))
+                return (account.id, true)
+            } catch let error as WebAuthnError where error.code == .usernameUnavailable && i < names.count - 1 {
+                continue  // the email names another account: fall back to the derived name
+            }
+        }
+        throw WebAuthnError(.usernameUnavailable, "no free account name for this Apple identity")
+    }
+
+    /// The sealing key of refresh tokens, derived from the server secret.
+    var refreshTokenKey: [UInt8] { Digest.hmacSHA256(key: configuration.secret, Array("apple refresh token".utf8)) }
+
+    func sealRefreshToken(_ refreshToken: String, subject: String) throws(WebAuthnError) -> [UInt8] {
+        try Seal.seal(Array(refreshToken.utf8), key: refreshTokenKey, associated: Array("apple/\(subject)".utf8))
+    }
+
+    func openRefreshToken(_ sealed: [UInt8], subject: String) throws(WebAuthnError) -> String {
+        String(decoding: try Seal.open(sealed, key: refreshTokenKey, associated: Array("apple/\(subject)".utf8)), as: UTF8.self)
+    }
+
+    // MARK: Notifications
+
+    /// `POST /apple/notifications`: Apple's server-to-server events, verified, acted on
+    /// idempotently (a duplicate answers 200 and changes nothing more).
+    func appleNotification<Context: RequestContext>(_ request: Request, _ context: Context, _ apple: AppleConfiguration) async throws -> Response {
+        let buffer: ByteBuffer
+        do { buffer = try await request.body.collect(upTo: AppleNotification.maxBodySize) } catch {
+            throw WebAuthnError(.inputTooLarge, "the notification is larger than \(AppleNotification.maxBodySize) bytes")
+        }
+        let note = try await apple.signIn.verifyNotification(body: Array(buffer.readableBytesView))
+        let identities = apple.identities
+        guard var linked = try await identities.identity(provider: Self.appleProvider, subject: note.sub) else {
+            let metadata: Logger.Metadata = ["type": .string(note.type), "linked": "false"]
+            Audit.event("apple_notification", context, metadata)
+            return HTTP.ok()
+        }
+        // An event older than the record's last change was applied already (or superseded).
+        if let time = note.eventTime, time < linked.updatedAt, note.event == .emailEnabled || note.event == .emailDisabled {
+            return HTTP.ok()
+        }
+        switch note.event {
+        case .emailDisabled, .emailEnabled:
+            linked.email = note.email ?? linked.email
+            linked.isPrivateEmail = note.isPrivateEmail ?? linked.isPrivateEmail
+            linked.updatedAt = note.eventTime ?? now
+            _ = try await identities.update(linked)
+        case .consentRevoked:
+            _ = try await identities.unlink(provider: Self.appleProvider, subject: note.sub)
+            _ = try await sessions.store.deleteSessions(userHandle: linked.userHandle)
+        case .accountDeleted:
+            _ = try await identities.unlink(provider: Self.appleProvider, subject: note.sub)
+            _ = try await sessions.store.deleteSessions(userHandle: linked.userHandle)
+            // The account goes too when nothing else signs it in.
+            let credentials = try await engine.credentials.credentials(forUser: linked.userHandle)
+            let others = try await identities.identities(forUser: linked.userHandle)
+            if credentials.isEmpty && others.isEmpty { _ = try await accounts.deleteAccount(handle: linked.userHandle) }
+        case .other:
+            break
+        }
+        let metadata: Logger.Metadata = ["type": .string(note.type), "account": .string(Audit.hash(linked.userHandle))]
+        Audit.event("apple_notification", context, metadata)
+        return HTTP.ok()
+    }
+
+    // MARK: Web flow
+
+    /// The flow cookie: SameSite=None and Secure over HTTPS (Apple's form post is cross-site), Lax otherwise.
+    func appleFlowCookie(value: String, maxAge: Int) -> Cookie {
+        let sameSite: Cookie.SameSite = configuration.secureCookies ? .none : .lax
+        return Cookie(name: appleFlowCookieName, value: value, maxAge: maxAge, path: "/", secure: configuration.secureCookies, httpOnly: true,
+                      sameSite: sameSite)
+    }
+
+    /// The nonce of a web-flow state: derived from it under the server secret, so only the state is stored.
+    func appleWebNonce(_ state: String) -> String {
+        Base64URL.encode(Digest.hmacSHA256(key: configuration.secret, Array("apple web nonce".utf8), Array(state.utf8)))
+    }
+
+    /// `GET /apple/web/start`: a single-use state bound to this browser by a flow cookie
+    /// (SameSite=None and Secure over HTTPS, so Apple's cross-site form post carries it),
+    /// then a redirect to Apple's authorization page.
+    func appleWebStart(_ request: Request, _ apple: AppleConfiguration) async throws -> Response {
+        guard let servicesID = apple.servicesID, let redirectURI = apple.redirectURI else { throw WebAuthnError(.configurationInvalid, "no web flow") }
+        let flow = SecureRandom.bytes(32)
+        let state = Base64URL.encode(SecureRandom.bytes(32))
+        try await engine.storeSingleUse(.appleState, key: Digest.sha256(Array(state.utf8)), binding: Digest.sha256(flow),
+                                        lifetime: Self.appleNonceLifetime)
+        var components = URLComponents(url: apple.signIn.configuration.baseURL.appendingPathComponent("auth/authorize"), resolvingAgainstBaseURL: false)
+        let query: [(String, String)] = [
+            ("client_id", servicesID), ("redirect_uri", redirectURI), ("response_type", "code id_token"), ("response_mode", "form_post"),
+            ("scope", "name email"), ("state", state), ("nonce", appleWebNonce(state)),
+        ]
+        components?.queryItems = query.map { URLQueryItem(name: $0.0, value: $0.1) }
+        guard let location = components?.url?.absoluteString else { throw WebAuthnError(.configurationInvalid, "the Apple base URL is not a URL") }
+        var response = Response(status: .found, headers: [.location: location, .cacheControl: "no-store"])
+        response.setCookie(appleFlowCookie(value: Base64URL.encode(flow), maxAge: Int(Self.appleNonceLifetime)))
+        return response
+    }
+
+    /// `POST /apple/web/callback`: Apple's form post (`code`, `id_token`, `state`, and on
+    /// first consent `user`). The state must be one this browser started (its flow
+    /// cookie), unused and unexpired; the token must carry the state's nonce; the code is
+    /// exchanged with the Services ID. Then 303 to `/`, signed in.
+    func appleWebCallback<Context: RequestContext>(_ request: Request, _ context: Context, _ apple: AppleConfiguration) async throws -> Response {
+        guard let servicesID = apple.servicesID else { throw WebAuthnError(.configurationInvalid, "no web flow") }
+        let buffer: ByteBuffer
+        do { buffer = try await request.body.collect(upTo: configuration.maxBodySize) } catch {
+            throw WebAuthnError(.inputTooLarge, "the form is larger than \(configuration.maxBodySize) bytes")
+        }
+        let form = try HTTP.form(Array(buffer.readableBytesView))
+        guard let state = form["state"], !state.isEmpty, state.utf8.count <= 256, let idToken = form["id_token"], let code = form["code"],
+              !code.isEmpty, code.utf8.count <= 1024 else {
+            throw WebAuthnError(.responseMalformed, "the form needs code, id_token and state")
+        }
+        let flow = request.cookies[appleFlowCookieName].flatMap { Base64URL.decode(String($0.value)) }
+        try await engine.consumeSingleUse(.appleState, key: Digest.sha256(Array(state.utf8)), binding: flow.map(Digest.sha256) ?? [])
+        let identity = try await apple.signIn.verifyIdentityToken(idToken, nonce: appleWebNonce(state))
+        guard Bytes.sameUTF8(identity.audience, servicesID) else {
+            throw WebAuthnError(.appleTokenClaimInvalid, "the web flow's token is for another client than the Services ID")
+        }
+        let exchange = try await apple.signIn.exchange(code: code, clientID: servicesID, redirectURI: apple.redirectURI, expectedSub: identity.sub)
+        let user = AppleUserData(form["user"].flatMap { try? JSONValue.parse($0, limits: JSONLimits(maxBytes: 4096, maxDepth: 4)) })
+        let token = sessions.token(request)
+        let (handle, created) = try await appleAccount(identity, refreshToken: exchange.tokens.refreshToken, user: user, request: request,
+                                                       token: token, apple)
+        let signedIn = try await sessions.signIn(handle, replacing: token, now: now)
+        let metadata: Logger.Metadata = ["account": .string(Audit.hash(handle)), "method": "apple-web", "created": .string(created ? "true" : "false")]
+        Audit.event("signed_in", context, metadata)
+        var response = Response(status: .seeOther, headers: [.location: "/", .cacheControl: "no-store"])
+        response.setCookie(sessions.cookie(signedIn))
+        response.setCookie(appleFlowCookie(value: "", maxAge: 0))
+        return response
+    }
+
+    // MARK: Account deletion
+
+    /// Revokes a refresh token at Apple. It was issued to one of the client ids; Apple
+    /// refuses it (`apple_request_refused`) for the others, so each is tried in turn.
+    func revoke(_ refreshToken: String, _ apple: AppleConfiguration) async throws(WebAuthnError) {
+        let client = try apple.signIn.tokenClient()
+        var lastError: WebAuthnError?
+        for clientID in apple.signIn.configuration.clientIDs {
+            let outcome: WebAuthnError? = await Self.attempt { () async throws(WebAuthnError) in
+                try await client.revoke(refreshToken: refreshToken, clientID: clientID)
+            }
+            guard let failure = outcome else { return }
+            guard failure.code == .appleRequestRefused else { throw failure }
+            lastError = failure
+        }
+        if let lastError { throw lastError }
+    }
+
+    /// Runs `body`, returning its error instead of throwing it.
+    static func attempt(_ body: () async throws(WebAuthnError) -> Void) async -> WebAuthnError? {
+        do { try await body() } catch { return error }
+        return nil
+    }
+
+    /// Deletes the signed-in account: its Apple refresh tokens are revoked at Apple
+    /// first (App Store rule), then the account, its credentials, identities and sessions go.
+    func deleteAccount(_ handle: [UInt8]) async throws {
+        if let apple = configuration.apple {
+            for identity in try await apple.identities.identities(forUser: handle) where identity.provider == Self.appleProvider {
+                guard let sealed = identity.refreshToken else { continue }
+                let refresh = try openRefreshToken(sealed, subject: identity.subject)
+                try await revoke(refresh, apple)
+            }
+        }
+        _ = try await accounts.deleteAccount(handle: handle)
+        _ = try await sessions.store.deleteSessions(userHandle: handle)
+    }
+}
+
+/// The first-consent `user` object an app or Apple's form post sends: unsigned,
+/// display data only (`{"name": {"firstName", "lastName"}, "email"}`).
+struct AppleUserData {
+    let displayName: String?
+
+    init(_ json: JSONValue?) {
+        let name: JSONValue? = json?["name"]
+        var parts: [String] = []
+        if let first = name?["firstName"]?.stringValue { parts.append(String(first.prefix(64))) }
+        if let last = name?["lastName"]?.stringValue { parts.append(String(last.prefix(64))) }
+        let joined: String = parts.joined(separator: " ").trimmingCharacters(in: .whitespaces)
+        displayName = joined.isEmpty ? nil : joined
+    }
+}
