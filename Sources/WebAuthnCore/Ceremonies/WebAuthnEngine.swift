@@ -12,12 +12,16 @@ package import _WebAuthnCrypto
 /// ceremony changes nothing stored; of two concurrent submissions of one
 /// response, exactly one succeeds.
 public struct WebAuthnEngine: Sendable {
+    /// Who the engine verifies for: RP ID, origins, policies and clock.
     public let relyingParty: RelyingParty
+    /// Where registered credentials are stored and looked up.
     public let credentials: any CredentialStore
+    /// Where pending ceremonies wait for their response.
     public let challenges: any ChallengeStore
     /// Where new accounts are created with their first credential (registrations
     /// started with `newAccount: true`); nil: such registrations are refused.
     public let accounts: (any AccountStore)?
+    /// Bounds on pending ceremonies and how often they are swept.
     public let limits: Limits
     let housekeeping = Housekeeping()
 
@@ -30,12 +34,26 @@ public struct WebAuthnEngine: Sendable {
         /// How often expired ceremonies are swept, on the engine's clock. Default 10 s.
         public var sweepInterval: TimeInterval
 
+        /// Limits; values below the minimum are raised to it (1 ceremony, 0 seconds).
+        ///
+        /// - Parameters:
+        ///   - maxPendingCeremonies: The most pending ceremonies kept. Default 100,000.
+        ///   - sweepInterval: Seconds between sweeps of expired ceremonies. Default 10.
         public init(maxPendingCeremonies: Int = 100_000, sweepInterval: TimeInterval = 10) {
             self.maxPendingCeremonies = max(1, maxPendingCeremonies)
             self.sweepInterval = max(0, sweepInterval)
         }
     }
 
+    /// An engine over the given stores.
+    ///
+    /// - Parameters:
+    ///   - relyingParty: Who the engine verifies for.
+    ///   - credentials: Where credentials are stored.
+    ///   - challenges: Where pending ceremonies are kept.
+    ///   - accounts: Where new accounts are created with their first credential;
+    ///     nil refuses registrations started with `newAccount: true`.
+    ///   - limits: Bounds on pending ceremonies.
     public init(relyingParty: RelyingParty, credentials: any CredentialStore, challenges: any ChallengeStore,
                 accounts: (any AccountStore)? = nil, limits: Limits = Limits()) {
         self.relyingParty = relyingParty

@@ -34,6 +34,7 @@ public struct COSEKey: Sendable {
         case .rsa: return .rsa
         }
     }
+    /// The algorithm (`alg`); it matches the key type and curve.
     public let algorithm: COSEAlgorithm
     /// The parameters the key was decoded from, kept so that no check decodes `bytes` again.
     package let parameters: Parameters

@@ -89,6 +89,7 @@ public struct AttestationPolicy: Sendable, Equatable {
     /// SafetyNet: the oldest acceptable `timestampMs`, in seconds before now. Default 60.
     public var safetyNetMaxAge: Double
 
+    /// A policy; every parameter defaults to the property's documented default.
     public init(acceptedTypes: Set<AttestationType> = Set(AttestationType.allCases), requireTrustedAttestation: Bool = false,
                 allowedAAGUIDs: Set<AAGUID>? = nil, deniedAAGUIDs: Set<AAGUID> = [],
                 androidKeyEnforcement: AndroidKeyEnforcement = .teeOrSoftware, allowSHA1TPMAttestation: Bool = true,
@@ -118,8 +119,10 @@ public struct VerificationPolicy: Sendable, Equatable {
     /// Allows RS1 (RSASSA-PKCS1-v1_5 with SHA-1), which is broken for
     /// collision resistance. Default false. Some old TPMs need it.
     public var allowInsecureRS1: Bool
+    /// What attestation is accepted. Default: every type, no trust required.
     public var attestation: AttestationPolicy
 
+    /// A policy; every parameter defaults to the property's documented default.
     public init(
         userVerification: UserVerificationRequirement = .preferred,
         crossOrigin: CrossOriginPolicy = .deny,

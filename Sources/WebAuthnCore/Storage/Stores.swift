@@ -57,8 +57,10 @@ public struct SignedInSession: Sendable, Equatable {
     public let createdAt: Date
     /// When the account last proved possession of a credential in this session.
     public let authenticatedAt: Date
+    /// When the session expires (callers judge expiry with their clock; a sweep removes it after).
     public let expiresAt: Date
 
+    /// A session record. Each parameter sets the property of the same name.
     public init(idHash: [UInt8], userHandle: [UInt8], createdAt: Date, authenticatedAt: Date, expiresAt: Date) {
         self.idHash = idHash
         self.userHandle = userHandle
