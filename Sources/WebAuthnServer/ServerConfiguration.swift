@@ -47,6 +47,9 @@ public struct ServerConfiguration: Sendable {
     /// signed in as, or nil. Consulted before the routes' own passkey session.
     public var signedInAccount: (@Sendable (Request) async -> [UInt8]?)?
 
+    /// A configuration; each parameter defaults to its property's documented
+    /// default. A nil `secret` draws 32 random bytes (a longer one is cut to 1024
+    /// bytes), and `sessionLifetime` is at least 60 seconds.
     public init(relatedOrigins: [String] = [], appleWebCredentialApps: [String] = [], maxBodySize: Int = 64 * 1024,
                 secureCookies: Bool = false, demo: Bool = false, secret: [UInt8]? = nil, conformance: Bool = false,
                 rateLimit: RateLimit? = RateLimit(), trustedProxies: [CIDR] = [], sessionLifetime: TimeInterval = 12 * 3600,
@@ -107,6 +110,7 @@ public struct RateLimit: Sendable, Equatable {
     /// The most buckets tracked; beyond it the oldest are forgotten. Default 100,000.
     public var maxTracked: Int
 
+    /// Limits in requests per second (at least 0.01) and tracked buckets (at least 1).
     public init(perAddress: Double = 30, perSession: Double = 300, maxTracked: Int = 100_000) {
         self.perAddress = max(0.01, perAddress)
         self.perSession = max(0.01, perSession)
