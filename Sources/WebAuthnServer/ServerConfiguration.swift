@@ -40,7 +40,7 @@ public struct ServerConfiguration: Sendable {
     /// How long a signed-in session lasts. Default 12 hours.
     public var sessionLifetime: TimeInterval
     /// Who may enroll a credential; see ``EnrollmentRequest``. Default
-    /// ``EnrollmentRequest/signedInOwnerOrNewName``.
+    /// ``EnrollmentRequest/signedInOwnerOrNewName(_:)``.
     public var mayEnroll: @Sendable (EnrollmentRequest) async -> Bool
     /// The host application's own sign-in, when it has one (a password, Sign
     /// in with Apple, ...): the user handle of the account the request is
@@ -105,7 +105,7 @@ public struct RateLimit: Sendable, Equatable {
     public var perAddress: Double
     /// Requests per second per session. Default 300 (burst 3000): a conformance
     /// runner keeping one cookie does not reach it; its pending ceremonies stay
-    /// bounded by ``PendingCeremony/maxPerBinding`` anyway.
+    /// bounded by `PendingCeremony.maxPerBinding` anyway.
     public var perSession: Double
     /// The most buckets tracked; beyond it the oldest are forgotten. Default 100,000.
     public var maxTracked: Int

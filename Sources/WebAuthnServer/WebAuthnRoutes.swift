@@ -33,9 +33,15 @@ public struct WebAuthnRoutes: Sendable {
     let standIns: StandIns
     let limiter: RateLimiter?
 
+    /// Routes over `engine` and its stores.
+    ///
     /// - Parameters:
+    ///   - engine: the engine that runs the ceremonies.
+    ///   - accounts: where accounts live; registrations of new names create them here.
     ///   - sessions: where signed-in sessions live; share it between instances
     ///     (the SQLite and PostgreSQL stores are session stores).
+    ///   - configuration: what the routes serve, and how. Default: the safe defaults
+    ///     of ``ServerConfiguration``, with a random secret per process.
     public init(engine: WebAuthnEngine, accounts: any AccountStore, sessions: any SessionStore = InMemorySessionStore(),
                 configuration: ServerConfiguration = ServerConfiguration()) {
         self.engine = engine
