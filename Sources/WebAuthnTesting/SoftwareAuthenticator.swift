@@ -84,6 +84,7 @@ public final class SoftwareAuthenticator: Sendable {
 
     /// Attestation the authenticator produces.
     public enum Attestation: Sendable {
+        /// No attestation statement (format `none`).
         case none
         /// Packed self attestation: the credential key signs.
         case packedSelf

@@ -14,7 +14,9 @@ package import _WebAuthnCrypto
 ///   when the credential ID does; nothing is stored then. So options alone
 ///   never create or reserve a name, and a crash leaves no empty account.
 public protocol AccountStore: Sendable {
+    /// The account whose name has the same look-alike key as `name`, if any.
     func account(named name: String) async throws -> UserEntity?
+    /// The account with this user handle, if any.
     func account(handle: [UInt8]) async throws -> UserEntity?
     /// Creates `user` with its first credential: both, or nothing.
     func create(_ user: UserEntity, firstCredential: CredentialRecord) async throws
