@@ -17,6 +17,7 @@ public enum ConformanceSuite {
     public struct Options: Sendable {
         /// The server under test, e.g. `http://127.0.0.1:8080`.
         public var url: String
+        /// The RP ID the authenticator scopes its credentials to.
         public var rpId: String
         /// The origin the authenticator claims.
         public var origin: String
@@ -25,6 +26,7 @@ public enum ConformanceSuite {
         /// Run only the cases whose id contains this text.
         public var only: String?
 
+        /// Options; each parameter sets the property of the same name (`only` nil: every case).
         public init(url: String, rpId: String, origin: String, metadataFolder: String, only: String? = nil) {
             self.url = url
             self.rpId = rpId
@@ -38,7 +40,9 @@ public enum ConformanceSuite {
     public struct CaseResult: Sendable {
         /// Such as `Server-ServerAuthenticatorAttestationResponse-Resp-1 P-1`.
         public let id: String
+        /// What the case checks, as the conformance tools word it.
         public let intent: String
+        /// Whether the server behaved as the case expects (for an F case: it refused).
         public let passed: Bool
         /// Why the case failed.
         public let reason: String?
@@ -48,8 +52,11 @@ public enum ConformanceSuite {
 
     /// A whole run.
     public struct Report: Sendable {
+        /// Every case run, in order.
         public let cases: [CaseResult]
+        /// The number of cases that passed.
         public var passed: Int { cases.filter(\.passed).count }
+        /// The number of cases that failed.
         public var failed: Int { cases.count - passed }
 
         /// The report as JSON (`passed`, `failed`, `cases`).

@@ -10,6 +10,7 @@ public struct FIDOMetadata: Sendable {
     public let serial: Int?
     /// The BLOB's `nextUpdate`; nil for statements.
     public let nextUpdate: Date?
+    /// The entries read, to pass to `TrustAnchors.add(_:)`.
     public let entries: [MetadataEntry]
     /// Entries that could not be read (a bad root certificate), skipped.
     public let skipped: Int

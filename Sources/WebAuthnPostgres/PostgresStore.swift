@@ -47,15 +47,19 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
 
     // MARK: CredentialStore
 
+    /// The record with this credential ID, if any.
     public func credential(id: [UInt8]) async throws -> CredentialRecord? {
         try await pool.query("SELECT \(CredentialColumn.list) FROM credentials WHERE id = $1", [PGText.bytea(id)], retry: .idempotent).first.map(Self.record)
     }
 
+    /// The user's credentials, oldest first.
     public func credentials(forUser userHandle: [UInt8]) async throws -> [CredentialRecord] {
         try await pool.query("SELECT \(CredentialColumn.list) FROM credentials WHERE user_handle = $1 ORDER BY created_at", [PGText.bytea(userHandle)], retry: .idempotent)
             .map(Self.record)
     }
 
+    /// Stores a new record in one `INSERT`; throws `credential_already_registered`
+    /// when the ID exists.
     public func insert(_ r: CredentialRecord) async throws {
         do {
             _ = try await pool.query("INSERT INTO credentials (\(CredentialColumn.list)) VALUES (\(Self.parameters(1...CredentialColumn.allCases.count)))",
@@ -68,12 +72,16 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
     /// `$1, $2, …`: the parameters numbered `range`.
     static func parameters(_ range: ClosedRange<Int>) -> String { range.map { "$\($0)" }.joined(separator: ", ") }
 
+    /// Compare-and-set: writes the record's counter, backup state, UV-initialized flag
+    /// and last use (nothing else) if the stored counter still equals
+    /// `expectedSignCount`; returns whether it did.
     public func update(_ r: CredentialRecord, expectedSignCount: UInt32) async throws -> Bool {
         !(try await pool.query(
             "UPDATE credentials SET sign_count = $1, backup_state = $2, uv_initialized = $3, last_used_at = $4 WHERE id = $5 AND sign_count = $6 RETURNING id",
             r.values([.signCount, .backupState, .uvInitialized, .lastUsedAt, .id]).map(PGText.value) + [String(expectedSignCount)])).isEmpty
     }
 
+    /// Removes a credential; returns whether it existed.
     public func delete(id: [UInt8]) async throws -> Bool {
         !(try await pool.query("DELETE FROM credentials WHERE id = $1 RETURNING id", [PGText.bytea(id)])).isEmpty
     }
@@ -84,6 +92,8 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
 
     // MARK: ChallengeStore
 
+    /// Keeps a ceremony under its challenge (replacing one under the same challenge),
+    /// dropping its binding's oldest beyond ``PendingCeremony/maxPerBinding`` in the same statement.
     public func insert(_ ceremony: PendingCeremony) async throws {
         let values: [String?] = [PGText.bytea(ceremony.challenge), ceremony.json.serialized(), PGText.double(ceremony.expiresAt.timeIntervalSince1970),
                                  ceremony.binding.map(PGText.bytea)]
@@ -106,14 +116,18 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
             """, values, retry: .idempotent)
     }
 
+    /// The ceremony under `challenge`, without removing it.
     public func pending(challenge: [UInt8]) async throws -> PendingCeremony? {
         try await pool.query("SELECT ceremony FROM challenges WHERE challenge = $1", [PGText.bytea(challenge)], retry: .idempotent).first.map(Self.ceremony)
     }
 
+    /// Removes and returns the ceremony under `challenge` in one `DELETE … RETURNING`:
+    /// of two concurrent consumers exactly one gets it.
     public func consume(challenge: [UInt8]) async throws -> PendingCeremony? {
         try await pool.query("DELETE FROM challenges WHERE challenge = $1 RETURNING ceremony", [PGText.bytea(challenge)]).first.map(Self.ceremony)
     }
 
+    /// Removes the ceremonies that expired before `date`; returns how many remain.
     public func sweep(expiredBefore date: Date) async throws -> Int {
         _ = try await pool.query("DELETE FROM challenges WHERE expires_at < $1", [PGText.double(date.timeIntervalSince1970)], retry: .idempotent)
         return Int(try await pool.query("SELECT COUNT(*) AS n FROM challenges", retry: .idempotent).first?["n"] ?? "0") ?? 0
@@ -126,14 +140,19 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
 
     // MARK: AccountStore
 
+    /// The account whose name has the same look-alike key as `name`, if any.
     public func account(named name: String) async throws -> UserEntity? {
         try await pool.query("SELECT name, handle, display_name FROM accounts WHERE name_key = $1", [UserName.lookalikeKey(name)], retry: .idempotent).first.map(Self.account)
     }
 
+    /// The account with this user handle, if any.
     public func account(handle: [UInt8]) async throws -> UserEntity? {
         try await pool.query("SELECT name, handle, display_name FROM accounts WHERE handle = $1", [PGText.bytea(handle)], retry: .idempotent).first.map(Self.account)
     }
 
+    /// Creates `user` with its first credential in one statement, both or neither.
+    /// Throws `username_unavailable` when the name (or its look-alike key) or the
+    /// handle is taken, `credential_already_registered` when the credential ID is.
     public func create(_ user: UserEntity, firstCredential r: CredentialRecord) async throws {
         // One statement: both rows or neither. The credential's owner is the new account's handle;
         // its other columns are parameters from $5 on.
@@ -182,6 +201,8 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
 
     // MARK: SessionStore
 
+    /// Stores a session (replacing one with the same id hash), dropping the
+    /// account's oldest beyond ``SignedInSession/maxPerUser`` in the same statement.
     public func insert(_ session: SignedInSession) async throws {
         // One statement: the new session, and the account's oldest beyond the limit dropped.
         let u = PGText.bytea(session.userHandle)
@@ -200,6 +221,7 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
             retry: .idempotent)
     }
 
+    /// The session with this id hash, if stored (expired or not).
     public func session(idHash: [UInt8]) async throws -> SignedInSession? {
         guard let row = try await pool.query(
             "SELECT user_handle, created_at, authenticated_at, expires_at FROM sessions WHERE id_hash = $1", [PGText.bytea(idHash)], retry: .idempotent).first else { return nil }
@@ -211,21 +233,26 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
                                authenticatedAt: Date(timeIntervalSince1970: authenticated), expiresAt: Date(timeIntervalSince1970: expires))
     }
 
+    /// Ends a session; nothing happens when there is none.
     public func delete(idHash: [UInt8]) async throws {
         _ = try await pool.query("DELETE FROM sessions WHERE id_hash = $1", [PGText.bytea(idHash)], retry: .idempotent)
     }
 
+    /// Removes the sessions that expired before `date`; returns how many remain.
     public func sweepSessions(expiredBefore date: Date) async throws -> Int {
         _ = try await pool.query("DELETE FROM sessions WHERE expires_at < $1", [PGText.double(date.timeIntervalSince1970)], retry: .idempotent)
         return Int(try await pool.query("SELECT COUNT(*) AS n FROM sessions", retry: .idempotent).first?["n"] ?? "0") ?? 0
     }
 
+    /// Ends every session of the account; returns how many.
     public func deleteSessions(userHandle: [UInt8]) async throws -> Int {
         try await pool.query("DELETE FROM sessions WHERE user_handle = $1 RETURNING id_hash", [PGText.bytea(userHandle)], retry: .idempotent).count
     }
 
     // MARK: Account deletion and linked identities
 
+    /// Deletes the account with its credentials, linked identities and sessions
+    /// in one statement; false when there is none.
     public func deleteAccount(handle: [UInt8]) async throws -> Bool {
         // One statement: the account, its credentials, identities and sessions, or nothing.
         let rows = try await pool.query(
@@ -241,16 +268,20 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
 
     static let identityColumns = "provider, subject, user_handle, email, email_verified, is_private_email, refresh_token, created_at, updated_at"
 
+    /// The identity of `subject` at `provider`, if linked.
     public func identity(provider: String, subject: String) async throws -> LinkedIdentity? {
         try await pool.query("SELECT \(Self.identityColumns) FROM identities WHERE provider = $1 AND subject = $2", [provider, subject], retry: .idempotent)
             .first.map(Self.identity)
     }
 
+    /// The account's linked identities, oldest first.
     public func identities(forUser userHandle: [UInt8]) async throws -> [LinkedIdentity] {
         try await pool.query("SELECT \(Self.identityColumns) FROM identities WHERE user_handle = $1 ORDER BY created_at", [PGText.bytea(userHandle)],
                              retry: .idempotent).map(Self.identity)
     }
 
+    /// Creates `user` with its first identity in one statement, both or neither.
+    /// Throws `identity_invalid`, `username_unavailable` or `identity_already_linked`.
     public func create(_ user: UserEntity, firstIdentity i: LinkedIdentity) async throws {
         try i.validate()
         do {
@@ -269,6 +300,8 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
         }
     }
 
+    /// Links an identity to its existing account. Throws `identity_invalid`,
+    /// `account_unknown` or `identity_already_linked`.
     public func link(_ i: LinkedIdentity) async throws {
         try i.validate()
         let rows: [PostgresConnection.Row]
@@ -285,6 +318,8 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
         guard !rows.isEmpty else { throw LinkedIdentity.unknownAccount() }
     }
 
+    /// Replaces the identity's email fields, refresh token and `updatedAt`; false
+    /// when it is not linked. Throws `identity_invalid`.
     public func update(_ i: LinkedIdentity) async throws -> Bool {
         try i.validate()
         let v = Self.identityValues(i)
@@ -295,6 +330,9 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
             """, [v[2], v[3], v[4], v[5], v[7], i.provider, i.subject], retry: .idempotent)).isEmpty
     }
 
+    /// Moves the link of `subject` to `newSubject` (same account, `updatedAt` set to
+    /// `date`); false when `subject` is not linked. Throws `identity_invalid`, or
+    /// `identity_already_linked` when `newSubject` is linked already.
     public func relink(provider: String, subject: String, to newSubject: String, at date: Date) async throws -> Bool {
         try LinkedIdentity(provider: provider, subject: newSubject, userHandle: [0], createdAt: date).validate()
         do {
@@ -305,6 +343,7 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
         }
     }
 
+    /// Removes the link and returns it; nil when it was not linked.
     public func unlink(provider: String, subject: String) async throws -> LinkedIdentity? {
         try await pool.query("DELETE FROM identities WHERE provider = $1 AND subject = $2 RETURNING \(Self.identityColumns)", [provider, subject])
             .first.map(Self.identity)

@@ -18,6 +18,7 @@ internal import _WebAuthnCrypto
 /// which shut down first), it closes the database on graceful shutdown.
 public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, LinkedIdentityStore, SessionStore, Service {
     let connection: SQLiteConnection
+    /// The database file's path (`:memory:` for an in-memory database).
     public let path: String
     private let lifecycle = Mutex(Lifecycle())
 
@@ -109,15 +110,19 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, L
 
     // MARK: CredentialStore
 
+    /// The record with this credential ID, if any.
     public func credential(id: [UInt8]) async throws -> CredentialRecord? {
         try await query("SELECT \(CredentialColumn.list) FROM credentials WHERE id = ?", [.blob(id)]).first.map(Self.record)
     }
 
+    /// The user's credentials, oldest first.
     public func credentials(forUser userHandle: [UInt8]) async throws -> [CredentialRecord] {
         try await query("SELECT \(CredentialColumn.list) FROM credentials WHERE user_handle = ? ORDER BY created_at", [.blob(userHandle)])
             .map(Self.record)
     }
 
+    /// Stores a new record in one `INSERT`; throws `credential_already_registered`
+    /// when the ID exists.
     public func insert(_ r: CredentialRecord) async throws {
         do {
             _ = try await query("INSERT INTO credentials (\(CredentialColumn.list)) VALUES (\(Self.placeholders(CredentialColumn.allCases.count)))",
@@ -139,6 +144,9 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, L
     /// `?, ?, …`: `count` parameters.
     static func placeholders(_ count: Int) -> String { Array(repeating: "?", count: count).joined(separator: ", ") }
 
+    /// Compare-and-set: writes the record's counter, backup state, UV-initialized flag
+    /// and last use (nothing else) if the stored counter still equals
+    /// `expectedSignCount`; returns whether it did.
     public func update(_ r: CredentialRecord, expectedSignCount: UInt32) async throws -> Bool {
         let rows = try await query(
             "UPDATE credentials SET sign_count = ?, backup_state = ?, uv_initialized = ?, last_used_at = ? WHERE id = ? AND sign_count = ? RETURNING id",
@@ -146,6 +154,7 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, L
         return !rows.isEmpty
     }
 
+    /// Removes a credential; returns whether it existed.
     public func delete(id: [UInt8]) async throws -> Bool {
         !(try await query("DELETE FROM credentials WHERE id = ? RETURNING id", [.blob(id)])).isEmpty
     }
@@ -156,6 +165,8 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, L
 
     // MARK: ChallengeStore
 
+    /// Keeps a ceremony under its challenge (replacing one under the same challenge),
+    /// dropping its binding's oldest beyond ``PendingCeremony/maxPerBinding`` in the same statement.
     public func insert(_ ceremony: PendingCeremony) async throws {
         // The challenges_per_binding trigger keeps a binding's newest ceremonies, in the same statement.
         _ = try await query("INSERT OR REPLACE INTO challenges (challenge, ceremony, expires_at, binding) VALUES (?, ?, ?, ?)",
@@ -163,14 +174,18 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, L
                                          ceremony.binding.map { .blob($0) } ?? .null])
     }
 
+    /// The ceremony under `challenge`, without removing it.
     public func pending(challenge: [UInt8]) async throws -> PendingCeremony? {
         try await query("SELECT ceremony FROM challenges WHERE challenge = ?", [.blob(challenge)]).first.map(Self.ceremony)
     }
 
+    /// Removes and returns the ceremony under `challenge` in one `DELETE … RETURNING`:
+    /// of two concurrent consumers exactly one gets it.
     public func consume(challenge: [UInt8]) async throws -> PendingCeremony? {
         try await query("DELETE FROM challenges WHERE challenge = ? RETURNING ceremony", [.blob(challenge)]).first.map(Self.ceremony)
     }
 
+    /// Removes the ceremonies that expired before `date`; returns how many remain.
     public func sweep(expiredBefore date: Date) async throws -> Int {
         _ = try await query("DELETE FROM challenges WHERE expires_at < ?", [.float(date.timeIntervalSince1970)])
         return Int(try await query("SELECT COUNT(*) AS n FROM challenges").first?.column("n")?.integer ?? 0)
@@ -183,14 +198,19 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, L
 
     // MARK: AccountStore
 
+    /// The account whose name has the same look-alike key as `name`, if any.
     public func account(named name: String) async throws -> UserEntity? {
         try await query("SELECT name, handle, display_name FROM accounts WHERE name_key = ?", [.text(UserName.lookalikeKey(name))]).first.map(Self.account)
     }
 
+    /// The account with this user handle, if any.
     public func account(handle: [UInt8]) async throws -> UserEntity? {
         try await query("SELECT name, handle, display_name FROM accounts WHERE handle = ?", [.blob(handle)]).first.map(Self.account)
     }
 
+    /// Creates `user` with its first credential in one statement, both or neither.
+    /// Throws `username_unavailable` when the name (or its look-alike key) or the
+    /// handle is taken, `credential_already_registered` when the credential ID is.
     public func create(_ user: UserEntity, firstCredential r: CredentialRecord) async throws {
         // One statement: the new_accounts_insert trigger inserts both rows or neither.
         // The view's credential columns are the table's, the owner being the account's handle.
@@ -233,6 +253,8 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, L
 
     // MARK: SessionStore
 
+    /// Stores a session (replacing one with the same id hash), dropping the
+    /// account's oldest beyond ``SignedInSession/maxPerUser`` in the same statement.
     public func insert(_ session: SignedInSession) async throws {
         // The sessions_per_user trigger keeps the account's newest sessions, in the same statement.
         _ = try await query(
@@ -241,6 +263,7 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, L
              .float(session.authenticatedAt.timeIntervalSince1970), .float(session.expiresAt.timeIntervalSince1970)])
     }
 
+    /// The session with this id hash, if stored (expired or not).
     public func session(idHash: [UInt8]) async throws -> SignedInSession? {
         guard let row = try await query(
             "SELECT id_hash, user_handle, created_at, authenticated_at, expires_at FROM sessions WHERE id_hash = ?", [.blob(idHash)]).first else { return nil }
@@ -252,21 +275,26 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, L
                                authenticatedAt: Date(timeIntervalSince1970: authenticated), expiresAt: Date(timeIntervalSince1970: expires))
     }
 
+    /// Ends a session; nothing happens when there is none.
     public func delete(idHash: [UInt8]) async throws {
         _ = try await query("DELETE FROM sessions WHERE id_hash = ?", [.blob(idHash)])
     }
 
+    /// Removes the sessions that expired before `date`; returns how many remain.
     public func sweepSessions(expiredBefore date: Date) async throws -> Int {
         _ = try await query("DELETE FROM sessions WHERE expires_at < ?", [.float(date.timeIntervalSince1970)])
         return Int(try await query("SELECT COUNT(*) AS n FROM sessions").first?.column("n")?.integer ?? 0)
     }
 
+    /// Ends every session of the account; returns how many.
     public func deleteSessions(userHandle: [UInt8]) async throws -> Int {
         try await query("DELETE FROM sessions WHERE user_handle = ? RETURNING id_hash", [.blob(userHandle)]).count
     }
 
     // MARK: Account deletion and linked identities
 
+    /// Deletes the account with its credentials, linked identities and sessions
+    /// in one statement; false when there is none.
     public func deleteAccount(handle: [UInt8]) async throws -> Bool {
         // The accounts_delete trigger removes its credentials, identities and sessions in this statement.
         !(try await query("DELETE FROM accounts WHERE handle = ? RETURNING handle", [.blob(handle)])).isEmpty
@@ -274,15 +302,19 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, L
 
     static let identityColumns = "provider, subject, user_handle, email, email_verified, is_private_email, refresh_token, created_at, updated_at"
 
+    /// The identity of `subject` at `provider`, if linked.
     public func identity(provider: String, subject: String) async throws -> LinkedIdentity? {
         try await query("SELECT \(Self.identityColumns) FROM identities WHERE provider = ? AND subject = ?", [.text(provider), .text(subject)])
             .first.map(Self.identity)
     }
 
+    /// The account's linked identities, oldest first.
     public func identities(forUser userHandle: [UInt8]) async throws -> [LinkedIdentity] {
         try await query("SELECT \(Self.identityColumns) FROM identities WHERE user_handle = ? ORDER BY created_at", [.blob(userHandle)]).map(Self.identity)
     }
 
+    /// Creates `user` with its first identity in one statement, both or neither.
+    /// Throws `identity_invalid`, `username_unavailable` or `identity_already_linked`.
     public func create(_ user: UserEntity, firstIdentity i: LinkedIdentity) async throws {
         try i.validate()
         do {
@@ -300,6 +332,8 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, L
         }
     }
 
+    /// Links an identity to its existing account. Throws `identity_invalid`,
+    /// `account_unknown` or `identity_already_linked`.
     public func link(_ i: LinkedIdentity) async throws {
         try i.validate()
         let inserted: [SQLiteRow]
@@ -316,6 +350,8 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, L
         guard !inserted.isEmpty else { throw LinkedIdentity.unknownAccount() }
     }
 
+    /// Replaces the identity's email fields, refresh token and `updatedAt`; false
+    /// when it is not linked. Throws `identity_invalid`.
     public func update(_ i: LinkedIdentity) async throws -> Bool {
         try i.validate()
         return !(try await query(
@@ -323,6 +359,9 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, L
             Array(Self.identityValues(i)[2...4]) + [Self.identityValues(i)[5], .float(i.updatedAt.timeIntervalSince1970), .text(i.provider), .text(i.subject)])).isEmpty
     }
 
+    /// Moves the link of `subject` to `newSubject` (same account, `updatedAt` set to
+    /// `date`); false when `subject` is not linked. Throws `identity_invalid`, or
+    /// `identity_already_linked` when `newSubject` is linked already.
     public func relink(provider: String, subject: String, to newSubject: String, at date: Date) async throws -> Bool {
         try LinkedIdentity(provider: provider, subject: newSubject, userHandle: [0], createdAt: date).validate()
         do {
@@ -333,6 +372,7 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, L
         }
     }
 
+    /// Removes the link and returns it; nil when it was not linked.
     public func unlink(provider: String, subject: String) async throws -> LinkedIdentity? {
         try await query("DELETE FROM identities WHERE provider = ? AND subject = ? RETURNING \(Self.identityColumns)", [.text(provider), .text(subject)])
             .first.map(Self.identity)

@@ -7,6 +7,7 @@ public import WebAuthnCore
 public struct ApplicationConfiguration: Sendable {
     /// The address and port to listen on (port 0: any free port).
     public var host: String
+    /// The port to listen on; 0 picks any free port (passed to ``onServerRunning``). Default 8080.
     public var port: Int
     /// Seconds before an idle connection is closed.
     public var idleTimeout: Duration
@@ -14,10 +15,14 @@ public struct ApplicationConfiguration: Sendable {
     public var routes: ServerConfiguration
     /// Where the ceremony routes are mounted ("" for the root, as the FIDO conformance tools expect).
     public var path: String
+    /// The application's logger: request log lines and audit events. Default label `webauthn`.
     public var logger: Logger
     /// Called once the server listens, with the port it is bound to.
     public var onServerRunning: @Sendable (Int) async -> Void
 
+    /// A configuration; each parameter sets the property of the same name.
+    /// Defaults: `127.0.0.1:8080`, a 30-second idle timeout, the default
+    /// ``ServerConfiguration``, routes at the root.
     public init(host: String = "127.0.0.1", port: Int = 8080, idleTimeout: Duration = .seconds(30),
                 routes: ServerConfiguration = ServerConfiguration(), path: String = "",
                 logger: Logger = Logger(label: "webauthn"), onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) {

@@ -75,6 +75,7 @@ final class RateLimiter: Sendable {
 public struct CIDR: Sendable, Equatable, CustomStringConvertible {
     let network: [UInt8]
     let prefix: Int
+    /// The range as it was written.
     public let description: String
 
     /// Parses `ADDRESS/PREFIX` (or a bare address: a single host).

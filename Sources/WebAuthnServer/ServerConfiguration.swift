@@ -40,7 +40,7 @@ public struct ServerConfiguration: Sendable {
     /// How long a signed-in session lasts. Default 12 hours.
     public var sessionLifetime: TimeInterval
     /// Who may enroll a credential; see ``EnrollmentRequest``. Default
-    /// ``EnrollmentRequest/signedInOwnerOrNewName``.
+    /// ``EnrollmentRequest/signedInOwnerOrNewName(_:)``.
     public var mayEnroll: @Sendable (EnrollmentRequest) async -> Bool
     /// The host application's own sign-in, when it has one (a password, Sign
     /// in with Apple, ...): the user handle of the account the request is
@@ -49,6 +49,9 @@ public struct ServerConfiguration: Sendable {
     /// Sign in with Apple (`/apple/...` routes), when configured; nil: off.
     public var apple: AppleConfiguration?
 
+    /// A configuration; each parameter defaults to its property's documented
+    /// default. A nil `secret` draws 32 random bytes (a longer one is cut to 1024
+    /// bytes), and `sessionLifetime` is at least 60 seconds.
     public init(relatedOrigins: [String] = [], appleWebCredentialApps: [String] = [], maxBodySize: Int = 64 * 1024,
                 secureCookies: Bool = false, demo: Bool = false, secret: [UInt8]? = nil, conformance: Bool = false,
                 rateLimit: RateLimit? = RateLimit(), trustedProxies: [CIDR] = [], sessionLifetime: TimeInterval = 12 * 3600,
@@ -105,11 +108,12 @@ public struct RateLimit: Sendable, Equatable {
     public var perAddress: Double
     /// Requests per second per session. Default 300 (burst 3000): a conformance
     /// runner keeping one cookie does not reach it; its pending ceremonies stay
-    /// bounded by ``PendingCeremony/maxPerBinding`` anyway.
+    /// bounded by `PendingCeremony.maxPerBinding` anyway.
     public var perSession: Double
     /// The most buckets tracked; beyond it the oldest are forgotten. Default 100,000.
     public var maxTracked: Int
 
+    /// Limits in requests per second (at least 0.01) and tracked buckets (at least 1).
     public init(perAddress: Double = 30, perSession: Double = 300, maxTracked: Int = 100_000) {
         self.perAddress = max(0.01, perAddress)
         self.perSession = max(0.01, perSession)

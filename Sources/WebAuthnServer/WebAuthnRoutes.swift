@@ -23,16 +23,25 @@ package import _WebAuthnCrypto
 /// generic message; the endpoints are throttled per client address and per
 /// session; internal errors reach the client as a request id only.
 public struct WebAuthnRoutes: Sendable {
+    /// The engine that runs the ceremonies, with its credential and challenge stores.
     public let engine: WebAuthnEngine
+    /// Where accounts live; registrations of new names create them here.
     public let accounts: any AccountStore
+    /// What the routes serve, and how (secret, throttling, proxies, enrollment hook, demo).
     public let configuration: ServerConfiguration
     let sessions: BrowserSessions
     let standIns: StandIns
     let limiter: RateLimiter?
 
+    /// Routes over `engine` and its stores.
+    ///
     /// - Parameters:
+    ///   - engine: the engine that runs the ceremonies.
+    ///   - accounts: where accounts live; registrations of new names create them here.
     ///   - sessions: where signed-in sessions live; share it between instances
     ///     (the SQLite and PostgreSQL stores are session stores).
+    ///   - configuration: what the routes serve, and how. Default: the safe defaults
+    ///     of ``ServerConfiguration``, with a random secret per process.
     public init(engine: WebAuthnEngine, accounts: any AccountStore, sessions: any SessionStore = InMemorySessionStore(),
                 configuration: ServerConfiguration = ServerConfiguration()) {
         self.engine = engine
@@ -329,9 +338,12 @@ enum Audit {
 
 /// A request context that knows the client's socket address (for throttling).
 public struct WebAuthnRequestContext: RequestContext, RemoteAddressRequestContext {
+    /// Hummingbird's per-request storage.
     public var coreContext: CoreRequestContextStorage
+    /// The socket peer's address (a proxy's, when behind one; see ``ServerConfiguration/trustedProxies``).
     public let remoteAddress: SocketAddress?
 
+    /// The context of a request arriving on `source`'s channel.
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         remoteAddress = source.channel.remoteAddress

@@ -17,6 +17,13 @@ public final class AttestationAuthority: Sendable {
     /// The authority's root certificate: the trust anchor for its attestations.
     public var rootCertificate: Certificate { Certificate(root) }
 
+    /// Makes an authority again from the PEMs and root certificate of an earlier one
+    /// (a fresh SafetyNet key is generated). Throws when a key or the certificate does not parse.
+    ///
+    /// - Parameters:
+    ///   - rootKeyPEM: The root's ES256 private key, in PEM.
+    ///   - rootCertificateDER: The root certificate, in DER.
+    ///   - attestationKeyPEM: The attestation key, an ES256 private key in PEM.
     public init(rootKeyPEM: String, rootCertificateDER: [UInt8], attestationKeyPEM: String) throws {
         rootKey = try SigningKey(pem: rootKeyPEM, algorithm: .es256)
         attestationKey = try SigningKey(pem: attestationKeyPEM, algorithm: .es256)
@@ -32,7 +39,9 @@ public final class AttestationAuthority: Sendable {
                                         attestationKeyPEM: try SigningKey.generate(.es256).privateKeyPEM())
     }
 
+    /// The root's private key, in PEM (empty if it cannot be exported).
     public var rootKeyPEM: String { (try? rootKey.privateKeyPEM()) ?? "" }
+    /// The attestation private key, in PEM (empty if it cannot be exported).
     public var attestationKeyPEM: String { (try? attestationKey.privateKeyPEM()) ?? "" }
 
     /// SHA-1 of the attestation key, as FIDO metadata names U2F authenticators.

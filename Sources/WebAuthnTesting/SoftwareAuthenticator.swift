@@ -44,15 +44,22 @@ extension SoftwareAuthenticator.Attestation {
 public final class SoftwareAuthenticator: Sendable {
     /// How the authenticator behaves.
     public struct Profile: Sendable {
+        /// Whether responses carry UV (user verified).
         public var userVerified: Bool
+        /// Whether responses carry BE (backup eligible).
         public var backupEligible: Bool
+        /// Whether responses carry BS (backed up).
         public var backedUp: Bool
         /// Counter step per signature; 0 keeps the counter at zero (synced passkeys).
         public var counterStep: UInt32
+        /// The AAGUID of attested credential data (16 bytes; all zero: not disclosed).
         public var aaguid: [UInt8]
+        /// The `authenticatorAttachment` responses report.
         public var attachment: AuthenticatorAttachment
+        /// The transports registration responses report.
         public var transports: [AuthenticatorTransport]
 
+        /// A profile; each parameter sets the property of the same name.
         public init(userVerified: Bool, backupEligible: Bool, backedUp: Bool, counterStep: UInt32, aaguid: [UInt8],
                     attachment: AuthenticatorAttachment, transports: [AuthenticatorTransport]) {
             self.userVerified = userVerified
@@ -77,6 +84,7 @@ public final class SoftwareAuthenticator: Sendable {
 
     /// Attestation the authenticator produces.
     public enum Attestation: Sendable {
+        /// No attestation statement (format `none`).
         case none
         /// Packed self attestation: the credential key signs.
         case packedSelf
@@ -118,9 +126,11 @@ public final class SoftwareAuthenticator: Sendable {
         var counter: UInt32
     }
 
+    /// How the authenticator behaves.
     public let profile: Profile
     private let credentials = Mutex<[[UInt8]: Credential]>([:])
 
+    /// An authenticator with no credentials yet. Default profile: ``Profile/platformPasskey``.
     public init(profile: Profile = .platformPasskey) { self.profile = profile }
 
     /// `authenticatorMakeCredential` plus the client's part: returns the

@@ -21,9 +21,13 @@ package import _WebAuthnCrypto
 public enum StoreContract {
     /// The four stores under test (often one object).
     public struct Stores: Sendable {
+        /// The credential store under test.
         public let credentials: any CredentialStore
+        /// The challenge store under test.
         public let challenges: any ChallengeStore
+        /// The account store under test.
         public let accounts: any AccountStore
+        /// The session store under test.
         public let sessions: any SessionStore
         /// The linked identities (Sign in with Apple), kept with the accounts.
         public let identities: any LinkedIdentityStore
@@ -46,14 +50,19 @@ public enum StoreContract {
         /// What the check verifies.
         public let summary: String
         let body: @Sendable (Stores) async throws -> Void
+        /// The check's ``name``.
         public var description: String { name }
     }
 
     /// A broken promise.
     public struct Failure: Error, CustomStringConvertible {
+        /// The ``Check/name`` of the check that failed.
         public let check: String
+        /// What was expected, and what happened.
         public let message: String
+        /// The line, in the contract's source, of the failed expectation.
         public let line: Int
+        /// `store contract <check>, line <line>: <message>`.
         public var description: String { "store contract \(check), line \(line): \(message)" }
     }
 

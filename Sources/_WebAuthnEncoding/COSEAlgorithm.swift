@@ -1,11 +1,17 @@
 /// A COSE algorithm identifier (IANA "COSE Algorithms" registry).
 public struct COSEAlgorithm: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    /// The registry value, such as -7 for ES256.
     public let rawValue: Int
+    /// The algorithm with this registry value (known to the engine or not).
     public init(rawValue: Int) { self.rawValue = rawValue }
+    /// The algorithm with this registry value (known to the engine or not).
     public init(_ rawValue: Int) { self.rawValue = rawValue }
 
+    /// ECDSA with SHA-256, on P-256 keys (-7).
     public static let es256 = COSEAlgorithm(-7)
+    /// ECDSA with SHA-384, on P-384 keys (-35).
     public static let es384 = COSEAlgorithm(-35)
+    /// ECDSA with SHA-512, on P-521 keys (-36).
     public static let es512 = COSEAlgorithm(-36)
     /// EdDSA; the curve (Ed25519 or Ed448) comes from the key.
     public static let edDSA = COSEAlgorithm(-8)
@@ -13,11 +19,17 @@ public struct COSEAlgorithm: RawRepresentable, Hashable, Sendable, CustomStringC
     public static let ed25519 = COSEAlgorithm(-19)
     /// Ed448, fully specified (RFC 9864).
     public static let ed448 = COSEAlgorithm(-53)
+    /// RSASSA-PKCS1-v1_5 with SHA-256 (-257), as Windows Hello uses.
     public static let rs256 = COSEAlgorithm(-257)
+    /// RSASSA-PKCS1-v1_5 with SHA-384 (-258).
     public static let rs384 = COSEAlgorithm(-258)
+    /// RSASSA-PKCS1-v1_5 with SHA-512 (-259).
     public static let rs512 = COSEAlgorithm(-259)
+    /// RSASSA-PSS with SHA-256 (-37).
     public static let ps256 = COSEAlgorithm(-37)
+    /// RSASSA-PSS with SHA-384 (-38).
     public static let ps384 = COSEAlgorithm(-38)
+    /// RSASSA-PSS with SHA-512 (-39).
     public static let ps512 = COSEAlgorithm(-39)
     /// RSASSA-PKCS1-v1_5 with SHA-1. Accepted only when a policy allows it.
     public static let rs1 = COSEAlgorithm(-65535)
@@ -27,6 +39,7 @@ public struct COSEAlgorithm: RawRepresentable, Hashable, Sendable, CustomStringC
         .es256, .edDSA, .ed25519, .es384, .es512, .ed448, .ps256, .ps384, .ps512, .rs256, .rs384, .rs512, .rs1,
     ]
 
+    /// The registry name, such as `ES256`; `COSE(<value>)` for an algorithm the engine does not know.
     public var name: String {
         switch self {
         case .es256: return "ES256"
@@ -46,5 +59,6 @@ public struct COSEAlgorithm: RawRepresentable, Hashable, Sendable, CustomStringC
         }
     }
 
+    /// The name and value, such as `ES256 (-7)`.
     public var description: String { "\(name) (\(rawValue))" }
 }

@@ -8,24 +8,36 @@
 public struct WebAuthnError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A stable error code such as `challenge_mismatch`.
     public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible, ExpressibleByStringLiteral {
+        /// The code as text, such as `challenge_mismatch`.
         public let rawValue: String
+        /// The code with this text.
         public init(rawValue: String) { self.rawValue = rawValue }
+        /// The code with this text, written as a literal.
         public init(stringLiteral value: String) { self.rawValue = value }
+        /// The code as text.
         public var description: String { rawValue }
     }
 
+    /// The stable, machine-readable code (see ``Code``).
     public let code: Code
     /// A human-readable explanation, with expected versus actual where it applies.
     public let message: String
     /// The spec step this check implements, e.g. "WebAuthn L3 §7.1 step 8".
     public let step: String?
 
+    /// An error.
+    ///
+    /// - Parameters:
+    ///   - code: The stable code.
+    ///   - message: A human-readable explanation.
+    ///   - step: The spec step the failed check implements, if any.
     public init(_ code: Code, _ message: String, step: String? = nil) {
         self.code = code
         self.message = message
         self.step = step
     }
 
+    /// `code: message`, followed by ` [step]` when there is a step.
     public var description: String {
         if let step { return "\(code.rawValue): \(message) [\(step)]" }
         return "\(code.rawValue): \(message)"

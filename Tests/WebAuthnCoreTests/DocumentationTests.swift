@@ -75,4 +75,25 @@ struct DocumentationTests {
         #expect(region.count > 200)
         #expect(readme.contains(region), "README.md's mounting example differs from EmbeddingTests")
     }
+
+    @Test("every public declaration is documented (swift-format's AllPublicDeclarationsHaveDocumentation)")
+    func everyPublicDeclarationIsDocumented() throws {
+        let configuration = try String(contentsOf: Self.repository.appendingPathComponent(".swift-format"), encoding: .utf8)
+        #expect(configuration.contains(#""AllPublicDeclarationsHaveDocumentation": true"#), ".swift-format no longer enables the rule")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["swift", "format", "lint", "--configuration", Self.repository.appendingPathComponent(".swift-format").path,
+                             "-r", Self.repository.appendingPathComponent("Sources").path]
+        process.currentDirectoryURL = Self.repository
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        // Read before waiting: the linter blocks once a full pipe is not drained.
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "swift format lint failed (\(process.terminationStatus)): \(text.prefix(2000))")
+        let undocumented = text.split(separator: "\n").filter { $0.contains("AllPublicDeclarationsHaveDocumentation") }
+        #expect(undocumented.isEmpty, "\(undocumented.count) public declarations have no /// comment:\n\(undocumented.joined(separator: "\n"))")
+    }
 }

@@ -3,8 +3,11 @@ package import _WebAuthnCrypto
 
 /// An authenticator status from FIDO metadata status reports (MDS3 §3.1.4).
 public struct AuthenticatorStatus: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    /// The status as MDS3 writes it, such as `FIDO_CERTIFIED_L1` or `REVOKED`.
     public let rawValue: String
+    /// A status from its MDS3 name.
     public init(rawValue: String) { self.rawValue = rawValue }
+    /// The MDS3 name.
     public var description: String { rawValue }
 
     /// Statuses that mean the authenticator's attestation can no longer be
@@ -13,15 +16,18 @@ public struct AuthenticatorStatus: RawRepresentable, Hashable, Sendable, CustomS
         "REVOKED", "USER_VERIFICATION_BYPASS", "ATTESTATION_KEY_COMPROMISE",
         "USER_KEY_REMOTE_COMPROMISE", "USER_KEY_PHYSICAL_COMPROMISE",
     ]
+    /// Whether the status is one of ``compromised``.
     public var isCompromised: Bool { Self.compromised.contains(rawValue) }
 }
 
 /// What the engine uses of a FIDO metadata entry (an MDS3 BLOB entry or a
 /// metadata statement): which authenticator, its attestation roots, its status.
 public struct MetadataEntry: Sendable {
+    /// The authenticator model; nil for U2F authenticators, which are identified by key identifiers.
     public let aaguid: AAGUID?
     /// SHA-1 of the attestation certificate's public key, lowercase hex (U2F authenticators).
     public let attestationCertificateKeyIdentifiers: [String]
+    /// The authenticator's name, as the metadata describes it.
     public let description: String
     /// `basic_full`, `basic_surrogate`, `attca`, `anonca`, `none`.
     public let attestationTypes: [String]
@@ -32,6 +38,15 @@ public struct MetadataEntry: Sendable {
     /// The attestation roots of this authenticator (they apply to it only).
     public var rootCertificates: [Certificate] { attestationRootCertificates.map(Certificate.init) }
 
+    /// An entry; key identifiers are lowercased.
+    ///
+    /// - Parameters:
+    ///   - aaguid: The authenticator model; nil for a U2F authenticator.
+    ///   - attestationCertificateKeyIdentifiers: SHA-1 key identifiers of U2F attestation certificates, in hex.
+    ///   - description: The authenticator's name.
+    ///   - attestationTypes: The MDS3 attestation type names.
+    ///   - rootCertificates: The attestation roots of this authenticator.
+    ///   - status: The latest status report's status, if any.
     public init(aaguid: AAGUID?, attestationCertificateKeyIdentifiers: [String] = [], description: String,
                 attestationTypes: [String] = [], rootCertificates: [Certificate], status: AuthenticatorStatus? = nil) {
         self.init(aaguid: aaguid, attestationCertificateKeyIdentifiers: attestationCertificateKeyIdentifiers, description: description,
@@ -54,6 +69,7 @@ public struct MetadataEntry: Sendable {
 /// only), and CRLs checked during path validation.
 public struct TrustAnchors: Sendable {
     package var formatRoots: [AttestationFormat: [X509Certificate]]
+    /// The FIDO metadata entries, in the order added.
     public private(set) var metadata: [MetadataEntry]
     package var crls: [CertificateRevocationList]
     private var byAAGUID: [AAGUID: Int] = [:]

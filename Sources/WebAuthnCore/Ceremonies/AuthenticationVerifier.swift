@@ -13,7 +13,7 @@ public enum AuthenticationVerifier {
     ///   - response: the decoded client response.
     ///   - ceremony: what the relying party asked for (challenge, user, allowCredentials, UV).
     ///   - credential: the stored record whose ID is `response.id`.
-    ///   - relyingParty: RP ID, origins, policy and clock.
+    ///   - rp: the relying party (`relyingParty:`): RP ID, origins, policy and clock.
     public static func verify(
         _ response: AuthenticationResponse, ceremony: PendingCeremony, credential: CredentialRecord,
         relyingParty rp: RelyingParty

@@ -14,7 +14,7 @@ public enum RegistrationVerifier {
     /// - Parameters:
     ///   - response: the decoded client response.
     ///   - ceremony: what the relying party asked for (challenge, algorithms, UV).
-    ///   - relyingParty: RP ID, origins, policy and clock.
+    ///   - rp: the relying party (`relyingParty:`): RP ID, origins, policy and clock.
     /// - Returns: what was verified, with the credential record to store.
     public static func verify(
         _ response: RegistrationResponse, ceremony: PendingCeremony, relyingParty rp: RelyingParty

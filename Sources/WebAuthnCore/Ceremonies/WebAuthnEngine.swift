@@ -12,12 +12,16 @@ package import _WebAuthnCrypto
 /// ceremony changes nothing stored; of two concurrent submissions of one
 /// response, exactly one succeeds.
 public struct WebAuthnEngine: Sendable {
+    /// Who the engine verifies for: RP ID, origins, policies and clock.
     public let relyingParty: RelyingParty
+    /// Where registered credentials are stored and looked up.
     public let credentials: any CredentialStore
+    /// Where pending ceremonies wait for their response.
     public let challenges: any ChallengeStore
     /// Where new accounts are created with their first credential (registrations
     /// started with `newAccount: true`); nil: such registrations are refused.
     public let accounts: (any AccountStore)?
+    /// Bounds on pending ceremonies and how often they are swept.
     public let limits: Limits
     let housekeeping = Housekeeping()
 
@@ -30,12 +34,26 @@ public struct WebAuthnEngine: Sendable {
         /// How often expired ceremonies are swept, on the engine's clock. Default 10 s.
         public var sweepInterval: TimeInterval
 
+        /// Limits; values below the minimum are raised to it (1 ceremony, 0 seconds).
+        ///
+        /// - Parameters:
+        ///   - maxPendingCeremonies: The most pending ceremonies kept. Default 100,000.
+        ///   - sweepInterval: Seconds between sweeps of expired ceremonies. Default 10.
         public init(maxPendingCeremonies: Int = 100_000, sweepInterval: TimeInterval = 10) {
             self.maxPendingCeremonies = max(1, maxPendingCeremonies)
             self.sweepInterval = max(0, sweepInterval)
         }
     }
 
+    /// An engine over the given stores.
+    ///
+    /// - Parameters:
+    ///   - relyingParty: Who the engine verifies for.
+    ///   - credentials: Where credentials are stored.
+    ///   - challenges: Where pending ceremonies are kept.
+    ///   - accounts: Where new accounts are created with their first credential;
+    ///     nil refuses registrations started with `newAccount: true`.
+    ///   - limits: Bounds on pending ceremonies.
     public init(relyingParty: RelyingParty, credentials: any CredentialStore, challenges: any ChallengeStore,
                 accounts: (any AccountStore)? = nil, limits: Limits = Limits()) {
         self.relyingParty = relyingParty
@@ -59,6 +77,14 @@ public struct WebAuthnEngine: Sendable {
     /// user's existing credentials are listed in `excludeCredentials`.
     ///
     /// - Parameters:
+    ///   - user: the account the credential is for.
+    ///   - authenticatorSelection: which authenticators may answer; nil: any
+    ///     attachment, a preferred discoverable credential, and the policy's
+    ///     user verification.
+    ///   - attestation: the attestation conveyance preference sent to the
+    ///     client. Default `.none`.
+    ///   - hints: hints for the client's UI (WebAuthn L3 §5.8.7), sent as given.
+    ///   - extensions: extension inputs, sent as given. Default none.
     ///   - newAccount: the registration creates `user` together with its first
     ///     credential (through ``accounts``), atomically, when it finishes; no
     ///     account or name exists before that.
@@ -68,6 +94,10 @@ public struct WebAuthnEngine: Sendable {
     ///     in, may decide this; it is never read from the response.
     ///   - binding: an opaque value of the session asking (e.g. a hash of its
     ///     cookie); the response must present the same (`session_mismatch`).
+    ///   - challengeLength: the challenge's length in bytes, 16 to 64. Default 32.
+    /// - Returns: the options, to send as ``CreationOptions/jsonString``.
+    /// - Throws: `configuration_invalid` (challenge length), `too_many_pending_ceremonies`,
+    ///   or `storage_failure` when a store fails.
     public func startRegistration(
         user: UserEntity,
         authenticatorSelection: AuthenticatorSelection? = nil,
@@ -99,11 +129,17 @@ public struct WebAuthnEngine: Sendable {
     /// stores the new credential.
     ///
     /// - Parameters:
+    ///   - response: the client's response.
     ///   - expectedChallenge: the challenge bound to the client's session, if
     ///     the caller keeps one. Without it the ceremony is found by the
     ///     challenge in the client data.
     ///   - binding: the binding of the session presenting the response; it
     ///     must equal the one the ceremony was started with, if any.
+    /// - Returns: what was verified, with the stored credential record.
+    /// - Throws: the first failed check's code (`challenge_unknown`,
+    ///   `challenge_expired`, `session_mismatch`, `origin_not_allowed`, ...; see
+    ///   `Docs/Errors.md`), `credential_already_registered`, `username_unavailable`
+    ///   (new accounts), or `storage_failure`. Nothing is stored on failure.
     public func finishRegistration(_ response: RegistrationResponse, expectedChallenge: [UInt8]? = nil,
                                    binding: [UInt8]? = nil) async throws(WebAuthnError) -> RegistrationResult {
         let clientData = try CollectedClientData(bytes: response.clientDataJSON)
@@ -133,7 +169,8 @@ public struct WebAuthnEngine: Sendable {
         return result
     }
 
-    /// Decodes a JSON request body and finishes the registration.
+    /// Decodes a JSON request body (`RegistrationResponseJSON`) and finishes the
+    /// registration; see ``finishRegistration(_:expectedChallenge:binding:)``.
     public func finishRegistration(json: [UInt8], expectedChallenge: [UInt8]? = nil, binding: [UInt8]? = nil) async throws(WebAuthnError) -> RegistrationResult {
         try await finishRegistration(RegistrationResponse(json: json), expectedChallenge: expectedChallenge, binding: binding)
     }
@@ -146,12 +183,20 @@ public struct WebAuthnEngine: Sendable {
     /// User presence is required whatever mediation the page uses (L3 §7.2 step 16).
     ///
     /// - Parameters:
+    ///   - userHandle: the account signing in; nil for a discoverable login.
+    ///   - userVerification: the user verification to ask for; nil: the policy's.
+    ///   - hints: hints for the client's UI (WebAuthn L3 §5.8.7), sent as given.
+    ///   - extensions: extension inputs, sent as given. Default none.
     ///   - binding: an opaque value of the session asking; the response must present the same.
     ///   - allowCredentials: the descriptors to list, when the caller has
     ///     already looked up the user's credentials, or lists stand-ins for a
     ///     name that has none (L3 §14.6.2: the answer then looks like a real
     ///     account's, and any response to it fails). Nil: the engine looks up
     ///     `userHandle`'s credentials.
+    ///   - challengeLength: the challenge's length in bytes, 16 to 64. Default 32.
+    /// - Returns: the options, to send as ``RequestOptions/jsonString``.
+    /// - Throws: `configuration_invalid` (challenge length), `too_many_pending_ceremonies`,
+    ///   or `storage_failure` when a store fails.
     public func startAuthentication(
         userHandle: [UInt8]? = nil,
         userVerification: UserVerificationRequirement? = nil,
@@ -181,6 +226,19 @@ public struct WebAuthnEngine: Sendable {
     /// Finishes an authentication: verifies the assertion (WebAuthn L3 §7.2)
     /// and updates the credential's counter, backup state and last use with a
     /// compare-and-set.
+    ///
+    /// - Parameters:
+    ///   - response: the client's response.
+    ///   - expectedChallenge: the challenge bound to the client's session, if
+    ///     the caller keeps one. Without it the ceremony is found by the
+    ///     challenge in the client data.
+    ///   - binding: the binding of the session presenting the response; it
+    ///     must equal the one the ceremony was started with, if any.
+    /// - Returns: what was verified, with the updated credential record.
+    /// - Throws: the first failed check's code (`challenge_unknown`,
+    ///   `credential_unknown`, `signature_invalid`, `counter_regression`, ...; see
+    ///   `Docs/Errors.md`), `concurrent_update` when another authentication
+    ///   updated the credential first, or `storage_failure`.
     public func finishAuthentication(_ response: AuthenticationResponse, expectedChallenge: [UInt8]? = nil,
                                      binding: [UInt8]? = nil) async throws(WebAuthnError) -> AuthenticationResult {
         let clientData = try CollectedClientData(bytes: response.clientDataJSON)
@@ -199,7 +257,8 @@ public struct WebAuthnEngine: Sendable {
         return result
     }
 
-    /// Decodes a JSON request body and finishes the authentication.
+    /// Decodes a JSON request body (`AuthenticationResponseJSON`) and finishes the
+    /// authentication; see ``finishAuthentication(_:expectedChallenge:binding:)``.
     public func finishAuthentication(json: [UInt8], expectedChallenge: [UInt8]? = nil, binding: [UInt8]? = nil) async throws(WebAuthnError) -> AuthenticationResult {
         try await finishAuthentication(AuthenticationResponse(json: json), expectedChallenge: expectedChallenge, binding: binding)
     }

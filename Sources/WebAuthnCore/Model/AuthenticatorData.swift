@@ -3,7 +3,9 @@ package import _WebAuthnCrypto
 
 /// The flags byte of authenticator data (WebAuthn L3 §6.1).
 public struct AuthenticatorFlags: OptionSet, Sendable, Hashable {
+    /// The flags byte.
     public let rawValue: UInt8
+    /// Flags from the raw flags byte; bits without a name (RFU) are kept.
     public init(rawValue: UInt8) { self.rawValue = rawValue }
 
     /// UP: the user was present.
@@ -22,7 +24,9 @@ public struct AuthenticatorFlags: OptionSet, Sendable, Hashable {
 
 /// A 16-byte authenticator model identifier.
 public struct AAGUID: Sendable, Hashable, CustomStringConvertible {
+    /// The 16 bytes.
     public let bytes: [UInt8]
+    /// An AAGUID from its bytes; nil unless there are exactly 16.
     public init?(bytes: [UInt8]) {
         guard bytes.count == 16 else { return nil }
         self.bytes = bytes
@@ -32,7 +36,9 @@ public struct AAGUID: Sendable, Hashable, CustomStringConvertible {
         guard let b = Bytes.fromHex(string.replacingOccurrences(of: "-", with: "")), b.count == 16 else { return nil }
         self.bytes = b
     }
+    /// The all-zero AAGUID, which authenticators use when they do not disclose their model.
     public static let zero = AAGUID(bytes: [UInt8](repeating: 0, count: 16))!
+    /// Whether every byte is zero (the model is not disclosed).
     public var isZero: Bool { bytes.allSatisfy { $0 == 0 } }
     /// The canonical 8-4-4-4-12 lowercase form.
     public var description: String {
@@ -44,7 +50,9 @@ public struct AAGUID: Sendable, Hashable, CustomStringConvertible {
 
 /// Attested credential data (WebAuthn L3 §6.5.2).
 public struct AttestedCredentialData: Sendable {
+    /// The authenticator model (all zero when not disclosed).
     public let aaguid: AAGUID
+    /// The credential ID (1 to 1023 bytes, checked by the ceremony).
     public let credentialId: [UInt8]
     /// The credential public key, parsed and ready to verify.
     public let publicKey: COSEKey
@@ -68,16 +76,24 @@ public struct AuthenticatorData: Sendable {
 
     /// The raw bytes, as signed by the authenticator.
     public let bytes: [UInt8]
+    /// SHA-256 of the RP ID the authenticator scoped the credential to (32 bytes).
     public let rpIdHash: [UInt8]
+    /// The flags byte.
     public let flags: AuthenticatorFlags
+    /// The signature counter (big-endian in the data; 0 when the authenticator keeps none).
     public let signCount: UInt32
+    /// The attested credential data, present when the AT flag is set (registration).
     public let attestedCredentialData: AttestedCredentialData?
     /// Authenticator extension outputs (a CBOR map), when ED is set.
     package let extensions: CBOR?
 
+    /// UP: the user was present.
     public var userPresent: Bool { flags.contains(.userPresent) }
+    /// UV: the user was verified.
     public var userVerified: Bool { flags.contains(.userVerified) }
+    /// BE: the credential may be backed up.
     public var backupEligible: Bool { flags.contains(.backupEligible) }
+    /// BS: the credential is currently backed up.
     public var backedUp: Bool { flags.contains(.backupState) }
 
     /// Parses authenticator data. Throws `authenticator_data_malformed`,

@@ -12,6 +12,8 @@ package import _WebAuthnCrypto
 public struct COSEKey: Sendable {
     /// COSE key types.
     public enum KeyType: Int, Sendable {
+        /// `OKP` (1): octet key pairs (Ed25519, Ed448); `EC2` (2): elliptic-curve keys
+        /// with x and y (P-256, P-384, P-521); `RSA` (3).
         case okp = 1, ec2 = 2, rsa = 3
     }
 
@@ -34,6 +36,7 @@ public struct COSEKey: Sendable {
         case .rsa: return .rsa
         }
     }
+    /// The algorithm (`alg`); it matches the key type and curve.
     public let algorithm: COSEAlgorithm
     /// The parameters the key was decoded from, kept so that no check decodes `bytes` again.
     package let parameters: Parameters

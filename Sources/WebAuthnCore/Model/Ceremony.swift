@@ -18,6 +18,7 @@ public struct PendingCeremony: Sendable {
         case appleState = "apple-state"
     }
 
+    /// Which ceremony (or Sign in with Apple step) the value belongs to.
     public let kind: Kind
     /// The challenge bytes (at least 16).
     public let challenge: [UInt8]
@@ -30,6 +31,8 @@ public struct PendingCeremony: Sendable {
     public let allowCredentials: [[UInt8]]
     /// Registration: the algorithms offered in `pubKeyCredParams`.
     public let algorithms: [COSEAlgorithm]
+    /// The user verification the options asked for; `.required` makes a response
+    /// without the UV flag fail (`user_verification_missing`).
     public let userVerification: UserVerificationRequirement
     /// Registration only: the relying party issued these options for a
     /// conditional create (an automatic passkey upgrade for an account that is
@@ -45,8 +48,25 @@ public struct PendingCeremony: Sendable {
     /// When set, a response that does not present the same binding is refused
     /// (`session_mismatch`), so a ceremony cannot be finished from another browser.
     public let binding: [UInt8]?
+    /// When the ceremony stops being valid (for options: the issue time plus
+    /// ``RelyingParty/challengeLifetime``); a response after it fails with `challenge_expired`.
     public let expiresAt: Date
 
+    /// A pending ceremony. ``conditionalCreate`` and ``newAccount`` are kept only
+    /// for `.registration` (false for every other kind).
+    ///
+    /// - Parameters:
+    ///   - kind: What the ceremony is for.
+    ///   - challenge: The challenge issued with the options.
+    ///   - user: Registration: the account being registered.
+    ///   - userHandle: Authentication: the identified account, nil for a discoverable login.
+    ///   - allowCredentials: Authentication: the credential IDs offered (empty: any of the user's).
+    ///   - algorithms: Registration: the algorithms offered in `pubKeyCredParams`.
+    ///   - userVerification: The user verification the options asked for.
+    ///   - conditionalCreate: Registration: the options are for a conditional create.
+    ///   - newAccount: Registration: the ceremony creates `user` with its first credential.
+    ///   - binding: The opaque session binding the response must present, if any.
+    ///   - expiresAt: When the ceremony expires.
     public init(kind: Kind, challenge: [UInt8], user: UserEntity? = nil, userHandle: [UInt8]? = nil,
                 allowCredentials: [[UInt8]] = [], algorithms: [COSEAlgorithm] = [],
                 userVerification: UserVerificationRequirement, conditionalCreate: Bool = false, newAccount: Bool = false,
@@ -71,20 +91,31 @@ public struct RegistrationResult: Sendable {
     public let credential: CredentialRecord
     /// The attestation statement format (`none`, `packed`, ...).
     public let format: AttestationFormat
+    /// The attestation type the statement was verified as (WebAuthn L3 §6.5.3).
     public let attestationType: AttestationType
+    /// Whether the attestation chains to a trust anchor, and why (or why not).
     public let trust: AttestationTrust
+    /// The flags of the authenticator data.
     public let flags: AuthenticatorFlags
+    /// The signature counter the authenticator reported (0 when it keeps none).
     public let signCount: UInt32
+    /// UV: the authenticator verified the user.
     public let userVerified: Bool
+    /// BE: the credential may be backed up (a multi-device credential, such as a synced passkey).
     public let backupEligible: Bool
+    /// BS: the credential is currently backed up.
     public let backedUp: Bool
     package let authenticatorExtensions: CBOR?
+    /// The client extension outputs, as the client reported them (unverified).
     public let clientExtensionResults: ClientExtensions
+    /// Signals for the relying party's risk engine: `attestationUntrusted` when a
+    /// certificate chain was presented but not trusted, `userNotVerified` without UV.
     public let riskSignals: Set<RiskSignal>
 }
 
 /// Whether an attestation is trusted, and why.
 public struct AttestationTrust: Sendable {
+    /// Whether the attestation's certificate chain was validated up to a trust anchor.
     public let trusted: Bool
     /// Why (or why not), for logs and audits.
     public let reason: String
@@ -100,6 +131,7 @@ public struct AttestationTrust: Sendable {
 
 /// What a successful authentication verified.
 public struct AuthenticationResult: Sendable {
+    /// The ID of the credential that signed.
     public let credentialId: [UInt8]
     /// The owner of the credential.
     public let userHandle: [UInt8]
@@ -107,12 +139,20 @@ public struct AuthenticationResult: Sendable {
     public let signCount: UInt32
     /// The counter stored before this ceremony.
     public let previousSignCount: UInt32
+    /// The flags of the authenticator data.
     public let flags: AuthenticatorFlags
+    /// UV: the authenticator verified the user.
     public let userVerified: Bool
+    /// BE: the credential may be backed up (a multi-device credential).
     public let backupEligible: Bool
+    /// BS: the credential is currently backed up.
     public let backedUp: Bool
     package let authenticatorExtensions: CBOR?
+    /// The client extension outputs, as the client reported them (unverified).
     public let clientExtensionResults: ClientExtensions
+    /// Signals for the relying party's risk engine: `possibleClonedAuthenticator`
+    /// (counter did not increase, under ``CounterPolicy/acceptAndFlag``),
+    /// `backupStateChanged` (BS differs from the stored record) and `userNotVerified`.
     public let riskSignals: Set<RiskSignal>
     /// The credential record as it must be stored after this ceremony.
     public let updatedCredential: CredentialRecord

@@ -25,9 +25,13 @@ public struct CredentialRecord: Sendable {
     public let aaguid: AAGUID
     /// The attestation statement format it was registered with.
     public let attestationFormat: AttestationFormat
+    /// When the credential was registered.
     public let createdAt: Date
+    /// When the credential last authenticated; nil if never.
     public var lastUsedAt: Date?
 
+    /// A credential record. The engine builds these from verified registrations;
+    /// stores build them from their rows. Each parameter sets the property of the same name.
     public init(id: [UInt8], userHandle: [UInt8], publicKey: COSEKey, signCount: UInt32, transports: [AuthenticatorTransport] = [],
                 uvInitialized: Bool, backupEligible: Bool, backupState: Bool, aaguid: AAGUID = .zero,
                 attestationFormat: AttestationFormat = .none, createdAt: Date, lastUsedAt: Date? = nil) {
@@ -50,9 +54,18 @@ public struct CredentialRecord: Sendable {
 public struct UserEntity: Sendable, Equatable {
     /// The user handle: 1 to 64 opaque bytes, with no personal information.
     public let id: [UInt8]
+    /// The user name (`user.name`), such as an email address or a handle.
     public let name: String
+    /// The human-palatable name (`user.displayName`); the name when none was given.
     public let displayName: String
 
+    /// An account with the given user handle.
+    ///
+    /// - Parameters:
+    ///   - id: The user handle, 1 to 64 opaque bytes.
+    ///   - name: The user name.
+    ///   - displayName: The display name; nil: the name.
+    /// - Throws: `configuration_invalid` when `id` is empty or longer than 64 bytes.
     public init(id: [UInt8], name: String, displayName: String? = nil) throws(WebAuthnError) {
         guard (1...64).contains(id.count) else {
             throw WebAuthnError(.configurationInvalid, "a user handle must be 1 to 64 bytes; got \(id.count)")
@@ -70,8 +83,11 @@ public struct UserEntity: Sendable, Equatable {
 
 /// A credential descriptor for `excludeCredentials` / `allowCredentials`.
 public struct CredentialDescriptor: Sendable, Equatable {
+    /// The credential ID.
     public let id: [UInt8]
+    /// Transport hints for the client (empty: none).
     public let transports: [AuthenticatorTransport]
+    /// A descriptor of the credential `id` with its transport hints.
     public init(id: [UInt8], transports: [AuthenticatorTransport] = []) {
         self.id = id
         self.transports = transports

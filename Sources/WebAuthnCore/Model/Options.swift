@@ -7,8 +7,11 @@ public struct AuthenticatorSelection: Sendable, Equatable {
     public var authenticatorAttachment: AuthenticatorAttachment?
     /// `discouraged`, `preferred` or `required`.
     public var residentKey: ResidentKeyRequirement
+    /// `required`, `preferred` or `discouraged` (WebAuthn L3 §5.8.6).
     public var userVerification: UserVerificationRequirement
 
+    /// A selection; by default any attachment, a preferred discoverable credential
+    /// and preferred user verification.
     public init(authenticatorAttachment: AuthenticatorAttachment? = nil, residentKey: ResidentKeyRequirement = .preferred,
                 userVerification: UserVerificationRequirement = .preferred) {
         self.authenticatorAttachment = authenticatorAttachment
@@ -56,19 +59,27 @@ public struct AuthenticatorSelection: Sendable, Equatable {
 /// `PublicKeyCredentialCreationOptionsJSON` that browsers'
 /// `PublicKeyCredential.parseCreationOptionsFromJSON()` accept.
 public struct CreationOptions: Sendable {
+    /// The RP ID (`rp.id`).
     public let rpId: String
+    /// The relying party's name (`rp.name`).
     public let rpName: String
+    /// The account the credential is for (`user`).
     public let user: UserEntity
+    /// The challenge (base64url in the JSON).
     public let challenge: [UInt8]
+    /// The algorithms of `pubKeyCredParams`, in preference order.
     public let algorithms: [COSEAlgorithm]
     /// Milliseconds.
     public let timeout: Int
+    /// The user's existing credentials, which the authenticator must not register again.
     public let excludeCredentials: [CredentialDescriptor]
+    /// Which authenticators may be used (`authenticatorSelection`).
     public let authenticatorSelection: AuthenticatorSelection
     /// `none`, `indirect`, `direct` or `enterprise`.
     public let attestation: AttestationConveyancePreference
     /// `security-key`, `client-device`, `hybrid`.
     public let hints: [PublicKeyCredentialHint]
+    /// The extension inputs (`extensions`).
     public let extensions: ClientExtensions
 
     package var json: JSONValue {
@@ -96,12 +107,19 @@ public struct CreationOptions: Sendable {
 /// `PublicKeyCredentialRequestOptions`, encoded as the L3
 /// `PublicKeyCredentialRequestOptionsJSON`.
 public struct RequestOptions: Sendable {
+    /// The RP ID (`rpId`).
     public let rpId: String
+    /// The challenge (base64url in the JSON).
     public let challenge: [UInt8]
+    /// Milliseconds.
     public let timeout: Int
+    /// The credentials that may answer; empty for a discoverable (usernameless) login.
     public let allowCredentials: [CredentialDescriptor]
+    /// `required`, `preferred` or `discouraged` (WebAuthn L3 §5.8.6).
     public let userVerification: UserVerificationRequirement
+    /// `security-key`, `client-device`, `hybrid`.
     public let hints: [PublicKeyCredentialHint]
+    /// The extension inputs (`extensions`).
     public let extensions: ClientExtensions
 
     package var json: JSONValue {

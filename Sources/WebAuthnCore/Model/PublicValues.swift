@@ -24,12 +24,16 @@ public struct Certificate: Sendable, Hashable, CustomStringConvertible {
     public var subject: String { x509.subjectSummary }
     /// The start and end of the validity period.
     public var notBefore: Date? { x509.notBefore }
+    /// The end of the validity period.
     public var notAfter: Date? { x509.notAfter }
     /// SHA-256 of the DER, in hex.
     public var fingerprint: String { x509.fingerprint }
+    /// The subject.
     public var description: String { subject }
 
+    /// Certificates are equal when their DER encodings are.
     public static func == (a: Certificate, b: Certificate) -> Bool { a.x509.der == b.x509.der }
+    /// Hashes the DER encoding.
     public func hash(into hasher: inout Hasher) { hasher.combine(x509.der) }
 }
 
@@ -71,8 +75,11 @@ public struct ClientExtensions: Sendable, Equatable, CustomStringConvertible {
     public func json(_ identifier: String) -> String? { object[identifier]?.serialized() }
     /// The whole object as JSON text.
     public var json: String { JSONValue.object(object).serialized() }
+    /// Whether there are no extensions.
     public var isEmpty: Bool { object.keys.isEmpty }
+    /// The JSON text (``json``).
     public var description: String { json }
 
+    /// Extensions are equal when their JSON texts are (member order counts).
     public static func == (a: ClientExtensions, b: ClientExtensions) -> Bool { a.json == b.json }
 }

@@ -7,13 +7,18 @@ package import _WebAuthnCrypto
 public struct RegistrationResponse: Sendable {
     /// The credential ID the client reported (`id`, equal to `rawId` when both are present).
     public let id: [UInt8]
+    /// `response.clientDataJSON`: the client data exactly as the client serialized it.
     public let clientDataJSON: [UInt8]
+    /// `response.attestationObject`: the CBOR attestation object.
     public let attestationObject: [UInt8]
     /// `response.transports`, as reported by the client.
     public let transports: [AuthenticatorTransport]
+    /// `authenticatorAttachment`, as reported by the client; nil when absent.
     public let authenticatorAttachment: AuthenticatorAttachment?
+    /// `clientExtensionResults`; empty when absent.
     public let clientExtensionResults: ClientExtensions
 
+    /// A response from its decoded parts. Each parameter sets the property of the same name.
     public init(id: [UInt8], clientDataJSON: [UInt8], attestationObject: [UInt8], transports: [AuthenticatorTransport] = [],
                 authenticatorAttachment: AuthenticatorAttachment? = nil, clientExtensionResults: ClientExtensions = ClientExtensions()) {
         self.id = id
@@ -60,15 +65,22 @@ public struct RegistrationResponse: Sendable {
 /// The client's answer to an authentication ceremony, decoded from
 /// `AuthenticationResponseJSON` or the FIDO conformance shape.
 public struct AuthenticationResponse: Sendable {
+    /// The credential ID the client reported (`id`, equal to `rawId` when both are present).
     public let id: [UInt8]
+    /// `response.clientDataJSON`: the client data exactly as the client serialized it.
     public let clientDataJSON: [UInt8]
+    /// `response.authenticatorData`: the bytes the signature covers, with the client data hash.
     public let authenticatorData: [UInt8]
+    /// `response.signature`: the assertion signature, in the credential algorithm's encoding.
     public let signature: [UInt8]
     /// The user handle the authenticator returned; nil when absent, null or empty.
     public let userHandle: [UInt8]?
+    /// `authenticatorAttachment`, as reported by the client; nil when absent.
     public let authenticatorAttachment: AuthenticatorAttachment?
+    /// `clientExtensionResults`; empty when absent.
     public let clientExtensionResults: ClientExtensions
 
+    /// A response from its decoded parts. Each parameter sets the property of the same name.
     public init(id: [UInt8], clientDataJSON: [UInt8], authenticatorData: [UInt8], signature: [UInt8],
                 userHandle: [UInt8]? = nil, authenticatorAttachment: AuthenticatorAttachment? = nil,
                 clientExtensionResults: ClientExtensions = ClientExtensions()) {
@@ -81,6 +93,11 @@ public struct AuthenticationResponse: Sendable {
         self.clientExtensionResults = clientExtensionResults
     }
 
+    /// Decodes the JSON request body.
+    ///
+    /// - Throws: `json_malformed`, `input_too_large`, `response_malformed`,
+    ///   `base64url_invalid`, `credential_type_invalid`, `credential_id_too_long`
+    ///   or `credential_id_mismatch`.
     public init(json bytes: [UInt8]) throws(WebAuthnError) {
         try self.init(json: JSONValue.parse(bytes, limits: JSONLimits()))
     }

@@ -4,6 +4,8 @@ package import _WebAuthnCrypto
 /// Whether user verification is required, preferred or discouraged
 /// (WebAuthn L3 §5.8.6). Only `.required` makes a missing UV flag fail.
 public enum UserVerificationRequirement: String, Sendable, CaseIterable {
+    /// `required`: the UV flag must be set; `preferred`: asked for, not required;
+    /// `discouraged`: not asked for.
     case required, preferred, discouraged
 }
 
@@ -30,10 +32,15 @@ public enum CounterPolicy: Sendable, Equatable {
 
 /// Attestation types of WebAuthn L3 §6.5.3.
 public enum AttestationType: String, Sendable, CaseIterable {
+    /// No attestation (format `none`): nothing is claimed about the authenticator.
     case none
+    /// Self attestation: the credential key signs its own statement; no certificate.
     case `self`
+    /// Basic attestation: an attestation key shared by a batch of authenticators, with a certificate chain.
     case basic
+    /// Attestation CA: an attestation identity key (such as a TPM's AIK) certified by an attestation CA.
     case attca
+    /// Anonymization CA: a per-credential certificate from an anonymization CA (such as Apple's).
     case anonca
 
     /// Whether the type presents a certificate chain (and so can be trusted or not).
@@ -89,6 +96,7 @@ public struct AttestationPolicy: Sendable, Equatable {
     /// SafetyNet: the oldest acceptable `timestampMs`, in seconds before now. Default 60.
     public var safetyNetMaxAge: Double
 
+    /// A policy; every parameter defaults to the property's documented default.
     public init(acceptedTypes: Set<AttestationType> = Set(AttestationType.allCases), requireTrustedAttestation: Bool = false,
                 allowedAAGUIDs: Set<AAGUID>? = nil, deniedAAGUIDs: Set<AAGUID> = [],
                 androidKeyEnforcement: AndroidKeyEnforcement = .teeOrSoftware, allowSHA1TPMAttestation: Bool = true,
@@ -118,8 +126,10 @@ public struct VerificationPolicy: Sendable, Equatable {
     /// Allows RS1 (RSASSA-PKCS1-v1_5 with SHA-1), which is broken for
     /// collision resistance. Default false. Some old TPMs need it.
     public var allowInsecureRS1: Bool
+    /// What attestation is accepted. Default: every type, no trust required.
     public var attestation: AttestationPolicy
 
+    /// A policy; every parameter defaults to the property's documented default.
     public init(
         userVerification: UserVerificationRequirement = .preferred,
         crossOrigin: CrossOriginPolicy = .deny,

@@ -14,7 +14,9 @@ public struct RelyingParty: Sendable {
     /// `https://login.example.com:8443`) and Android app origins
     /// (`android:apk-key-hash:<base64url>`).
     public let origins: [String]
+    /// Every verification policy (user verification, cross-origin, counter, algorithms, attestation).
     public let policy: VerificationPolicy
+    /// The source of "now" for challenge expiry and certificate validity. Default ``WebAuthnClock/system``.
     public let clock: WebAuthnClock
     /// How long an issued challenge stays valid. Default 5 minutes.
     public let challengeLifetime: TimeInterval

@@ -14,7 +14,9 @@ package import _WebAuthnCrypto
 ///   when the credential ID does; nothing is stored then. So options alone
 ///   never create or reserve a name, and a crash leaves no empty account.
 public protocol AccountStore: Sendable {
+    /// The account whose name has the same look-alike key as `name`, if any.
     func account(named name: String) async throws -> UserEntity?
+    /// The account with this user handle, if any.
     func account(handle: [UInt8]) async throws -> UserEntity?
     /// Creates `user` with its first credential: both, or nothing.
     func create(_ user: UserEntity, firstCredential: CredentialRecord) async throws
@@ -54,15 +56,20 @@ public final class InMemoryAccountStore: AccountStore, LinkedIdentityStore {
         self.credentials = credentials
     }
 
+    /// The account whose name has the same look-alike key as `name`, if any.
     public func account(named name: String) async throws -> UserEntity? {
         let key = UserName.lookalikeKey(name)
         return state.withLock { $0.byKey[key] }
     }
 
+    /// The account with this user handle, if any.
     public func account(handle: [UInt8]) async throws -> UserEntity? {
         state.withLock { $0.byHandle[ByteKey(handle)] }
     }
 
+    /// Creates `user` with its first credential, both or neither. Throws
+    /// `username_unavailable` when the name's look-alike key or the handle is
+    /// taken, `credential_already_registered` when the credential ID is.
     public func create(_ user: UserEntity, firstCredential: CredentialRecord) async throws {
         try state.withLock { (s) throws(WebAuthnError) in
             try Self.checkNew(user, in: s)
@@ -71,6 +78,7 @@ public final class InMemoryAccountStore: AccountStore, LinkedIdentityStore {
         }
     }
 
+    /// Deletes the account with its credentials and linked identities; false when there is none.
     public func deleteAccount(handle: [UInt8]) async throws -> Bool {
         let removed = state.withLock { s -> Bool in
             guard let user = s.byHandle.removeValue(forKey: ByteKey(handle)) else { return false }
@@ -84,14 +92,18 @@ public final class InMemoryAccountStore: AccountStore, LinkedIdentityStore {
 
     // MARK: LinkedIdentityStore
 
+    /// The identity of `subject` at `provider` (compared byte for byte), if linked.
     public func identity(provider: String, subject: String) async throws -> LinkedIdentity? {
         state.withLock { $0.identities[IdentityKey(provider, subject)] }
     }
 
+    /// The account's linked identities, oldest first.
     public func identities(forUser userHandle: [UInt8]) async throws -> [LinkedIdentity] {
         state.withLock { s in s.identities.values.filter { $0.userHandle == userHandle }.sorted { $0.createdAt < $1.createdAt } }
     }
 
+    /// Creates `user` with its first identity, both or neither. Throws
+    /// `identity_invalid`, `username_unavailable` or `identity_already_linked`.
     public func create(_ user: UserEntity, firstIdentity identity: LinkedIdentity) async throws {
         try identity.validate()
         try state.withLock { (s) throws(WebAuthnError) in
@@ -102,6 +114,8 @@ public final class InMemoryAccountStore: AccountStore, LinkedIdentityStore {
         }
     }
 
+    /// Links an identity to its existing account. Throws `identity_invalid`,
+    /// `account_unknown` or `identity_already_linked`.
     public func link(_ identity: LinkedIdentity) async throws {
         try identity.validate()
         try state.withLock { (s) throws(WebAuthnError) in
@@ -111,6 +125,8 @@ public final class InMemoryAccountStore: AccountStore, LinkedIdentityStore {
         }
     }
 
+    /// Replaces the identity's email fields, refresh token and `updatedAt`; false
+    /// when it is not linked. Throws `identity_invalid`.
     public func update(_ identity: LinkedIdentity) async throws -> Bool {
         try identity.validate()
         return state.withLock { s in
@@ -127,6 +143,9 @@ public final class InMemoryAccountStore: AccountStore, LinkedIdentityStore {
         }
     }
 
+    /// Moves the link of `subject` to `newSubject` (same account, `updatedAt` set to
+    /// `date`); false when `subject` is not linked. Throws `identity_invalid` or
+    /// `identity_already_linked` (when `newSubject` is linked already).
     public func relink(provider: String, subject: String, to newSubject: String, at date: Date) async throws -> Bool {
         try state.withLock { (s) throws(WebAuthnError) -> Bool in
             guard let current = s.identities[IdentityKey(provider, subject)] else { return false }
@@ -141,6 +160,7 @@ public final class InMemoryAccountStore: AccountStore, LinkedIdentityStore {
         }
     }
 
+    /// Removes the link and returns it; nil when it was not linked.
     public func unlink(provider: String, subject: String) async throws -> LinkedIdentity? {
         state.withLock { $0.identities.removeValue(forKey: IdentityKey(provider, subject)) }
     }

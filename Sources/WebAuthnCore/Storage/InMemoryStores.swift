@@ -16,19 +16,23 @@ struct ByteKey: Hashable, Sendable {
 public final class InMemoryCredentialStore: CredentialStore {
     private let state = Mutex<[ByteKey: CredentialRecord]>([:])
 
+    /// An empty store.
     public init() {}
 
+    /// The record with this credential ID, if any.
     public func credential(id: [UInt8]) async throws -> CredentialRecord? { lookup(id: id) }
 
     /// Synchronous lookup (the store never suspends).
     public func lookup(id: [UInt8]) -> CredentialRecord? { state.withLock { $0[ByteKey(id)] } }
 
+    /// The user's credentials, oldest first.
     public func credentials(forUser userHandle: [UInt8]) async throws -> [CredentialRecord] {
         state.withLock { records in
             records.values.filter { $0.userHandle == userHandle }.sorted { $0.createdAt < $1.createdAt }
         }
     }
 
+    /// Stores a new record; throws `credential_already_registered` when the ID exists.
     public func insert(_ record: CredentialRecord) async throws { try insertNow(record) }
 
     func insertNow(_ record: CredentialRecord) throws(WebAuthnError) {
@@ -40,6 +44,8 @@ public final class InMemoryCredentialStore: CredentialStore {
         }
     }
 
+    /// Replaces the record if the stored counter still equals `expectedSignCount`
+    /// (compare-and-set); returns whether it did.
     public func update(_ record: CredentialRecord, expectedSignCount: UInt32) async throws -> Bool {
         state.withLock { records in
             let key = ByteKey(record.id)
@@ -49,6 +55,7 @@ public final class InMemoryCredentialStore: CredentialStore {
         }
     }
 
+    /// Removes a credential; returns whether it existed.
     public func delete(id: [UInt8]) async throws -> Bool {
         state.withLock { $0.removeValue(forKey: ByteKey(id)) != nil }
     }
@@ -91,11 +98,20 @@ public final class InMemoryChallengeStore: ChallengeStore {
     /// The most pending ceremonies kept at once; beyond it the oldest are dropped.
     public let capacity: Int
 
+    /// An empty store.
+    ///
+    /// - Parameters:
+    ///   - clock: The store's clock. The store judges no expiry itself: callers
+    ///     do, and ``sweep(expiredBefore:)`` removes expired ceremonies.
+    ///   - capacity: The most pending ceremonies kept (at least 1); beyond it the
+    ///     oldest are dropped. Default 100,000.
     public init(clock: WebAuthnClock = .system, capacity: Int = 100_000) {
         self.clock = clock
         self.capacity = max(1, capacity)
     }
 
+    /// Keeps a ceremony under its challenge, dropping the oldest of its binding
+    /// beyond ``PendingCeremony/maxPerBinding`` and the oldest overall beyond ``capacity``.
     public func insert(_ ceremony: PendingCeremony) async throws {
         let key = ByteKey(ceremony.challenge)
         state.withLock { s in
@@ -114,10 +130,13 @@ public final class InMemoryChallengeStore: ChallengeStore {
         }
     }
 
+    /// The ceremony under `challenge`, without removing it.
     public func pending(challenge: [UInt8]) async throws -> PendingCeremony? {
         state.withLock { $0.pending[ByteKey(challenge)] }
     }
 
+    /// Removes and returns the ceremony under `challenge`, atomically: of two
+    /// concurrent consumers exactly one gets it.
     public func consume(challenge: [UInt8]) async throws -> PendingCeremony? {
         state.withLock { s in
             guard let ceremony = s.pending.removeValue(forKey: ByteKey(challenge)) else { return nil }
@@ -194,8 +213,11 @@ public final class InMemorySessionStore: SessionStore {
     /// The most sessions kept at once.
     public let capacity: Int
 
+    /// An empty store keeping at most `capacity` sessions (at least 1). Default 100,000.
     public init(capacity: Int = 100_000) { self.capacity = max(1, capacity) }
 
+    /// Stores a session, dropping the account's oldest beyond
+    /// ``SignedInSession/maxPerUser`` and the oldest overall beyond ``capacity``.
     public func insert(_ session: SignedInSession) async throws {
         let key = ByteKey(session.idHash)
         state.withLock { s in
@@ -214,14 +236,17 @@ public final class InMemorySessionStore: SessionStore {
         }
     }
 
+    /// The session with this id hash, if stored (expired or not).
     public func session(idHash: [UInt8]) async throws -> SignedInSession? {
         state.withLock { $0.sessions[ByteKey(idHash)] }
     }
 
+    /// Ends a session; nothing happens when there is none.
     public func delete(idHash: [UInt8]) async throws {
         _ = state.withLock { $0.sessions.removeValue(forKey: ByteKey(idHash)) }
     }
 
+    /// Ends every session of the account; returns how many.
     public func deleteSessions(userHandle: [UInt8]) async throws -> Int {
         state.withLock { s in
             let before = s.sessions.count

@@ -11,9 +11,14 @@ package import _WebAuthnCrypto
 ///   the stored counter still equals `expectedSignCount`, and says whether it did.
 /// - Reads return what the last successful write stored.
 public protocol CredentialStore: Sendable {
+    /// The record with this credential ID, if any.
     func credential(id: [UInt8]) async throws -> CredentialRecord?
+    /// The user's credentials (the engine lists them in `excludeCredentials` and `allowCredentials`).
     func credentials(forUser userHandle: [UInt8]) async throws -> [CredentialRecord]
+    /// Stores a new record, atomically; throws `credential_already_registered` when the ID exists.
     func insert(_ record: CredentialRecord) async throws
+    /// Compare-and-set: writes the record only if the stored counter still equals
+    /// `expectedSignCount`; returns whether it did.
     func update(_ record: CredentialRecord, expectedSignCount: UInt32) async throws -> Bool
     /// Removes a credential; returns whether it existed.
     func delete(id: [UInt8]) async throws -> Bool
@@ -34,9 +39,14 @@ public protocol CredentialStore: Sendable {
 /// - Expiry is judged by the caller with its clock; stores may drop entries
 ///   past `expiresAt` at any time.
 public protocol ChallengeStore: Sendable {
+    /// Keeps a ceremony under its challenge, at most ``PendingCeremony/maxPerBinding`` per binding.
     func insert(_ ceremony: PendingCeremony) async throws
+    /// The ceremony under `challenge`, without removing it.
     func pending(challenge: [UInt8]) async throws -> PendingCeremony?
+    /// Removes and returns the ceremony under `challenge`, atomically: of two
+    /// concurrent consumers exactly one gets it.
     func consume(challenge: [UInt8]) async throws -> PendingCeremony?
+    /// Removes every ceremony that expired before `date`; returns how many remain.
     func sweep(expiredBefore date: Date) async throws -> Int
 }
 
@@ -57,8 +67,10 @@ public struct SignedInSession: Sendable, Equatable {
     public let createdAt: Date
     /// When the account last proved possession of a credential in this session.
     public let authenticatedAt: Date
+    /// When the session expires (callers judge expiry with their clock; a sweep removes it after).
     public let expiresAt: Date
 
+    /// A session record. Each parameter sets the property of the same name.
     public init(idHash: [UInt8], userHandle: [UInt8], createdAt: Date, authenticatedAt: Date, expiresAt: Date) {
         self.idHash = idHash
         self.userHandle = userHandle
@@ -80,10 +92,14 @@ public struct SignedInSession: Sendable, Equatable {
 /// session; `sweepSessions(expiredBefore:)` removes expired ones and returns
 /// how many remain.
 public protocol SessionStore: Sendable {
+    /// Stores a session, keeping at most ``SignedInSession/maxPerUser`` per account.
     func insert(_ session: SignedInSession) async throws
+    /// The session with this id hash, if stored (callers judge expiry).
     func session(idHash: [UInt8]) async throws -> SignedInSession?
+    /// Ends a session; nothing happens when there is none.
     func delete(idHash: [UInt8]) async throws
     /// Ends every session of the account (sign-out everywhere, consent revoked, account deleted); returns how many.
     func deleteSessions(userHandle: [UInt8]) async throws -> Int
+    /// Removes every session that expired before `date`; returns how many remain.
     func sweepSessions(expiredBefore date: Date) async throws -> Int
 }

@@ -9,6 +9,7 @@ package import _WebAuthnCrypto
 public struct WebAuthnClock: Sendable {
     private let source: @Sendable () -> Date
 
+    /// A clock that asks `now` for the current time.
     public init(_ now: @escaping @Sendable () -> Date) { self.source = now }
 
     /// The current time.
