@@ -3,6 +3,7 @@ import Foundation
 import Hummingbird
 import Logging
 import ServiceLifecycle
+import SignInWithApple
 import WebAuthnCore
 import WebAuthnServer
 import WebAuthnPostgres
@@ -52,6 +53,17 @@ struct Serve: AsyncParsableCommand {
     @Flag(name: .customLong("conformance"), help: "The FIDO conformance tools' semantics: anyone may enroll onto an existing name, and unknown names fail. Unsafe: for conformance runs only.")
     var conformance = false
     @Flag(name: .customLong("no-demo"), help: "Do not serve the demo page (/) and its API (/demo/).") var noDemo = false
+    @Option(name: .customLong("apple-client-id"), parsing: .unconditionalSingleValue, help: "Sign in with Apple: an app's bundle ID (native sign-in; repeatable).")
+    var appleClientIDs: [String] = []
+    @Option(name: .customLong("apple-services-id"), parsing: .unconditional, help: "Sign in with Apple: the Services ID the web flow uses as client_id.")
+    var appleServicesID: String?
+    @Option(name: .customLong("apple-team-id"), parsing: .unconditional, help: "Sign in with Apple: the team ID (client secrets).") var appleTeamID: String?
+    @Option(name: .customLong("apple-key-id"), parsing: .unconditional, help: "Sign in with Apple: the key ID of the .p8 key.") var appleKeyID: String?
+    @Option(name: .customLong("apple-private-key"), parsing: .unconditional, help: "Sign in with Apple: the .p8 private key file.") var applePrivateKey: String?
+    @Option(name: .customLong("apple-redirect-uri"), parsing: .unconditional, help: "Sign in with Apple: the web flow's redirect URI (reaching POST /apple/web/callback).")
+    var appleRedirectURI: String?
+    @Option(name: .customLong("apple-base-url"), parsing: .unconditional, help: "Sign in with Apple: Apple's base URL (default https://appleid.apple.com).")
+    var appleBaseURL: String?
 
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
@@ -64,6 +76,37 @@ struct Serve: AsyncParsableCommand {
         guard RateLimit.parse(rateLimit) != nil else { throw ValidationError("--rate-limit must be off, A or A:S with positive numbers") }
         for proxy in trustedProxies where CIDR(proxy) == nil { throw ValidationError("--trusted-proxy \(proxy) is not an address range such as 10.0.0.0/8") }
         _ = try secret()
+        _ = try appleConfiguration()
+    }
+
+    /// Sign in with Apple from the `--apple-*` flags; nil when no client id is given.
+    func appleConfiguration() throws -> SignInWithAppleConfiguration? {
+        let clientIDs = appleClientIDs + (appleServicesID.map { [$0] } ?? [])
+        guard !clientIDs.isEmpty else {
+            guard appleTeamID == nil, appleKeyID == nil, applePrivateKey == nil, appleRedirectURI == nil, appleBaseURL == nil else {
+                throw ValidationError("the --apple-* flags need --apple-client-id or --apple-services-id")
+            }
+            return nil
+        }
+        guard let teamID = appleTeamID, let keyID = appleKeyID, let keyPath = applePrivateKey else {
+            throw ValidationError("Sign in with Apple needs --apple-team-id, --apple-key-id and --apple-private-key (the code exchange signs a client secret)")
+        }
+        guard (appleServicesID == nil) == (appleRedirectURI == nil) else {
+            throw ValidationError("the web flow needs both --apple-services-id and --apple-redirect-uri")
+        }
+        guard let contents = FileManager.default.contents(atPath: keyPath), contents.count <= 16 * 1024 else {
+            throw ValidationError("--apple-private-key \(keyPath) cannot be read (or is larger than 16 KiB)")
+        }
+        let base = appleBaseURL.flatMap(URL.init(string:)) ?? SignInWithAppleConfiguration.defaultBaseURL
+        guard base.scheme == "https" || base.host == "127.0.0.1" || base.host == "localhost" else {
+            throw ValidationError("--apple-base-url must be https (or loopback, for a stand-in)")
+        }
+        do {
+            let credentials = try AppleClientCredentials(teamID: teamID, keyID: keyID, privateKey: ApplePrivateKey(pem: String(decoding: contents, as: UTF8.self)))
+            return try SignInWithAppleConfiguration(clientIDs: clientIDs, credentials: credentials, baseURL: base)
+        } catch {
+            throw ValidationError("Sign in with Apple: \(error.message)")
+        }
     }
 
     /// The server secret: `--secret-file`, else WEBAUTHN_SECRET, else nil (random).
@@ -109,7 +152,7 @@ struct Serve: AsyncParsableCommand {
             userVerification: requireUserVerification ? .required : .preferred, crossOrigin: crossOrigin,
             algorithms: try Self.parseAlgorithms(algorithms) ?? VerificationPolicy().algorithms,
             attestation: AttestationPolicy(acceptedTypes: types, requireTrustedAttestation: requireTrustedAttestation))
-        let store: any CredentialStore & ChallengeStore & AccountStore & SessionStore & Service
+        let store: any CredentialStore & ChallengeStore & AccountStore & LinkedIdentityStore & SessionStore & Service
         let sqlite: SQLiteStore?
         if isPostgres {
             store = try await PostgresStore.open(url: db)
@@ -151,7 +194,11 @@ struct Serve: AsyncParsableCommand {
             routes: ServerConfiguration(
                 relatedOrigins: relatedOrigins, appleWebCredentialApps: appleAppIDs, secureCookies: allowed.allSatisfy { $0.hasPrefix("https://") },
                 demo: !noDemo, secret: secret, conformance: conformance, rateLimit: RateLimit.parse(rateLimit) ?? RateLimit(),
-                trustedProxies: trustedProxies.compactMap(CIDR.init)),
+                trustedProxies: trustedProxies.compactMap(CIDR.init),
+                apple: try appleConfiguration().map { apple in
+                    AppleConfiguration(signIn: AppleSignIn(configuration: apple, clock: rp.clock), identities: store,
+                                       servicesID: appleServicesID, redirectURI: appleRedirectURI)
+                }),
             logger: logger,
             onServerRunning: { bound in
                 let line = "webauthn: listening on http://\(host):\(bound) for RP ID \(rp.id) (origins \(rp.origins.joined(separator: " "))), store \(db)\n"

@@ -1,0 +1,214 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Hummingbird
+import SignInWithApple
+import Testing
+import WebAuthnCore
+import WebAuthnServer
+import WebAuthnSQLite
+import WebAuthnTesting
+import _WebAuthnEncoding
+import _WebAuthnCrypto
+
+/// Sign in with Apple through the server (in-process, SQLite, over loopback HTTP)
+/// against the Apple stand-in: the native flow, replay, a failed exchange,
+/// notifications, account deletion with revocation, and the web flow.
+@Suite("Sign in with Apple through the server", .serialized)
+struct AppleFlowTests {
+    static let clientID = "com.example.app", servicesID = "com.example.web"
+
+    /// A browser or app: keeps the cookies the server sets.
+    final class Client: @unchecked Sendable {
+        let port: Int
+        var cookies: [String: String] = [:]
+        init(port: Int) { self.port = port }
+
+        func send(_ path: String, method: String = "POST", json: String? = nil, form: String? = nil) async throws -> (status: Int, body: JSONValue, location: String?) {
+            var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
+            request.httpMethod = method
+            if let json { request.httpBody = Data(json.utf8); request.setValue("application/json", forHTTPHeaderField: "Content-Type") }
+            if let form { request.httpBody = Data(form.utf8); request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type") }
+            if !cookies.isEmpty { request.setValue(cookies.map { "\($0.key)=\($0.value)" }.joined(separator: "; "), forHTTPHeaderField: "Cookie") }
+            let configuration = URLSessionConfiguration.ephemeral
+            configuration.httpShouldSetCookies = false
+            let session = URLSession(configuration: configuration, delegate: NoRedirects(), delegateQueue: nil)
+            let (data, response) = try await session.data(for: request)
+            let http = response as! HTTPURLResponse
+            if let set = http.value(forHTTPHeaderField: "Set-Cookie") {
+                for cookie in set.components(separatedBy: ", ") {
+                    let pair = cookie.split(separator: ";")[0].split(separator: "=", maxSplits: 1).map(String.init)
+                    if pair.count == 2 { if pair[1].isEmpty { cookies.removeValue(forKey: pair[0]) } else { cookies[pair[0]] = pair[1] } }
+                }
+            }
+            return (http.statusCode, (try? JSONValue.parse([UInt8](data))) ?? .string(String(decoding: data, as: UTF8.self)),
+                    http.value(forHTTPHeaderField: "Location"))
+        }
+    }
+
+    final class NoRedirects: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
+        func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+                        newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) { completionHandler(nil) }
+    }
+
+    struct Setup {
+        let standIn: AppleStandIn
+        let store: SQLiteStore
+        let path: String
+    }
+
+    /// Runs the server with Sign in with Apple against a fresh stand-in and SQLite store.
+    static func withServer(_ body: (Setup, Int) async throws -> Void) async throws {
+        let credentials = try AppleStandIn.makeCredentials()
+        let standIn = try AppleStandIn(credentials: credentials, clientIDs: [clientID, servicesID])
+        let applePort = try standIn.start()
+        defer { standIn.stop() }
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("apple-\(UUID().uuidString).sqlite").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let store = try await SQLiteStore.open(path: path)
+        let rp = try RelyingParty(id: "localhost", name: "Test", origins: ["http://localhost"])
+        let engine = WebAuthnEngine(relyingParty: rp, credentials: store, challenges: store, accounts: store)
+        let apple = try SignInWithAppleConfiguration(clientIDs: [clientID, servicesID], credentials: credentials,
+                                                     baseURL: URL(string: "http://127.0.0.1:\(applePort)")!)
+        let configuration = ServerConfiguration(demo: true, rateLimit: nil, apple: AppleConfiguration(
+            signIn: AppleSignIn(configuration: apple), identities: store, servicesID: servicesID, redirectURI: "http://127.0.0.1/apple/web/callback"))
+        try await EmbeddingTests.serving({ running in
+            buildApplication(engine: engine, accounts: store, sessions: store, configuration: ApplicationConfiguration(
+                port: 0, routes: configuration, onServerRunning: running))
+        }) { port in try await body(Setup(standIn: standIn, store: store, path: path), port) }
+        try await store.close()
+    }
+
+    static func signInBody(_ setup: Setup, user: AppleStandIn.User, nonce: String, audience: String = clientID, code: String? = nil) -> String {
+        let token = setup.standIn.identityToken(for: user, audience: audience, nonce: nonce)
+        let code = code ?? setup.standIn.authorizationCode(for: user, clientID: audience)
+        return JSONValue.object(["identityToken": .string(token), "authorizationCode": .string(code),
+                                 "user": ["name": ["firstName": "Ada", "lastName": "Lovelace"]]]).serialized()
+    }
+
+    @Test("native: nonce, sign-in creates the account once, a replayed token fails, the same user signs in again, SHA-256 nonces work")
+    func nativeFlow() async throws {
+        try await Self.withServer { setup, port in
+            let app = Client(port: port)
+            let user = AppleStandIn.User(email: "ada@example.com")
+            let issued = try await app.send("/apple/nonce", json: "{}")
+            let nonce = try #require(issued.body["nonce"]?.stringValue)
+            #expect(issued.body["nonceSHA256"]?.stringValue == Bytes.hex(Digest.sha256(Array(nonce.utf8))))
+            let body = Self.signInBody(setup, user: user, nonce: nonce)
+            let first = try await app.send("/apple/signin", json: body)
+            #expect(first.status == 200, "\(first.body)")
+            #expect(first.body["created"]?.boolValue == true && first.body["sub"]?.stringValue == user.sub)
+            let session = try await app.send("/demo/session", method: "GET")
+            #expect(session.body["user"]?.stringValue == "ada@example.com")
+            // The same token again: its nonce is spent.
+            let replay = try await app.send("/apple/signin", json: body)
+            #expect(replay.status == 400 && replay.body["errorMessage"]?.stringValue?.hasPrefix("challenge_unknown") == true, "\(replay.body)")
+            // A new nonce, sent to Apple as its SHA-256: the same account, not a new one.
+            let again = try await app.send("/apple/nonce", json: "{}")
+            let hashed = try #require(again.body["nonceSHA256"]?.stringValue)
+            let second = try await app.send("/apple/signin", json: Self.signInBody(setup, user: user, nonce: hashed))
+            #expect(second.status == 200 && second.body["created"]?.boolValue == false, "\(second.body)")
+            let linked = try #require(try await setup.store.identity(provider: "apple", subject: user.sub))
+            #expect(linked.refreshToken != nil && linked.refreshToken?.count ?? 0 > 28)
+            // The refresh token is sealed at rest: not the plain token.
+            #expect(!String(decoding: linked.refreshToken ?? [], as: UTF8.self).contains("r."))
+        }
+    }
+
+    @Test("native: a nonce from another session, no nonce, or a failed exchange sign nobody in and store nothing")
+    func nativeRefusals() async throws {
+        try await Self.withServer { setup, port in
+            let app = Client(port: port), other = Client(port: port)
+            let user = AppleStandIn.User()
+            let nonce = try #require(try await app.send("/apple/nonce", json: "{}").body["nonce"]?.stringValue)
+            let stolen = try await other.send("/apple/signin", json: Self.signInBody(setup, user: user, nonce: nonce))
+            #expect(stolen.body["errorMessage"]?.stringValue?.hasPrefix("session_mismatch") == true, "\(stolen.body)")
+            let fresh = try #require(try await app.send("/apple/nonce", json: "{}").body["nonce"]?.stringValue)
+            let badCode = try await app.send("/apple/signin", json: Self.signInBody(setup, user: user, nonce: fresh, code: "not-a-code"))
+            #expect(badCode.status >= 400 && badCode.body["errorMessage"]?.stringValue?.hasPrefix("apple_request_refused") == true, "\(badCode.body)")
+            let token = setup.standIn.identityToken(for: user, audience: Self.clientID)
+            let noNonce = try await app.send("/apple/signin", json: JSONValue.object(["identityToken": .string(token),
+                "authorizationCode": .string(setup.standIn.authorizationCode(for: user, clientID: Self.clientID))]).serialized())
+            #expect(noNonce.body["errorMessage"]?.stringValue?.hasPrefix("apple_nonce_mismatch") == true, "\(noNonce.body)")
+            #expect(try await setup.store.identity(provider: "apple", subject: user.sub) == nil)
+            #expect(try await app.send("/demo/session", method: "GET").body["user"] == .null)
+        }
+    }
+
+    @Test("notifications: consent revoked unlinks and signs out; account deleted removes an Apple-only account; duplicates are fine")
+    func notifications() async throws {
+        try await Self.withServer { setup, port in
+            let app = Client(port: port)
+            let user = AppleStandIn.User(email: "nora@example.com")
+            let nonce = try #require(try await app.send("/apple/nonce", json: "{}").body["nonce"]?.stringValue)
+            #expect(try await app.send("/apple/signin", json: Self.signInBody(setup, user: user, nonce: nonce)).status == 200)
+            let handle = try #require(try await setup.store.identity(provider: "apple", subject: user.sub)?.userHandle)
+            func post(_ type: String, asString: Bool) async throws -> Int {
+                let event: JSONObject = ["type": .string(type), "sub": .string(user.sub), "event_time": .number(Date().timeIntervalSince1970 * 1000)]
+                let events: JSONValue = asString ? .string(JSONValue.object(event).serialized()) : .object(event)
+                let claims: JSONValue = ["iss": "https://appleid.apple.com", "aud": .string(Self.clientID), "iat": .number(Date().timeIntervalSince1970.rounded()),
+                                         "jti": .string(UUID().uuidString), "events": events]
+                let payload = setup.standIn.token(claimsJSON: claims.serialized())
+                return try await Client(port: port).send("/apple/notifications", json: JSONValue.object(["payload": .string(payload)]).serialized()).status
+            }
+            #expect(try await post("email-disabled", asString: true) == 200)
+            #expect(try await post("account-delete", asString: false) == 200)
+            #expect(try await setup.store.identity(provider: "apple", subject: user.sub) == nil)
+            #expect(try await setup.store.account(handle: handle) == nil)
+            #expect(try await app.send("/demo/session", method: "GET").body["user"] == .null)
+            #expect(try await post("account-deleted", asString: true) == 200)  // a duplicate, another spelling
+            let forged = try await Client(port: port).send("/apple/notifications", json: #"{"payload":"a.b.c"}"#)
+            #expect(forged.status == 400)
+        }
+    }
+
+    @Test("deleting an account revokes its Apple refresh token first, then removes it")
+    func deletionRevokes() async throws {
+        try await Self.withServer { setup, port in
+            let app = Client(port: port)
+            let user = AppleStandIn.User()
+            let nonce = try #require(try await app.send("/apple/nonce", json: "{}").body["nonce"]?.stringValue)
+            #expect(try await app.send("/apple/signin", json: Self.signInBody(setup, user: user, nonce: nonce)).status == 200)
+            let handle = try #require(try await setup.store.identity(provider: "apple", subject: user.sub)?.userHandle)
+            let deleted = try await app.send("/demo/account", method: "DELETE")
+            #expect(deleted.status == 200, "\(deleted.body)")
+            #expect(setup.standIn.revocations.count == 1 && setup.standIn.revocations.first?.clientID == Self.clientID)
+            #expect(try await setup.store.account(handle: handle) == nil)
+            #expect(try await app.send("/demo/session", method: "GET").body["user"] == .null)
+        }
+    }
+
+    @Test("web: start redirects to Apple with state and nonce; the form post back signs the browser in once; a used or foreign state fails")
+    func webFlow() async throws {
+        try await Self.withServer { setup, port in
+            let browser = Client(port: port)
+            let start = try await browser.send("/apple/web/start", method: "GET")
+            #expect(start.status == 302)
+            let location = try #require(start.location.flatMap(URLComponents.init(string:)))
+            func item(_ name: String) -> String? { location.queryItems?.first { $0.name == name }?.value }
+            #expect(item("client_id") == Self.servicesID && item("response_mode") == "form_post" && item("response_type") == "code id_token")
+            let state = try #require(item("state")), nonce = try #require(item("nonce"))
+            let user = AppleStandIn.User(email: "web@example.com")
+            let token = setup.standIn.identityToken(for: user, audience: Self.servicesID, nonce: nonce)
+            let code = setup.standIn.authorizationCode(for: user, clientID: Self.servicesID, redirectURI: "http://127.0.0.1/apple/web/callback")
+            func form(_ state: String) -> String {
+                func enc(_ s: String) -> String { s.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "" }
+                return "code=\(enc(code))&id_token=\(enc(token))&state=\(enc(state))"
+            }
+            // Another browser (no flow cookie) cannot finish this flow.
+            let foreign = try await Client(port: port).send("/apple/web/callback", form: form(state))
+            #expect(foreign.status >= 400)
+            // The state was spent by that attempt: start again.
+            let restart = try await browser.send("/apple/web/start", method: "GET")
+            let state2 = try #require(restart.location.flatMap(URLComponents.init(string:))?.queryItems?.first { $0.name == "state" }?.value)
+            let nonce2 = try #require(restart.location.flatMap(URLComponents.init(string:))?.queryItems?.first { $0.name == "nonce" }?.value)
+            let token2 = setup.standIn.identityToken(for: user, audience: Self.servicesID, nonce: nonce2)
+            let body2 = "code=\(code.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")&id_token=\(token2)&state=\(state2.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")"
+            let done = try await browser.send("/apple/web/callback", form: body2)
+            #expect(done.status == 303 && done.location == "/", "\(done.body)")
+            #expect(try await browser.send("/demo/session", method: "GET").body["user"]?.stringValue == "web@example.com")
+            #expect(try await browser.send("/apple/web/callback", form: body2).status >= 400)  // used once
+        }
+    }
+}
