@@ -24,6 +24,7 @@ enum DemoPage {
   <button id="register">Register</button>
   <button id="signin">Sign in</button>
   <button id="signin-discoverable">Sign in without a name</button>
+  <a id="apple" href="/apple/web/start" hidden>Sign in with Apple</a>
 </div>
 <div id="status">Ready.</div>
 <section id="account" hidden>
@@ -113,6 +114,7 @@ async function signIn(withName, mediation) {
 async function refresh() {
   const s = await (await fetch('/demo/session', { credentials: 'same-origin' })).json();
   $('account').hidden = !s.user;
+  $('apple').hidden = !s.apple || !!s.user;
   signedInAs = s.user;
   if (!s.user) return;
   $('who').textContent = s.user;
