@@ -28,16 +28,18 @@ public struct AppleSignIn: Sendable {
     public func verifyIdentityToken(_ token: String, nonce: String?) async throws(WebAuthnError) -> AppleIdentityToken {
         let signed = try SignedToken(Array(token.utf8))
         let set = try await keys.keySet(containing: signed.kid)
-        return try AppleTokenVerifier.identityToken(signed, key: try set.key(for: signed.kid), clientIDs: configuration.clientIDs,
-                                                    nonce: nonce, now: clock.now(), leeway: configuration.leeway)
+        return try AppleTokenVerifier.identityToken(
+            signed, key: try set.key(for: signed.kid), clientIDs: configuration.clientIDs,
+            nonce: nonce, now: clock.now(), leeway: configuration.leeway)
     }
 
     /// Verifies the body of a server-to-server notification (`{"payload": "<JWS>"}`).
     public func verifyNotification(body: [UInt8]) async throws(WebAuthnError) -> AppleNotification {
         let signed = try SignedToken(Array(try AppleNotification.payload(fromBody: body).utf8))
         let set = try await keys.keySet(containing: signed.kid)
-        return try AppleNotification.verified(signed, key: try set.key(for: signed.kid), clientIDs: configuration.clientIDs,
-                                              now: clock.now(), leeway: configuration.leeway)
+        return try AppleNotification.verified(
+            signed, key: try set.key(for: signed.kid), clientIDs: configuration.clientIDs,
+            now: clock.now(), leeway: configuration.leeway)
     }
 
     /// The result of a code exchange whose identity token verified.
@@ -51,8 +53,10 @@ public struct AppleSignIn: Sendable {
     /// Exchanges an authorization code, then verifies the answer's identity token
     /// (no nonce: the one the app sent was checked already) and, when `expectedSub`
     /// is given, that it names the same user: `apple_token_claim_invalid` otherwise.
-    public func exchange(code: String, clientID: String, redirectURI: String? = nil,
-                         expectedSub: String? = nil) async throws(WebAuthnError) -> Exchange {
+    public func exchange(
+        code: String, clientID: String, redirectURI: String? = nil,
+        expectedSub: String? = nil
+    ) async throws(WebAuthnError) -> Exchange {
         let tokens = try await tokenClient().exchange(code: code, clientID: clientID, redirectURI: redirectURI)
         guard let idToken = tokens.idToken else {
             throw WebAuthnError(.appleEndpointUnavailable, "Apple's token answer has no id_token")

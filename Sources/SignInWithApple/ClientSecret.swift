@@ -16,8 +16,10 @@ public enum AppleClientSecret {
     public static let backdating: TimeInterval = 60
 
     /// Makes a client secret for `clientID`, valid from `now - 60 s` for `lifetime` seconds.
-    public static func make(credentials: AppleClientCredentials, clientID: String, now: Date,
-                            lifetime: TimeInterval = 3600) throws(WebAuthnError) -> String {
+    public static func make(
+        credentials: AppleClientCredentials, clientID: String, now: Date,
+        lifetime: TimeInterval = 3600
+    ) throws(WebAuthnError) -> String {
         guard (60...SignInWithAppleConfiguration.maxClientSecretLifetime).contains(lifetime) else {
             throw WebAuthnError(.configurationInvalid, "the client secret lifetime must be 60 s to 180 days; got \(lifetime)")
         }

@@ -33,8 +33,10 @@ public struct SignInWithAppleConfiguration: Sendable {
 
     /// A configuration; throws `configuration_invalid` for no client id, an empty one,
     /// a leeway outside 0...300 s or a client secret lifetime outside 60 s...180 days.
-    public init(clientIDs: [String], credentials: AppleClientCredentials? = nil, baseURL: URL = Self.defaultBaseURL,
-                leeway: TimeInterval = 60, clientSecretLifetime: TimeInterval = 3600, requestTimeout: TimeInterval = 10) throws(WebAuthnError) {
+    public init(
+        clientIDs: [String], credentials: AppleClientCredentials? = nil, baseURL: URL = Self.defaultBaseURL,
+        leeway: TimeInterval = 60, clientSecretLifetime: TimeInterval = 3600, requestTimeout: TimeInterval = 10
+    ) throws(WebAuthnError) {
         guard !clientIDs.isEmpty, clientIDs.allSatisfy({ !$0.isEmpty && $0.utf8.count <= 255 }) else {
             throw WebAuthnError(.configurationInvalid, "Sign in with Apple needs at least one client id (1 to 255 bytes each)")
         }

@@ -1,6 +1,6 @@
 internal import Foundation
 #if canImport(FoundationNetworking)
-internal import FoundationNetworking
+    internal import FoundationNetworking
 #endif
 internal import WebAuthnCore
 
@@ -47,7 +47,7 @@ enum AppleHTTP {
         for byte in s.utf8 {
             switch byte {
             case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
                 out.unicodeScalars.append(Unicode.Scalar(byte))
             default:
                 let hex = Array("0123456789ABCDEF".unicodeScalars)
@@ -85,8 +85,10 @@ private final class CappedCollector: NSObject, URLSessionDataDelegate, @unchecke
         }
     }
 
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
-                    completionHandler: @escaping (URLSession.ResponseDisposition) -> Void) {
+    func urlSession(
+        _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+        completionHandler: @escaping (URLSession.ResponseDisposition) -> Void
+    ) {
         let tooLarge = lock.withLock { () -> Bool in
             status = (response as? HTTPURLResponse)?.statusCode ?? 0
             if response.expectedContentLength > Int64(maxBytes) {
@@ -100,8 +102,10 @@ private final class CappedCollector: NSObject, URLSessionDataDelegate, @unchecke
 
     /// Redirects are not followed: Apple's endpoints answer directly, and a redirect could
     /// carry the client secret elsewhere. The 3xx answer itself is then the response.
-    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-                    newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void) {
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void
+    ) {
         completionHandler(nil)
     }
 
@@ -120,7 +124,8 @@ private final class CappedCollector: NSObject, URLSessionDataDelegate, @unchecke
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
-        let (continuation, result) = lock.withLock { () -> (CheckedContinuation<Result<AppleHTTP.Response, WebAuthnError>, Never>?, Result<AppleHTTP.Response, WebAuthnError>) in
+        let (continuation, result) = lock.withLock {
+            () -> (CheckedContinuation<Result<AppleHTTP.Response, WebAuthnError>, Never>?, Result<AppleHTTP.Response, WebAuthnError>) in
             let c = self.continuation
             self.continuation = nil
             if let failure { return (c, .failure(failure)) }

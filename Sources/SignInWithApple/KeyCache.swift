@@ -1,6 +1,6 @@
 public import Foundation
 #if canImport(FoundationNetworking)
-internal import FoundationNetworking
+    internal import FoundationNetworking
 #endif
 public import WebAuthnCore
 internal import _WebAuthnEncoding

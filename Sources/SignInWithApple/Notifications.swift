@@ -73,14 +73,18 @@ extension AppleNotification {
     /// Verifies a notification body against a key set at `now`: the payload JWS as an
     /// identity token (RS256, `kid`, `iss`, `aud` among the client ids, `iat`, `exp`
     /// when present, with the leeway), then its `events`.
-    public static func verify(body: [UInt8], keys: AppleKeySet, clientIDs: [String], now: Date,
-                              leeway: TimeInterval = 60) throws(WebAuthnError) -> AppleNotification {
+    public static func verify(
+        body: [UInt8], keys: AppleKeySet, clientIDs: [String], now: Date,
+        leeway: TimeInterval = 60
+    ) throws(WebAuthnError) -> AppleNotification {
         let signed = try SignedToken(Array(try payload(fromBody: body).utf8))
         return try verified(signed, key: try keys.key(for: signed.kid), clientIDs: clientIDs, now: now, leeway: leeway)
     }
 
-    package static func verified(_ signed: SignedToken, key: PublicKey, clientIDs: [String], now: Date,
-                                 leeway: TimeInterval) throws(WebAuthnError) -> AppleNotification {
+    package static func verified(
+        _ signed: SignedToken, key: PublicKey, clientIDs: [String], now: Date,
+        leeway: TimeInterval
+    ) throws(WebAuthnError) -> AppleNotification {
         let claims = try signed.verified(with: key, clientIDs: clientIDs, now: now, leeway: leeway, requireExpiry: false)
         let events = try Self.events(claims.object["events"])
         guard let type = events["type"]?.stringValue, !type.isEmpty, type.utf8.count <= 64 else {
@@ -107,9 +111,10 @@ extension AppleNotification {
         } else {
             dedupe = Bytes.hex(Digest.sha256(signed.compact))
         }
-        return AppleNotification(event: Event(type), type: type, sub: sub, audience: claims.audience, email: email,
-                                 isPrivateEmail: isPrivate, eventTime: try eventTime(events["event_time"]),
-                                 issuedAt: claims.issuedAt, dedupeKey: dedupe)
+        return AppleNotification(
+            event: Event(type), type: type, sub: sub, audience: claims.audience, email: email,
+            isPrivateEmail: isPrivate, eventTime: try eventTime(events["event_time"]),
+            issuedAt: claims.issuedAt, dedupeKey: dedupe)
     }
 
     /// `events` is an object, or a string holding one (Apple sends the latter).

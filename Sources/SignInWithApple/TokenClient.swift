@@ -1,6 +1,6 @@
 internal import Foundation
 #if canImport(FoundationNetworking)
-internal import FoundationNetworking
+    internal import FoundationNetworking
 #endif
 public import WebAuthnCore
 internal import _WebAuthnEncoding
@@ -74,8 +74,9 @@ public struct AppleTokenClient: Sendable {
         guard configuration.clientIDs.contains(where: { Bytes.sameUTF8($0, clientID) }) else {
             throw WebAuthnError(.configurationInvalid, "\"\(clientID.prefix(64))\" is not a configured client id")
         }
-        let secret = try AppleClientSecret.make(credentials: credentials, clientID: clientID, now: clock.now(),
-                                                lifetime: configuration.clientSecretLifetime)
+        let secret = try AppleClientSecret.make(
+            credentials: credentials, clientID: clientID, now: clock.now(),
+            lifetime: configuration.clientSecretLifetime)
         var request = URLRequest(url: configuration.endpoint(endpoint))
         request.httpMethod = "POST"
         request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
@@ -87,7 +88,8 @@ public struct AppleTokenClient: Sendable {
     /// An OAuth error answer (`{"error": "invalid_grant"}`) is `apple_request_refused`; anything else is `apple_endpoint_unavailable`.
     static func failure(_ response: AppleHTTP.Response, endpoint: String) -> WebAuthnError {
         if let json = try? JSONValue.parse(response.body, limits: JSONLimits(maxBytes: maxResponseSize, maxDepth: 4)),
-           let error = json["error"]?.stringValue, !error.isEmpty {
+            let error = json["error"]?.stringValue, !error.isEmpty
+        {
             let description = json["error_description"]?.stringValue.map { ": \($0.prefix(200))" } ?? ""
             return WebAuthnError(.appleRequestRefused, "Apple's \(endpoint) endpoint answered \(error.prefix(64))\(description) (HTTP \(response.status))")
         }
@@ -102,14 +104,16 @@ public struct AppleTokenClient: Sendable {
             throw WebAuthnError(.appleEndpointUnavailable, "Apple's token answer is not JSON: \(error.message)")
         }
         guard let access = json["access_token"]?.stringValue, let type = json["token_type"]?.stringValue,
-              let expiresIn = json["expires_in"]?.intValue, expiresIn >= 0 else {
+            let expiresIn = json["expires_in"]?.intValue, expiresIn >= 0
+        else {
             throw WebAuthnError(.appleEndpointUnavailable, "Apple's token answer lacks access_token, token_type or expires_in")
         }
         let refresh = json["refresh_token"], id = json["id_token"]
         guard refresh == nil || refresh?.stringValue != nil, id == nil || id?.stringValue != nil else {
             throw WebAuthnError(.appleEndpointUnavailable, "Apple's token answer has a refresh_token or id_token that is not a string")
         }
-        return AppleTokenResponse(accessToken: access, tokenType: type, expiresIn: expiresIn,
-                                  refreshToken: refresh?.stringValue, idToken: id?.stringValue)
+        return AppleTokenResponse(
+            accessToken: access, tokenType: type, expiresIn: expiresIn,
+            refreshToken: refresh?.stringValue, idToken: id?.stringValue)
     }
 }

@@ -23,15 +23,19 @@ public enum AppleTokenVerifier {
     ///     hex; a token without `nonce` fails whatever its `nonce_supported` says.
     ///   - now: the time to verify at (inject the clock).
     ///   - leeway: how far `exp` and `iat` may be off, in seconds.
-    public static func verifyIdentityToken(_ token: String, keys: AppleKeySet, clientIDs: [String], nonce: String?,
-                                           now: Date, leeway: TimeInterval = 60) throws(WebAuthnError) -> AppleIdentityToken {
+    public static func verifyIdentityToken(
+        _ token: String, keys: AppleKeySet, clientIDs: [String], nonce: String?,
+        now: Date, leeway: TimeInterval = 60
+    ) throws(WebAuthnError) -> AppleIdentityToken {
         let signed = try SignedToken(Array(token.utf8))
         let key = try keys.key(for: signed.kid)
         return try identityToken(signed, key: key, clientIDs: clientIDs, nonce: nonce, now: now, leeway: leeway)
     }
 
-    package static func identityToken(_ signed: SignedToken, key: PublicKey, clientIDs: [String], nonce: String?,
-                                      now: Date, leeway: TimeInterval) throws(WebAuthnError) -> AppleIdentityToken {
+    package static func identityToken(
+        _ signed: SignedToken, key: PublicKey, clientIDs: [String], nonce: String?,
+        now: Date, leeway: TimeInterval
+    ) throws(WebAuthnError) -> AppleIdentityToken {
         let claims = try signed.verified(with: key, clientIDs: clientIDs, now: now, leeway: leeway, requireExpiry: true)
         let c = claims.object
         guard let sub = c["sub"]?.stringValue, !sub.isEmpty, sub.utf8.count <= 255 else {
@@ -110,7 +114,9 @@ package struct SignedToken {
         }
         // Exactly RS256: JWS accepts other algorithms (ES256, PS256...) that Apple never uses.
         guard let alg = jws.header["alg"]?.stringValue, Bytes.sameUTF8(alg, "RS256"), jws.algorithm == .rs256 else {
-            throw WebAuthnError(.appleTokenMalformed, "the token's alg is \(jws.header["alg"]?.stringValue.map { "\"\($0.prefix(16))\"" } ?? "missing"); only RS256 is accepted")
+            throw WebAuthnError(
+                .appleTokenMalformed, "the token's alg is \(jws.header["alg"]?.stringValue.map { "\"\($0.prefix(16))\"" } ?? "missing"); only RS256 is accepted"
+            )
         }
         guard jws.header["crit"] == nil else { throw WebAuthnError(.appleTokenMalformed, "the token's header has crit, which is refused") }
         guard let kid = jws.header["kid"]?.stringValue, !kid.isEmpty else {
@@ -130,14 +136,18 @@ package struct SignedToken {
     }
 
     /// Verifies the signature, then `iss`, `aud`, `iat` and `exp` (`exp` optional when `requireExpiry` is false).
-    package func verified(with key: PublicKey, clientIDs: [String], now: Date, leeway: TimeInterval,
-                          requireExpiry: Bool) throws(WebAuthnError) -> Claims {
+    package func verified(
+        with key: PublicKey, clientIDs: [String], now: Date, leeway: TimeInterval,
+        requireExpiry: Bool
+    ) throws(WebAuthnError) -> Claims {
         guard key.verify(signature: jws.signature, parts: [jws.signingInput], algorithm: .rs256) else {
             throw WebAuthnError(.appleTokenSignatureInvalid, "the token's RS256 signature does not verify with Apple key \"\(kid.prefix(64))\"")
         }
         let c = jws.payload.objectValue ?? JSONObject()
         guard let iss = c["iss"]?.stringValue, Bytes.sameUTF8(iss, SignInWithAppleConfiguration.issuer) else {
-            throw WebAuthnError(.appleTokenClaimInvalid, "iss is \(c["iss"]?.stringValue.map { "\"\($0.prefix(64))\"" } ?? "missing"); expected \(SignInWithAppleConfiguration.issuer)")
+            throw WebAuthnError(
+                .appleTokenClaimInvalid,
+                "iss is \(c["iss"]?.stringValue.map { "\"\($0.prefix(64))\"" } ?? "missing"); expected \(SignInWithAppleConfiguration.issuer)")
         }
         let audience: String
         switch c["aud"] {

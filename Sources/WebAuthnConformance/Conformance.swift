@@ -1,6 +1,6 @@
 public import Foundation
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 public import WebAuthnCore
 public import WebAuthnTesting
@@ -62,8 +62,10 @@ public enum ConformanceSuite {
         /// The report as JSON (`passed`, `failed`, `cases`).
         public var jsonBytes: [UInt8] {
             let list: [JSONValue] = cases.map { c in
-                ["id": .string(c.id), "intent": .string(c.intent), "passed": .bool(c.passed),
-                 "reason": c.reason.map { .string($0) } ?? .null, "serverRefusal": c.serverRefusal.map { .string($0) } ?? .null]
+                [
+                    "id": .string(c.id), "intent": .string(c.intent), "passed": .bool(c.passed),
+                    "reason": c.reason.map { .string($0) } ?? .null, "serverRefusal": c.serverRefusal.map { .string($0) } ?? .null,
+                ]
             }
             return JSONValue.object(["passed": .number(Double(passed)), "failed": .number(Double(failed)), "cases": .array(list)]).serializedBytes()
         }
@@ -92,8 +94,9 @@ public enum ConformanceSuite {
             } catch {
                 outcome = "\(error)"
             }
-            let result = CaseResult(id: testCase.id, intent: testCase.intent, passed: outcome == nil, reason: outcome,
-                                    serverRefusal: testCase.id.contains(" F-") ? refusals.last : nil)
+            let result = CaseResult(
+                id: testCase.id, intent: testCase.intent, passed: outcome == nil, reason: outcome,
+                serverRefusal: testCase.id.contains(" F-") ? refusals.last : nil)
             progress(result)
             results.append(result)
         }
@@ -121,9 +124,11 @@ struct ConformancePKI: Sendable {
     /// A decoded BLOB payload with one entry per status authenticator.
     static func statusPayload(_ authority: AttestationAuthority) -> JSONValue {
         let entries: [JSONValue] = statusAuthenticators.map { item in
-            ["aaguid": .string(item.aaguid.description),
-             "metadataStatement": authority.metadataStatement(aaguid: item.aaguid, description: "webauthn conformance runner authenticator, \(item.status)"),
-             "statusReports": [["status": .string(item.status), "effectiveDate": "2024-01-01"]]]
+            [
+                "aaguid": .string(item.aaguid.description),
+                "metadataStatement": authority.metadataStatement(aaguid: item.aaguid, description: "webauthn conformance runner authenticator, \(item.status)"),
+                "statusReports": [["status": .string(item.status), "effectiveDate": "2024-01-01"]],
+            ]
         }
         return ["no": 1, "entries": .array(entries)]
     }
@@ -134,10 +139,18 @@ struct ConformancePKI: Sendable {
     /// status payload.
     static func statements(_ authority: AttestationAuthority) -> [(String, JSONValue)] {
         [
-            ("runner-packed.json", authority.metadataStatement(aaguid: aaguid, description: "webauthn conformance runner authenticator",
-                                                               attestationTypes: ["basic_full", "attca", "anonca"])),
-            ("runner-self.json", authority.metadataStatement(aaguid: selfAAGUID, description: "webauthn conformance runner self-attestation authenticator",
-                                                             attestationTypes: ["basic_surrogate"])),
+            (
+                "runner-packed.json",
+                authority.metadataStatement(
+                    aaguid: aaguid, description: "webauthn conformance runner authenticator",
+                    attestationTypes: ["basic_full", "attca", "anonca"])
+            ),
+            (
+                "runner-self.json",
+                authority.metadataStatement(
+                    aaguid: selfAAGUID, description: "webauthn conformance runner self-attestation authenticator",
+                    attestationTypes: ["basic_surrogate"])
+            ),
             ("runner-status.json", statusPayload(authority)),
             ("runner-u2f.json", authority.metadataStatement(aaguid: nil, description: "webauthn conformance runner U2F authenticator")),
         ]
@@ -150,8 +163,9 @@ struct ConformancePKI: Sendable {
         func path(_ name: String) -> String { (folder as NSString).appendingPathComponent(name) }
         let authority: AttestationAuthority
         if let rootKey = try? String(contentsOfFile: path("runner-root.key.pem"), encoding: .utf8),
-           let attestationKey = try? String(contentsOfFile: path("runner-attestation.key.pem"), encoding: .utf8),
-           let root = FileManager.default.contents(atPath: path("runner-root.cert.der")) {
+            let attestationKey = try? String(contentsOfFile: path("runner-attestation.key.pem"), encoding: .utf8),
+            let root = FileManager.default.contents(atPath: path("runner-root.cert.der"))
+        {
             authority = try AttestationAuthority(rootKeyPEM: rootKey, rootCertificateDER: [UInt8](root), attestationKeyPEM: attestationKey)
         } else {
             authority = try AttestationAuthority.generate(name: "webauthn conformance runner")

@@ -17,21 +17,25 @@ extension CaseList {
             assertion("\(asr)-Resp-1 F-\(n)", intent, passes: false, json: edit)
         }
         assertion("\(asr)-Resp-1 F-12", "an assertion without authenticatorData fails", passes: false, json: response(Edits.without("authenticatorData")))
-        assertion("\(asr)-Resp-1 F-13", "an authenticatorData that is not a string fails", passes: false, json: response(Edits.setting("authenticatorData", ["x"])))
-        assertion("\(asr)-Resp-1 F-14", "an authenticatorData that is not base64url fails", passes: false, json: response(Edits.setting("authenticatorData", "!!!")))
+        assertion(
+            "\(asr)-Resp-1 F-13", "an authenticatorData that is not a string fails", passes: false, json: response(Edits.setting("authenticatorData", ["x"])))
+        assertion(
+            "\(asr)-Resp-1 F-14", "an authenticatorData that is not base64url fails", passes: false, json: response(Edits.setting("authenticatorData", "!!!")))
         assertion("\(asr)-Resp-1 F-15", "an empty authenticatorData fails", passes: false, json: response(Edits.setting("authenticatorData", "")))
         assertion("\(asr)-Resp-1 F-16", "an assertion without signature fails", passes: false, json: response(Edits.without("signature")))
         assertion("\(asr)-Resp-1 F-17", "a signature that is not a string fails", passes: false, json: response(Edits.setting("signature", 9)))
         assertion("\(asr)-Resp-1 F-18", "a signature that is not base64url fails", passes: false, json: response(Edits.setting("signature", "!!!")))
         assertion("\(asr)-Resp-1 F-19", "an empty signature fails", passes: false, json: response(Edits.setting("signature", "")))
-        assertion("\(asr)-Resp-1 F-20", "a signature that does not verify fails", passes: false, resign: false, edit: { $0.signature[$0.signature.count / 2] ^= 1 })
+        assertion(
+            "\(asr)-Resp-1 F-20", "a signature that does not verify fails", passes: false, resign: false, edit: { $0.signature[$0.signature.count / 2] ^= 1 })
         assertion("\(asr)-Resp-1 F-21", "a userHandle that is not a string fails", passes: false, json: response(Edits.setting("userHandle", 5)))
         assertion("API-AssertionJSON F-1", "an empty id fails", passes: false, json: Edits.setting("id", ""))
         for (n, intent, edit) in Self.clientDataDefects(expectedType: "webauthn.get") {
             assertion("\(asr)-Resp-2 F-\(n)", intent, passes: false, edit: { edit(&$0.clientData, &$0.clientDataOverride) })
         }
-        assertion("L3-5.8.1 P-2", "an assertion whose clientData tokenBinding is not an object verifies (reserved in L3; the list's Resp-2 F-15 expects a failure)",
-                  passes: true, edit: { $0.clientData.extraJSON = #""tokenBinding":"unused""# })
+        assertion(
+            "L3-5.8.1 P-2", "an assertion whose clientData tokenBinding is not an object verifies (reserved in L3; the list's Resp-2 F-15 expects a failure)",
+            passes: true, edit: { $0.clientData.extraJSON = #""tokenBinding":"unused""# })
         add("\(asr)-Resp-3 P-1", "an authenticator without a counter (always 0) signs in again and again") {
             let (c, name, key, credential) = try await r.registered(passkey())
             for _ in 0..<2 {
@@ -40,16 +44,21 @@ extension CaseList {
             }
         }
         assertion("\(asr)-Resp-3 P-2", "UV set when userVerification is required verifies", passes: true, key: passkey, userVerification: "required")
-        assertion("\(asr)-Resp-3 P-3", "UP and UV set when userVerification is required verifies", passes: true, userVerification: "required",
-                  edit: { $0.authenticatorData.flags.formUnion([.userPresent, .userVerified]) })
+        assertion(
+            "\(asr)-Resp-3 P-3", "UP and UV set when userVerification is required verifies", passes: true, userVerification: "required",
+            edit: { $0.authenticatorData.flags.formUnion([.userPresent, .userVerified]) })
         assertion("\(asr)-Resp-3 P-5", "UP set with userVerification discouraged verifies", passes: true, userVerification: "discouraged")
         assertion("\(asr)-Resp-3 P-6", "UV set despite userVerification discouraged verifies", passes: true, key: passkey, userVerification: "discouraged")
-        assertion("\(asr)-Resp-3 P-8", "authenticator extension data with ED set verifies", passes: true,
-                  edit: { $0.authenticatorData.extensions = .map([CBORPair(.text("example.extension"), .text("test"))]) })
+        assertion(
+            "\(asr)-Resp-3 P-8", "authenticator extension data with ED set verifies", passes: true,
+            edit: { $0.authenticatorData.extensions = .map([CBORPair(.text("example.extension"), .text("test"))]) })
         assertion("\(asr)-Resp-3 F-1", "authenticatorData with leftover bytes fails", passes: false, edit: { $0.authenticatorData.trailing = [0] })
-        assertion("\(asr)-Resp-3 F-2", "a wrong rpIdHash fails", passes: false, edit: { $0.authenticatorData.rpIdHash = Digest.sha256(Array("attacker.example".utf8)) })
-        assertion("\(asr)-Resp-3 F-3", "a signature over another clientDataHash fails", passes: false, resign: false,
-                  edit: { $0.clientData.extraJSON = #""x":1"# })
+        assertion(
+            "\(asr)-Resp-3 F-2", "a wrong rpIdHash fails", passes: false,
+            edit: { $0.authenticatorData.rpIdHash = Digest.sha256(Array("attacker.example".utf8)) })
+        assertion(
+            "\(asr)-Resp-3 F-3", "a signature over another clientDataHash fails", passes: false, resign: false,
+            edit: { $0.clientData.extraJSON = #""x":1"# })
         add("\(asr)-Resp-3 F-4", "a counter that does not increase fails (once it is non-zero)") {
             let (c, name, key, credential) = try await r.registered()
             let (first, parts) = try await r.signIn(c, username: name, authenticator: key, credential: credential)
@@ -60,8 +69,9 @@ extension CaseList {
         }
         assertion("\(asr)-Resp-3 F-5", "UP without UV when userVerification is required fails", passes: false, userVerification: "required")
 
-        assertion("L3-7.2-16 F-1", "UP clear fails (the list's Resp-3 P-4/P-7 expect success; L3 §7.2 step 16 requires UP)", passes: false,
-                  edit: { $0.authenticatorData.flags.remove(.userPresent) })
+        assertion(
+            "L3-7.2-16 F-1", "UP clear fails (the list's Resp-3 P-4/P-7 expect success; L3 §7.2 step 16 requires UP)", passes: false,
+            edit: { $0.authenticatorData.flags.remove(.userPresent) })
         add("L3-7.2-11 F-1", "a replayed assertion fails") {
             let (c, name, key, credential) = try await r.registered()
             let (first, parts) = try await r.signIn(c, username: name, authenticator: key, credential: credential)

@@ -49,27 +49,33 @@ final class CaseList {
     /// A registration case: a security key registers (after `edit` and `json`); it must succeed or fail properly.
     /// The authenticator has `aaguid`; by default packed self attestation comes from the runner's
     /// self-attestation authenticator (its metadata says so), the rest from its security key.
-    func registration(_ id: String, _ intent: String, passes: Bool, algorithm: COSEAlgorithm = .es256,
-                      attestation a: SoftwareAuthenticator.Attestation = .none, defect: SoftwareAuthenticator.StatementDefect? = nil,
-                      options: JSONObject = [:], aaguid: AAGUID? = nil, credentialIdLength: Int = 32,
-                      edit: @escaping @Sendable (inout RegistrationParts) throws -> Void = { _ in }, json: @escaping JSONEdit = { _ in }) {
+    func registration(
+        _ id: String, _ intent: String, passes: Bool, algorithm: COSEAlgorithm = .es256,
+        attestation a: SoftwareAuthenticator.Attestation = .none, defect: SoftwareAuthenticator.StatementDefect? = nil,
+        options: JSONObject = [:], aaguid: AAGUID? = nil, credentialIdLength: Int = 32,
+        edit: @escaping @Sendable (inout RegistrationParts) throws -> Void = { _ in }, json: @escaping JSONEdit = { _ in }
+    ) {
         let selfAttesting = if case .packedSelf = a { true } else { false }
         add(id, intent) { [r] in
             let authenticator = r.securityKey(aaguid: aaguid ?? (selfAttesting ? ConformancePKI.selfAAGUID : ConformancePKI.aaguid))
-            let (reply, _) = try await r.register(r.client(), username: r.uniqueName("u"), authenticator: authenticator, algorithm: algorithm,
-                                                  attestation: a, options: options, defect: defect, credentialIdLength: credentialIdLength,
-                                                  edit: edit, json: json)
+            let (reply, _) = try await r.register(
+                r.client(), username: r.uniqueName("u"), authenticator: authenticator, algorithm: algorithm,
+                attestation: a, options: options, defect: defect, credentialIdLength: credentialIdLength,
+                edit: edit, json: json)
             try reply.expect(passes: passes)
         }
     }
 
     /// An assertion case: a registered credential signs in (after `edit` and `json`); it must succeed or fail properly.
-    func assertion(_ id: String, _ intent: String, passes: Bool, key: (@Sendable () -> SoftwareAuthenticator)? = nil, userVerification: String? = nil,
-                   resign: Bool = true, edit: @escaping @Sendable (inout AssertionParts) throws -> Void = { _ in }, json: @escaping JSONEdit = { _ in }) {
+    func assertion(
+        _ id: String, _ intent: String, passes: Bool, key: (@Sendable () -> SoftwareAuthenticator)? = nil, userVerification: String? = nil,
+        resign: Bool = true, edit: @escaping @Sendable (inout AssertionParts) throws -> Void = { _ in }, json: @escaping JSONEdit = { _ in }
+    ) {
         add(id, intent) { [r] in
             let (c, name, authenticator, credential) = try await r.registered(key?())
-            let (reply, _) = try await r.signIn(c, username: name, authenticator: authenticator, credential: credential, resign: resign,
-                                                userVerification: userVerification, edit: edit, json: json)
+            let (reply, _) = try await r.signIn(
+                c, username: name, authenticator: authenticator, credential: credential, resign: resign,
+                userVerification: userVerification, edit: edit, json: json)
             try reply.expect(passes: passes)
         }
     }

@@ -32,7 +32,9 @@ enum ConformanceMDS {
     /// Writes `folder`/mds: the BLOBs, the signing root (mds-root.pem) and the CRLs (*.crl, DER).
     static func write(folder: String, authority: AttestationAuthority) throws {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        func write(_ name: String, _ bytes: [UInt8]) throws { try Data(bytes).write(to: URL(fileURLWithPath: (folder as NSString).appendingPathComponent(name))) }
+        func write(_ name: String, _ bytes: [UInt8]) throws {
+            try Data(bytes).write(to: URL(fileURLWithPath: (folder as NSString).appendingPathComponent(name)))
+        }
         func ca(_ name: String, serial: UInt64, key: SigningKey, issuer: X509Certificate?, issuerKey: SigningKey) throws -> X509Certificate {
             var b = CertificateBuilder.certificateAuthority(organization: "webauthn conformance runner", name: name)
             b.serial = serial
@@ -64,16 +66,21 @@ enum ConformanceMDS {
             let status = item.file == "bad-report" ? "ATTESTATION_KEY_COMPROMISE" : "FIDO_CERTIFIED"
             let payload: JSONValue = [
                 "legalHeader": "webauthn conformance runner test metadata; not FIDO's", "no": .number(Double(i + 1)), "nextUpdate": "2099-01-01",
-                "entries": [["aaguid": .string(item.aaguid.description),
-                             "metadataStatement": authority.metadataStatement(aaguid: item.aaguid, description: "webauthn conformance runner MDS \(item.file)"),
-                             "statusReports": [["status": .string(status), "effectiveDate": "2024-01-01"]], "timeOfLastStatusChange": "2024-01-01"]],
+                "entries": [
+                    [
+                        "aaguid": .string(item.aaguid.description),
+                        "metadataStatement": authority.metadataStatement(aaguid: item.aaguid, description: "webauthn conformance runner MDS \(item.file)"),
+                        "statusReports": [["status": .string(status), "effectiveDate": "2024-01-01"]], "timeOfLastStatusChange": "2024-01-01",
+                    ]
+                ],
             ]
-            let (cert, key, chain): (X509Certificate, SigningKey, [X509Certificate]) = switch item.file {
-            case "bad-chain": (foreign.0, foreign.1, [stranger])
-            case "revoked-intermediate": (underRevoked.0, underRevoked.1, [i2])
-            case "revoked-signer": (revoked.0, revoked.1, [i1])
-            default: (good.0, good.1, [i1])
-            }
+            let (cert, key, chain): (X509Certificate, SigningKey, [X509Certificate]) =
+                switch item.file {
+                case "bad-chain": (foreign.0, foreign.1, [stranger])
+                case "revoked-intermediate": (underRevoked.0, underRevoked.1, [i2])
+                case "revoked-signer": (revoked.0, revoked.1, [i1])
+                default: (good.0, good.1, [i1])
+                }
             var jws = try JWSWriter.compact(payload, key: key, x5c: [cert] + chain, type: "JWT")
             if item.file == "bad-signature" { jws[jws.count - 5] = jws[jws.count - 5] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A") }
             try write("\(item.file).jwt", jws)

@@ -1,6 +1,6 @@
 public import Foundation
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 public import WebAuthnCore
 public import WebAuthnTesting
@@ -98,21 +98,25 @@ final class ConformanceRunner: Sendable {
     func uniqueName(_ prefix: String) -> String { "\(prefix)-\(Base64URL.encode(SecureRandom.bytes(6)))" }
 
     /// Asks for creation options and answers them with `authenticator`, after `edit`.
-    func register(_ client: Client, username: String, authenticator: SoftwareAuthenticator, algorithm: COSEAlgorithm = .es256,
-                  attestation: SoftwareAuthenticator.Attestation = .none, options extra: JSONObject = [:],
-                  defect: SoftwareAuthenticator.StatementDefect? = nil, credentialIdLength: Int = 32,
-                  edit: (inout RegistrationParts) throws -> Void = { _ in },
-                  json jsonEdit: (inout JSONObject) -> Void = { _ in }) async throws -> (Reply, RegistrationParts) {
+    func register(
+        _ client: Client, username: String, authenticator: SoftwareAuthenticator, algorithm: COSEAlgorithm = .es256,
+        attestation: SoftwareAuthenticator.Attestation = .none, options extra: JSONObject = [:],
+        defect: SoftwareAuthenticator.StatementDefect? = nil, credentialIdLength: Int = 32,
+        edit: (inout RegistrationParts) throws -> Void = { _ in },
+        json jsonEdit: (inout JSONObject) -> Void = { _ in }
+    ) async throws -> (Reply, RegistrationParts) {
         var body: JSONObject = ["username": .string(username), "displayName": .string(username), "attestation": "direct"]
         for m in extra.members { body[m.key] = m.value }
         let options = try await client.post("/attestation/options", .object(body))
         try check(options.ok, "attestation/options failed: \(options.message)")
         guard let challenge = options["challenge"]?.stringValue.flatMap(Base64URL.decode),
-              let user = options["user"]?["id"]?.stringValue.flatMap(Base64URL.decode) else {
+            let user = options["user"]?["id"]?.stringValue.flatMap(Base64URL.decode)
+        else {
             throw CaseFailure("attestation/options has no base64url challenge or user.id")
         }
-        var parts = try authenticator.register(rpId: rpId, origin: origin, challenge: challenge, userHandle: user,
-                                               algorithm: algorithm, attestation: attestation, credentialIdLength: credentialIdLength)
+        var parts = try authenticator.register(
+            rpId: rpId, origin: origin, challenge: challenge, userHandle: user,
+            algorithm: algorithm, attestation: attestation, credentialIdLength: credentialIdLength)
         try edit(&parts)
         if let defect { try authenticator.restate(&parts, attestation, defect: defect) }
         var object = parts.conformanceJSON.objectValue!
@@ -121,9 +125,11 @@ final class ConformanceRunner: Sendable {
     }
 
     /// Asks for request options and answers them, after `edit` (re-signed unless `resign` is false).
-    func signIn(_ client: Client, username: String?, authenticator: SoftwareAuthenticator, credential: [UInt8],
-                resign: Bool = true, userVerification: String? = nil, edit: (inout AssertionParts) throws -> Void = { _ in },
-                json jsonEdit: (inout JSONObject) -> Void = { _ in }) async throws -> (Reply, AssertionParts) {
+    func signIn(
+        _ client: Client, username: String?, authenticator: SoftwareAuthenticator, credential: [UInt8],
+        resign: Bool = true, userVerification: String? = nil, edit: (inout AssertionParts) throws -> Void = { _ in },
+        json jsonEdit: (inout JSONObject) -> Void = { _ in }
+    ) async throws -> (Reply, AssertionParts) {
         var request: JSONObject = [:]
         if let username { request["username"] = .string(username) }
         if let userVerification { request["userVerification"] = .string(userVerification) }

@@ -35,8 +35,10 @@ public struct FIDOMetadata: Sendable {
             self.init(x509Roots: roots?.map(\.x509), crls: revocationLists.map(\.crl), refuseStale: refuseStale, minimumSerial: minimumSerial)
         }
 
-        package init(x509Roots roots: [X509Certificate]?,
-                     crls: [CertificateRevocationList] = [], refuseStale: Bool = true, minimumSerial: Int = 0) {
+        package init(
+            x509Roots roots: [X509Certificate]?,
+            crls: [CertificateRevocationList] = [], refuseStale: Bool = true, minimumSerial: Int = 0
+        ) {
             self.roots = roots ?? [Self.fidoMDSRoot.x509]
             self.crls = crls
             self.refuseStale = refuseStale
@@ -68,7 +70,11 @@ public struct FIDOMetadata: Sendable {
                     let payload = try payload(json)
                     entries += payload.entries
                     skipped += payload.skipped
-                } else if let entry = try? statementEntry(json, status: nil) { entries.append(entry) } else { skipped += 1 }
+                } else if let entry = try? statementEntry(json, status: nil) {
+                    entries.append(entry)
+                } else {
+                    skipped += 1
+                }
             }
             return FIDOMetadata(serial: nil, nextUpdate: nil, entries: entries, skipped: skipped)
         }
@@ -178,7 +184,8 @@ public struct FIDOMetadata: Sendable {
 
     package static func read(_ path: String) throws(WebAuthnError) -> [UInt8] {
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
-              let size = attributes[.size] as? Int, size <= maxSize, let data = FileManager.default.contents(atPath: path) else {
+            let size = attributes[.size] as? Int, size <= maxSize, let data = FileManager.default.contents(atPath: path)
+        else {
             throw WebAuthnError(.metadataInvalid, "cannot read \(path) (or it is larger than \(maxSize) bytes)")
         }
         return [UInt8](data)

@@ -2,9 +2,9 @@ internal import CPostgreSQL
 import Dispatch
 public import Foundation
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 public import WebAuthnCore
 package import _WebAuthnEncoding
@@ -22,8 +22,9 @@ struct PostgresSettings: Sendable {
         let (seconds, attoseconds) = duration.components
         let (ms, overflow) = seconds.multipliedReportingOverflow(by: 1000)
         guard seconds >= 0, attoseconds >= 0, !overflow,
-              case let (total, carry) = ms.addingReportingOverflow((attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000), !carry,
-              let milliseconds = Int32(exactly: total) else {
+            case let (total, carry) = ms.addingReportingOverflow((attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000), !carry,
+            let milliseconds = Int32(exactly: total)
+        else {
             throw WebAuthnError(.configurationInvalid, "a statement timeout must be 0 to \(Int32.max) ms; got \(duration)")
         }
         return milliseconds
@@ -224,9 +225,10 @@ final class PostgresConnection: @unchecked Sendable {
                 rows = Self.rows(result)
             } else {
                 func field(_ code: Int32) -> String? { PQresultErrorField(result, code).map { String(cString: $0) } }
-                failure = Failure(sqlState: field(PGDiag.sqlState) ?? "",
-                                  message: String(cString: PQresultErrorMessage(result)).trimmingCharacters(in: .whitespacesAndNewlines),
-                                  table: field(PGDiag.tableName), constraint: field(PGDiag.constraintName))
+                failure = Failure(
+                    sqlState: field(PGDiag.sqlState) ?? "",
+                    message: String(cString: PQresultErrorMessage(result)).trimmingCharacters(in: .whitespacesAndNewlines),
+                    table: field(PGDiag.tableName), constraint: field(PGDiag.constraintName))
             }
         }
         if PQstatus(connection) != CONNECTION_OK || failure?.endsSession == true {

@@ -5,50 +5,62 @@ import WebAuthnCore
 enum PostgresMigrations {
     static let lockKey = "727274"  // any constant shared by all instances
     static let migrations: [(version: Int, statements: [String])] = [
-        (1, [
-            "CREATE TABLE accounts (name TEXT PRIMARY KEY, handle BYTEA NOT NULL UNIQUE, display_name TEXT NOT NULL)",
-            """
-            CREATE TABLE credentials (
-                id BYTEA PRIMARY KEY, user_handle BYTEA NOT NULL, public_key BYTEA NOT NULL, sign_count BIGINT NOT NULL,
-                transports TEXT NOT NULL, uv_initialized BOOLEAN NOT NULL, backup_eligible BOOLEAN NOT NULL, backup_state BOOLEAN NOT NULL,
-                aaguid BYTEA NOT NULL, attestation_format TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL, last_used_at DOUBLE PRECISION
-            )
-            """,
-            "CREATE INDEX credentials_by_user ON credentials (user_handle)",
-            "CREATE TABLE challenges (challenge BYTEA PRIMARY KEY, ceremony TEXT NOT NULL, expires_at DOUBLE PRECISION NOT NULL)",
-        ]),
+        (
+            1,
+            [
+                "CREATE TABLE accounts (name TEXT PRIMARY KEY, handle BYTEA NOT NULL UNIQUE, display_name TEXT NOT NULL)",
+                """
+                CREATE TABLE credentials (
+                    id BYTEA PRIMARY KEY, user_handle BYTEA NOT NULL, public_key BYTEA NOT NULL, sign_count BIGINT NOT NULL,
+                    transports TEXT NOT NULL, uv_initialized BOOLEAN NOT NULL, backup_eligible BOOLEAN NOT NULL, backup_state BOOLEAN NOT NULL,
+                    aaguid BYTEA NOT NULL, attestation_format TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL, last_used_at DOUBLE PRECISION
+                )
+                """,
+                "CREATE INDEX credentials_by_user ON credentials (user_handle)",
+                "CREATE TABLE challenges (challenge BYTEA PRIMARY KEY, ceremony TEXT NOT NULL, expires_at DOUBLE PRECISION NOT NULL)",
+            ]
+        ),
         // Look-alike keys (filled by `afterStatements`), session-bound ceremonies swept by an
         // expiry index, signed-in sessions shared by every instance.
-        (2, [
-            "ALTER TABLE accounts ADD COLUMN name_key TEXT",
-            "CREATE UNIQUE INDEX accounts_by_key ON accounts (name_key)",
-            "ALTER TABLE challenges ADD COLUMN binding BYTEA",
-            "CREATE INDEX challenges_by_expiry ON challenges (expires_at)",
-            "CREATE INDEX challenges_by_binding ON challenges (binding, expires_at)",
-            """
-            CREATE TABLE sessions (
-                id_hash BYTEA PRIMARY KEY, user_handle BYTEA NOT NULL, created_at DOUBLE PRECISION NOT NULL,
-                authenticated_at DOUBLE PRECISION NOT NULL, expires_at DOUBLE PRECISION NOT NULL
-            )
-            """,
-            "CREATE INDEX sessions_by_user ON sessions (user_handle, created_at)",
-            "CREATE INDEX sessions_by_expiry ON sessions (expires_at)",
-        ]),
+        (
+            2,
+            [
+                "ALTER TABLE accounts ADD COLUMN name_key TEXT",
+                "CREATE UNIQUE INDEX accounts_by_key ON accounts (name_key)",
+                "ALTER TABLE challenges ADD COLUMN binding BYTEA",
+                "CREATE INDEX challenges_by_expiry ON challenges (expires_at)",
+                "CREATE INDEX challenges_by_binding ON challenges (binding, expires_at)",
+                """
+                CREATE TABLE sessions (
+                    id_hash BYTEA PRIMARY KEY, user_handle BYTEA NOT NULL, created_at DOUBLE PRECISION NOT NULL,
+                    authenticated_at DOUBLE PRECISION NOT NULL, expires_at DOUBLE PRECISION NOT NULL
+                )
+                """,
+                "CREATE INDEX sessions_by_user ON sessions (user_handle, created_at)",
+                "CREATE INDEX sessions_by_expiry ON sessions (expires_at)",
+            ]
+        ),
         // Settings the servers keep with their data, such as a generated server secret.
-        (3, [
-            "CREATE TABLE settings (name TEXT PRIMARY KEY, value BYTEA NOT NULL)",
-        ]),
+        (
+            3,
+            [
+                "CREATE TABLE settings (name TEXT PRIMARY KEY, value BYTEA NOT NULL)"
+            ]
+        ),
         // Identities linked from other providers (Sign in with Apple), unique by provider and subject.
-        (4, [
-            """
-            CREATE TABLE identities (
-                provider TEXT NOT NULL, subject TEXT NOT NULL, user_handle BYTEA NOT NULL, email TEXT, email_verified BOOLEAN,
-                is_private_email BOOLEAN, refresh_token BYTEA, created_at DOUBLE PRECISION NOT NULL, updated_at DOUBLE PRECISION NOT NULL,
-                PRIMARY KEY (provider, subject)
-            )
-            """,
-            "CREATE INDEX identities_by_user ON identities (user_handle, created_at)",
-        ]),
+        (
+            4,
+            [
+                """
+                CREATE TABLE identities (
+                    provider TEXT NOT NULL, subject TEXT NOT NULL, user_handle BYTEA NOT NULL, email TEXT, email_verified BOOLEAN,
+                    is_private_email BOOLEAN, refresh_token BYTEA, created_at DOUBLE PRECISION NOT NULL, updated_at DOUBLE PRECISION NOT NULL,
+                    PRIMARY KEY (provider, subject)
+                )
+                """,
+                "CREATE INDEX identities_by_user ON identities (user_handle, created_at)",
+            ]
+        ),
     ]
 
     /// Work a migration needs beyond SQL, in its transaction: look-alike keys

@@ -54,18 +54,22 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
 
     /// The user's credentials, oldest first.
     public func credentials(forUser userHandle: [UInt8]) async throws -> [CredentialRecord] {
-        try await pool.query("SELECT \(CredentialColumn.list) FROM credentials WHERE user_handle = $1 ORDER BY created_at", [PGText.bytea(userHandle)], retry: .idempotent)
-            .map(Self.record)
+        try await pool.query(
+            "SELECT \(CredentialColumn.list) FROM credentials WHERE user_handle = $1 ORDER BY created_at", [PGText.bytea(userHandle)], retry: .idempotent
+        )
+        .map(Self.record)
     }
 
     /// Stores a new record in one `INSERT`; throws `credential_already_registered`
     /// when the ID exists.
     public func insert(_ r: CredentialRecord) async throws {
         do {
-            _ = try await pool.query("INSERT INTO credentials (\(CredentialColumn.list)) VALUES (\(Self.parameters(1...CredentialColumn.allCases.count)))",
-                                     r.values().map(PGText.value))
+            _ = try await pool.query(
+                "INSERT INTO credentials (\(CredentialColumn.list)) VALUES (\(Self.parameters(1...CredentialColumn.allCases.count)))",
+                r.values().map(PGText.value))
         } catch let error as PostgresConnection.Failure where error.isUniqueViolation {
-            throw WebAuthnError(.credentialAlreadyRegistered, "credential \(Base64URL.encode(r.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
+            throw WebAuthnError(
+                .credentialAlreadyRegistered, "credential \(Base64URL.encode(r.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
         }
     }
 
@@ -95,8 +99,10 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
     /// Keeps a ceremony under its challenge (replacing one under the same challenge),
     /// dropping its binding's oldest beyond ``PendingCeremony/maxPerBinding`` in the same statement.
     public func insert(_ ceremony: PendingCeremony) async throws {
-        let values: [String?] = [PGText.bytea(ceremony.challenge), ceremony.json.serialized(), PGText.double(ceremony.expiresAt.timeIntervalSince1970),
-                                 ceremony.binding.map(PGText.bytea)]
+        let values: [String?] = [
+            PGText.bytea(ceremony.challenge), ceremony.json.serialized(), PGText.double(ceremony.expiresAt.timeIntervalSince1970),
+            ceremony.binding.map(PGText.bytea),
+        ]
         guard ceremony.binding != nil else {
             _ = try await pool.query(
                 "INSERT INTO challenges (challenge, ceremony, expires_at, binding) VALUES ($1, $2, $3, $4) ON CONFLICT (challenge) DO UPDATE SET ceremony = EXCLUDED.ceremony, expires_at = EXCLUDED.expires_at",
@@ -142,12 +148,14 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
 
     /// The account whose name has the same look-alike key as `name`, if any.
     public func account(named name: String) async throws -> UserEntity? {
-        try await pool.query("SELECT name, handle, display_name FROM accounts WHERE name_key = $1", [UserName.lookalikeKey(name)], retry: .idempotent).first.map(Self.account)
+        try await pool.query("SELECT name, handle, display_name FROM accounts WHERE name_key = $1", [UserName.lookalikeKey(name)], retry: .idempotent).first
+            .map(Self.account)
     }
 
     /// The account with this user handle, if any.
     public func account(handle: [UInt8]) async throws -> UserEntity? {
-        try await pool.query("SELECT name, handle, display_name FROM accounts WHERE handle = $1", [PGText.bytea(handle)], retry: .idempotent).first.map(Self.account)
+        try await pool.query("SELECT name, handle, display_name FROM accounts WHERE handle = $1", [PGText.bytea(handle)], retry: .idempotent).first.map(
+            Self.account)
     }
 
     /// Creates `user` with its first credential in one statement, both or neither.
@@ -176,7 +184,8 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
         } catch let error as PostgresConnection.Failure where error.isUniqueViolation {
             // The account is inserted first; a duplicate in credentials is the credential ID.
             if error.table == "credentials" {
-                throw WebAuthnError(.credentialAlreadyRegistered, "credential \(Base64URL.encode(r.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
+                throw WebAuthnError(
+                    .credentialAlreadyRegistered, "credential \(Base64URL.encode(r.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
             }
             throw WebAuthnError(.usernameUnavailable, "an account named \(user.name.prefix(64)) (or a name that looks the same) exists")
         }
@@ -192,10 +201,12 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
     /// The server secret kept in the database: made once by the first
     /// instance that asks, then shared by every instance and restart.
     public func serverSecret() async throws -> [UInt8] {
-        _ = try await pool.query("INSERT INTO settings (name, value) VALUES ('server_secret', $1) ON CONFLICT (name) DO NOTHING",
-                                 [PGText.bytea(SecureRandom.bytes(32))], retry: .idempotent)
+        _ = try await pool.query(
+            "INSERT INTO settings (name, value) VALUES ('server_secret', $1) ON CONFLICT (name) DO NOTHING",
+            [PGText.bytea(SecureRandom.bytes(32))], retry: .idempotent)
         guard let value = PGText.bytes(try await pool.query("SELECT value FROM settings WHERE name = 'server_secret'", retry: .idempotent).first?["value"]),
-              value.count >= 32 else { throw WebAuthnError(.storageFailure, "settings.server_secret is unreadable") }
+            value.count >= 32
+        else { throw WebAuthnError(.storageFailure, "settings.server_secret is unreadable") }
         return value
     }
 
@@ -216,21 +227,28 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
             DELETE FROM sessions WHERE user_handle = $2 AND id_hash NOT IN (SELECT id_hash FROM inserted) AND id_hash NOT IN (
                 SELECT id_hash FROM sessions WHERE user_handle = $2 ORDER BY created_at DESC LIMIT \(SignedInSession.maxPerUser - 1))
             """,
-            [PGText.bytea(session.idHash), u, PGText.double(session.createdAt.timeIntervalSince1970),
-             PGText.double(session.authenticatedAt.timeIntervalSince1970), PGText.double(session.expiresAt.timeIntervalSince1970)],
+            [
+                PGText.bytea(session.idHash), u, PGText.double(session.createdAt.timeIntervalSince1970),
+                PGText.double(session.authenticatedAt.timeIntervalSince1970), PGText.double(session.expiresAt.timeIntervalSince1970),
+            ],
             retry: .idempotent)
     }
 
     /// The session with this id hash, if stored (expired or not).
     public func session(idHash: [UInt8]) async throws -> SignedInSession? {
-        guard let row = try await pool.query(
-            "SELECT user_handle, created_at, authenticated_at, expires_at FROM sessions WHERE id_hash = $1", [PGText.bytea(idHash)], retry: .idempotent).first else { return nil }
+        guard
+            let row = try await pool.query(
+                "SELECT user_handle, created_at, authenticated_at, expires_at FROM sessions WHERE id_hash = $1", [PGText.bytea(idHash)], retry: .idempotent
+            ).first
+        else { return nil }
         guard let handle = PGText.bytes(row["user_handle"]), let created = row["created_at"].flatMap(Double.init),
-              let authenticated = row["authenticated_at"].flatMap(Double.init), let expires = row["expires_at"].flatMap(Double.init) else {
+            let authenticated = row["authenticated_at"].flatMap(Double.init), let expires = row["expires_at"].flatMap(Double.init)
+        else {
             throw WebAuthnError(.storageFailure, "sessions row is unreadable")
         }
-        return SignedInSession(idHash: idHash, userHandle: handle, createdAt: Date(timeIntervalSince1970: created),
-                               authenticatedAt: Date(timeIntervalSince1970: authenticated), expiresAt: Date(timeIntervalSince1970: expires))
+        return SignedInSession(
+            idHash: idHash, userHandle: handle, createdAt: Date(timeIntervalSince1970: created),
+            authenticatedAt: Date(timeIntervalSince1970: authenticated), expiresAt: Date(timeIntervalSince1970: expires))
     }
 
     /// Ends a session; nothing happens when there is none.
@@ -276,8 +294,10 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
 
     /// The account's linked identities, oldest first.
     public func identities(forUser userHandle: [UInt8]) async throws -> [LinkedIdentity] {
-        try await pool.query("SELECT \(Self.identityColumns) FROM identities WHERE user_handle = $1 ORDER BY created_at", [PGText.bytea(userHandle)],
-                             retry: .idempotent).map(Self.identity)
+        try await pool.query(
+            "SELECT \(Self.identityColumns) FROM identities WHERE user_handle = $1 ORDER BY created_at", [PGText.bytea(userHandle)],
+            retry: .idempotent
+        ).map(Self.identity)
     }
 
     /// Creates `user` with its first identity in one statement, both or neither.
@@ -323,11 +343,12 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
     public func update(_ i: LinkedIdentity) async throws -> Bool {
         try i.validate()
         let v = Self.identityValues(i)
-        return !(try await pool.query(
-            """
-            UPDATE identities SET email = $1, email_verified = $2::boolean, is_private_email = $3::boolean, refresh_token = $4::bytea, updated_at = $5
-            WHERE provider = $6 AND subject = $7 RETURNING subject
-            """, [v[2], v[3], v[4], v[5], v[7], i.provider, i.subject], retry: .idempotent)).isEmpty
+        return
+            !(try await pool.query(
+                """
+                UPDATE identities SET email = $1, email_verified = $2::boolean, is_private_email = $3::boolean, refresh_token = $4::bytea, updated_at = $5
+                WHERE provider = $6 AND subject = $7 RETURNING subject
+                """, [v[2], v[3], v[4], v[5], v[7], i.provider, i.subject], retry: .idempotent)).isEmpty
     }
 
     /// Moves the link of `subject` to `newSubject` (same account, `updatedAt` set to
@@ -336,8 +357,10 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
     public func relink(provider: String, subject: String, to newSubject: String, at date: Date) async throws -> Bool {
         try LinkedIdentity(provider: provider, subject: newSubject, userHandle: [0], createdAt: date).validate()
         do {
-            return !(try await pool.query("UPDATE identities SET subject = $1, updated_at = $2 WHERE provider = $3 AND subject = $4 RETURNING subject",
-                                          [newSubject, PGText.double(date.timeIntervalSince1970), provider, subject], retry: .idempotent)).isEmpty
+            return
+                !(try await pool.query(
+                    "UPDATE identities SET subject = $1, updated_at = $2 WHERE provider = $3 AND subject = $4 RETURNING subject",
+                    [newSubject, PGText.double(date.timeIntervalSince1970), provider, subject], retry: .idempotent)).isEmpty
         } catch let error as PostgresConnection.Failure where error.isUniqueViolation {
             throw LinkedIdentity.alreadyLinked(provider)
         }
@@ -351,18 +374,22 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
 
     /// provider, subject, email, email_verified, is_private_email, refresh_token, created_at, updated_at, as text parameters.
     static func identityValues(_ i: LinkedIdentity) -> [String?] {
-        [i.provider, i.subject, i.email, i.emailVerified.map(PGText.bool), i.isPrivateEmail.map(PGText.bool), i.refreshToken.map(PGText.bytea),
-         PGText.double(i.createdAt.timeIntervalSince1970), PGText.double(i.updatedAt.timeIntervalSince1970)]
+        [
+            i.provider, i.subject, i.email, i.emailVerified.map(PGText.bool), i.isPrivateEmail.map(PGText.bool), i.refreshToken.map(PGText.bytea),
+            PGText.double(i.createdAt.timeIntervalSince1970), PGText.double(i.updatedAt.timeIntervalSince1970),
+        ]
     }
 
     static func identity(_ row: PostgresConnection.Row) throws -> LinkedIdentity {
         func bool(_ name: String) -> Bool? { row[name].map { $0 == "t" || $0 == "true" } }
         guard let provider = row["provider"], let subject = row["subject"], let handle = PGText.bytes(row["user_handle"]),
-              let created = row["created_at"].flatMap(Double.init), let updated = row["updated_at"].flatMap(Double.init) else {
+            let created = row["created_at"].flatMap(Double.init), let updated = row["updated_at"].flatMap(Double.init)
+        else {
             throw WebAuthnError(.storageFailure, "identities row is unreadable")
         }
-        return LinkedIdentity(provider: provider, subject: subject, userHandle: handle, email: row["email"], emailVerified: bool("email_verified"),
-                              isPrivateEmail: bool("is_private_email"), refreshToken: row["refresh_token"].flatMap(PGText.bytes),
-                              createdAt: Date(timeIntervalSince1970: created), updatedAt: Date(timeIntervalSince1970: updated))
+        return LinkedIdentity(
+            provider: provider, subject: subject, userHandle: handle, email: row["email"], emailVerified: bool("email_verified"),
+            isPrivateEmail: bool("is_private_email"), refreshToken: row["refresh_token"].flatMap(PGText.bytes),
+            createdAt: Date(timeIntervalSince1970: created), updatedAt: Date(timeIntervalSince1970: updated))
     }
 }

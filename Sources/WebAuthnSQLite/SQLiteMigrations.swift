@@ -6,137 +6,149 @@ package import _WebAuthnEncoding
 /// transaction with the version bump; never edit one that has shipped.
 enum SQLiteMigrations {
     static let migrations: [(version: Int, statements: [String])] = [
-        (1, [
-            """
-            CREATE TABLE accounts (
-                name TEXT PRIMARY KEY,
-                handle BLOB NOT NULL UNIQUE,
-                display_name TEXT NOT NULL
-            )
-            """,
-            """
-            CREATE TABLE credentials (
-                id BLOB PRIMARY KEY,
-                user_handle BLOB NOT NULL,
-                public_key BLOB NOT NULL,
-                sign_count INTEGER NOT NULL,
-                transports TEXT NOT NULL,
-                uv_initialized INTEGER NOT NULL,
-                backup_eligible INTEGER NOT NULL,
-                backup_state INTEGER NOT NULL,
-                aaguid BLOB NOT NULL,
-                attestation_format TEXT NOT NULL,
-                created_at REAL NOT NULL,
-                last_used_at REAL
-            )
-            """,
-            "CREATE INDEX credentials_by_user ON credentials (user_handle)",
-            """
-            CREATE TABLE challenges (
-                challenge BLOB PRIMARY KEY,
-                ceremony TEXT NOT NULL,
-                expires_at REAL NOT NULL
-            )
-            """,
-        ]),
+        (
+            1,
+            [
+                """
+                CREATE TABLE accounts (
+                    name TEXT PRIMARY KEY,
+                    handle BLOB NOT NULL UNIQUE,
+                    display_name TEXT NOT NULL
+                )
+                """,
+                """
+                CREATE TABLE credentials (
+                    id BLOB PRIMARY KEY,
+                    user_handle BLOB NOT NULL,
+                    public_key BLOB NOT NULL,
+                    sign_count INTEGER NOT NULL,
+                    transports TEXT NOT NULL,
+                    uv_initialized INTEGER NOT NULL,
+                    backup_eligible INTEGER NOT NULL,
+                    backup_state INTEGER NOT NULL,
+                    aaguid BLOB NOT NULL,
+                    attestation_format TEXT NOT NULL,
+                    created_at REAL NOT NULL,
+                    last_used_at REAL
+                )
+                """,
+                "CREATE INDEX credentials_by_user ON credentials (user_handle)",
+                """
+                CREATE TABLE challenges (
+                    challenge BLOB PRIMARY KEY,
+                    ceremony TEXT NOT NULL,
+                    expires_at REAL NOT NULL
+                )
+                """,
+            ]
+        ),
         // Accounts unique by look-alike key and created only with their first
         // credential (one statement through the view's trigger); ceremonies
         // bound to a session, at most 8 per binding, swept through an index on
         // expiry; signed-in sessions shared by every process.
-        (2, [
-            "ALTER TABLE accounts ADD COLUMN name_key TEXT",
-            "CREATE UNIQUE INDEX accounts_by_key ON accounts (name_key)",
-            "ALTER TABLE challenges ADD COLUMN binding BLOB",
-            "CREATE INDEX challenges_by_expiry ON challenges (expires_at)",
-            "CREATE INDEX challenges_by_binding ON challenges (binding, expires_at)",
-            """
-            CREATE TRIGGER challenges_per_binding AFTER INSERT ON challenges WHEN NEW.binding IS NOT NULL BEGIN
-                DELETE FROM challenges WHERE binding = NEW.binding AND challenge NOT IN (
-                    SELECT challenge FROM challenges WHERE binding = NEW.binding ORDER BY expires_at DESC, rowid DESC LIMIT \(PendingCeremony.maxPerBinding));
-            END
-            """,
-            """
-            CREATE TABLE sessions (
-                id_hash BLOB PRIMARY KEY,
-                user_handle BLOB NOT NULL,
-                created_at REAL NOT NULL,
-                authenticated_at REAL NOT NULL,
-                expires_at REAL NOT NULL
-            )
-            """,
-            "CREATE INDEX sessions_by_user ON sessions (user_handle, created_at)",
-            "CREATE INDEX sessions_by_expiry ON sessions (expires_at)",
-            """
-            CREATE TRIGGER sessions_per_user AFTER INSERT ON sessions BEGIN
-                DELETE FROM sessions WHERE user_handle = NEW.user_handle AND id_hash NOT IN (
-                    SELECT id_hash FROM sessions WHERE user_handle = NEW.user_handle ORDER BY created_at DESC, rowid DESC LIMIT \(SignedInSession.maxPerUser));
-            END
-            """,
-            """
-            CREATE VIEW new_accounts AS SELECT
-                a.name AS name, a.name_key AS name_key, a.handle AS handle, a.display_name AS display_name,
-                c.id AS id, c.public_key AS public_key, c.sign_count AS sign_count, c.transports AS transports,
-                c.uv_initialized AS uv_initialized, c.backup_eligible AS backup_eligible, c.backup_state AS backup_state,
-                c.aaguid AS aaguid, c.attestation_format AS attestation_format, c.created_at AS created_at, c.last_used_at AS last_used_at
-            FROM accounts a JOIN credentials c ON c.user_handle = a.handle
-            """,
-            """
-            CREATE TRIGGER new_accounts_insert INSTEAD OF INSERT ON new_accounts BEGIN
-                INSERT INTO accounts (name, name_key, handle, display_name) VALUES (NEW.name, NEW.name_key, NEW.handle, NEW.display_name);
-                INSERT INTO credentials (id, user_handle, public_key, sign_count, transports, uv_initialized, backup_eligible, backup_state,
-                                         aaguid, attestation_format, created_at, last_used_at)
-                VALUES (NEW.id, NEW.handle, NEW.public_key, NEW.sign_count, NEW.transports, NEW.uv_initialized, NEW.backup_eligible,
-                        NEW.backup_state, NEW.aaguid, NEW.attestation_format, NEW.created_at, NEW.last_used_at);
-            END
-            """,
-        ]),
+        (
+            2,
+            [
+                "ALTER TABLE accounts ADD COLUMN name_key TEXT",
+                "CREATE UNIQUE INDEX accounts_by_key ON accounts (name_key)",
+                "ALTER TABLE challenges ADD COLUMN binding BLOB",
+                "CREATE INDEX challenges_by_expiry ON challenges (expires_at)",
+                "CREATE INDEX challenges_by_binding ON challenges (binding, expires_at)",
+                """
+                CREATE TRIGGER challenges_per_binding AFTER INSERT ON challenges WHEN NEW.binding IS NOT NULL BEGIN
+                    DELETE FROM challenges WHERE binding = NEW.binding AND challenge NOT IN (
+                        SELECT challenge FROM challenges WHERE binding = NEW.binding ORDER BY expires_at DESC, rowid DESC LIMIT \(PendingCeremony.maxPerBinding));
+                END
+                """,
+                """
+                CREATE TABLE sessions (
+                    id_hash BLOB PRIMARY KEY,
+                    user_handle BLOB NOT NULL,
+                    created_at REAL NOT NULL,
+                    authenticated_at REAL NOT NULL,
+                    expires_at REAL NOT NULL
+                )
+                """,
+                "CREATE INDEX sessions_by_user ON sessions (user_handle, created_at)",
+                "CREATE INDEX sessions_by_expiry ON sessions (expires_at)",
+                """
+                CREATE TRIGGER sessions_per_user AFTER INSERT ON sessions BEGIN
+                    DELETE FROM sessions WHERE user_handle = NEW.user_handle AND id_hash NOT IN (
+                        SELECT id_hash FROM sessions WHERE user_handle = NEW.user_handle ORDER BY created_at DESC, rowid DESC LIMIT \(SignedInSession.maxPerUser));
+                END
+                """,
+                """
+                CREATE VIEW new_accounts AS SELECT
+                    a.name AS name, a.name_key AS name_key, a.handle AS handle, a.display_name AS display_name,
+                    c.id AS id, c.public_key AS public_key, c.sign_count AS sign_count, c.transports AS transports,
+                    c.uv_initialized AS uv_initialized, c.backup_eligible AS backup_eligible, c.backup_state AS backup_state,
+                    c.aaguid AS aaguid, c.attestation_format AS attestation_format, c.created_at AS created_at, c.last_used_at AS last_used_at
+                FROM accounts a JOIN credentials c ON c.user_handle = a.handle
+                """,
+                """
+                CREATE TRIGGER new_accounts_insert INSTEAD OF INSERT ON new_accounts BEGIN
+                    INSERT INTO accounts (name, name_key, handle, display_name) VALUES (NEW.name, NEW.name_key, NEW.handle, NEW.display_name);
+                    INSERT INTO credentials (id, user_handle, public_key, sign_count, transports, uv_initialized, backup_eligible, backup_state,
+                                             aaguid, attestation_format, created_at, last_used_at)
+                    VALUES (NEW.id, NEW.handle, NEW.public_key, NEW.sign_count, NEW.transports, NEW.uv_initialized, NEW.backup_eligible,
+                            NEW.backup_state, NEW.aaguid, NEW.attestation_format, NEW.created_at, NEW.last_used_at);
+                END
+                """,
+            ]
+        ),
         // Settings the server keeps with its data, such as a generated server secret.
-        (3, [
-            "CREATE TABLE settings (name TEXT PRIMARY KEY, value BLOB NOT NULL)",
-        ]),
+        (
+            3,
+            [
+                "CREATE TABLE settings (name TEXT PRIMARY KEY, value BLOB NOT NULL)"
+            ]
+        ),
         // Identities linked from other providers (Sign in with Apple), unique by
         // provider and subject; an account created with its first identity in one
         // statement (the view's trigger), as with its first credential; deleting an
         // account deletes its credentials, identities and sessions in the same statement.
-        (4, [
-            """
-            CREATE TABLE identities (
-                provider TEXT NOT NULL,
-                subject TEXT NOT NULL,
-                user_handle BLOB NOT NULL,
-                email TEXT,
-                email_verified INTEGER,
-                is_private_email INTEGER,
-                refresh_token BLOB,
-                created_at REAL NOT NULL,
-                updated_at REAL NOT NULL,
-                PRIMARY KEY (provider, subject)
-            )
-            """,
-            "CREATE INDEX identities_by_user ON identities (user_handle, created_at)",
-            """
-            CREATE VIEW new_identity_accounts AS SELECT
-                a.name AS name, a.name_key AS name_key, a.handle AS handle, a.display_name AS display_name,
-                i.provider AS provider, i.subject AS subject, i.email AS email, i.email_verified AS email_verified,
-                i.is_private_email AS is_private_email, i.refresh_token AS refresh_token, i.created_at AS created_at, i.updated_at AS updated_at
-            FROM accounts a JOIN identities i ON i.user_handle = a.handle
-            """,
-            """
-            CREATE TRIGGER new_identity_accounts_insert INSTEAD OF INSERT ON new_identity_accounts BEGIN
-                INSERT INTO accounts (name, name_key, handle, display_name) VALUES (NEW.name, NEW.name_key, NEW.handle, NEW.display_name);
-                INSERT INTO identities (provider, subject, user_handle, email, email_verified, is_private_email, refresh_token, created_at, updated_at)
-                VALUES (NEW.provider, NEW.subject, NEW.handle, NEW.email, NEW.email_verified, NEW.is_private_email, NEW.refresh_token,
-                        NEW.created_at, NEW.updated_at);
-            END
-            """,
-            """
-            CREATE TRIGGER accounts_delete AFTER DELETE ON accounts BEGIN
-                DELETE FROM credentials WHERE user_handle = OLD.handle;
-                DELETE FROM identities WHERE user_handle = OLD.handle;
-                DELETE FROM sessions WHERE user_handle = OLD.handle;
-            END
-            """,
-        ]),
+        (
+            4,
+            [
+                """
+                CREATE TABLE identities (
+                    provider TEXT NOT NULL,
+                    subject TEXT NOT NULL,
+                    user_handle BLOB NOT NULL,
+                    email TEXT,
+                    email_verified INTEGER,
+                    is_private_email INTEGER,
+                    refresh_token BLOB,
+                    created_at REAL NOT NULL,
+                    updated_at REAL NOT NULL,
+                    PRIMARY KEY (provider, subject)
+                )
+                """,
+                "CREATE INDEX identities_by_user ON identities (user_handle, created_at)",
+                """
+                CREATE VIEW new_identity_accounts AS SELECT
+                    a.name AS name, a.name_key AS name_key, a.handle AS handle, a.display_name AS display_name,
+                    i.provider AS provider, i.subject AS subject, i.email AS email, i.email_verified AS email_verified,
+                    i.is_private_email AS is_private_email, i.refresh_token AS refresh_token, i.created_at AS created_at, i.updated_at AS updated_at
+                FROM accounts a JOIN identities i ON i.user_handle = a.handle
+                """,
+                """
+                CREATE TRIGGER new_identity_accounts_insert INSTEAD OF INSERT ON new_identity_accounts BEGIN
+                    INSERT INTO accounts (name, name_key, handle, display_name) VALUES (NEW.name, NEW.name_key, NEW.handle, NEW.display_name);
+                    INSERT INTO identities (provider, subject, user_handle, email, email_verified, is_private_email, refresh_token, created_at, updated_at)
+                    VALUES (NEW.provider, NEW.subject, NEW.handle, NEW.email, NEW.email_verified, NEW.is_private_email, NEW.refresh_token,
+                            NEW.created_at, NEW.updated_at);
+                END
+                """,
+                """
+                CREATE TRIGGER accounts_delete AFTER DELETE ON accounts BEGIN
+                    DELETE FROM credentials WHERE user_handle = OLD.handle;
+                    DELETE FROM identities WHERE user_handle = OLD.handle;
+                    DELETE FROM sessions WHERE user_handle = OLD.handle;
+                END
+                """,
+            ]
+        ),
     ]
 
     /// Work a migration needs beyond SQL, run in its transaction after its statements.

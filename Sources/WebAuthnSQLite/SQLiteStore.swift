@@ -125,10 +125,12 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, L
     /// when the ID exists.
     public func insert(_ r: CredentialRecord) async throws {
         do {
-            _ = try await query("INSERT INTO credentials (\(CredentialColumn.list)) VALUES (\(Self.placeholders(CredentialColumn.allCases.count)))",
-                                            r.values().map(SQLiteData.init))
+            _ = try await query(
+                "INSERT INTO credentials (\(CredentialColumn.list)) VALUES (\(Self.placeholders(CredentialColumn.allCases.count)))",
+                r.values().map(SQLiteData.init))
         } catch let error as SQLiteError where Self.isDuplicate(error) {
-            throw WebAuthnError(.credentialAlreadyRegistered, "credential \(Base64URL.encode(r.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
+            throw WebAuthnError(
+                .credentialAlreadyRegistered, "credential \(Base64URL.encode(r.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
         }
     }
 
@@ -169,9 +171,12 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, L
     /// dropping its binding's oldest beyond ``PendingCeremony/maxPerBinding`` in the same statement.
     public func insert(_ ceremony: PendingCeremony) async throws {
         // The challenges_per_binding trigger keeps a binding's newest ceremonies, in the same statement.
-        _ = try await query("INSERT OR REPLACE INTO challenges (challenge, ceremony, expires_at, binding) VALUES (?, ?, ?, ?)",
-                                        [.blob(ceremony.challenge), .text(ceremony.json.serialized()), .float(ceremony.expiresAt.timeIntervalSince1970),
-                                         ceremony.binding.map { .blob($0) } ?? .null])
+        _ = try await query(
+            "INSERT OR REPLACE INTO challenges (challenge, ceremony, expires_at, binding) VALUES (?, ?, ?, ?)",
+            [
+                .blob(ceremony.challenge), .text(ceremony.json.serialized()), .float(ceremony.expiresAt.timeIntervalSince1970),
+                ceremony.binding.map { .blob($0) } ?? .null,
+            ])
     }
 
     /// The ceremony under `challenge`, without removing it.
@@ -223,12 +228,14 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, L
             // The trigger inserts the account first, so the duplicate is the
             // credential only when no account has the name, key or handle
             // (accounts are never deleted).
-            let account = try await query("SELECT 1 AS x FROM accounts WHERE name = ? OR name_key = ? OR handle = ? LIMIT 1",
-                                                     [.text(user.name), .text(UserName.lookalikeKey(user.name)), .blob(user.id)])
+            let account = try await query(
+                "SELECT 1 AS x FROM accounts WHERE name = ? OR name_key = ? OR handle = ? LIMIT 1",
+                [.text(user.name), .text(UserName.lookalikeKey(user.name)), .blob(user.id)])
             guard account.isEmpty else {
                 throw WebAuthnError(.usernameUnavailable, "an account named \(user.name.prefix(64)) (or a name that looks the same) exists")
             }
-            throw WebAuthnError(.credentialAlreadyRegistered, "credential \(Base64URL.encode(r.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
+            throw WebAuthnError(
+                .credentialAlreadyRegistered, "credential \(Base64URL.encode(r.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
         }
     }
 
@@ -247,7 +254,8 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, L
     public func serverSecret() async throws -> [UInt8] {
         _ = try await query("INSERT OR IGNORE INTO settings (name, value) VALUES ('server_secret', ?)", [.blob(SecureRandom.bytes(32))])
         guard let value = try await query("SELECT value FROM settings WHERE name = 'server_secret'").first?.column("value")?.blob,
-              value.readableBytes >= 32 else { throw WebAuthnError(.storageFailure, "settings.server_secret is unreadable") }
+            value.readableBytes >= 32
+        else { throw WebAuthnError(.storageFailure, "settings.server_secret is unreadable") }
         return Array(value.readableBytesView)
     }
 
@@ -259,20 +267,27 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, L
         // The sessions_per_user trigger keeps the account's newest sessions, in the same statement.
         _ = try await query(
             "INSERT OR REPLACE INTO sessions (id_hash, user_handle, created_at, authenticated_at, expires_at) VALUES (?, ?, ?, ?, ?)",
-            [.blob(session.idHash), .blob(session.userHandle), .float(session.createdAt.timeIntervalSince1970),
-             .float(session.authenticatedAt.timeIntervalSince1970), .float(session.expiresAt.timeIntervalSince1970)])
+            [
+                .blob(session.idHash), .blob(session.userHandle), .float(session.createdAt.timeIntervalSince1970),
+                .float(session.authenticatedAt.timeIntervalSince1970), .float(session.expiresAt.timeIntervalSince1970),
+            ])
     }
 
     /// The session with this id hash, if stored (expired or not).
     public func session(idHash: [UInt8]) async throws -> SignedInSession? {
-        guard let row = try await query(
-            "SELECT id_hash, user_handle, created_at, authenticated_at, expires_at FROM sessions WHERE id_hash = ?", [.blob(idHash)]).first else { return nil }
+        guard
+            let row = try await query(
+                "SELECT id_hash, user_handle, created_at, authenticated_at, expires_at FROM sessions WHERE id_hash = ?", [.blob(idHash)]
+            ).first
+        else { return nil }
         guard let handle = row.column("user_handle")?.blob, let created = row.column("created_at")?.double,
-              let authenticated = row.column("authenticated_at")?.double, let expires = row.column("expires_at")?.double else {
+            let authenticated = row.column("authenticated_at")?.double, let expires = row.column("expires_at")?.double
+        else {
             throw WebAuthnError(.storageFailure, "sessions row is unreadable")
         }
-        return SignedInSession(idHash: idHash, userHandle: Array(handle.readableBytesView), createdAt: Date(timeIntervalSince1970: created),
-                               authenticatedAt: Date(timeIntervalSince1970: authenticated), expiresAt: Date(timeIntervalSince1970: expires))
+        return SignedInSession(
+            idHash: idHash, userHandle: Array(handle.readableBytesView), createdAt: Date(timeIntervalSince1970: created),
+            authenticatedAt: Date(timeIntervalSince1970: authenticated), expiresAt: Date(timeIntervalSince1970: expires))
     }
 
     /// Ends a session; nothing happens when there is none.
@@ -354,9 +369,12 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, L
     /// when it is not linked. Throws `identity_invalid`.
     public func update(_ i: LinkedIdentity) async throws -> Bool {
         try i.validate()
-        return !(try await query(
-            "UPDATE identities SET email = ?, email_verified = ?, is_private_email = ?, refresh_token = ?, updated_at = ? WHERE provider = ? AND subject = ? RETURNING subject",
-            Array(Self.identityValues(i)[2...4]) + [Self.identityValues(i)[5], .float(i.updatedAt.timeIntervalSince1970), .text(i.provider), .text(i.subject)])).isEmpty
+        return
+            !(try await query(
+                "UPDATE identities SET email = ?, email_verified = ?, is_private_email = ?, refresh_token = ?, updated_at = ? WHERE provider = ? AND subject = ? RETURNING subject",
+                Array(Self.identityValues(i)[2...4]) + [
+                    Self.identityValues(i)[5], .float(i.updatedAt.timeIntervalSince1970), .text(i.provider), .text(i.subject),
+                ])).isEmpty
     }
 
     /// Moves the link of `subject` to `newSubject` (same account, `updatedAt` set to
@@ -365,8 +383,10 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, L
     public func relink(provider: String, subject: String, to newSubject: String, at date: Date) async throws -> Bool {
         try LinkedIdentity(provider: provider, subject: newSubject, userHandle: [0], createdAt: date).validate()
         do {
-            return !(try await query("UPDATE identities SET subject = ?, updated_at = ? WHERE provider = ? AND subject = ? RETURNING subject",
-                                     [.text(newSubject), .float(date.timeIntervalSince1970), .text(provider), .text(subject)])).isEmpty
+            return
+                !(try await query(
+                    "UPDATE identities SET subject = ?, updated_at = ? WHERE provider = ? AND subject = ? RETURNING subject",
+                    [.text(newSubject), .float(date.timeIntervalSince1970), .text(provider), .text(subject)])).isEmpty
         } catch let error as SQLiteError where Self.isDuplicate(error) {
             throw LinkedIdentity.alreadyLinked(provider)
         }
@@ -381,22 +401,26 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, L
     /// provider, subject, email, email_verified, is_private_email, refresh_token, created_at, updated_at.
     static func identityValues(_ i: LinkedIdentity) -> [SQLiteData] {
         func bool(_ b: Bool?) -> SQLiteData { b.map { .integer($0 ? 1 : 0) } ?? .null }
-        return [.text(i.provider), .text(i.subject), i.email.map { .text($0) } ?? .null, bool(i.emailVerified), bool(i.isPrivateEmail),
-                i.refreshToken.map { .blob($0) } ?? .null, .float(i.createdAt.timeIntervalSince1970), .float(i.updatedAt.timeIntervalSince1970)]
+        return [
+            .text(i.provider), .text(i.subject), i.email.map { .text($0) } ?? .null, bool(i.emailVerified), bool(i.isPrivateEmail),
+            i.refreshToken.map { .blob($0) } ?? .null, .float(i.createdAt.timeIntervalSince1970), .float(i.updatedAt.timeIntervalSince1970),
+        ]
     }
 
     static func identity(_ row: SQLiteRow) throws -> LinkedIdentity {
         // Matched, not converted: SQLiteNIO's `integer` traps on a REAL out of range.
         func bool(_ name: String) -> Bool? { if case .integer(let v) = row.column(name) { return v != 0 } else { return nil } }
         guard let provider = row.column("provider")?.string, let subject = row.column("subject")?.string,
-              let handle = row.column("user_handle")?.blob, let created = row.column("created_at")?.double,
-              let updated = row.column("updated_at")?.double else {
+            let handle = row.column("user_handle")?.blob, let created = row.column("created_at")?.double,
+            let updated = row.column("updated_at")?.double
+        else {
             throw WebAuthnError(.storageFailure, "identities row is unreadable")
         }
-        return LinkedIdentity(provider: provider, subject: subject, userHandle: Array(handle.readableBytesView), email: row.column("email")?.string,
-                              emailVerified: bool("email_verified"), isPrivateEmail: bool("is_private_email"),
-                              refreshToken: row.column("refresh_token")?.blob.map { Array($0.readableBytesView) },
-                              createdAt: Date(timeIntervalSince1970: created), updatedAt: Date(timeIntervalSince1970: updated))
+        return LinkedIdentity(
+            provider: provider, subject: subject, userHandle: Array(handle.readableBytesView), email: row.column("email")?.string,
+            emailVerified: bool("email_verified"), isPrivateEmail: bool("is_private_email"),
+            refreshToken: row.column("refresh_token")?.blob.map { Array($0.readableBytesView) },
+            createdAt: Date(timeIntervalSince1970: created), updatedAt: Date(timeIntervalSince1970: updated))
     }
 }
 
@@ -432,12 +456,13 @@ struct SQLiteRowReader: CredentialRowReader {
     }
 
     func integer(_ column: String) throws(WebAuthnError) -> Int64 {
-        let int: Int64? = switch try value(column) {
-        case .integer(let int): Int64(exactly: int)
-        case .float(let double): Int64(exactly: double)
-        case .text(let text): Int64(text)
-        case .blob, .null: nil
-        }
+        let int: Int64? =
+            switch try value(column) {
+            case .integer(let int): Int64(exactly: int)
+            case .float(let double): Int64(exactly: double)
+            case .text(let text): Int64(text)
+            case .blob, .null: nil
+            }
         guard let int else { throw unreadable(column, "is not an integer") }
         return int
     }

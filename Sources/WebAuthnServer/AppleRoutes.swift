@@ -96,7 +96,8 @@ extension WebAuthnRoutes {
     func appleSignIn<Context: RequestContext>(_ request: Request, _ context: Context, _ apple: AppleConfiguration) async throws -> Response {
         let body = try await HTTP.body(request, limit: configuration.maxBodySize)
         guard let identityToken = body["identityToken"]?.stringValue, !identityToken.isEmpty,
-              let code = body["authorizationCode"]?.stringValue, !code.isEmpty, code.utf8.count <= 1024 else {
+            let code = body["authorizationCode"]?.stringValue, !code.isEmpty, code.utf8.count <= 1024
+        else {
             throw WebAuthnError(.responseMalformed, "identityToken and authorizationCode are required strings")
         }
         let token = sessions.token(request)
@@ -108,8 +109,9 @@ extension WebAuthnRoutes {
             try await engine.consumeSingleUse(.appleNonce, key: Self.appleNonceKey(claim), binding: token?.binding)
             let exchange = try await apple.signIn.exchange(code: code, clientID: identity.audience, expectedSub: identity.sub)
             let user = AppleUserData(body["user"])
-            let (handle, created) = try await appleAccount(identity, refreshToken: exchange.tokens.refreshToken, user: user, request: request,
-                                                           token: token, apple)
+            let (handle, created) = try await appleAccount(
+                identity, refreshToken: exchange.tokens.refreshToken, user: user, request: request,
+                token: token, apple)
             let signedIn = try await sessions.signIn(handle, replacing: token, now: now)
             let metadata: Logger.Metadata = ["account": .string(Audit.hash(handle)), "method": "apple", "created": .string(created ? "true" : "false")]
             Audit.event("signed_in", context, metadata)
@@ -126,8 +128,10 @@ extension WebAuthnRoutes {
     /// The account of a verified Apple identity: the one it is linked to, else the
     /// signed-in account (linked now), else a new one made with it. The refresh token
     /// is kept sealed under the server secret, bound to the identity.
-    func appleAccount(_ identity: AppleIdentityToken, refreshToken: String?, user: AppleUserData, request: Request,
-                      token: BrowserSessions.Token?, _ apple: AppleConfiguration) async throws -> (handle: [UInt8], created: Bool) {
+    func appleAccount(
+        _ identity: AppleIdentityToken, refreshToken: String?, user: AppleUserData, request: Request,
+        token: BrowserSessions.Token?, _ apple: AppleConfiguration
+    ) async throws -> (handle: [UInt8], created: Bool) {
         let sealed = try refreshToken.map { try sealRefreshToken($0, subject: identity.sub) }
         let now = self.now
         if var linked = try await apple.identities.identity(provider: Self.appleProvider, subject: identity.sub) {
@@ -140,14 +144,16 @@ extension WebAuthnRoutes {
             return (linked.userHandle, false)
         }
         if let transferred = identity.transferSub,
-           try await apple.identities.relink(provider: Self.appleProvider, subject: transferred, to: identity.sub, at: now),
-           let moved = try await apple.identities.identity(provider: Self.appleProvider, subject: identity.sub) {
+            try await apple.identities.relink(provider: Self.appleProvider, subject: transferred, to: identity.sub, at: now),
+            let moved = try await apple.identities.identity(provider: Self.appleProvider, subject: identity.sub)
+        {
             return (moved.userHandle, false)
         }
         if let handle = try await signedInAccount(request, token: token) {
-            try await apple.identities.link(LinkedIdentity(
-                provider: Self.appleProvider, subject: identity.sub, userHandle: handle, email: identity.email, emailVerified: identity.emailVerified,
-                isPrivateEmail: identity.isPrivateEmail, refreshToken: sealed, createdAt: now))
+            try await apple.identities.link(
+                LinkedIdentity(
+                    provider: Self.appleProvider, subject: identity.sub, userHandle: handle, email: identity.email, emailVerified: identity.emailVerified,
+                    isPrivateEmail: identity.isPrivateEmail, refreshToken: sealed, createdAt: now))
             return (handle, false)
         }
         // A new account. Its name: the verified email when there is one, else one derived from the
@@ -160,9 +166,11 @@ extension WebAuthnRoutes {
         for (i, name) in names.enumerated() {
             let account = try UserEntity(id: SecureRandom.bytes(32), name: name, displayName: displayName ?? name)
             do {
-                try await apple.identities.create(account, firstIdentity: LinkedIdentity(
-                    provider: Self.appleProvider, subject: identity.sub, userHandle: account.id, email: identity.email,
-                    emailVerified: identity.emailVerified, isPrivateEmail: identity.isPrivateEmail, refreshToken: sealed, createdAt: now))
+                try await apple.identities.create(
+                    account,
+                    firstIdentity: LinkedIdentity(
+                        provider: Self.appleProvider, subject: identity.sub, userHandle: account.id, email: identity.email,
+                        emailVerified: identity.emailVerified, isPrivateEmail: identity.isPrivateEmail, refreshToken: sealed, createdAt: now))
                 return (account.id, true)
             } catch let error as WebAuthnError where error.code == .usernameUnavailable && i < names.count - 1 {
                 continue  // the email names another account: fall back to the derived name
@@ -231,8 +239,9 @@ extension WebAuthnRoutes {
     /// The flow cookie: SameSite=None and Secure over HTTPS (Apple's form post is cross-site), Lax otherwise.
     func appleFlowCookie(value: String, maxAge: Int) -> Cookie {
         let sameSite: Cookie.SameSite = configuration.secureCookies ? .none : .lax
-        return Cookie(name: appleFlowCookieName, value: value, maxAge: maxAge, path: "/", secure: configuration.secureCookies, httpOnly: true,
-                      sameSite: sameSite)
+        return Cookie(
+            name: appleFlowCookieName, value: value, maxAge: maxAge, path: "/", secure: configuration.secureCookies, httpOnly: true,
+            sameSite: sameSite)
     }
 
     /// The nonce of a web-flow state: derived from it under the server secret, so only the state is stored.
@@ -247,8 +256,9 @@ extension WebAuthnRoutes {
         guard let servicesID = apple.servicesID, let redirectURI = apple.redirectURI else { throw WebAuthnError(.configurationInvalid, "no web flow") }
         let flow = SecureRandom.bytes(32)
         let state = Base64URL.encode(SecureRandom.bytes(32))
-        try await engine.storeSingleUse(.appleState, key: Digest.sha256(Array(state.utf8)), binding: Digest.sha256(flow),
-                                        lifetime: Self.appleNonceLifetime)
+        try await engine.storeSingleUse(
+            .appleState, key: Digest.sha256(Array(state.utf8)), binding: Digest.sha256(flow),
+            lifetime: Self.appleNonceLifetime)
         var components = URLComponents(url: apple.signIn.configuration.baseURL.appendingPathComponent("auth/authorize"), resolvingAgainstBaseURL: false)
         let query: [(String, String)] = [
             ("client_id", servicesID), ("redirect_uri", redirectURI), ("response_type", "code id_token"), ("response_mode", "form_post"),
@@ -273,7 +283,8 @@ extension WebAuthnRoutes {
         }
         let form = try HTTP.form(Array(buffer.readableBytesView))
         guard let state = form["state"], !state.isEmpty, state.utf8.count <= 256, let idToken = form["id_token"], let code = form["code"],
-              !code.isEmpty, code.utf8.count <= 1024 else {
+            !code.isEmpty, code.utf8.count <= 1024
+        else {
             throw WebAuthnError(.responseMalformed, "the form needs code, id_token and state")
         }
         let flow = request.cookies[appleFlowCookieName].flatMap { Base64URL.decode(String($0.value)) }
@@ -285,8 +296,9 @@ extension WebAuthnRoutes {
         let exchange = try await apple.signIn.exchange(code: code, clientID: servicesID, redirectURI: apple.redirectURI, expectedSub: identity.sub)
         let user = AppleUserData(form["user"].flatMap { try? JSONValue.parse($0, limits: JSONLimits(maxBytes: 4096, maxDepth: 4)) })
         let token = sessions.token(request)
-        let (handle, created) = try await appleAccount(identity, refreshToken: exchange.tokens.refreshToken, user: user, request: request,
-                                                       token: token, apple)
+        let (handle, created) = try await appleAccount(
+            identity, refreshToken: exchange.tokens.refreshToken, user: user, request: request,
+            token: token, apple)
         let signedIn = try await sessions.signIn(handle, replacing: token, now: now)
         let metadata: Logger.Metadata = ["account": .string(Audit.hash(handle)), "method": "apple-web", "created": .string(created ? "true" : "false")]
         Audit.event("signed_in", context, metadata)

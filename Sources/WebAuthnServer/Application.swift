@@ -23,9 +23,11 @@ public struct ApplicationConfiguration: Sendable {
     /// A configuration; each parameter sets the property of the same name.
     /// Defaults: `127.0.0.1:8080`, a 30-second idle timeout, the default
     /// ``ServerConfiguration``, routes at the root.
-    public init(host: String = "127.0.0.1", port: Int = 8080, idleTimeout: Duration = .seconds(30),
-                routes: ServerConfiguration = ServerConfiguration(), path: String = "",
-                logger: Logger = Logger(label: "webauthn"), onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) {
+    public init(
+        host: String = "127.0.0.1", port: Int = 8080, idleTimeout: Duration = .seconds(30),
+        routes: ServerConfiguration = ServerConfiguration(), path: String = "",
+        logger: Logger = Logger(label: "webauthn"), onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+    ) {
         self.host = host
         self.port = port
         self.idleTimeout = idleTimeout

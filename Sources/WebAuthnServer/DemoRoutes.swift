@@ -20,7 +20,8 @@ extension WebAuthnRoutes {
         router.get("/demo/session") { request, context in
             await handle(request, context) {
                 guard let handle = try await signedInAccount(request, token: sessions.token(request)),
-                      let account = try await accounts.account(handle: handle) else {
+                    let account = try await accounts.account(handle: handle)
+                else {
                     var anonymous: JSONObject = ["user": .null]
                     anonymous["apple"] = .bool(appleWebFlow)
                     return HTTP.ok(anonymous)
@@ -56,7 +57,8 @@ extension WebAuthnRoutes {
             await handle(request, context) {
                 let handle = try await requireSignedIn(request)
                 guard let text = context.parameters.get("id"), text.utf8.count <= 2048, let id = Base64URL.decode(text),
-                      let credential = try await engine.credentials.credential(id: id), credential.userHandle == handle else {
+                    let credential = try await engine.credentials.credential(id: id), credential.userHandle == handle
+                else {
                     throw WebAuthnError(.credentialUnknown, "you have no such credential")
                 }
                 _ = try await engine.credentials.delete(id: id)

@@ -8,8 +8,9 @@ package import _WebAuthnCrypto
 /// JSON in and out, and the FIDO conformance API's status envelope.
 enum HTTP {
     static func json(_ value: JSONValue, status: HTTPResponse.Status = .ok, cookie: Cookie? = nil) -> Response {
-        var response = Response(status: status, headers: [.contentType: "application/json", .cacheControl: "no-store"],
-                                body: ResponseBody(byteBuffer: ByteBuffer(bytes: value.serializedBytes())))
+        var response = Response(
+            status: status, headers: [.contentType: "application/json", .cacheControl: "no-store"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: value.serializedBytes())))
         if let cookie { response.setCookie(cookie) }
         return response
     }

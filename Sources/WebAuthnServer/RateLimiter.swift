@@ -5,10 +5,10 @@ internal import Synchronization
 public import WebAuthnCore
 
 #if canImport(Glibc)
-import Glibc
-public import WebAuthnMetadata
-package import _WebAuthnEncoding
-package import _WebAuthnCrypto
+    import Glibc
+    public import WebAuthnMetadata
+    package import _WebAuthnEncoding
+    package import _WebAuthnCrypto
 #endif
 
 /// Token buckets keyed by client address or session, on the engine's clock.
@@ -34,10 +34,12 @@ final class RateLimiter: Sendable {
     func take(_ key: String, rate: Double, now: Date, burst explicitBurst: Double? = nil) -> Int? {
         let burst = explicitBurst ?? rate * 10
         return state.withLock { s in
-            var bucket = s.buckets[key] ?? {
-                s.order.append(key)
-                return Bucket(tokens: burst, updated: now)
-            }()
+            var bucket =
+                s.buckets[key]
+                ?? {
+                    s.order.append(key)
+                    return Bucket(tokens: burst, updated: now)
+                }()
             let elapsed = max(0, now.timeIntervalSince(bucket.updated))
             bucket.tokens = min(burst, bucket.tokens + elapsed * rate)
             bucket.updated = now

@@ -52,11 +52,13 @@ public struct ServerConfiguration: Sendable {
     /// A configuration; each parameter defaults to its property's documented
     /// default. A nil `secret` draws 32 random bytes (a longer one is cut to 1024
     /// bytes), and `sessionLifetime` is at least 60 seconds.
-    public init(relatedOrigins: [String] = [], appleWebCredentialApps: [String] = [], maxBodySize: Int = 64 * 1024,
-                secureCookies: Bool = false, demo: Bool = false, secret: [UInt8]? = nil, conformance: Bool = false,
-                rateLimit: RateLimit? = RateLimit(), trustedProxies: [CIDR] = [], sessionLifetime: TimeInterval = 12 * 3600,
-                mayEnroll: @escaping @Sendable (EnrollmentRequest) async -> Bool = EnrollmentRequest.signedInOwnerOrNewName,
-                signedInAccount: (@Sendable (Request) async -> [UInt8]?)? = nil, apple: AppleConfiguration? = nil) {
+    public init(
+        relatedOrigins: [String] = [], appleWebCredentialApps: [String] = [], maxBodySize: Int = 64 * 1024,
+        secureCookies: Bool = false, demo: Bool = false, secret: [UInt8]? = nil, conformance: Bool = false,
+        rateLimit: RateLimit? = RateLimit(), trustedProxies: [CIDR] = [], sessionLifetime: TimeInterval = 12 * 3600,
+        mayEnroll: @escaping @Sendable (EnrollmentRequest) async -> Bool = EnrollmentRequest.signedInOwnerOrNewName,
+        signedInAccount: (@Sendable (Request) async -> [UInt8]?)? = nil, apple: AppleConfiguration? = nil
+    ) {
         self.apple = apple
         self.relatedOrigins = relatedOrigins
         self.appleWebCredentialApps = appleWebCredentialApps

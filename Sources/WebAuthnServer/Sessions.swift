@@ -51,7 +51,8 @@ struct BrowserSessions: Sendable {
     /// The request's session token, if its cookie is one this server issued.
     func token(_ request: Request) -> Token? {
         guard let value = request.cookies[cookieName]?.value, value.utf8.count == 43,
-              let bytes = Base64URL.decode(value), bytes.count == 32 else { return nil }
+            let bytes = Base64URL.decode(value), bytes.count == 32
+        else { return nil }
         let tag = Digest.hmacSHA256(key: secret, Array("webauthn session".utf8), Array(bytes[0..<16])).prefix(16)
         // Constant time: every byte is compared whatever the first difference.
         guard zip(tag, bytes[16...]).reduce(0, { $0 | ($1.0 ^ $1.1) }) == 0 else { return nil }
@@ -68,8 +69,10 @@ struct BrowserSessions: Sendable {
     /// as signed in; the old token's signed-in state, if any, ends.
     func signIn(_ userHandle: [UInt8], replacing old: Token?, now: Date) async throws -> Token {
         let token = mint()
-        try await store.insert(SignedInSession(idHash: token.binding, userHandle: userHandle, createdAt: now, authenticatedAt: now,
-                                               expiresAt: now.addingTimeInterval(lifetime)))
+        try await store.insert(
+            SignedInSession(
+                idHash: token.binding, userHandle: userHandle, createdAt: now, authenticatedAt: now,
+                expiresAt: now.addingTimeInterval(lifetime)))
         if let old { try await store.delete(idHash: old.binding) }
         let due = lastSweep.time.withLock { last -> Bool in
             guard now.timeIntervalSince(last) >= Self.sweepInterval || now < last else { return false }

@@ -42,13 +42,16 @@ public struct WebAuthnRoutes: Sendable {
     ///     (the SQLite and PostgreSQL stores are session stores).
     ///   - configuration: what the routes serve, and how. Default: the safe defaults
     ///     of ``ServerConfiguration``, with a random secret per process.
-    public init(engine: WebAuthnEngine, accounts: any AccountStore, sessions: any SessionStore = InMemorySessionStore(),
-                configuration: ServerConfiguration = ServerConfiguration()) {
+    public init(
+        engine: WebAuthnEngine, accounts: any AccountStore, sessions: any SessionStore = InMemorySessionStore(),
+        configuration: ServerConfiguration = ServerConfiguration()
+    ) {
         self.engine = engine
         self.accounts = accounts
         self.configuration = configuration
-        self.sessions = BrowserSessions(store: sessions, secret: configuration.secret, secure: configuration.secureCookies,
-                                        lifetime: configuration.sessionLifetime)
+        self.sessions = BrowserSessions(
+            store: sessions, secret: configuration.secret, secure: configuration.secureCookies,
+            lifetime: configuration.sessionLifetime)
         self.standIns = StandIns(secret: configuration.secret)
         self.limiter = configuration.rateLimit.map { RateLimiter(maxTracked: $0.maxTracked) }
     }
@@ -146,8 +149,10 @@ public struct WebAuthnRoutes: Sendable {
     func throttle<Context: RequestContext>(_ request: Request, _ context: Context) throws {
         guard let limit = configuration.rateLimit, let limiter else { return }
         let now = self.now
-        let address = ClientAddress.bucket(ClientAddress.of(request, peer: (context as? any RemoteAddressRequestContext)?.remoteAddress,
-                                                            trustedProxies: configuration.trustedProxies))
+        let address = ClientAddress.bucket(
+            ClientAddress.of(
+                request, peer: (context as? any RemoteAddressRequestContext)?.remoteAddress,
+                trustedProxies: configuration.trustedProxies))
         if let token = sessions.token(request) {
             if limiter.isEmpty("f:" + token.cookieValue, now: now, rate: Self.failureRate) { throw Throttled(seconds: 10, scope: "failures") }
             if let wait = limiter.take("s:" + token.cookieValue, rate: limit.perSession, now: now) { throw Throttled(seconds: wait, scope: "session") }
@@ -191,13 +196,16 @@ public struct WebAuthnRoutes: Sendable {
         let token = sessions.token(request)
         let signedIn = try await signedInAccount(request, token: token)
         let existing = try await accounts.account(named: name)
-        let allowed = configuration.conformance
+        let allowed =
+            configuration.conformance
             ? true : await configuration.mayEnroll(EnrollmentRequest(name: name, existingAccount: existing, signedInAs: signedIn))
         guard allowed else {
             Audit.event("enrollment_refused", context, ["account": .string(Audit.hash(existing?.id ?? []))])
-            throw WebAuthnError(.usernameUnavailable, existing == nil
-                ? "this server does not let this session create an account"
-                : "the name is taken; sign in as its account to add a passkey")
+            throw WebAuthnError(
+                .usernameUnavailable,
+                existing == nil
+                    ? "this server does not let this session create an account"
+                    : "the name is taken; sign in as its account to add a passkey")
         }
         // A new name creates nothing now: the account is made with its first credential.
         let user = try existing ?? UserEntity(id: SecureRandom.bytes(32), name: name, displayName: displayName)
@@ -214,9 +222,10 @@ public struct WebAuthnRoutes: Sendable {
         // Conditional create (a quiet passkey upgrade) only for the signed-in owner of an existing account.
         let conditionalCreate = body["mediation"]?.stringValue == "conditional" && existing != nil && signedIn == existing?.id
         let session = token ?? sessions.mint()
-        let options = try await engine.startRegistration(user: user, authenticatorSelection: selection, attestation: attestation,
-                                                         extensions: extensions, newAccount: existing == nil,
-                                                         conditionalCreate: conditionalCreate, binding: session.binding)
+        let options = try await engine.startRegistration(
+            user: user, authenticatorSelection: selection, attestation: attestation,
+            extensions: extensions, newAccount: existing == nil,
+            conditionalCreate: conditionalCreate, binding: session.binding)
         var payload = options.json.objectValue ?? JSONObject()
         if let requested {
             // The conformance API echoes the selection asked for; the ceremony uses its L3 effective values.
@@ -233,7 +242,9 @@ public struct WebAuthnRoutes: Sendable {
             let response = try RegistrationResponse(json: body)
             // A stand-in ID answers like one that is taken, so registration cannot tell stand-ins from real credentials.
             if standIns.isStandIn(response.id) {
-                throw WebAuthnError(.credentialAlreadyRegistered, "credential \(Base64URL.encode(response.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
+                throw WebAuthnError(
+                    .credentialAlreadyRegistered, "credential \(Base64URL.encode(response.id).prefix(96)) is already registered",
+                    step: "WebAuthn L3 §7.1 step 27")
             }
             result = try await engine.finishRegistration(response, binding: token?.binding)
         } catch {
@@ -242,14 +253,19 @@ public struct WebAuthnRoutes: Sendable {
             throw error
         }
         let signedIn = try await sessions.signIn(result.credential.userHandle, replacing: token, now: now)
-        Audit.event("registered", context, ["account": .string(Audit.hash(result.credential.userHandle)),
-                                            "credential": .string(Audit.hash(result.credential.id)), "fmt": .string(result.format.rawValue)])
-        return HTTP.ok([
-            "credentialId": .string(Base64URL.encode(result.credential.id)),
-            "fmt": .string(result.format.rawValue),
-            "attestationType": .string(result.attestationType.rawValue),
-            "trusted": .bool(result.trust.trusted),
-        ], cookie: sessions.cookie(signedIn))
+        Audit.event(
+            "registered", context,
+            [
+                "account": .string(Audit.hash(result.credential.userHandle)),
+                "credential": .string(Audit.hash(result.credential.id)), "fmt": .string(result.format.rawValue),
+            ])
+        return HTTP.ok(
+            [
+                "credentialId": .string(Base64URL.encode(result.credential.id)),
+                "fmt": .string(result.format.rawValue),
+                "attestationType": .string(result.attestationType.rawValue),
+                "trusted": .bool(result.trust.trusted),
+            ], cookie: sessions.cookie(signedIn))
     }
 
     // MARK: Authentication
@@ -280,8 +296,9 @@ public struct WebAuthnRoutes: Sendable {
         let extensions = ClientExtensions(body["extensions"]?.objectValue ?? JSONObject())
         let session = sessions.token(request) ?? sessions.mint()
         // `mediation` is the page's business: user presence is required whatever it says.
-        let options = try await engine.startAuthentication(userHandle: userHandle, userVerification: uv, extensions: extensions,
-                                                           binding: session.binding, allowCredentials: allow)
+        let options = try await engine.startAuthentication(
+            userHandle: userHandle, userVerification: uv, extensions: extensions,
+            binding: session.binding, allowCredentials: allow)
         return HTTP.ok(options.json.objectValue ?? JSONObject(), cookie: sessions.cookie(session))
     }
 
@@ -311,13 +328,18 @@ public struct WebAuthnRoutes: Sendable {
             throw error
         }
         let signedIn = try await sessions.signIn(result.userHandle, replacing: token, now: now)
-        Audit.event("signed_in", context, ["account": .string(Audit.hash(result.userHandle)), "credential": .string(Audit.hash(result.credentialId)),
-                                           "uv": .string(String(result.userVerified))])
-        return HTTP.ok([
-            "credentialId": .string(Base64URL.encode(result.credentialId)),
-            "signCount": .number(Double(result.signCount)),
-            "userVerified": .bool(result.userVerified),
-        ], cookie: sessions.cookie(signedIn))
+        Audit.event(
+            "signed_in", context,
+            [
+                "account": .string(Audit.hash(result.userHandle)), "credential": .string(Audit.hash(result.credentialId)),
+                "uv": .string(String(result.userVerified)),
+            ])
+        return HTTP.ok(
+            [
+                "credentialId": .string(Base64URL.encode(result.credentialId)),
+                "signCount": .number(Double(result.signCount)),
+                "userVerified": .bool(result.userVerified),
+            ], cookie: sessions.cookie(signedIn))
     }
 }
 

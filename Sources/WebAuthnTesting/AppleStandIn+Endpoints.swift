@@ -39,16 +39,19 @@ extension AppleStandIn {
     /// `aud` Apple, `iat` not in the future, `exp` in the future and at most 15,777,000 s after `iat`.
     func clientError(_ form: [(String, String)]) -> String? {
         guard let clientID = Self.field(form, "client_id"), clientIDs.contains(clientID),
-              let secret = Self.field(form, "client_secret") else { return "invalid_client" }
+            let secret = Self.field(form, "client_secret")
+        else { return "invalid_client" }
         guard let jws = try? JWS(compact: Array(secret.utf8), maxSize: 4096), jws.algorithm == .es256,
-              jws.header["alg"]?.stringValue == "ES256", jws.header["kid"]?.stringValue == keyID,
-              (try? jws.verifySignature(with: clientKey)) != nil else { return "invalid_client" }
+            jws.header["alg"]?.stringValue == "ES256", jws.header["kid"]?.stringValue == keyID,
+            (try? jws.verifySignature(with: clientKey)) != nil
+        else { return "invalid_client" }
         let c = jws.payload
         let now = clock.now().timeIntervalSince1970
         guard c["iss"]?.stringValue == teamID, c["sub"]?.stringValue == clientID,
-              c["aud"]?.stringValue == SignInWithAppleConfiguration.issuer,
-              let iat = c["iat"]?.numberValue, let exp = c["exp"]?.numberValue,
-              iat <= now + 5, exp > now, exp - iat <= 15_777_000 else { return "invalid_client" }
+            c["aud"]?.stringValue == SignInWithAppleConfiguration.issuer,
+            let iat = c["iat"]?.numberValue, let exp = c["exp"]?.numberValue,
+            iat <= now + 5, exp > now, exp - iat <= 15_777_000
+        else { return "invalid_client" }
         return nil
     }
 
@@ -71,15 +74,19 @@ extension AppleStandIn {
             let refresh = "r" + Bytes.hex(SecureRandom.bytes(16)) + ".0.standin"
             state.withLock { $0.refreshTokens[refresh] = RefreshToken(user: grant.user, clientID: clientID, revoked: false) }
             let idToken = identityToken(for: grant.user, audience: clientID, nonce: grant.nonce, lifetime: 600)
-            let body: JSONValue = ["access_token": .string("a" + Bytes.hex(SecureRandom.bytes(16))), "token_type": "Bearer",
-                                   "expires_in": 3600, "refresh_token": .string(refresh), "id_token": .string(idToken)]
+            let body: JSONValue = [
+                "access_token": .string("a" + Bytes.hex(SecureRandom.bytes(16))), "token_type": "Bearer",
+                "expires_in": 3600, "refresh_token": .string(refresh), "id_token": .string(idToken),
+            ]
             return .json(200, body.serialized())
         case "refresh_token"?:
             guard let token = Self.field(form, "refresh_token") else { return Self.oauthError("invalid_request") }
             let entry = state.withLock { $0.refreshTokens[token] }
             guard let entry, !entry.revoked, entry.clientID == clientID else { return Self.oauthError("invalid_grant") }
-            let body: JSONValue = ["access_token": .string("a" + Bytes.hex(SecureRandom.bytes(16))), "token_type": "Bearer", "expires_in": 3600,
-                                   "id_token": .string(identityToken(for: entry.user, audience: clientID, lifetime: 600))]
+            let body: JSONValue = [
+                "access_token": .string("a" + Bytes.hex(SecureRandom.bytes(16))), "token_type": "Bearer", "expires_in": 3600,
+                "id_token": .string(identityToken(for: entry.user, audience: clientID, lifetime: 600)),
+            ]
             return .json(200, body.serialized())
         default:
             return Self.oauthError("unsupported_grant_type")
@@ -100,7 +107,8 @@ extension AppleStandIn {
     /// Signs in the user of ``setAuthorizeUser(_:firstConsent:)`` and posts back, as Apple's page does after consent.
     private func authorize(_ query: [(String, String)]) -> Response {
         guard let clientID = Self.field(query, "client_id"), clientIDs.contains(clientID),
-              let redirect = Self.field(query, "redirect_uri"), let url = URL(string: redirect), url.scheme != nil else {
+            let redirect = Self.field(query, "redirect_uri"), let url = URL(string: redirect), url.scheme != nil
+        else {
             return Response(status: 400, contentType: "text/plain", body: Array("invalid_client or redirect_uri\n".utf8))
         }
         guard Self.field(query, "response_mode") == "form_post" else {

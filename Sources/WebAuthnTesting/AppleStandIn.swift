@@ -28,8 +28,10 @@ public final class AppleStandIn: Sendable {
         public var lastName: String
 
         /// A user; `sub` is random when not given.
-        public init(sub: String? = nil, email: String? = "user@example.com", isPrivateEmail: Bool = false, realUserStatus: Int = 2,
-                    firstName: String = "Test", lastName: String = "User") {
+        public init(
+            sub: String? = nil, email: String? = "user@example.com", isPrivateEmail: Bool = false, realUserStatus: Int = 2,
+            firstName: String = "Test", lastName: String = "User"
+        ) {
             self.sub = sub ?? "000123." + Bytes.hex(SecureRandom.bytes(16)) + ".0042"
             self.email = email
             self.isPrivateEmail = isPrivateEmail
@@ -163,16 +165,21 @@ public final class AppleStandIn: Sendable {
 
     package func keySet() -> JSONValue {
         let keys = state.withLock { $0.keys }
-        return ["keys": .array(keys.map { entry in
-            guard case .map(let pairs) = (try? entry.key.coseKey()) ?? .null else { return .null }
-            var n: [UInt8] = [], e: [UInt8] = []
-            for p in pairs {
-                if p.key == CBOR(-1), case .bytes(let b) = p.value { n = b }
-                if p.key == CBOR(-2), case .bytes(let b) = p.value { e = b }
-            }
-            return ["kty": "RSA", "kid": .string(entry.kid), "use": "sig", "alg": "RS256",
-                    "n": .string(Base64URL.encode(n)), "e": .string(Base64URL.encode(e))]
-        })]
+        return [
+            "keys": .array(
+                keys.map { entry in
+                    guard case .map(let pairs) = (try? entry.key.coseKey()) ?? .null else { return .null }
+                    var n: [UInt8] = [], e: [UInt8] = []
+                    for p in pairs {
+                        if p.key == CBOR(-1), case .bytes(let b) = p.value { n = b }
+                        if p.key == CBOR(-2), case .bytes(let b) = p.value { e = b }
+                    }
+                    return [
+                        "kty": "RSA", "kid": .string(entry.kid), "use": "sig", "alg": "RS256",
+                        "n": .string(Base64URL.encode(n)), "e": .string(Base64URL.encode(e)),
+                    ]
+                })
+        ]
     }
 
     /// Whether `/auth/keys` answers (false: HTTP 503).
@@ -267,7 +274,9 @@ public final class AppleStandIn: Sendable {
 
     /// The user `/auth/authorize` signs in, and whether it is their first consent (then `user` is posted).
     public func setAuthorizeUser(_ user: User, firstConsent: Bool = true) {
-        state.withLock { $0.authorizeUser = user; $0.firstConsent = firstConsent }
+        state.withLock {
+            $0.authorizeUser = user; $0.firstConsent = firstConsent
+        }
     }
 
     // MARK: Serving

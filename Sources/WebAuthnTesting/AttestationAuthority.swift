@@ -35,8 +35,9 @@ public final class AttestationAuthority: Sendable {
     public static func generate(name: String = "webauthn test authority") throws -> AttestationAuthority {
         let rootKey = try SigningKey.generate(.es256)
         let root = try CertificateBuilder.certificateAuthority(organization: name, name: "\(name) root").build(key: rootKey, issuer: nil, issuerKey: rootKey)
-        return try AttestationAuthority(rootKeyPEM: try rootKey.privateKeyPEM(), rootCertificateDER: root.der,
-                                        attestationKeyPEM: try SigningKey.generate(.es256).privateKeyPEM())
+        return try AttestationAuthority(
+            rootKeyPEM: try rootKey.privateKeyPEM(), rootCertificateDER: root.der,
+            attestationKeyPEM: try SigningKey.generate(.es256).privateKeyPEM())
     }
 
     /// The root's private key, in PEM (empty if it cannot be exported).
@@ -53,9 +54,13 @@ public final class AttestationAuthority: Sendable {
     /// Name the authenticator by `aaguid`, or with nil by this authority's attestation
     /// key identifier (as MDS3 names U2F authenticators).
     package func metadataStatement(aaguid: AAGUID?, description: String, attestationTypes: [String] = ["basic_full"]) -> JSONValue {
-        var statement: JSONObject = ["description": .string(description), "attestationTypes": .array(attestationTypes.map { .string($0) }),
-                                     "attestationRootCertificates": [.string(Data(root.der).base64EncodedString())]]
-        if let aaguid { statement["aaguid"] = .string(aaguid.description) } else {
+        var statement: JSONObject = [
+            "description": .string(description), "attestationTypes": .array(attestationTypes.map { .string($0) }),
+            "attestationRootCertificates": [.string(Data(root.der).base64EncodedString())],
+        ]
+        if let aaguid {
+            statement["aaguid"] = .string(aaguid.description)
+        } else {
             statement["attestationCertificateKeyIdentifiers"] = [.string(attestationKeyIdentifier)]
         }
         return .object(statement)
@@ -75,7 +80,10 @@ public final class AttestationAuthority: Sendable {
     /// OU "Authenticator Attestation", CN; basic constraints CA false; the AAGUID extension.
     static func packedCertificateTemplate(aaguid: [UInt8]) -> CertificateBuilder {
         var b = CertificateBuilder(subject: [("C", "AA"), ("O", "WebAuthn Testing"), ("OU", "Authenticator Attestation"), ("CN", "Packed Test Authenticator")])
-        b.extensions = [(X509Certificate.OID.basicConstraints, true, DERWriter.basicConstraintsCAFalse), (X509Certificate.OID.fidoGenCeAAGUID, false, DERWriter.aaguid(aaguid))]
+        b.extensions = [
+            (X509Certificate.OID.basicConstraints, true, DERWriter.basicConstraintsCAFalse),
+            (X509Certificate.OID.fidoGenCeAAGUID, false, DERWriter.aaguid(aaguid)),
+        ]
         return b
     }
 
@@ -88,9 +96,11 @@ public final class AttestationAuthority: Sendable {
     /// by the attestation key unless `signer` is given; `rootFirst` sends the root before the leaf.
     /// With `intermediateNotAfter`, the leaf is issued by an intermediate CA (valid until
     /// then) that x5c carries after it; `includeRoot` appends the root to x5c.
-    package func packedAttestation(aaguid: [UInt8], signer: SigningKey? = nil, rootFirst: Bool = false, intermediateNotAfter: Date? = nil,
-                                  includeRoot: Bool = false,
-                                  certificate change: (inout CertificateBuilder) -> Void = { _ in }) throws -> SoftwareAuthenticator.Attestation {
+    package func packedAttestation(
+        aaguid: [UInt8], signer: SigningKey? = nil, rootFirst: Bool = false, intermediateNotAfter: Date? = nil,
+        includeRoot: Bool = false,
+        certificate change: (inout CertificateBuilder) -> Void = { _ in }
+    ) throws -> SoftwareAuthenticator.Attestation {
         var template = Self.packedCertificateTemplate(aaguid: aaguid)
         change(&template)
         var x5c: [[UInt8]]
@@ -111,8 +121,12 @@ public final class AttestationAuthority: Sendable {
 
     func aikCertificate(aaguid: [UInt8], key: SigningKey? = nil) throws -> X509Certificate {
         var b = CertificateBuilder()
-        b.extensions = [(X509Certificate.OID.subjectAltName, true, DERWriter.tpmSAN()), (X509Certificate.OID.extendedKeyUsage, false, DERWriter.extendedKeyUsage(X509Certificate.OID.tcgKpAIKCertificate)),
-                        (X509Certificate.OID.basicConstraints, true, DERWriter.basicConstraintsCAFalse), (X509Certificate.OID.fidoGenCeAAGUID, false, DERWriter.aaguid(aaguid))]
+        b.extensions = [
+            (X509Certificate.OID.subjectAltName, true, DERWriter.tpmSAN()),
+            (X509Certificate.OID.extendedKeyUsage, false, DERWriter.extendedKeyUsage(X509Certificate.OID.tcgKpAIKCertificate)),
+            (X509Certificate.OID.basicConstraints, true, DERWriter.basicConstraintsCAFalse),
+            (X509Certificate.OID.fidoGenCeAAGUID, false, DERWriter.aaguid(aaguid)),
+        ]
         return try issue(b, for: key ?? attestationKey)
     }
 }

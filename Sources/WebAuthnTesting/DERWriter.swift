@@ -44,11 +44,12 @@ package enum DERWriter {
     /// SAN with a directoryName holding the TPM attributes (each in its own RDN).
     package static func tpmSAN(manufacturer: String? = "id:49424D00", model: String? = "FIDO-TPM", version: String? = "id:00020008") -> [UInt8] {
         var rdns: [UInt8] = []
-        for (oid, value) in [(X509Certificate.OID.tpmManufacturer, manufacturer), (X509Certificate.OID.tpmModel, model), (X509Certificate.OID.tpmVersion, version)] {
+        for (oid, value) in [
+            (X509Certificate.OID.tpmManufacturer, manufacturer), (X509Certificate.OID.tpmModel, model), (X509Certificate.OID.tpmVersion, version),
+        ] {
             if let value { rdns += set(sequence(self.oid(oid), utf8(value))) }
         }
         return sequence(explicit(4, sequence(rdns)))
     }
     package static func extendedKeyUsage(_ oids: String...) -> [UInt8] { sequence(oids.flatMap { oid($0) }) }
 }
-

@@ -8,11 +8,14 @@ package import _WebAuthnCrypto
 enum FormatStatements {
     /// `fido-u2f` (§8.6): the attestation key signs 0x00 ‖ rpIdHash ‖ clientDataHash ‖ credentialId ‖ 0x04‖x‖y.
     static func fidoU2F(_ parts: RegistrationParts, authority: AttestationAuthority) throws -> CBOR {
-        guard let attested = parts.authenticatorData.attested, let x = attested.publicKey[COSE.Label.x]?.bytesValue, let y = attested.publicKey[COSE.Label.y]?.bytesValue else {
+        guard let attested = parts.authenticatorData.attested, let x = attested.publicKey[COSE.Label.x]?.bytesValue,
+            let y = attested.publicKey[COSE.Label.y]?.bytesValue
+        else {
             throw WebAuthnError(.configurationInvalid, "fido-u2f needs an ES256 credential")
         }
-        let sig = try authority.attestationKey.sign([0x00], parts.authenticatorData.rpIdHash, Digest.sha256(parts.clientDataJSON),
-                                                    attested.credentialId, [ECCurve.uncompressedPointPrefix] + x + y)
+        let sig = try authority.attestationKey.sign(
+            [0x00], parts.authenticatorData.rpIdHash, Digest.sha256(parts.clientDataJSON),
+            attested.credentialId, [ECCurve.uncompressedPointPrefix] + x + y)
         return .map([CBORPair(.text("sig"), .bytes(sig)), CBORPair(.text("x5c"), .array([.bytes(try authority.u2fCertificate().der)]))])
     }
 
@@ -27,8 +30,10 @@ enum FormatStatements {
     /// `android-safetynet` (§8.5): a compact JWS (RS256) signed by a certificate
     /// issued to `host` (attest.android.com) under `authority`'s root, whose
     /// payload nonce is base64(SHA-256(authData ‖ clientDataHash)).
-    static func safetyNet(_ parts: RegistrationParts, authority: AttestationAuthority, nonce: [UInt8]? = nil, timestamp: Date = Date(),
-                          ctsProfileMatch: Bool = true, host: String = "attest.android.com", emptyChain: Bool = false) throws -> CBOR {
+    static func safetyNet(
+        _ parts: RegistrationParts, authority: AttestationAuthority, nonce: [UInt8]? = nil, timestamp: Date = Date(),
+        ctsProfileMatch: Bool = true, host: String = "attest.android.com", emptyChain: Bool = false
+    ) throws -> CBOR {
         let key = authority.safetyNetKey
         let leaf = try authority.issue(CertificateBuilder(subject: [("C", "AA"), ("O", "WebAuthn Testing"), ("CN", host)]), for: key)
         let value = nonce ?? Digest.hash(.sha256, parts.authenticatorData.bytes, Digest.sha256(parts.clientDataJSON))
@@ -46,21 +51,26 @@ enum FormatStatements {
     /// `android-key` (§8.4): a certificate for the credential key with a
     /// KeyDescription (challenge = clientDataHash, TEE-enforced origin GENERATED
     /// and purpose SIGN), and the credential key's signature.
-    static func androidKey(_ parts: RegistrationParts, credentialKey: SigningKey, authority: AttestationAuthority,
-                           challenge: [UInt8]? = nil, allApplications: Bool = false, certificateKey: SigningKey? = nil) throws -> CBOR {
+    static func androidKey(
+        _ parts: RegistrationParts, credentialKey: SigningKey, authority: AttestationAuthority,
+        challenge: [UInt8]? = nil, allApplications: Bool = false, certificateKey: SigningKey? = nil
+    ) throws -> CBOR {
         let signer = certificateKey ?? credentialKey
         let cdh = Digest.sha256(parts.clientDataJSON)
         var tee = DERWriter.explicit(1, DERWriter.tlv(0x31, DERWriter.integer(2)))
         if allApplications { tee += DERWriter.explicit(600, DERWriter.null()) }
         tee += DERWriter.explicit(702, DERWriter.integer(0))
-        let description = DERWriter.sequence(DERWriter.integer(300), DERWriter.enumerated(1), DERWriter.integer(300), DERWriter.enumerated(1),
-                                             DERWriter.octets(challenge ?? cdh), DERWriter.octets([]), DERWriter.sequence(), DERWriter.sequence(tee))
+        let description = DERWriter.sequence(
+            DERWriter.integer(300), DERWriter.enumerated(1), DERWriter.integer(300), DERWriter.enumerated(1),
+            DERWriter.octets(challenge ?? cdh), DERWriter.octets([]), DERWriter.sequence(), DERWriter.sequence(tee))
         var b = CertificateBuilder(subject: [("CN", "Android Keystore Key")])
         b.extensions = [(X509Certificate.OID.androidKeyDescription, false, description)]
         let cert = try authority.issue(b, for: signer)
-        return .map([CBORPair(.text("alg"), CBOR(signer.algorithm.rawValue)),
-                     CBORPair(.text("sig"), .bytes(try signer.sign(parts.authenticatorData.bytes, cdh))),
-                     CBORPair(.text("x5c"), .array([.bytes(cert.der), .bytes(authority.root.der)]))])
+        return .map([
+            CBORPair(.text("alg"), CBOR(signer.algorithm.rawValue)),
+            CBORPair(.text("sig"), .bytes(try signer.sign(parts.authenticatorData.bytes, cdh))),
+            CBORPair(.text("x5c"), .array([.bytes(cert.der), .bytes(authority.root.der)])),
+        ])
     }
 
     /// `tpm` (§8.3): a TPMT_PUBLIC for the credential key (ECC P-256 for ES256,
@@ -68,8 +78,10 @@ enum FormatStatements {
     ///
     /// With `sha1`, an RSA AIK signs with RS1 and extraData is the SHA-1 of
     /// attToBeSigned, as many Windows Hello TPMs do.
-    static func tpm(_ parts: RegistrationParts, authority: AttestationAuthority, extraData: [UInt8]? = nil, aikEKU: Bool = true,
-                    sha1: Bool = false) throws -> CBOR {
+    static func tpm(
+        _ parts: RegistrationParts, authority: AttestationAuthority, extraData: [UInt8]? = nil, aikEKU: Bool = true,
+        sha1: Bool = false
+    ) throws -> CBOR {
         guard let attested = parts.authenticatorData.attested else { throw WebAuthnError(.configurationInvalid, "tpm needs a credential") }
         func u16(_ value: some BinaryInteger) -> [UInt8] { let v = Int(value); return [UInt8(v >> 8 & 0xff), UInt8(v & 0xff)] }
         func sized(_ b: [UInt8]) -> [UInt8] { u16(b.count) + b }
@@ -81,7 +93,9 @@ enum FormatStatements {
         let pubArea: [UInt8]
         if key[COSE.Label.kty]?.intValue == COSE.KeyType.rsa, let n = key[COSE.Label.n]?.bytesValue, let e = key[COSE.Label.e]?.bytesValue {
             let exponent = e.reduce(0) { $0 << 8 | Int($1) }
-            let e32: [UInt8] = exponent == 65537 ? [0, 0, 0, 0] : [UInt8(exponent >> 24 & 0xff), UInt8(exponent >> 16 & 0xff), UInt8(exponent >> 8 & 0xff), UInt8(exponent & 0xff)]
+            let e32: [UInt8] =
+                exponent == 65537
+                ? [0, 0, 0, 0] : [UInt8(exponent >> 24 & 0xff), UInt8(exponent >> 16 & 0xff), UInt8(exponent >> 8 & 0xff), UInt8(exponent & 0xff)]
             pubArea = u16(TPM.Alg.rsa) + u16(TPM.Alg.sha256) + header + u16(TPM.Alg.null) + u16(n.count * 8) + e32 + sized(n)
         } else if let x = key[COSE.Label.x]?.bytesValue, let y = key[COSE.Label.y]?.bytesValue, x.count == ECCurve.p256.coordinateSize {
             pubArea = u16(TPM.Alg.ecc) + u16(TPM.Alg.sha256) + header + u16(TPM.Alg.null) + u16(TPM.ECCCurve.nistP256) + u16(TPM.Alg.null) + sized(x) + sized(y)
@@ -89,18 +103,24 @@ enum FormatStatements {
             throw WebAuthnError(.configurationInvalid, "tpm here needs an ES256 or RSA credential")
         }
         let name = u16(TPM.Alg.sha256) + Digest.sha256(pubArea)
-        let certInfo = u32(TPM.generatedValue) + u16(TPM.stAttestCertify) + sized([]) + sized(extraData ?? Digest.hash(sha1 ? .sha1 : .sha256, parts.authenticatorData.bytes, Digest.sha256(parts.clientDataJSON)))
+        let certInfo =
+            u32(TPM.generatedValue) + u16(TPM.stAttestCertify) + sized([])
+            + sized(extraData ?? Digest.hash(sha1 ? .sha1 : .sha256, parts.authenticatorData.bytes, Digest.sha256(parts.clientDataJSON)))
             + [UInt8](repeating: 0, count: TPM.clockInfoSize) + [UInt8](repeating: 0, count: 8) + sized(name) + sized(name)  // clockInfo, firmwareVersion
         let aikKey = sha1 ? try SigningKey.generate(.rs1) : authority.attestationKey
         var aik = try authority.aikCertificate(aaguid: attested.aaguid, key: aikKey)
         if !aikEKU {
             var b = CertificateBuilder()
-            b.extensions = [(X509Certificate.OID.subjectAltName, true, DERWriter.tpmSAN()), (X509Certificate.OID.basicConstraints, true, DERWriter.basicConstraintsCAFalse)]
+            b.extensions = [
+                (X509Certificate.OID.subjectAltName, true, DERWriter.tpmSAN()), (X509Certificate.OID.basicConstraints, true, DERWriter.basicConstraintsCAFalse),
+            ]
             aik = try authority.issue(b, for: aikKey)
         }
-        return .map([CBORPair(.text("ver"), .text("2.0")), CBORPair(.text("alg"), CBOR(aikKey.algorithm.rawValue)),
-                     CBORPair(.text("x5c"), .array([.bytes(aik.der)])), CBORPair(.text("sig"), .bytes(try aikKey.sign(certInfo))),
-                     CBORPair(.text("certInfo"), .bytes(certInfo)), CBORPair(.text("pubArea"), .bytes(pubArea))])
+        return .map([
+            CBORPair(.text("ver"), .text("2.0")), CBORPair(.text("alg"), CBOR(aikKey.algorithm.rawValue)),
+            CBORPair(.text("x5c"), .array([.bytes(aik.der)])), CBORPair(.text("sig"), .bytes(try aikKey.sign(certInfo))),
+            CBORPair(.text("certInfo"), .bytes(certInfo)), CBORPair(.text("pubArea"), .bytes(pubArea)),
+        ])
     }
 }
 

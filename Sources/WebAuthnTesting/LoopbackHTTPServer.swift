@@ -1,11 +1,11 @@
 internal import Foundation
 import Synchronization
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A minimal HTTP/1.1 server on 127.0.0.1 for stand-ins in tests: one thread
@@ -41,7 +41,9 @@ package final class LoopbackHTTPServer: Sendable {
             self.announcesLength = announcesLength
         }
 
-        package static func json(_ status: Int, _ text: String) -> Response { Response(status: status, contentType: "application/json", body: Array(text.utf8)) }
+        package static func json(_ status: Int, _ text: String) -> Response {
+            Response(status: status, contentType: "application/json", body: Array(text.utf8))
+        }
     }
 
     /// The port the server listens on.
@@ -52,9 +54,9 @@ package final class LoopbackHTTPServer: Sendable {
 
     package init(handler: @escaping @Sendable (Request) -> Response) throws {
         #if os(Linux)
-        let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         #else
-        let fd = Darwin.socket(AF_INET, SOCK_STREAM, 0)
+            let fd = Darwin.socket(AF_INET, SOCK_STREAM, 0)
         #endif
         guard fd >= 0 else { throw ServerError("socket() failed: \(errno)") }
         var address = sockaddr_in()

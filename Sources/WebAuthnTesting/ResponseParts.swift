@@ -110,11 +110,13 @@ public struct RegistrationParts: Sendable {
 
     /// The CBOR attestation object (`fmt`, `attStmt`, `authData`), or ``attestationObjectOverride``.
     public var attestationObject: [UInt8] {
-        attestationObjectOverride ?? CBOREncoder.encode(.map([
-            CBORPair(.text("fmt"), .text(format.rawValue)),
-            CBORPair(.text("attStmt"), statement),
-            CBORPair(.text("authData"), .bytes(authenticatorData.bytes)),
-        ]))
+        attestationObjectOverride
+            ?? CBOREncoder.encode(
+                .map([
+                    CBORPair(.text("fmt"), .text(format.rawValue)),
+                    CBORPair(.text("attStmt"), statement),
+                    CBORPair(.text("authData"), .bytes(authenticatorData.bytes)),
+                ]))
     }
 
     /// The `RegistrationResponseJSON` a browser's `toJSON()` gives.
@@ -125,8 +127,10 @@ public struct RegistrationParts: Sendable {
             "transports": .array(transports.map { .string($0.rawValue) }),
         ]
         response["authenticatorData"] = .string(Base64URL.encode(authenticatorData.bytes))
-        var o: JSONObject = ["id": .string(Base64URL.encode(id)), "rawId": .string(Base64URL.encode(id)), "type": "public-key",
-                             "response": .object(response), "clientExtensionResults": [:]]
+        var o: JSONObject = [
+            "id": .string(Base64URL.encode(id)), "rawId": .string(Base64URL.encode(id)), "type": "public-key",
+            "response": .object(response), "clientExtensionResults": [:],
+        ]
         if let attachment { o["authenticatorAttachment"] = .string(attachment.rawValue) }
         return .object(o)
     }
@@ -171,8 +175,10 @@ public struct AssertionParts: Sendable {
             "signature": .string(Base64URL.encode(signature)),
         ]
         response["userHandle"] = userHandle.map { .string(Base64URL.encode($0)) } ?? .null
-        var o: JSONObject = ["id": .string(Base64URL.encode(id)), "rawId": .string(Base64URL.encode(id)), "type": "public-key",
-                             "response": .object(response), "clientExtensionResults": [:]]
+        var o: JSONObject = [
+            "id": .string(Base64URL.encode(id)), "rawId": .string(Base64URL.encode(id)), "type": "public-key",
+            "response": .object(response), "clientExtensionResults": [:],
+        ]
         if let attachment { o["authenticatorAttachment"] = .string(attachment.rawValue) }
         return .object(o)
     }
@@ -186,8 +192,9 @@ public struct AssertionParts: Sendable {
     /// The decoded response, as the engine's `finishAuthentication` takes it
     /// (without the attachment and extension results).
     public var response: AuthenticationResponse {
-        AuthenticationResponse(id: id, clientDataJSON: clientDataJSON, authenticatorData: authenticatorData.bytes,
-                               signature: signature, userHandle: userHandle)
+        AuthenticationResponse(
+            id: id, clientDataJSON: clientDataJSON, authenticatorData: authenticatorData.bytes,
+            signature: signature, userHandle: userHandle)
     }
 }
 

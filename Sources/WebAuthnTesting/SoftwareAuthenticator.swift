@@ -31,7 +31,8 @@ extension CBOR {
 extension SoftwareAuthenticator.Attestation {
     /// Re-signs a packed statement after its parts changed.
     public static func resignPacked(_ parts: inout RegistrationParts, signer: AttestationSigner) throws {
-        parts.statement = parts.statement.replacing("sig", with: .bytes(try signer.key.sign(parts.authenticatorData.bytes, Digest.sha256(parts.clientDataJSON))))
+        parts.statement = parts.statement.replacing(
+            "sig", with: .bytes(try signer.key.sign(parts.authenticatorData.bytes, Digest.sha256(parts.clientDataJSON))))
     }
 }
 
@@ -60,8 +61,10 @@ public final class SoftwareAuthenticator: Sendable {
         public var transports: [AuthenticatorTransport]
 
         /// A profile; each parameter sets the property of the same name.
-        public init(userVerified: Bool, backupEligible: Bool, backedUp: Bool, counterStep: UInt32, aaguid: [UInt8],
-                    attachment: AuthenticatorAttachment, transports: [AuthenticatorTransport]) {
+        public init(
+            userVerified: Bool, backupEligible: Bool, backedUp: Bool, counterStep: UInt32, aaguid: [UInt8],
+            attachment: AuthenticatorAttachment, transports: [AuthenticatorTransport]
+        ) {
             self.userVerified = userVerified
             self.backupEligible = backupEligible
             self.backedUp = backedUp
@@ -229,30 +232,35 @@ public final class SoftwareAuthenticator: Sendable {
         switch attestation {
         case .fidoU2F(let authority): parts.statement = try FormatStatements.fidoU2F(parts, authority: authority)
         case .apple(let authority):
-            parts.statement = try FormatStatements.apple(parts, credentialKey: key, authority: authority,
-                                                         nonce: defect == .wrongNonce ? SecureRandom.bytes(32) : nil)
+            parts.statement = try FormatStatements.apple(
+                parts, credentialKey: key, authority: authority,
+                nonce: defect == .wrongNonce ? SecureRandom.bytes(32) : nil)
         case .androidKey(let authority):
-            parts.statement = try FormatStatements.androidKey(parts, credentialKey: key, authority: authority,
-                                                              challenge: defect == .wrongChallenge ? SecureRandom.bytes(32) : nil,
-                                                              allApplications: defect == .allApplications,
-                                                              certificateKey: defect == .foreignCertificateKey ? SigningKey.generate(key.algorithm) : nil)
+            parts.statement = try FormatStatements.androidKey(
+                parts, credentialKey: key, authority: authority,
+                challenge: defect == .wrongChallenge ? SecureRandom.bytes(32) : nil,
+                allApplications: defect == .allApplications,
+                certificateKey: defect == .foreignCertificateKey ? SigningKey.generate(key.algorithm) : nil)
         case .tpm(let authority), .tpmSHA1(let authority):
             let sha1 = if case .tpmSHA1 = attestation { true } else { false }
-            parts.statement = try FormatStatements.tpm(parts, authority: authority, extraData: defect == .wrongExtraData ? SecureRandom.bytes(sha1 ? 20 : 32) : nil,
-                                                       aikEKU: defect != .aikWithoutEKU, sha1: sha1)
+            parts.statement = try FormatStatements.tpm(
+                parts, authority: authority, extraData: defect == .wrongExtraData ? SecureRandom.bytes(sha1 ? 20 : 32) : nil,
+                aikEKU: defect != .aikWithoutEKU, sha1: sha1)
         case .androidSafetyNet(let authority):
             let skew: TimeInterval = defect == .staleTimestamp ? -120 : defect == .futureTimestamp ? 120 : 0
-            var statement = try FormatStatements.safetyNet(parts, authority: authority, nonce: defect == .wrongNonce ? SecureRandom.bytes(32) : nil,
-                                                           timestamp: Date(timeIntervalSinceNow: skew), ctsProfileMatch: defect != .ctsProfileMismatch,
-                                                           host: defect == .wrongHost ? "attest.example.com" : "attest.android.com",
-                                                           emptyChain: defect == .emptyCertificateChain)
+            var statement = try FormatStatements.safetyNet(
+                parts, authority: authority, nonce: defect == .wrongNonce ? SecureRandom.bytes(32) : nil,
+                timestamp: Date(timeIntervalSinceNow: skew), ctsProfileMatch: defect != .ctsProfileMismatch,
+                host: defect == .wrongHost ? "attest.example.com" : "attest.android.com",
+                emptyChain: defect == .emptyCertificateChain)
             if defect == .emptyVersion { statement = statement.replacing("ver", with: .text("")) }
             if defect == .emptyResponse { statement = statement.replacing("response", with: .bytes([])) }
             parts.statement = statement
         case .packedFull where defect == .signedByCredentialKey, .packed where defect == .signedByCredentialKey:
             parts.statement = parts.statement.replacing("sig", with: .bytes(try key.sign(parts.authenticatorData.bytes, Digest.sha256(parts.clientDataJSON))))
         default:
-            throw WebAuthnError(.configurationInvalid, "restate covers fido-u2f, apple, android-key, android-safetynet, tpm and packed full (signedByCredentialKey)")
+            throw WebAuthnError(
+                .configurationInvalid, "restate covers fido-u2f, apple, android-key, android-safetynet, tpm and packed full (signedByCredentialKey)")
         }
     }
 

@@ -33,8 +33,10 @@ public enum StoreContract {
         public let identities: any LinkedIdentityStore
 
         /// The stores under test; `identities` is usually the account store itself.
-        public init(credentials: any CredentialStore, challenges: any ChallengeStore, accounts: any AccountStore, sessions: any SessionStore,
-                    identities: any LinkedIdentityStore) {
+        public init(
+            credentials: any CredentialStore, challenges: any ChallengeStore, accounts: any AccountStore, sessions: any SessionStore,
+            identities: any LinkedIdentityStore
+        ) {
             self.credentials = credentials
             self.challenges = challenges
             self.accounts = accounts
@@ -111,33 +113,46 @@ public enum StoreContract {
 
     static func record(_ id: [UInt8] = SecureRandom.bytes(16), user: [UInt8] = Array("u1".utf8), count: UInt32 = 0) throws -> CredentialRecord {
         let key = try COSEKey(bytes: CBOREncoder.encode(try SigningKey.generate(.es256).coseKey()))
-        return CredentialRecord(id: id, userHandle: user, publicKey: key, signCount: count, transports: ["usb", "nfc"], uvInitialized: false,
-                                backupEligible: true, backupState: false, aaguid: AAGUID(bytes: SecureRandom.bytes(16))!, attestationFormat: "packed",
-                                createdAt: Date(timeIntervalSince1970: 1_800_000_000))
+        return CredentialRecord(
+            id: id, userHandle: user, publicKey: key, signCount: count, transports: ["usb", "nfc"], uvInitialized: false,
+            backupEligible: true, backupState: false, aaguid: AAGUID(bytes: SecureRandom.bytes(16))!, attestationFormat: "packed",
+            createdAt: Date(timeIntervalSince1970: 1_800_000_000))
     }
 
-    static func ceremony(_ challenge: [UInt8] = SecureRandom.bytes(32), binding: [UInt8]? = [7, 7, 7],
-                         expiresAt: Date = Date(timeIntervalSince1970: 1_900_000_000.5)) throws -> PendingCeremony {
-        PendingCeremony(kind: .registration, challenge: challenge, user: try UserEntity(id: [1, 2], name: "alice", displayName: "Alice"),
-                        userHandle: nil, allowCredentials: [[9, 9]], algorithms: [.es256, .edDSA], userVerification: .required,
-                        conditionalCreate: true, newAccount: true, binding: binding, expiresAt: expiresAt)
+    static func ceremony(
+        _ challenge: [UInt8] = SecureRandom.bytes(32), binding: [UInt8]? = [7, 7, 7],
+        expiresAt: Date = Date(timeIntervalSince1970: 1_900_000_000.5)
+    ) throws -> PendingCeremony {
+        PendingCeremony(
+            kind: .registration, challenge: challenge, user: try UserEntity(id: [1, 2], name: "alice", displayName: "Alice"),
+            userHandle: nil, allowCredentials: [[9, 9]], algorithms: [.es256, .edDSA], userVerification: .required,
+            conditionalCreate: true, newAccount: true, binding: binding, expiresAt: expiresAt)
     }
 
     /// Every check, in order.
     public static let checks: [Check] = [
         Check(name: "credentials", summary: "credentials: insert, read back every field, refuse a duplicate, list by user, delete", body: credentialsCheck),
-        Check(name: "compareAndSet", summary: "credentials: the counter update is a compare-and-set; of concurrent updates from one count exactly one wins", body: compareAndSetCheck),
+        Check(
+            name: "compareAndSet", summary: "credentials: the counter update is a compare-and-set; of concurrent updates from one count exactly one wins",
+            body: compareAndSetCheck),
         Check(name: "challenges", summary: "challenges: stored ceremonies round-trip and are consumed exactly once, even concurrently", body: challengesCheck),
-        Check(name: "challengeBounds", summary: "challenges: a binding keeps its newest ceremonies only; a sweep removes the expired ones and counts the rest", body: challengeBoundsCheck),
+        Check(
+            name: "challengeBounds", summary: "challenges: a binding keeps its newest ceremonies only; a sweep removes the expired ones and counts the rest",
+            body: challengeBoundsCheck),
         Check(name: "accounts", summary: "accounts: an account exists only with its first credential; names are unique by look-alike key", body: accountsCheck),
         Check(name: "sessions", summary: "sessions: stored by hash, read back, ended, at most maxPerUser per account, swept when expired", body: sessionsCheck),
-        Check(name: "identities", summary: "identities: an account created with its first identity, unique by provider and subject; link, update, relink, unlink", body: identitiesCheck),
-        Check(name: "accountDeletion", summary: "accounts: deleting one removes its credentials and identities (and sessions where kept) and nothing else", body: accountDeletionCheck),
+        Check(
+            name: "identities", summary: "identities: an account created with its first identity, unique by provider and subject; link, update, relink, unlink",
+            body: identitiesCheck),
+        Check(
+            name: "accountDeletion", summary: "accounts: deleting one removes its credentials and identities (and sessions where kept) and nothing else",
+            body: accountDeletionCheck),
     ]
 
     static func identity(_ subject: String, user: [UInt8], email: String? = "a@privaterelay.appleid.com") -> LinkedIdentity {
-        LinkedIdentity(provider: "apple", subject: subject, userHandle: user, email: email, emailVerified: true, isPrivateEmail: true,
-                       refreshToken: [1, 2, 3], createdAt: Date(timeIntervalSince1970: 1_800_000_000))
+        LinkedIdentity(
+            provider: "apple", subject: subject, userHandle: user, email: email, emailVerified: true, isPrivateEmail: true,
+            refreshToken: [1, 2, 3], createdAt: Date(timeIntervalSince1970: 1_800_000_000))
     }
 
     static func identitiesCheck(_ stores: Stores) async throws {
@@ -171,15 +186,19 @@ public enum StoreContract {
         changed.updatedAt = Date(timeIntervalSince1970: 1_800_000_100)
         try expect(try await identities.update(changed), "update finds the identity")
         let back = try require(try await identities.identity(provider: "apple", subject: "001234.abc"), "the updated identity")
-        try expect(back.email == "new@example.com" && back.emailVerified == false && back.refreshToken == nil && back.updatedAt == changed.updatedAt,
-                   "updated fields read back")
+        try expect(
+            back.email == "new@example.com" && back.emailVerified == false && back.refreshToken == nil && back.updatedAt == changed.updatedAt,
+            "updated fields read back")
         try expect(back.createdAt == first.createdAt && back.userHandle == dana.id, "the link itself does not change")
         try expect(!(try await identities.update(identity("nobody", user: dana.id))), "update of an unknown identity is false")
         // Relink (a team transfer): same account, new subject; never onto a taken subject.
-        try expect(try await identities.relink(provider: "apple", subject: "002.def", to: "777.new", at: Date(timeIntervalSince1970: 1_800_000_200)), "relinked")
+        try expect(
+            try await identities.relink(provider: "apple", subject: "002.def", to: "777.new", at: Date(timeIntervalSince1970: 1_800_000_200)), "relinked")
         try expect(try await identities.identity(provider: "apple", subject: "002.def") == nil, "the old subject is gone")
         try expect(try await identities.identity(provider: "apple", subject: "777.new")?.userHandle == dana.id, "the new subject signs in to the account")
-        try expect(await errorCode { _ = try await identities.relink(provider: "apple", subject: "777.new", to: "001234.abc", at: Date()) } == "identity_already_linked")
+        try expect(
+            await errorCode { _ = try await identities.relink(provider: "apple", subject: "777.new", to: "001234.abc", at: Date()) }
+                == "identity_already_linked")
         try expect(!(try await identities.relink(provider: "apple", subject: "nobody", to: "x", at: Date())), "relink of an unknown subject is false")
         // Unlink returns what it removed, once.
         try expect(try await identities.unlink(provider: "apple", subject: "777.new")?.userHandle == dana.id, "unlink returns the link")
@@ -195,8 +214,9 @@ public enum StoreContract {
         let second = try record(user: frank.id)
         try await stores.credentials.insert(second)
         try await stores.identities.link(identity("frank.sub", user: frank.id))
-        let session = SignedInSession(idHash: SecureRandom.bytes(32), userHandle: frank.id, createdAt: Date(timeIntervalSince1970: 1_800_000_000),
-                                      authenticatedAt: Date(timeIntervalSince1970: 1_800_000_000), expiresAt: Date(timeIntervalSince1970: 1_900_000_000))
+        let session = SignedInSession(
+            idHash: SecureRandom.bytes(32), userHandle: frank.id, createdAt: Date(timeIntervalSince1970: 1_800_000_000),
+            authenticatedAt: Date(timeIntervalSince1970: 1_800_000_000), expiresAt: Date(timeIntervalSince1970: 1_900_000_000))
         try await stores.sessions.insert(session)
         try expect(try await stores.accounts.deleteAccount(handle: frank.id), "the account is deleted")
         _ = try await stores.sessions.deleteSessions(userHandle: frank.id)
@@ -328,7 +348,8 @@ public enum StoreContract {
         try expect(await errorCode { try await accounts.create(lookalike, firstCredential: try record(user: lookalike.id)) } == "username_unavailable")
         // A credential ID that exists: no account either.
         let carol = UserEntity.new(name: "carol")
-        try expect(await errorCode { try await accounts.create(carol, firstCredential: try record(winner.1, user: carol.id)) } == "credential_already_registered")
+        try expect(
+            await errorCode { try await accounts.create(carol, firstCredential: try record(winner.1, user: carol.id)) } == "credential_already_registered")
         try expect(try await accounts.account(named: "carol") == nil)
         try expect(try await accounts.account(named: "nobody") == nil)
     }
@@ -337,8 +358,9 @@ public enum StoreContract {
         let sessions = stores.sessions
         let user = SecureRandom.bytes(32)
         func session(_ i: Int, user: [UInt8], expires: Double = 1_900_000_000) -> SignedInSession {
-            SignedInSession(idHash: SecureRandom.bytes(32), userHandle: user, createdAt: Date(timeIntervalSince1970: 1_800_000_000 + Double(i)),
-                            authenticatedAt: Date(timeIntervalSince1970: 1_800_000_000 + Double(i)), expiresAt: Date(timeIntervalSince1970: expires))
+            SignedInSession(
+                idHash: SecureRandom.bytes(32), userHandle: user, createdAt: Date(timeIntervalSince1970: 1_800_000_000 + Double(i)),
+                authenticatedAt: Date(timeIntervalSince1970: 1_800_000_000 + Double(i)), expiresAt: Date(timeIntervalSince1970: expires))
         }
         let first = session(0, user: user)
         try await sessions.insert(first)

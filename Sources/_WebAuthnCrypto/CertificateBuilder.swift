@@ -63,13 +63,15 @@ extension SigningKey {
         defer { EC_GROUP_free(group); EC_POINT_free(point) }
         var pub = [UInt8](repeating: 0, count: curve.uncompressedPointSize)
         guard EC_POINT_mul(group, point, bn, nil, nil, nil) == 1,
-              EC_POINT_point2oct(group, point, POINT_CONVERSION_UNCOMPRESSED, &pub, pub.count, nil) == pub.count else { throw OpenSSL.failure("EC point") }
+            EC_POINT_point2oct(group, point, POINT_CONVERSION_UNCOMPRESSED, &pub, pub.count, nil) == pub.count
+        else { throw OpenSSL.failure("EC point") }
         guard let builder = OSSL_PARAM_BLD_new() else { throw OpenSSL.failure("OSSL_PARAM_BLD_new") }
         defer { OSSL_PARAM_BLD_free(builder) }
         guard OSSL_PARAM_BLD_push_utf8_string(builder, OpenSSL.ParamName.group, OpenSSL.ParamName.p256, 0) == 1,
-              OSSL_PARAM_BLD_push_octet_string(builder, OpenSSL.ParamName.publicKey, pub, pub.count) == 1,
-              OSSL_PARAM_BLD_push_BN(builder, OpenSSL.ParamName.privateKey, bn) == 1,
-              let params = OSSL_PARAM_BLD_to_param(builder) else { throw OpenSSL.failure("EC key parameters") }
+            OSSL_PARAM_BLD_push_octet_string(builder, OpenSSL.ParamName.publicKey, pub, pub.count) == 1,
+            OSSL_PARAM_BLD_push_BN(builder, OpenSSL.ParamName.privateKey, bn) == 1,
+            let params = OSSL_PARAM_BLD_to_param(builder)
+        else { throw OpenSSL.failure("EC key parameters") }
         defer { OSSL_PARAM_free(params) }
         guard let ctx = EVP_PKEY_CTX_new_from_name(nil, "EC", nil) else { throw OpenSSL.failure("EC context") }
         defer { EVP_PKEY_CTX_free(ctx) }
@@ -96,7 +98,8 @@ package struct CRLBuilder {
         guard let crl = X509_CRL_new() else { throw OpenSSL.failure("X509_CRL_new") }
         defer { X509_CRL_free(crl) }
         guard let last = ASN1_TIME_set(nil, time_t(lastUpdate.timeIntervalSince1970)),
-              let next = ASN1_TIME_set(nil, time_t(nextUpdate.timeIntervalSince1970)) else { throw OpenSSL.failure("CRL times") }
+            let next = ASN1_TIME_set(nil, time_t(nextUpdate.timeIntervalSince1970))
+        else { throw OpenSSL.failure("CRL times") }
         defer { ASN1_TIME_free(last); ASN1_TIME_free(next) }
         var ok = X509_CRL_set_version(crl, 1) == 1
         ok = ok && X509_CRL_set_issuer_name(crl, X509_get_subject_name(issuer.x509)) == 1
@@ -105,7 +108,8 @@ package struct CRLBuilder {
             guard let revoked = X509_REVOKED_new() else { throw OpenSSL.failure("X509_REVOKED_new") }
             guard let number = ASN1_INTEGER_new() else { X509_REVOKED_free(revoked); throw OpenSSL.failure("ASN1_INTEGER_new") }
             defer { ASN1_INTEGER_free(number) }
-            ok = ASN1_INTEGER_set_uint64(number, serial) == 1 && X509_REVOKED_set_serialNumber(revoked, number) == 1
+            ok =
+                ASN1_INTEGER_set_uint64(number, serial) == 1 && X509_REVOKED_set_serialNumber(revoked, number) == 1
                 && X509_REVOKED_set_revocationDate(revoked, last) == 1
             // add0 takes the entry; on failure it is still ours to free.
             if ok && X509_CRL_add0_revoked(crl, revoked) == 1 { continue }

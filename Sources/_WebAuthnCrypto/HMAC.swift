@@ -12,8 +12,9 @@ extension Digest {
         let ok = key.withUnsafeBytes { k in
             message.withUnsafeBytes { m in
                 out.withUnsafeMutableBufferPointer { o in
-                    EVP_Q_mac(nil, "HMAC", nil, "SHA256", nil, k.baseAddress, k.count, m.baseAddress?.assumingMemoryBound(to: UInt8.self), m.count,
-                              o.baseAddress, o.count, &length) != nil
+                    EVP_Q_mac(
+                        nil, "HMAC", nil, "SHA256", nil, k.baseAddress, k.count, m.baseAddress?.assumingMemoryBound(to: UInt8.self), m.count,
+                        o.baseAddress, o.count, &length) != nil
                 }
             }
         }

@@ -69,7 +69,9 @@ package enum KeySanity {
             throw OpenSSL.failure("EVP_PKEY_get_raw_public_key")
         }
         if isSmallOrder(raw, curve: curve) {
-            throw WebAuthnError(.publicKeySmallOrder, "the \(curve.name) public key is a point of small order (\(Bytes.hex(raw).prefix(16))…): one signature would verify for every message")
+            throw WebAuthnError(
+                .publicKeySmallOrder,
+                "the \(curve.name) public key is a point of small order (\(Bytes.hex(raw).prefix(16))…): one signature would verify for every message")
         }
     }
 
@@ -103,19 +105,22 @@ package enum KeySanity {
             BN_free(exponent)
         }
         guard EVP_PKEY_get_bn_param(pkey, OpenSSL.ParamName.rsaN, &modulus) == 1, let n = modulus,
-              EVP_PKEY_get_bn_param(pkey, OpenSSL.ParamName.rsaE, &exponent) == 1, let e = exponent else {
+            EVP_PKEY_get_bn_param(pkey, OpenSSL.ParamName.rsaE, &exponent) == 1, let e = exponent
+        else {
             throw OpenSSL.failure("reading the RSA modulus and exponent")
         }
         let bits = Int(BN_num_bits(n))
         guard rsaModulusBits.contains(bits) else {
-            throw WebAuthnError(.publicKeyRSAInvalid, "the RSA modulus is \(bits) bits; \(rsaModulusBits.lowerBound) to \(rsaModulusBits.upperBound) are accepted")
+            throw WebAuthnError(
+                .publicKeyRSAInvalid, "the RSA modulus is \(bits) bits; \(rsaModulusBits.lowerBound) to \(rsaModulusBits.upperBound) are accepted")
         }
         guard BN_is_odd(n) == 1 else {
             throw WebAuthnError(.publicKeyRSAInvalid, "the RSA modulus is even: it is not a product of two large primes")
         }
         // An odd exponent of two bits or more is at least 3.
         guard BN_is_odd(e) == 1, BN_num_bits(e) >= 2 else {
-            throw WebAuthnError(.publicKeyRSAInvalid, "the RSA public exponent is \(BN_num_bits(e) <= 8 ? String(BN_get_word(e)) : "even"); it must be odd and at least 3")
+            throw WebAuthnError(
+                .publicKeyRSAInvalid, "the RSA public exponent is \(BN_num_bits(e) <= 8 ? String(BN_get_word(e)) : "even"); it must be odd and at least 3")
         }
         // A huge exponent makes every verification slow (a CPU amplifier); real keys use 65537.
         guard BN_num_bits(e) <= 32 else {

@@ -58,7 +58,7 @@ package final class PublicKey: @unchecked Sendable {
             var name = [CChar](repeating: 0, count: 64)
             var length = 0
             guard EVP_PKEY_get_utf8_string_param(pkey, OSSL_PKEY_PARAM_GROUP_NAME, &name, name.count, &length) == 1,
-                  let curve = ECCurve(opensslName: String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+                let curve = ECCurve(opensslName: String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
             else {
                 OpenSSL.clearErrors()
                 throw WebAuthnError(.algorithmUnsupported, "EC key on an unsupported curve")
@@ -132,8 +132,8 @@ package final class PublicKey: @unchecked Sendable {
         guard let builder = OSSL_PARAM_BLD_new() else { throw OpenSSL.failure("OSSL_PARAM_BLD_new") }
         defer { OSSL_PARAM_BLD_free(builder) }
         guard OSSL_PARAM_BLD_push_BN(builder, OpenSSL.ParamName.rsaN, bnN) == 1,
-              OSSL_PARAM_BLD_push_BN(builder, OpenSSL.ParamName.rsaE, bnE) == 1,
-              let params = OSSL_PARAM_BLD_to_param(builder)
+            OSSL_PARAM_BLD_push_BN(builder, OpenSSL.ParamName.rsaE, bnE) == 1,
+            let params = OSSL_PARAM_BLD_to_param(builder)
         else { throw OpenSSL.failure("RSA parameters") }
         defer { OSSL_PARAM_free(params) }
         guard let ctx = EVP_PKEY_CTX_new_from_name(nil, "RSA", nil) else { throw OpenSSL.failure("RSA context") }
@@ -244,7 +244,8 @@ package final class PublicKey: @unchecked Sendable {
         var ok = EVP_PKEY_verify_init(ctx) == 1
         switch algorithm {
         case .ps256, .ps384, .ps512:
-            ok = ok && EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_PKCS1_PSS_PADDING) == 1
+            ok =
+                ok && EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_PKCS1_PSS_PADDING) == 1
                 && EVP_PKEY_CTX_set_rsa_mgf1_md(ctx, digest.md) == 1
                 && EVP_PKEY_CTX_set_rsa_pss_saltlen(ctx, RSA_PSS_SALTLEN_AUTO) == 1
         case .rs256, .rs384, .rs512, .rs1:

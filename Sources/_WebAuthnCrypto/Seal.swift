@@ -14,7 +14,9 @@ package enum Seal {
 
     /// Seals `plaintext` under a 32-byte `key`.
     package static func seal(_ plaintext: [UInt8], key: [UInt8], associated: [UInt8] = []) throws(WebAuthnError) -> [UInt8] {
-        guard key.count == 32, plaintext.count <= maxPlaintext else { throw WebAuthnError(.cryptoFailure, "AES-256-GCM takes a 32-byte key and at most \(maxPlaintext) bytes") }
+        guard key.count == 32, plaintext.count <= maxPlaintext else {
+            throw WebAuthnError(.cryptoFailure, "AES-256-GCM takes a 32-byte key and at most \(maxPlaintext) bytes")
+        }
         let nonce = SecureRandom.bytes(nonceSize)
         var out = [UInt8](repeating: 0, count: plaintext.count)
         var tag = [UInt8](repeating: 0, count: tagSize)
@@ -26,7 +28,8 @@ package enum Seal {
     /// data; anything else (another key, edited bytes, another row) is `crypto_failure`.
     package static func open(_ sealed: [UInt8], key: [UInt8], associated: [UInt8] = []) throws(WebAuthnError) -> [UInt8] {
         guard key.count == 32, sealed.count >= 1 + nonceSize + tagSize, sealed.count <= 1 + nonceSize + maxPlaintext + tagSize,
-              sealed[0] == version else {
+            sealed[0] == version
+        else {
             throw WebAuthnError(.cryptoFailure, "not a sealed value of this server")
         }
         let nonce = Array(sealed[1...nonceSize])
@@ -37,26 +40,32 @@ package enum Seal {
         return out
     }
 
-    private static func run(encrypt: Bool, key: [UInt8], nonce: [UInt8], associated: [UInt8], input: [UInt8],
-                            output: inout [UInt8], tag: inout [UInt8]) throws(WebAuthnError) {
+    private static func run(
+        encrypt: Bool, key: [UInt8], nonce: [UInt8], associated: [UInt8], input: [UInt8],
+        output: inout [UInt8], tag: inout [UInt8]
+    ) throws(WebAuthnError) {
         guard let ctx = EVP_CIPHER_CTX_new() else { throw OpenSSL.failure("EVP_CIPHER_CTX_new") }
         defer { EVP_CIPHER_CTX_free(ctx) }
         guard let inputLength = Int32(exactly: input.count), let associatedLength = Int32(exactly: associated.count),
-              let nonceLength = Int32(exactly: nonce.count), let tagLength = Int32(exactly: tag.count) else {
+            let nonceLength = Int32(exactly: nonce.count), let tagLength = Int32(exactly: tag.count)
+        else {
             throw WebAuthnError(.cryptoFailure, "AES-256-GCM input too large")
         }
         let cipher = EVP_aes_256_gcm()
         var written: Int32 = 0
-        let ok: Bool = encrypt
+        let ok: Bool =
+            encrypt
             ? EVP_EncryptInit_ex(ctx, cipher, nil, nil, nil) == 1
             : EVP_DecryptInit_ex(ctx, cipher, nil, nil, nil) == 1
         guard ok, EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_IVLEN, nonceLength, nil) == 1 else { throw OpenSSL.failure("AES-256-GCM init") }
-        let keyed: Bool = encrypt
+        let keyed: Bool =
+            encrypt
             ? EVP_EncryptInit_ex(ctx, nil, nil, key, nonce) == 1
             : EVP_DecryptInit_ex(ctx, nil, nil, key, nonce) == 1
         guard keyed else { throw OpenSSL.failure("AES-256-GCM key") }
         if !associated.isEmpty {
-            let fed: Bool = encrypt
+            let fed: Bool =
+                encrypt
                 ? EVP_EncryptUpdate(ctx, nil, &written, associated, associatedLength) == 1
                 : EVP_DecryptUpdate(ctx, nil, &written, associated, associatedLength) == 1
             guard fed else { throw OpenSSL.failure("AES-256-GCM associated data") }
@@ -73,7 +82,8 @@ package enum Seal {
         var scratch = [UInt8](repeating: 0, count: 16)
         if encrypt {
             guard EVP_EncryptFinal_ex(ctx, &scratch, &final) == 1, final == 0,
-                  EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, tagLength, &tag) == 1 else { throw OpenSSL.failure("AES-256-GCM final") }
+                EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, tagLength, &tag) == 1
+            else { throw OpenSSL.failure("AES-256-GCM final") }
         } else {
             guard EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, tagLength, &tag) == 1 else { throw OpenSSL.failure("AES-256-GCM tag") }
             guard EVP_DecryptFinal_ex(ctx, &scratch, &final) == 1, final == 0 else {

@@ -73,7 +73,8 @@ package final class SigningKey: @unchecked Sendable {
         var ok = EVP_DigestSignInit_ex(mdctx, &pctx, algorithm.digest.map { Self.digestName($0) }, nil, nil, pkey, nil) == 1
         switch algorithm {
         case .ps256, .ps384, .ps512:
-            ok = ok && EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PSS_PADDING) == 1
+            ok =
+                ok && EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PSS_PADDING) == 1
                 && EVP_PKEY_CTX_set_rsa_pss_saltlen(pctx, RSA_PSS_SALTLEN_DIGEST) == 1
         default: break
         }
@@ -106,19 +107,27 @@ package final class SigningKey: @unchecked Sendable {
             }
             let curve: ECCurve = algorithm == .es256 ? .p256 : algorithm == .es384 ? .p384 : .p521
             let n = curve.coordinateSize
-            guard length == curve.uncompressedPointSize, buffer[0] == ECCurve.uncompressedPointPrefix else { throw WebAuthnError(.cryptoFailure, "unexpected EC point encoding") }
-            return .map([CBORPair(CBOR(COSE.Label.kty), CBOR(COSE.KeyType.ec2)), alg, CBORPair(CBOR(COSE.Label.crv), CBOR(curve.rawValue)),
-                         CBORPair(CBOR(COSE.Label.x), .bytes(Array(buffer[1...n]))), CBORPair(CBOR(COSE.Label.y), .bytes(Array(buffer[(n + 1)...(2 * n)])))])
+            guard length == curve.uncompressedPointSize, buffer[0] == ECCurve.uncompressedPointPrefix else {
+                throw WebAuthnError(.cryptoFailure, "unexpected EC point encoding")
+            }
+            return .map([
+                CBORPair(CBOR(COSE.Label.kty), CBOR(COSE.KeyType.ec2)), alg, CBORPair(CBOR(COSE.Label.crv), CBOR(curve.rawValue)),
+                CBORPair(CBOR(COSE.Label.x), .bytes(Array(buffer[1...n]))), CBORPair(CBOR(COSE.Label.y), .bytes(Array(buffer[(n + 1)...(2 * n)]))),
+            ])
         case .edDSA, .ed25519, .ed448:
             var buffer = [UInt8](repeating: 0, count: 64)
             var length = buffer.count
             guard EVP_PKEY_get_raw_public_key(pkey, &buffer, &length) == 1 else { throw OpenSSL.failure("reading the EdDSA public key") }
             let curve: OKPCurve = length == OKPCurve.ed25519.keySize ? .ed25519 : .ed448
-            return .map([CBORPair(CBOR(COSE.Label.kty), CBOR(COSE.KeyType.okp)), alg, CBORPair(CBOR(COSE.Label.crv), CBOR(curve.rawValue)),
-                         CBORPair(CBOR(COSE.Label.x), .bytes(Array(buffer.prefix(length))))])
+            return .map([
+                CBORPair(CBOR(COSE.Label.kty), CBOR(COSE.KeyType.okp)), alg, CBORPair(CBOR(COSE.Label.crv), CBOR(curve.rawValue)),
+                CBORPair(CBOR(COSE.Label.x), .bytes(Array(buffer.prefix(length)))),
+            ])
         default:
-            return .map([CBORPair(CBOR(COSE.Label.kty), CBOR(COSE.KeyType.rsa)), alg, CBORPair(CBOR(COSE.Label.n), .bytes(try bignum(OSSL_PKEY_PARAM_RSA_N))),
-                         CBORPair(CBOR(COSE.Label.e), .bytes(try bignum(OSSL_PKEY_PARAM_RSA_E)))])
+            return .map([
+                CBORPair(CBOR(COSE.Label.kty), CBOR(COSE.KeyType.rsa)), alg, CBORPair(CBOR(COSE.Label.n), .bytes(try bignum(OSSL_PKEY_PARAM_RSA_N))),
+                CBORPair(CBOR(COSE.Label.e), .bytes(try bignum(OSSL_PKEY_PARAM_RSA_E))),
+            ])
         }
     }
 

@@ -134,7 +134,10 @@ package struct DER {
         let length = try readLength(&p)
         guard length <= end - p else { throw Self.error("length runs past the end") }
         position = p + length
-        return (Node(tag: first & ~Tag.numberMask | (number < Int(Tag.numberMask) ? UInt8(number) : Tag.numberMask), bytes: bytes, contents: p..<(p + length)), number)
+        return (
+            Node(tag: first & ~Tag.numberMask | (number < Int(Tag.numberMask) ? UInt8(number) : Tag.numberMask), bytes: bytes, contents: p..<(p + length)),
+            number
+        )
     }
 
     private func readLength(_ p: inout Int) throws(WebAuthnError) -> Int {

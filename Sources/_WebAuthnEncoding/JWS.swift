@@ -17,8 +17,9 @@ package struct JWS {
         let parts = compact.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
         guard parts.count == 3 else { throw WebAuthnError(.attestationStatementMalformed, "a JWS has three dot-separated parts; this one has \(parts.count)") }
         guard let headerBytes = parts[0].withUnsafeBufferPointer(Base64URL.decode(utf8:)),
-              let payloadBytes = parts[1].withUnsafeBufferPointer(Base64URL.decode(utf8:)),
-              let signature = parts[2].withUnsafeBufferPointer(Base64URL.decode(utf8:)) else {
+            let payloadBytes = parts[1].withUnsafeBufferPointer(Base64URL.decode(utf8:)),
+            let signature = parts[2].withUnsafeBufferPointer(Base64URL.decode(utf8:))
+        else {
             throw WebAuthnError(.attestationStatementMalformed, "a JWS part is not base64url")
         }
         header = try JSONValue.parse(headerBytes, limits: JSONLimits(maxBytes: 1 << 20, maxDepth: 8))

@@ -43,8 +43,10 @@ struct Bench: AsyncParsableCommand {
             try await Self.measureAll(seconds: seconds, openSSLSpeed: !skipSpeed, only: only)
         }.value
         if json {
-            let summary: JSONValue = ["results": .array(results.map { ["name": .string($0.name), "opsPerSecond": .number($0.opsPerSecond.rounded())] }),
-                                      "ratios": .object(ratios)]
+            let summary: JSONValue = [
+                "results": .array(results.map { ["name": .string($0.name), "opsPerSecond": .number($0.opsPerSecond.rounded())] }),
+                "ratios": .object(ratios),
+            ]
             print(summary.serialized())
         } else {
             for r in results { print(r.name.padding(toLength: 36, withPad: " ", startingAt: 0) + String(format: "%12.0f ops/s", r.opsPerSecond)) }
@@ -58,9 +60,11 @@ struct Bench: AsyncParsableCommand {
         func wanted(_ name: String) -> Bool { only.map { name.contains($0) } ?? true }
         func ratio(_ key: String, _ value: Double) { ratios[key] = .number((value * 1000).rounded() / 1000) }
 
-        for (name, alg, floorName) in [("es256-authentication", COSEAlgorithm.es256, "openssl-p256-verify"),
-                                       ("eddsa-authentication", .edDSA, "openssl-ed25519-verify"),
-                                       ("rs256-authentication", .rs256, "openssl-rsa2048-verify")] where wanted(name) {
+        for (name, alg, floorName) in [
+            ("es256-authentication", COSEAlgorithm.es256, "openssl-p256-verify"),
+            ("eddsa-authentication", .edDSA, "openssl-ed25519-verify"),
+            ("rs256-authentication", .rs256, "openssl-rsa2048-verify"),
+        ] where wanted(name) {
             let floor = try RawVerifier(alg)
             let prepared = try PreparedVerifier(alg)
             let same = try await Fixture.sameRequest(alg)
@@ -85,9 +89,11 @@ struct Bench: AsyncParsableCommand {
         if openSSLSpeed {
             // `openssl speed` runs in its own process; to compare under the same
             // machine state, its short runs alternate with engine rounds.
-            for (name, algorithm, engineName, alg) in [("openssl-speed-ecdsap256-verify", "ecdsap256", "es256-authentication", COSEAlgorithm.es256),
-                                                       ("openssl-speed-ed25519-verify", "ed25519", "eddsa-authentication", .edDSA),
-                                                       ("openssl-speed-rsa2048-verify", "rsa2048", "rs256-authentication", .rs256)]
+            for (name, algorithm, engineName, alg) in [
+                ("openssl-speed-ecdsap256-verify", "ecdsap256", "es256-authentication", COSEAlgorithm.es256),
+                ("openssl-speed-ed25519-verify", "ed25519", "eddsa-authentication", .edDSA),
+                ("openssl-speed-rsa2048-verify", "rsa2048", "rs256-authentication", .rs256),
+            ]
             where wanted(engineName) {
                 let engine = try await Fixture.sameRequest(alg)
                 var engineOps = 0
@@ -187,8 +193,9 @@ struct Bench: AsyncParsableCommand {
 /// A prepared workload: untimed preparation, timed engine calls.
 final class Fixture: @unchecked Sendable {
     static let origin = "https://example.com"
-    static let rp = try! RelyingParty(id: "example.com", origins: [origin],
-                                      policy: VerificationPolicy(algorithms: [.es256, .edDSA, .rs256]))
+    static let rp = try! RelyingParty(
+        id: "example.com", origins: [origin],
+        policy: VerificationPolicy(algorithms: [.es256, .edDSA, .rs256]))
 
     private let prepare: () async throws -> [[UInt8]]
     private let operation: ([UInt8]) async throws -> Void
@@ -228,8 +235,9 @@ final class Fixture: @unchecked Sendable {
         let authenticator = SoftwareAuthenticator(profile: profile)
         let user = UserEntity.new(name: "bench")
         let creation = try await engine.startRegistration(user: user)
-        let registration = try authenticator.register(rpId: rp.id, origin: origin, challenge: creation.challenge,
-                                                      userHandle: user.id, algorithm: alg)
+        let registration = try authenticator.register(
+            rpId: rp.id, origin: origin, challenge: creation.challenge,
+            userHandle: user.id, algorithm: alg)
         let id = try await engine.finishRegistration(json: registration.jsonBytes).credential.id
         return (engine, authenticator, user, id)
     }
@@ -243,39 +251,46 @@ final class Fixture: @unchecked Sendable {
         let body = try authenticator.authenticate(rpId: rp.id, origin: origin, challenge: request.challenge, credentialId: id).jsonBytes
         guard let ceremony = try await engine.challenges.pending(challenge: request.challenge) else { throw ExitCode(1) }
         let batch = [[UInt8]](repeating: body, count: 64)
-        return Fixture(prepare: { batch }, operation: { body in
-            try await engine.challenges.insert(ceremony)
-            _ = try await engine.finishAuthentication(json: body)
-        })
+        return Fixture(
+            prepare: { batch },
+            operation: { body in
+                try await engine.challenges.insert(ceremony)
+                _ = try await engine.finishAuthentication(json: body)
+            })
     }
 
     /// A security key (rising counter): every operation verifies a fresh assertion.
     static func distinctRequests(_ alg: COSEAlgorithm) async throws -> Fixture {
         let (engine, authenticator, user, id) = try await registeredCredential(alg, profile: .securityKey)
         let batch = alg == .rs256 ? 16 : 128
-        return Fixture(prepare: {
-            var bodies: [[UInt8]] = []
-            for _ in 0..<batch {
-                let request = try await engine.startAuthentication(userHandle: user.id)
-                bodies.append(try authenticator.authenticate(rpId: rp.id, origin: origin, challenge: request.challenge, credentialId: id).jsonBytes)
-            }
-            return bodies
-        }, operation: { body in _ = try await engine.finishAuthentication(json: body) })
+        return Fixture(
+            prepare: {
+                var bodies: [[UInt8]] = []
+                for _ in 0..<batch {
+                    let request = try await engine.startAuthentication(userHandle: user.id)
+                    bodies.append(try authenticator.authenticate(rpId: rp.id, origin: origin, challenge: request.challenge, credentialId: id).jsonBytes)
+                }
+                return bodies
+            }, operation: { body in _ = try await engine.finishAuthentication(json: body) })
     }
 
     /// Packed self-attested ES256 registrations, each of a new credential.
     static func registrations() async throws -> Fixture {
         let engine = WebAuthnEngine(relyingParty: rp)
         let authenticator = SoftwareAuthenticator(profile: .securityKey)
-        return Fixture(prepare: {
-            var bodies: [[UInt8]] = []
-            for _ in 0..<64 {
-                let user = UserEntity.new(name: "bench")
-                let creation = try await engine.startRegistration(user: user)
-                bodies.append(try authenticator.register(rpId: rp.id, origin: origin, challenge: creation.challenge,
-                                                         userHandle: user.id, algorithm: .es256, attestation: .packedSelf).jsonBytes)
-            }
-            return bodies
-        }, operation: { body in _ = try await engine.finishRegistration(json: body) })
+        return Fixture(
+            prepare: {
+                var bodies: [[UInt8]] = []
+                for _ in 0..<64 {
+                    let user = UserEntity.new(name: "bench")
+                    let creation = try await engine.startRegistration(user: user)
+                    bodies.append(
+                        try authenticator.register(
+                            rpId: rp.id, origin: origin, challenge: creation.challenge,
+                            userHandle: user.id, algorithm: .es256, attestation: .packedSelf
+                        ).jsonBytes)
+                }
+                return bodies
+            }, operation: { body in _ = try await engine.finishRegistration(json: body) })
     }
 }

@@ -27,23 +27,29 @@ struct Demo: AsyncParsableCommand {
             let authenticator = SoftwareAuthenticator(profile: profile)
             let creation = try await engine.startRegistration(user: user)
             say("1. \(label): creation options", creation.json)
-            let registration = try authenticator.register(rpId: rp.id, origin: origin, challenge: creation.challenge,
-                                                          userHandle: user.id, algorithm: alg, attestation: attestation)
+            let registration = try authenticator.register(
+                rpId: rp.id, origin: origin, challenge: creation.challenge,
+                userHandle: user.id, algorithm: alg, attestation: attestation)
             let registered = try await engine.finishRegistration(json: registration.jsonBytes)
-            say("2. \(label): registered", [
-                "fmt": .string(registered.format.rawValue), "attestationType": .string(registered.attestationType.rawValue),
-                "credentialId": .string(Base64URL.encode(registered.credential.id)),
-                "alg": .string(registered.credential.publicKey.algorithm.name), "backupEligible": .bool(registered.backupEligible),
-            ])
+            say(
+                "2. \(label): registered",
+                [
+                    "fmt": .string(registered.format.rawValue), "attestationType": .string(registered.attestationType.rawValue),
+                    "credentialId": .string(Base64URL.encode(registered.credential.id)),
+                    "alg": .string(registered.credential.publicKey.algorithm.name), "backupEligible": .bool(registered.backupEligible),
+                ])
             for round in 1...2 {
                 let request = try await engine.startAuthentication(userHandle: round == 1 ? nil : user.id)
-                let assertion = try authenticator.authenticate(rpId: rp.id, origin: origin, challenge: request.challenge,
-                                                               credentialId: registered.credential.id)
+                let assertion = try authenticator.authenticate(
+                    rpId: rp.id, origin: origin, challenge: request.challenge,
+                    credentialId: registered.credential.id)
                 let result = try await engine.finishAuthentication(json: assertion.jsonBytes)
-                say("3. \(label): signed in (\(round == 1 ? "discoverable" : "with username"))", [
-                    "signCount": .number(Double(result.signCount)), "userVerified": .bool(result.userVerified),
-                    "backedUp": .bool(result.backedUp),
-                ])
+                say(
+                    "3. \(label): signed in (\(round == 1 ? "discoverable" : "with username"))",
+                    [
+                        "signCount": .number(Double(result.signCount)), "userVerified": .bool(result.userVerified),
+                        "backedUp": .bool(result.backedUp),
+                    ])
                 if round == 2 {
                     do {
                         _ = try await engine.finishAuthentication(json: assertion.jsonBytes)

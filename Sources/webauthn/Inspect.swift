@@ -62,10 +62,11 @@ struct Inspect: AsyncParsableCommand {
         for pair in object.statement.mapValue ?? [] {
             let key = pair.key.textValue ?? "\(pair.key)"
             if key == "x5c", let certs = pair.value.arrayValue {
-                statement[key] = .array(certs.map { item in
-                    guard let der = item.bytesValue, let cert = try? X509Certificate(der: der) else { return render(item) }
-                    return describe(certificate: cert)
-                })
+                statement[key] = .array(
+                    certs.map { item in
+                        guard let der = item.bytesValue, let cert = try? X509Certificate(der: der) else { return render(item) }
+                        return describe(certificate: cert)
+                    })
             } else {
                 statement[key] = render(pair.value)
             }
@@ -75,8 +76,10 @@ struct Inspect: AsyncParsableCommand {
 
     static func describe(authenticatorData a: AuthenticatorData) -> JSONValue {
         var flags: JSONObject = [:]
-        for (name, flag) in [("UP", AuthenticatorFlags.userPresent), ("UV", .userVerified), ("BE", .backupEligible),
-                             ("BS", .backupState), ("AT", .attestedCredentialData), ("ED", .extensionData)] {
+        for (name, flag) in [
+            ("UP", AuthenticatorFlags.userPresent), ("UV", .userVerified), ("BE", .backupEligible),
+            ("BS", .backupState), ("AT", .attestedCredentialData), ("ED", .extensionData),
+        ] {
             flags[name] = .bool(a.flags.contains(flag))
         }
         var o: JSONObject = [

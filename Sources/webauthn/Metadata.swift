@@ -10,18 +10,26 @@ struct MetadataOptions: ParsableArguments {
     @Option(parsing: .unconditional, help: "FIDO metadata: an MDS3 BLOB JWT, its decoded payload JSON, a statement, or a folder of statements and payloads.")
     var metadata: String?
 
-    @Option(name: .customLong("metadata-root"), parsing: .unconditional, help: "A PEM root for the BLOB's signing chain instead of the FIDO MDS root (e.g. the conformance tool's).")
+    @Option(
+        name: .customLong("metadata-root"), parsing: .unconditional,
+        help: "A PEM root for the BLOB's signing chain instead of the FIDO MDS root (e.g. the conformance tool's).")
     var metadataRoot: String?
 
     @Flag(name: .customLong("allow-stale-metadata"), help: "Accept a BLOB past its nextUpdate.")
     var allowStaleMetadata = false
 
-    @Option(name: .customLong("mds-blob"), parsing: .unconditionalSingleValue,
-            help: "An MDS3 BLOB as a metadata service serves it, or a folder of .jwt BLOBs (repeatable). Each is verified; one that does not verify is rejected with its reason, and the rest are used.")
+    @Option(
+        name: .customLong("mds-blob"), parsing: .unconditionalSingleValue,
+        help:
+            "An MDS3 BLOB as a metadata service serves it, or a folder of .jwt BLOBs (repeatable). Each is verified; one that does not verify is rejected with its reason, and the rest are used."
+    )
     var mdsBlobs: [String] = []
 
-    @Option(name: .customLong("metadata-crl"), parsing: .unconditionalSingleValue,
-            help: "A CRL (DER or PEM) for BLOB signing chains, or a folder of .crl files (repeatable). With CRLs, every certificate of a BLOB chain needs its issuer's CRL.")
+    @Option(
+        name: .customLong("metadata-crl"), parsing: .unconditionalSingleValue,
+        help:
+            "A CRL (DER or PEM) for BLOB signing chains, or a folder of .crl files (repeatable). With CRLs, every certificate of a BLOB chain needs its issuer's CRL."
+    )
     var metadataCRLs: [String] = []
 
     func blobOptions() throws -> FIDOMetadata.BLOBOptions {
@@ -32,7 +40,9 @@ struct MetadataOptions: ParsableArguments {
         }
         for path in Self.files(metadataCRLs, suffix: ".crl") {
             guard let data = FileManager.default.contents(atPath: path) else { throw ValidationError("cannot read \(path)") }
-            do { options.crls.append(try CertificateRevocationList(derOrPEM: [UInt8](data))) } catch { throw ValidationError("--metadata-crl \(path): \(error.message)") }
+            do { options.crls.append(try CertificateRevocationList(derOrPEM: [UInt8](data))) } catch {
+                throw ValidationError("--metadata-crl \(path): \(error.message)")
+            }
         }
         return options
     }
@@ -49,7 +59,8 @@ struct MetadataOptions: ParsableArguments {
 
     /// The BLOBs of `--mds-blob`: those that verify, and each rejected one with its reason.
     func loadBLOBs(at time: Date, options: FIDOMetadata.BLOBOptions? = nil) throws
-        -> (accepted: [(path: String, metadata: FIDOMetadata)], rejected: [(path: String, error: WebAuthnError)]) {
+        -> (accepted: [(path: String, metadata: FIDOMetadata)], rejected: [(path: String, error: WebAuthnError)])
+    {
         let options = try options ?? blobOptions()
         var accepted: [(path: String, metadata: FIDOMetadata)] = [], rejected: [(path: String, error: WebAuthnError)] = []
         for path in Self.files(mdsBlobs, suffix: ".jwt") {
@@ -87,7 +98,8 @@ struct MetadataCommand: AsyncParsableCommand {
         commandName: "metadata", abstract: "Work with FIDO metadata (MDS3).", subcommands: [Inspect.self])
 
     struct Inspect: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Verify and list the entries of FIDO metadata: AAGUID, name, attestation types, latest status.")
+        static let configuration = CommandConfiguration(
+            abstract: "Verify and list the entries of FIDO metadata: AAGUID, name, attestation types, latest status.")
 
         @OptionGroup var trust: MetadataOptions
         @Option(parsing: .unconditional, help: "Verify as of this time (ISO 8601).") var at: String?
@@ -109,17 +121,19 @@ struct MetadataCommand: AsyncParsableCommand {
                 "no": loaded?.serial.map { .number(Double($0)) } ?? .null,
                 "nextUpdate": loaded?.nextUpdate.map { .string(iso.string(from: $0)) } ?? .null,
                 "skipped": .number(Double((loaded?.skipped ?? 0) + blobs.accepted.map(\.metadata.skipped).reduce(0, +))),
-                "rejected": .array(blobs.rejected.map { ["file": .string($0.path), "error": .string($0.error.code.rawValue), "message": .string($0.error.message)] }),
-                "entries": .array(entries.map { entry in
-                    [
-                        "aaguid": entry.aaguid.map { .string($0.description) } ?? .null,
-                        "attestationCertificateKeyIdentifiers": .array(entry.attestationCertificateKeyIdentifiers.map { .string($0) }),
-                        "description": .string(entry.description),
-                        "attestationTypes": .array(entry.attestationTypes.map { .string($0) }),
-                        "status": entry.status.map { .string($0.rawValue) } ?? .null,
-                        "roots": .number(Double(entry.attestationRootCertificates.count)),
-                    ]
-                }),
+                "rejected": .array(
+                    blobs.rejected.map { ["file": .string($0.path), "error": .string($0.error.code.rawValue), "message": .string($0.error.message)] }),
+                "entries": .array(
+                    entries.map { entry in
+                        [
+                            "aaguid": entry.aaguid.map { .string($0.description) } ?? .null,
+                            "attestationCertificateKeyIdentifiers": .array(entry.attestationCertificateKeyIdentifiers.map { .string($0) }),
+                            "description": .string(entry.description),
+                            "attestationTypes": .array(entry.attestationTypes.map { .string($0) }),
+                            "status": entry.status.map { .string($0.rawValue) } ?? .null,
+                            "roots": .number(Double(entry.attestationRootCertificates.count)),
+                        ]
+                    }),
             ])
         }
     }

@@ -30,37 +30,58 @@ struct Serve: AsyncParsableCommand {
     var requireTrustedAttestation = false
     @Option(name: .customLong("attestation-types"), parsing: .unconditional, help: "Accepted attestation types: a subset of none,self,basic,attca,anonca.")
     var attestationTypes: String?
-    @Option(parsing: .unconditional, help: "Algorithms offered in pubKeyCredParams, in preference order: comma-separated COSE names. Default ES256,EdDSA,ES384,ES512,PS256,RS256; also Ed25519, Ed448, PS384, PS512, RS384, RS512.")
+    @Option(
+        parsing: .unconditional,
+        help:
+            "Algorithms offered in pubKeyCredParams, in preference order: comma-separated COSE names. Default ES256,EdDSA,ES384,ES512,PS256,RS256; also Ed25519, Ed448, PS384, PS512, RS384, RS512."
+    )
     var algorithms: String?
     @Flag(name: .customLong("require-user-verification"), help: "Require the UV flag in every ceremony.") var requireUserVerification = false
     @Flag(name: .customLong("allow-cross-origin"), help: "Accept cross-origin ceremonies from any top-level origin.") var allowCrossOrigin = false
-    @Option(name: .customLong("top-origin"), parsing: .unconditionalSingleValue, help: "Accept cross-origin ceremonies from this top-level origin (repeatable).")
+    @Option(
+        name: .customLong("top-origin"), parsing: .unconditionalSingleValue, help: "Accept cross-origin ceremonies from this top-level origin (repeatable).")
     var topOrigins: [String] = []
     @Option(name: .customLong("challenge-ttl"), help: "Seconds a challenge stays valid.") var challengeTTL: Double = 300
     @Option(name: .customLong("related-origin"), parsing: .unconditionalSingleValue, help: "An origin for /.well-known/webauthn (repeatable).")
     var relatedOrigins: [String] = []
-    @Option(name: .customLong("apple-app-id"), parsing: .unconditionalSingleValue, help: "An app ID for /.well-known/apple-app-site-association webcredentials (repeatable).")
+    @Option(
+        name: .customLong("apple-app-id"), parsing: .unconditionalSingleValue,
+        help: "An app ID for /.well-known/apple-app-site-association webcredentials (repeatable).")
     var appleAppIDs: [String] = []
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error, critical.") var logLevel = "info"
     @Option(name: .customLong("idle-timeout"), help: "Seconds before an idle connection is closed.") var idleTimeout: Int64 = 30
-    @Option(name: .customLong("secret-file"), help: ArgumentHelp(
-        "A file holding the server secret (at least 32 bytes; or the WEBAUTHN_SECRET environment variable): it signs session cookies and derives the stand-ins of unknown names. Default: one generated once and kept in the database."))
+    @Option(
+        name: .customLong("secret-file"),
+        help: ArgumentHelp(
+            "A file holding the server secret (at least 32 bytes; or the WEBAUTHN_SECRET environment variable): it signs session cookies and derives the stand-ins of unknown names. Default: one generated once and kept in the database."
+        ))
     var secretFile: String?
-    @Option(name: .customLong("rate-limit"), help: "Throttle the ceremony endpoints: off, or A[:S] requests per second per client address without a session (default 30) and per session (default 300); bursts of ten seconds' worth.")
+    @Option(
+        name: .customLong("rate-limit"),
+        help:
+            "Throttle the ceremony endpoints: off, or A[:S] requests per second per client address without a session (default 30) and per session (default 300); bursts of ten seconds' worth."
+    )
     var rateLimit = "30:300"
-    @Option(name: .customLong("trusted-proxy"), parsing: .unconditionalSingleValue, help: "A proxy range (CIDR) whose X-Forwarded-For is believed for the client address (repeatable).")
+    @Option(
+        name: .customLong("trusted-proxy"), parsing: .unconditionalSingleValue,
+        help: "A proxy range (CIDR) whose X-Forwarded-For is believed for the client address (repeatable).")
     var trustedProxies: [String] = []
-    @Flag(name: .customLong("conformance"), help: "The FIDO conformance tools' semantics: anyone may enroll onto an existing name, and unknown names fail. Unsafe: for conformance runs only.")
+    @Flag(
+        name: .customLong("conformance"),
+        help: "The FIDO conformance tools' semantics: anyone may enroll onto an existing name, and unknown names fail. Unsafe: for conformance runs only.")
     var conformance = false
     @Flag(name: .customLong("no-demo"), help: "Do not serve the demo page (/) and its API (/demo/).") var noDemo = false
-    @Option(name: .customLong("apple-client-id"), parsing: .unconditionalSingleValue, help: "Sign in with Apple: an app's bundle ID (native sign-in; repeatable).")
+    @Option(
+        name: .customLong("apple-client-id"), parsing: .unconditionalSingleValue, help: "Sign in with Apple: an app's bundle ID (native sign-in; repeatable).")
     var appleClientIDs: [String] = []
     @Option(name: .customLong("apple-services-id"), parsing: .unconditional, help: "Sign in with Apple: the Services ID the web flow uses as client_id.")
     var appleServicesID: String?
     @Option(name: .customLong("apple-team-id"), parsing: .unconditional, help: "Sign in with Apple: the team ID (client secrets).") var appleTeamID: String?
     @Option(name: .customLong("apple-key-id"), parsing: .unconditional, help: "Sign in with Apple: the key ID of the .p8 key.") var appleKeyID: String?
     @Option(name: .customLong("apple-private-key"), parsing: .unconditional, help: "Sign in with Apple: the .p8 private key file.") var applePrivateKey: String?
-    @Option(name: .customLong("apple-redirect-uri"), parsing: .unconditional, help: "Sign in with Apple: the web flow's redirect URI (reaching POST /apple/web/callback).")
+    @Option(
+        name: .customLong("apple-redirect-uri"), parsing: .unconditional,
+        help: "Sign in with Apple: the web flow's redirect URI (reaching POST /apple/web/callback).")
     var appleRedirectURI: String?
     @Option(name: .customLong("apple-base-url"), parsing: .unconditional, help: "Sign in with Apple: Apple's base URL (default https://appleid.apple.com).")
     var appleBaseURL: String?
@@ -102,7 +123,8 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("--apple-base-url must be https (or loopback, for a stand-in)")
         }
         do {
-            let credentials = try AppleClientCredentials(teamID: teamID, keyID: keyID, privateKey: ApplePrivateKey(pem: String(decoding: contents, as: UTF8.self)))
+            let credentials = try AppleClientCredentials(
+                teamID: teamID, keyID: keyID, privateKey: ApplePrivateKey(pem: String(decoding: contents, as: UTF8.self)))
             return try SignInWithAppleConfiguration(clientIDs: clientIDs, credentials: credentials, baseURL: base)
         } catch {
             throw ValidationError("Sign in with Apple: \(error.message)")
@@ -123,7 +145,9 @@ struct Serve: AsyncParsableCommand {
             return nil
         }
         let bytes = Array(text.trimmingCharacters(in: .whitespacesAndNewlines).utf8)
-        guard bytes.count >= 32 else { throw ValidationError("the server secret must be at least 32 bytes (for example 43 base64 characters from openssl rand -base64 32)") }
+        guard bytes.count >= 32 else {
+            throw ValidationError("the server secret must be at least 32 bytes (for example 43 base64 characters from openssl rand -base64 32)")
+        }
         return bytes
     }
 
@@ -133,7 +157,9 @@ struct Serve: AsyncParsableCommand {
         var result: [COSEAlgorithm] = []
         for name in list.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) {
             guard let alg = COSEAlgorithm.supported.first(where: { $0.name.caseInsensitiveCompare(name) == .orderedSame }), alg != .rs1 else {
-                throw ValidationError("--algorithms: unknown or refused algorithm \"\(name)\"; use \(COSEAlgorithm.supported.filter { $0 != .rs1 }.map(\.name).joined(separator: ","))")
+                throw ValidationError(
+                    "--algorithms: unknown or refused algorithm \"\(name)\"; use \(COSEAlgorithm.supported.filter { $0 != .rs1 }.map(\.name).joined(separator: ","))"
+                )
             }
             if !result.contains(alg) { result.append(alg) }
         }
@@ -163,7 +189,8 @@ struct Serve: AsyncParsableCommand {
             store = opened
         }
         let anchors = try trust.anchors(at: Date()) { path, error in
-            logger.error("metadata BLOB rejected, not used", metadata: ["file": .string(path), "code": .string(error.code.rawValue), "reason": .string(error.message)])
+            logger.error(
+                "metadata BLOB rejected, not used", metadata: ["file": .string(path), "code": .string(error.code.rawValue), "reason": .string(error.message)])
         }
         let allowed = origins.isEmpty ? ["http://localhost:\(port)"] : origins
         let rp: RelyingParty
@@ -189,21 +216,24 @@ struct Serve: AsyncParsableCommand {
         let listenPort = port
         // The store line names the database, never its credentials.
         let (host, db) = (self.host, isPostgres ? "postgres (" + (URLComponents(string: self.db)?.host ?? "?") + ")" : self.db)
-        let app = buildApplication(engine: engine, accounts: store, sessions: store, configuration: ApplicationConfiguration(
-            host: host, port: listenPort, idleTimeout: .seconds(idleTimeout),
-            routes: ServerConfiguration(
-                relatedOrigins: relatedOrigins, appleWebCredentialApps: appleAppIDs, secureCookies: allowed.allSatisfy { $0.hasPrefix("https://") },
-                demo: !noDemo, secret: secret, conformance: conformance, rateLimit: RateLimit.parse(rateLimit) ?? RateLimit(),
-                trustedProxies: trustedProxies.compactMap(CIDR.init),
-                apple: try appleConfiguration().map { apple in
-                    AppleConfiguration(signIn: AppleSignIn(configuration: apple, clock: rp.clock), identities: store,
-                                       servicesID: appleServicesID, redirectURI: appleRedirectURI)
-                }),
-            logger: logger,
-            onServerRunning: { bound in
-                let line = "webauthn: listening on http://\(host):\(bound) for RP ID \(rp.id) (origins \(rp.origins.joined(separator: " "))), store \(db)\n"
-                FileHandle.standardOutput.write(Data(line.utf8))
-            }))
+        let app = buildApplication(
+            engine: engine, accounts: store, sessions: store,
+            configuration: ApplicationConfiguration(
+                host: host, port: listenPort, idleTimeout: .seconds(idleTimeout),
+                routes: ServerConfiguration(
+                    relatedOrigins: relatedOrigins, appleWebCredentialApps: appleAppIDs, secureCookies: allowed.allSatisfy { $0.hasPrefix("https://") },
+                    demo: !noDemo, secret: secret, conformance: conformance, rateLimit: RateLimit.parse(rateLimit) ?? RateLimit(),
+                    trustedProxies: trustedProxies.compactMap(CIDR.init),
+                    apple: try appleConfiguration().map { apple in
+                        AppleConfiguration(
+                            signIn: AppleSignIn(configuration: apple, clock: rp.clock), identities: store,
+                            servicesID: appleServicesID, redirectURI: appleRedirectURI)
+                    }),
+                logger: logger,
+                onServerRunning: { bound in
+                    let line = "webauthn: listening on http://\(host):\(bound) for RP ID \(rp.id) (origins \(rp.origins.joined(separator: " "))), store \(db)\n"
+                    FileHandle.standardOutput.write(Data(line.utf8))
+                }))
         // The store first: a group shuts its services down in reverse order, so the HTTP server
         // drains before the store closes.
         let group = ServiceGroup(configuration: .init(services: [store, app], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))

@@ -35,7 +35,9 @@ struct CommonVerifyOptions: ParsableArguments {
     @Flag(name: .customLong("allow-cross-origin"), help: "Accept crossOrigin: true from any top-level origin.")
     var allowCrossOrigin = false
 
-    @Option(name: .customLong("top-origin"), parsing: .unconditionalSingleValue, help: "Accept cross-origin responses only from this top-level origin (repeatable).")
+    @Option(
+        name: .customLong("top-origin"), parsing: .unconditionalSingleValue, help: "Accept cross-origin responses only from this top-level origin (repeatable)."
+    )
     var topOrigins: [String] = []
 
     func validate() throws {
@@ -83,7 +85,9 @@ struct VerifyRegistration: AsyncParsableCommand {
     @Flag(name: .customLong("require-trusted-attestation"), help: "Fail when an attestation certificate chain is not trusted.")
     var requireTrustedAttestation = false
 
-    @Option(name: .customLong("attestation-types"), parsing: .unconditional, help: "Accepted attestation types, comma-separated subset of none,self,basic,attca,anonca.")
+    @Option(
+        name: .customLong("attestation-types"), parsing: .unconditional,
+        help: "Accepted attestation types, comma-separated subset of none,self,basic,attca,anonca.")
     var attestationTypes: String?
 
     func validate() throws {
@@ -109,8 +113,9 @@ struct VerifyRegistration: AsyncParsableCommand {
         let anchors = try trust.anchors(at: common.verificationTime) { path, error in
             FileHandle.standardError.write(Data("metadata BLOB \(path) rejected, not used: \(error.code.rawValue): \(error.message)\n".utf8))
         }
-        let rp = try common.relyingParty(attestation: AttestationPolicy(acceptedTypes: try acceptedTypes(), requireTrustedAttestation: requireTrustedAttestation),
-                                         trustAnchors: anchors)
+        let rp = try common.relyingParty(
+            attestation: AttestationPolicy(acceptedTypes: try acceptedTypes(), requireTrustedAttestation: requireTrustedAttestation),
+            trustAnchors: anchors)
         let body = try readInput(common.response)
         let output: JSONValue
         do {
@@ -122,35 +127,37 @@ struct VerifyRegistration: AsyncParsableCommand {
     }
 
     static func verify(_ body: [UInt8], rp: RelyingParty, challenge: [UInt8]) throws(WebAuthnError) -> JSONValue {
-            let response = try RegistrationResponse(json: body)
-            // The CLI has no account: a placeholder owner, every algorithm the engine verifies.
-            let ceremony = PendingCeremony(
-                kind: .registration, challenge: challenge, user: try UserEntity(id: [0], name: "cli"),
-                algorithms: rp.policy.algorithms, userVerification: rp.policy.userVerification, expiresAt: .distantFuture)
-            let r = try RegistrationVerifier.verify(response, ceremony: ceremony, relyingParty: rp)
-            var metadata = JSONValue.null
-            if let entry = r.trust.metadata {
-                metadata = ["description": .string(entry.description), "aaguid": entry.aaguid.map { .string($0.description) } ?? .null,
-                            "status": entry.status.map { .string($0.rawValue) } ?? .null]
-            }
-            return .object([
-                "status": "ok",
-                "fmt": .string(r.format.rawValue),
-                "attestationType": .string(r.attestationType.rawValue),
-                "trusted": .bool(r.trust.trusted),
-                "trustReason": .string(r.trust.reason),
-                "metadata": metadata,
-                "certificateChain": .array(r.trust.certificateChain.map { .string($0.subjectSummary) }),
-                "aaguid": .string(r.credential.aaguid.description),
-                "credentialId": .string(Base64URL.encode(r.credential.id)),
-                "publicKey": .string(Base64URL.encode(r.credential.publicKey.bytes)),
-                "alg": .number(Double(r.credential.publicKey.algorithm.rawValue)),
-                "signCount": .number(Double(r.signCount)),
-                "userVerified": .bool(r.userVerified),
-                "backupEligible": .bool(r.backupEligible),
-                "backedUp": .bool(r.backedUp),
-                "riskSignals": riskList(r.riskSignals),
-            ])
+        let response = try RegistrationResponse(json: body)
+        // The CLI has no account: a placeholder owner, every algorithm the engine verifies.
+        let ceremony = PendingCeremony(
+            kind: .registration, challenge: challenge, user: try UserEntity(id: [0], name: "cli"),
+            algorithms: rp.policy.algorithms, userVerification: rp.policy.userVerification, expiresAt: .distantFuture)
+        let r = try RegistrationVerifier.verify(response, ceremony: ceremony, relyingParty: rp)
+        var metadata = JSONValue.null
+        if let entry = r.trust.metadata {
+            metadata = [
+                "description": .string(entry.description), "aaguid": entry.aaguid.map { .string($0.description) } ?? .null,
+                "status": entry.status.map { .string($0.rawValue) } ?? .null,
+            ]
+        }
+        return .object([
+            "status": "ok",
+            "fmt": .string(r.format.rawValue),
+            "attestationType": .string(r.attestationType.rawValue),
+            "trusted": .bool(r.trust.trusted),
+            "trustReason": .string(r.trust.reason),
+            "metadata": metadata,
+            "certificateChain": .array(r.trust.certificateChain.map { .string($0.subjectSummary) }),
+            "aaguid": .string(r.credential.aaguid.description),
+            "credentialId": .string(Base64URL.encode(r.credential.id)),
+            "publicKey": .string(Base64URL.encode(r.credential.publicKey.bytes)),
+            "alg": .number(Double(r.credential.publicKey.algorithm.rawValue)),
+            "signCount": .number(Double(r.signCount)),
+            "userVerified": .bool(r.userVerified),
+            "backupEligible": .bool(r.backupEligible),
+            "backedUp": .bool(r.backedUp),
+            "riskSignals": riskList(r.riskSignals),
+        ])
     }
 }
 
@@ -187,25 +194,25 @@ struct VerifyAuthentication: AsyncParsableCommand {
     }
 
     static func verify(_ body: [UInt8], rp: RelyingParty, challenge: [UInt8], publicKey: [UInt8], signCount: UInt32) throws(WebAuthnError) -> JSONValue {
-            let response = try AuthenticationResponse(json: body)
-            let key = try COSEKey(bytes: publicKey)
-            let authData = try AuthenticatorData(bytes: response.authenticatorData)
-            // The CLI has no account store: the credential is the response's own,
-            // owned by whatever userHandle it carries, with BE as it reports.
-            let owner = response.userHandle ?? [0]
-            let record = CredentialRecord(
-                id: response.id, userHandle: owner, publicKey: key, signCount: signCount, uvInitialized: false,
-                backupEligible: authData.backupEligible, backupState: authData.backedUp, createdAt: Date(timeIntervalSince1970: 0))
-            let ceremony = PendingCeremony(
-                kind: .authentication, challenge: challenge, userHandle: owner,
-                userVerification: rp.policy.userVerification, expiresAt: .distantFuture)
-            let r = try AuthenticationVerifier.verify(response, ceremony: ceremony, credential: record, relyingParty: rp)
-            return .object([
-                "status": "ok",
-                "signCount": .number(Double(r.signCount)),
-                "userVerified": .bool(r.userVerified),
-                "backedUp": .bool(r.backedUp),
-                "riskSignals": riskList(r.riskSignals),
-            ])
+        let response = try AuthenticationResponse(json: body)
+        let key = try COSEKey(bytes: publicKey)
+        let authData = try AuthenticatorData(bytes: response.authenticatorData)
+        // The CLI has no account store: the credential is the response's own,
+        // owned by whatever userHandle it carries, with BE as it reports.
+        let owner = response.userHandle ?? [0]
+        let record = CredentialRecord(
+            id: response.id, userHandle: owner, publicKey: key, signCount: signCount, uvInitialized: false,
+            backupEligible: authData.backupEligible, backupState: authData.backedUp, createdAt: Date(timeIntervalSince1970: 0))
+        let ceremony = PendingCeremony(
+            kind: .authentication, challenge: challenge, userHandle: owner,
+            userVerification: rp.policy.userVerification, expiresAt: .distantFuture)
+        let r = try AuthenticationVerifier.verify(response, ceremony: ceremony, credential: record, relyingParty: rp)
+        return .object([
+            "status": "ok",
+            "signCount": .number(Double(r.signCount)),
+            "userVerified": .bool(r.userVerified),
+            "backedUp": .bool(r.backedUp),
+            "riskSignals": riskList(r.riskSignals),
+        ])
     }
 }

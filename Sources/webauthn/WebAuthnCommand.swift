@@ -11,7 +11,8 @@ import _WebAuthnCrypto
 struct WebAuthnCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "webauthn",
-        abstract: "Serve the relying party, verify WebAuthn registrations and authentications, inspect responses, check metadata, verify Sign in with Apple tokens. (Conformance runs and the demo: webauthn-dev; the benchmark: webauthn-bench.)",
+        abstract:
+            "Serve the relying party, verify WebAuthn registrations and authentications, inspect responses, check metadata, verify Sign in with Apple tokens. (Conformance runs and the demo: webauthn-dev; the benchmark: webauthn-bench.)",
         subcommands: [Serve.self, Verify.self, Inspect.self, MetadataCommand.self, AppleCommand.self]
     )
 

@@ -34,8 +34,9 @@ struct ClientSecretTests {
     func lifetime() throws {
         let credentials = try AppleStandIn.makeCredentials()
         let now = Date(timeIntervalSince1970: 1_800_000_000)
-        let longest = try AppleClientSecret.make(credentials: credentials, clientID: "c", now: now,
-                                                 lifetime: SignInWithAppleConfiguration.maxClientSecretLifetime)
+        let longest = try AppleClientSecret.make(
+            credentials: credentials, clientID: "c", now: now,
+            lifetime: SignInWithAppleConfiguration.maxClientSecretLifetime)
         let jws = try JWS(compact: Array(longest.utf8))
         let span = try #require(jws.payload["exp"]?.intValue) - (try #require(jws.payload["iat"]?.intValue))
         #expect(span < 15_777_000 - 86_400)
@@ -51,7 +52,10 @@ struct ClientSecretTests {
     func privateKey() throws {
         let p256 = try SigningKey.generate(.es256).privateKeyPEM()
         _ = try ApplePrivateKey(pem: p256)
-        for other in [try SigningKey.generate(.rs256).privateKeyPEM(), try SigningKey.generate(.es384).privateKeyPEM(), "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n", ""] {
+        for other in [
+            try SigningKey.generate(.rs256).privateKeyPEM(), try SigningKey.generate(.es384).privateKeyPEM(),
+            "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n", "",
+        ] {
             #expect(throws: WebAuthnError(.configurationInvalid, "")) { try ApplePrivateKey(pem: other) }
         }
     }
@@ -70,12 +74,12 @@ struct ClientSecretTests {
         #expect(JWS.derSignature(r: Array(raw[0..<32]), s: Array(raw[32...])) == der)
         let bad: [[UInt8]] = [
             [], [0x30], [0x30, 0x00], der + [0x00], Array(der.dropLast()),
-            [0x30, 0x06, 0x02, 0x01, 0x80, 0x02, 0x01, 0x01],               // negative r
-            [0x30, 0x07, 0x02, 0x02, 0x00, 0x01, 0x02, 0x01, 0x01],         // non-minimal r
-            [0x30, 0x06, 0x02, 0x05, 0x01, 0x02, 0x01, 0x01],               // r overruns
+            [0x30, 0x06, 0x02, 0x01, 0x80, 0x02, 0x01, 0x01],  // negative r
+            [0x30, 0x07, 0x02, 0x02, 0x00, 0x01, 0x02, 0x01, 0x01],  // non-minimal r
+            [0x30, 0x06, 0x02, 0x05, 0x01, 0x02, 0x01, 0x01],  // r overruns
             [0x30, 0x26, 0x02, 0x21] + [UInt8](repeating: 0x11, count: 33) + [0x02, 0x01, 0x01],  // r of 33 bytes
-            [0x31, 0x06, 0x02, 0x01, 0x01, 0x02, 0x01, 0x01],               // not a SEQUENCE
-            [0x30, 0x81, 0x06, 0x02, 0x01, 0x01, 0x02, 0x01, 0x01],         // non-minimal length
+            [0x31, 0x06, 0x02, 0x01, 0x01, 0x02, 0x01, 0x01],  // not a SEQUENCE
+            [0x30, 0x81, 0x06, 0x02, 0x01, 0x01, 0x02, 0x01, 0x01],  // non-minimal length
         ]
         for b in bad {
             #expect(throws: WebAuthnError(.cryptoFailure, "")) { try ECDSASignature.raw(fromDER: b, coordinateSize: 32) }

@@ -1,6 +1,6 @@
 import Foundation
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 import Testing
 import SignInWithApple
@@ -76,8 +76,10 @@ struct ExchangeTests {
     @Test("a client secret signed by another key, or for another team, is invalid_client")
     func invalidClient() async throws {
         defer { standIn.stop() }
-        for other in [try AppleStandIn.makeCredentials(), try AppleClientCredentials(teamID: "OTHERTEAM1", keyID: credentials.keyID, privateKey: credentials.privateKey),
-                      try AppleClientCredentials(teamID: credentials.teamID, keyID: "OTHERKEY01", privateKey: credentials.privateKey)] {
+        for other in [
+            try AppleStandIn.makeCredentials(), try AppleClientCredentials(teamID: "OTHERTEAM1", keyID: credentials.keyID, privateKey: credentials.privateKey),
+            try AppleClientCredentials(teamID: credentials.teamID, keyID: "OTHERKEY01", privateKey: credentials.privateKey),
+        ] {
             let configuration = try SignInWithAppleConfiguration(clientIDs: [TokenFixture.clientID], credentials: other, baseURL: try #require(standIn.baseURL))
             let client = try AppleTokenClient(configuration: configuration)
             let code = standIn.authorizationCode(for: user, clientID: TokenFixture.clientID)

@@ -16,8 +16,9 @@ struct TokenFixture {
     let user = AppleStandIn.User(sub: "001234.abcdef0123456789.0042", email: "x@privaterelay.appleid.com", isPrivateEmail: true)
 
     init() throws {
-        standIn = try AppleStandIn(credentials: try AppleStandIn.makeCredentials(), clientIDs: [Self.clientID, Self.servicesID],
-                                   clock: .fixed(Self.now))
+        standIn = try AppleStandIn(
+            credentials: try AppleStandIn.makeCredentials(), clientIDs: [Self.clientID, Self.servicesID],
+            clock: .fixed(Self.now))
     }
 
     var keys: AppleKeySet { get throws { try AppleKeySet(json: Array(standIn.keySetJSON.utf8)) } }
@@ -33,9 +34,12 @@ struct TokenFixture {
         standIn.sign(.object(claims(edit)))
     }
 
-    func verify(_ token: String, nonce: String? = "n-0123456789", at now: Date = Self.now, keys: AppleKeySet? = nil) throws(WebAuthnError) -> AppleIdentityToken {
+    func verify(_ token: String, nonce: String? = "n-0123456789", at now: Date = Self.now, keys: AppleKeySet? = nil) throws(WebAuthnError) -> AppleIdentityToken
+    {
         let set: AppleKeySet
-        if let keys { set = keys } else {
+        if let keys {
+            set = keys
+        } else {
             do { set = try self.keys } catch { throw error as! WebAuthnError }
         }
         return try AppleTokenVerifier.verifyIdentityToken(token, keys: set, clientIDs: [Self.clientID, Self.servicesID], nonce: nonce, now: now)

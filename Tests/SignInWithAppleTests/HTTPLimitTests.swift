@@ -8,11 +8,14 @@ import _WebAuthnEncoding
 /// The HTTP client's limits against hostile endpoints on loopback.
 @Suite("Apple HTTP client limits")
 struct HTTPLimitTests {
-    func fetch(timeout: TimeInterval = 10, _ handler: @escaping @Sendable (LoopbackHTTPServer.Request) -> LoopbackHTTPServer.Response) async throws -> WebAuthnError? {
+    func fetch(timeout: TimeInterval = 10, _ handler: @escaping @Sendable (LoopbackHTTPServer.Request) -> LoopbackHTTPServer.Response) async throws
+        -> WebAuthnError?
+    {
         let server = try LoopbackHTTPServer(handler: handler)
         defer { server.stop() }
-        let configuration = try SignInWithAppleConfiguration(clientIDs: ["c"], baseURL: URL(string: "http://127.0.0.1:\(server.port)")!,
-                                                             requestTimeout: timeout)
+        let configuration = try SignInWithAppleConfiguration(
+            clientIDs: ["c"], baseURL: URL(string: "http://127.0.0.1:\(server.port)")!,
+            requestTimeout: timeout)
         do {
             _ = try await URLSessionAppleKeyFetcher(configuration: configuration).fetchKeySet()
             return nil
@@ -26,7 +29,8 @@ struct HTTPLimitTests {
         let big = [UInt8](repeating: UInt8(ascii: " "), count: AppleKeySet.maxSize + 1)
         #expect(try await fetch { _ in .init(status: 200, contentType: "application/json", body: big) }?.code == .appleEndpointUnavailable)
         let huge = [UInt8](repeating: UInt8(ascii: " "), count: 4 << 20)
-        #expect(try await fetch { _ in .init(status: 200, contentType: "application/json", body: huge, announcesLength: false) }?.code == .appleEndpointUnavailable)
+        #expect(
+            try await fetch { _ in .init(status: 200, contentType: "application/json", body: huge, announcesLength: false) }?.code == .appleEndpointUnavailable)
         let exact = [UInt8](repeating: UInt8(ascii: " "), count: AppleKeySet.maxSize)
         #expect(try await fetch { _ in .init(status: 200, contentType: "application/json", body: exact) } == nil)
     }

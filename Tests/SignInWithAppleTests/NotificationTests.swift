@@ -12,8 +12,10 @@ struct NotificationTests {
     init() throws { f = try TokenFixture() }
 
     func body(events: JSONValue, jti: String? = "jti-1", aud: String = TokenFixture.clientID, edit: (inout JSONObject) -> Void = { _ in }) -> [UInt8] {
-        var claims: JSONObject = ["iss": "https://appleid.apple.com", "aud": .string(aud), "iat": .number(TokenFixture.now.timeIntervalSince1970),
-                                  "events": events]
+        var claims: JSONObject = [
+            "iss": "https://appleid.apple.com", "aud": .string(aud), "iat": .number(TokenFixture.now.timeIntervalSince1970),
+            "events": events,
+        ]
         if let jti { claims["jti"] = .string(jti) }
         edit(&claims)
         return JSONValue.object(["payload": .string(f.standIn.sign(.object(claims)))]).serializedBytes()
@@ -27,8 +29,10 @@ struct NotificationTests {
         do { _ = try verify(body); return nil } catch let e as WebAuthnError { return e.code.rawValue } catch { return "\(error)" }
     }
 
-    static let event: JSONObject = ["type": "email-disabled", "sub": "001234.abc.0042", "email": "x@privaterelay.appleid.com",
-                                    "is_private_email": "true", "event_time": 1_800_000_000_123]
+    static let event: JSONObject = [
+        "type": "email-disabled", "sub": "001234.abc.0042", "email": "x@privaterelay.appleid.com",
+        "is_private_email": "true", "event_time": 1_800_000_000_123,
+    ]
 
     @Test("events as an object and as a JSON-encoded string read the same")
     func shapes() throws {
@@ -100,8 +104,10 @@ struct NotificationTests {
         #expect(code(body(events: .object(Self.event), aud: "com.example.other")) == "apple_token_claim_invalid")
         #expect(code(body(events: .object(Self.event), edit: { $0["iss"] = "https://evil.example" })) == "apple_token_claim_invalid")
         #expect(code(body(events: .object(Self.event), edit: { $0["exp"] = .number(TokenFixture.now.timeIntervalSince1970 - 3600) })) == "apple_token_expired")
-        let claims: JSONObject = ["iss": "https://appleid.apple.com", "aud": .string(TokenFixture.clientID), "iat": .number(TokenFixture.now.timeIntervalSince1970),
-                                  "events": .object(Self.event)]
+        let claims: JSONObject = [
+            "iss": "https://appleid.apple.com", "aud": .string(TokenFixture.clientID), "iat": .number(TokenFixture.now.timeIntervalSince1970),
+            "events": .object(Self.event),
+        ]
         let forged = f.standIn.sign(.object(claims), defect: .wrongKey)
         #expect(code(JSONValue.object(["payload": .string(forged)]).serializedBytes()) == "apple_token_signature_invalid")
     }

@@ -13,7 +13,10 @@ struct TokenVerificationTests {
 
     @Test("a token as Apple issues it verifies, with every claim read")
     func valid() throws {
-        let t = try f.verify(f.token { $0["transfer_sub"] = "old.sub"; $0["at_hash"] = "x" })
+        let t = try f.verify(
+            f.token {
+                $0["transfer_sub"] = "old.sub"; $0["at_hash"] = "x"
+            })
         #expect(t.sub == f.user.sub)
         #expect(t.audience == TokenFixture.clientID)
         #expect(t.email == "x@privaterelay.appleid.com")
@@ -32,8 +35,9 @@ struct TokenVerificationTests {
         (.editedPayload, "apple_token_signature_invalid"), (.wrongKey, "apple_token_signature_invalid"),
     ]
 
-    @Test("broken tokens are refused: none, HS256 keyed with the public key, ES256, no kid, unknown kid, crit, edited payload, wrong key",
-          arguments: defects)
+    @Test(
+        "broken tokens are refused: none, HS256 keyed with the public key, ES256, no kid, unknown kid, crit, edited payload, wrong key",
+        arguments: defects)
     func defect(_ defect: AppleStandIn.Defect, expected: String) {
         #expect(f.code(f.standIn.sign(.object(f.claims()), defect: defect)) == expected, "\(defect)")
     }
@@ -56,7 +60,12 @@ struct TokenVerificationTests {
         short[127] |= 1
         #expect(f.code(token, keys: try f.keys { $0["n"] = .string(Base64URL.encode(short)) }) == "apple_key_invalid")
         // Without use and alg the key is fine.
-        #expect(f.code(token, keys: try f.keys { $0["use"] = nil; $0["alg"] = nil }) == nil)
+        #expect(
+            f.code(
+                token,
+                keys: try f.keys {
+                    $0["use"] = nil; $0["alg"] = nil
+                }) == nil)
     }
 
     @Test("iss must be https://appleid.apple.com exactly")
@@ -101,11 +110,20 @@ struct TokenVerificationTests {
 
     @Test("email_verified and is_private_email as booleans or \"true\"/\"false\"; anything else refused")
     func booleans() throws {
-        let strings = try f.verify(f.token { $0["email_verified"] = "true"; $0["is_private_email"] = "false" })
+        let strings = try f.verify(
+            f.token {
+                $0["email_verified"] = "true"; $0["is_private_email"] = "false"
+            })
         #expect(strings.emailVerified == true && strings.isPrivateEmail == false)
-        let bools = try f.verify(f.token { $0["email_verified"] = false; $0["is_private_email"] = true })
+        let bools = try f.verify(
+            f.token {
+                $0["email_verified"] = false; $0["is_private_email"] = true
+            })
         #expect(bools.emailVerified == false && bools.isPrivateEmail == true)
-        let absent = try f.verify(f.token { $0["email"] = nil; $0["email_verified"] = nil; $0["is_private_email"] = nil })
+        let absent = try f.verify(
+            f.token {
+                $0["email"] = nil; $0["email_verified"] = nil; $0["is_private_email"] = nil
+            })
         #expect(absent.email == nil && absent.emailVerified == nil && absent.isPrivateEmail == nil)
         for bad: JSONValue in ["yes", "TRUE", 1, .null] {
             #expect(f.code(f.token { $0["email_verified"] = bad }) == "apple_token_claim_invalid", "\(bad)")
@@ -130,8 +148,16 @@ struct TokenVerificationTests {
         #expect(f.code(f.token { $0["nonce"] = .string(hashed.uppercased()) }, nonce: nonce) == "apple_nonce_mismatch")
         #expect(f.code(f.token { $0["nonce"] = "other" }, nonce: nonce) == "apple_nonce_mismatch")
         #expect(f.code(f.token { $0["nonce"] = nil }, nonce: nonce) == "apple_nonce_mismatch")
-        #expect(f.code(f.token { $0["nonce"] = nil; $0["nonce_supported"] = false }, nonce: nonce) == "apple_nonce_mismatch")
-        #expect(f.code(f.token { $0["nonce"] = nil; $0["nonce_supported"] = "false" }, nonce: nonce) == "apple_nonce_mismatch")
+        #expect(
+            f.code(
+                f.token {
+                    $0["nonce"] = nil; $0["nonce_supported"] = false
+                }, nonce: nonce) == "apple_nonce_mismatch")
+        #expect(
+            f.code(
+                f.token {
+                    $0["nonce"] = nil; $0["nonce_supported"] = "false"
+                }, nonce: nonce) == "apple_nonce_mismatch")
         #expect(f.code(f.token { $0["nonce"] = 12 }, nonce: nonce) == "apple_nonce_mismatch")
         // Not expecting one: the claim is not read.
         #expect(f.code(f.token { $0["nonce"] = "anything" }, nonce: nil) == nil)

@@ -26,8 +26,10 @@ struct AppleCLITests {
     @Test("a token minted by the stand-in verifies: status ok and the claims, exit 0; from a file or stdin")
     func ok() throws {
         let token = standIn.identityToken(for: user, audience: Self.clientID, nonce: "nonce-1")
-        let run = try CLITests.run(["apple", "verify-token", "--token", try Self.file(token + "\n"), "--client-id", "com.example.other",
-                                    "--client-id", Self.clientID, "--jwks", jwks, "--nonce", "nonce-1"])
+        let run = try CLITests.run([
+            "apple", "verify-token", "--token", try Self.file(token + "\n"), "--client-id", "com.example.other",
+            "--client-id", Self.clientID, "--jwks", jwks, "--nonce", "nonce-1",
+        ])
         #expect(run.status == 0, "\(run.stdout) \(run.stderr)")
         let json = try #require(run.json)
         #expect(json["status"] == "ok")
@@ -58,7 +60,8 @@ struct AppleCLITests {
             #expect((run.json?["message"]?.stringValue ?? "").count > 5)
         }
         let atIssue = ["--at", "2027-01-15T08:00:00Z"]
-        let wrongAud = try CLITests.run(["apple", "verify-token", "--token", try Self.file(token), "--client-id", "com.example.other", "--jwks", jwks] + atIssue)
+        let wrongAud = try CLITests.run(
+            ["apple", "verify-token", "--token", try Self.file(token), "--client-id", "com.example.other", "--jwks", jwks] + atIssue)
         #expect(wrongAud.status == 1 && wrongAud.json?["error"] == "apple_token_claim_invalid")
         let forged = standIn.sign(payload: Array(#"{"iss":"https://appleid.apple.com"}"#.utf8), defect: .algorithmNone)
         let none = try CLITests.run(["apple", "verify-token", "--token", try Self.file(forged), "--client-id", Self.clientID, "--jwks", jwks] + atIssue)

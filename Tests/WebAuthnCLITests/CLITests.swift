@@ -56,16 +56,20 @@ struct CLITests {
         try JSONValue.parse([UInt8](Data(contentsOf: vectors.appendingPathComponent(path))), limits: JSONLimits(maxBytes: 64 << 20, maxDepth: 64))
     }
 
-    static let w3cCovered = ["w3c-none-es256.json", "w3c-none-es256-long-credential-id.json", "w3c-packed-es256.json", "w3c-packed-es384.json",
-                             "w3c-packed-es512.json", "w3c-packed-eddsa.json", "w3c-packed-ed448.json", "w3c-packed-rs256.json", "w3c-packed-self-es256.json",
-                             "w3c-tpm-es256.json", "w3c-android-key-es256.json", "w3c-apple-es256.json"]
+    static let w3cCovered = [
+        "w3c-none-es256.json", "w3c-none-es256-long-credential-id.json", "w3c-packed-es256.json", "w3c-packed-es384.json",
+        "w3c-packed-es512.json", "w3c-packed-eddsa.json", "w3c-packed-ed448.json", "w3c-packed-rs256.json", "w3c-packed-self-es256.json",
+        "w3c-tpm-es256.json", "w3c-android-key-es256.json", "w3c-apple-es256.json",
+    ]
 
     @Test("verify registration, then authentication with the key it printed", arguments: w3cCovered)
     func w3cVector(file: String) throws {
         let v = try Self.load("w3c/" + file)
         let challenge = v["webauthn_json"]!["challenge_b64url"]!
-        let reg = try Self.run(["verify", "registration", "--rp-id", v["rpId"]!.stringValue!, "--origin", v["origin"]!.stringValue!,
-                                "--challenge", challenge["registration"]!.stringValue!, "--response", Self.write(v["webauthn_json"]!["registration"]!)])
+        let reg = try Self.run([
+            "verify", "registration", "--rp-id", v["rpId"]!.stringValue!, "--origin", v["origin"]!.stringValue!,
+            "--challenge", challenge["registration"]!.stringValue!, "--response", Self.write(v["webauthn_json"]!["registration"]!),
+        ])
         #expect(reg.status == 0, "\(reg.stdout) \(reg.stderr)")
         let out = try #require(reg.json)
         #expect(out["status"]?.stringValue == "ok")
@@ -74,9 +78,11 @@ struct CLITests {
         for key in ["attestationType", "trusted", "aaguid", "credentialId", "publicKey", "signCount", "userVerified", "backupEligible", "backedUp"] {
             #expect(out[key] != nil, "missing \(key)")
         }
-        let auth = try Self.run(["verify", "authentication", "--rp-id", v["rpId"]!.stringValue!, "--origin", v["origin"]!.stringValue!,
-                                 "--challenge", challenge["authentication"]!.stringValue!, "--public-key", out["publicKey"]!.stringValue!,
-                                 "--response", Self.write(v["webauthn_json"]!["authentication"]!)])
+        let auth = try Self.run([
+            "verify", "authentication", "--rp-id", v["rpId"]!.stringValue!, "--origin", v["origin"]!.stringValue!,
+            "--challenge", challenge["authentication"]!.stringValue!, "--public-key", out["publicKey"]!.stringValue!,
+            "--response", Self.write(v["webauthn_json"]!["authentication"]!),
+        ])
         #expect(auth.status == 0, "\(auth.stdout) \(auth.stderr)")
         #expect(auth.json?["status"]?.stringValue == "ok")
         #expect(auth.json?["signCount"] != nil && auth.json?["userVerified"] != nil && auth.json?["backedUp"] != nil)
@@ -84,11 +90,15 @@ struct CLITests {
 
     @Test("cross-origin vectors need --allow-cross-origin or a matching --top-origin")
     func crossOrigin() throws {
-        for (file, flags) in [("w3c-none-es256-crossOrigin.json", ["--allow-cross-origin"]), ("w3c-none-es256-topOrigin.json", ["--top-origin", "https://example.com"])] {
+        for (file, flags) in [
+            ("w3c-none-es256-crossOrigin.json", ["--allow-cross-origin"]), ("w3c-none-es256-topOrigin.json", ["--top-origin", "https://example.com"]),
+        ] {
             let v = try Self.load("w3c/" + file)
-            let base = ["verify", "registration", "--rp-id", v["rpId"]!.stringValue!, "--origin", v["origin"]!.stringValue!,
-                        "--challenge", v["webauthn_json"]!["challenge_b64url"]!["registration"]!.stringValue!,
-                        "--response", try Self.write(v["webauthn_json"]!["registration"]!)]
+            let base = [
+                "verify", "registration", "--rp-id", v["rpId"]!.stringValue!, "--origin", v["origin"]!.stringValue!,
+                "--challenge", v["webauthn_json"]!["challenge_b64url"]!["registration"]!.stringValue!,
+                "--response", try Self.write(v["webauthn_json"]!["registration"]!),
+            ]
             let refused = try Self.run(base)
             #expect(refused.status == 1)
             #expect(refused.json?["status"]?.stringValue == "failed")
@@ -97,16 +107,20 @@ struct CLITests {
         }
     }
 
-    static let negatives = ["derived-reg-wrong-challenge", "derived-reg-wrong-origin", "derived-reg-wrong-rpid", "derived-reg-packed-bad-attestation-signature",
-                            "derived-auth-es256-bad-signature", "derived-auth-counter-regression", "derived-auth-wrong-origin", "derived-auth-tampered-rpidhash"]
+    static let negatives = [
+        "derived-reg-wrong-challenge", "derived-reg-wrong-origin", "derived-reg-wrong-rpid", "derived-reg-packed-bad-attestation-signature",
+        "derived-auth-es256-bad-signature", "derived-auth-counter-regression", "derived-auth-wrong-origin", "derived-auth-tampered-rpidhash",
+    ]
 
     @Test("negative vectors fail with exit 1 and the expected code", arguments: negatives)
     func negative(id: String) throws {
         let v = try Self.load("negative/\(id).json")
         let e = v["expected"]!
         let expected = try Self.load("expectations.json")["vectors"]![id]!["error"]!.stringValue!
-        var args = ["verify", v["ceremony"]!.stringValue!, "--rp-id", e["rpId"]!.stringValue!, "--origin", e["origin"]!.stringValue!,
-                    "--challenge", e["challenge_b64url"]!.stringValue!, "--response", try Self.write(v["response"]!)]
+        var args = [
+            "verify", v["ceremony"]!.stringValue!, "--rp-id", e["rpId"]!.stringValue!, "--origin", e["origin"]!.stringValue!,
+            "--challenge", e["challenge_b64url"]!.stringValue!, "--response", try Self.write(v["response"]!),
+        ]
         if v["ceremony"]!.stringValue! == "authentication" {
             args += ["--public-key", e["credentialPublicKey_cose_b64url"]!.stringValue!, "--sign-count", String(e["stored_sign_count"]!.intValue!)]
         }
@@ -123,9 +137,18 @@ struct CLITests {
     func usage() throws {
         #expect(try Self.run(["verify", "registration", "--rp-id", "example.com"]).status == 2)
         #expect(try Self.run(["verify", "registration", "--rp-id", "example.com", "--challenge", "AA", "--response", "-"]).status == 2)  // no origin
-        #expect(try Self.run(["verify", "registration", "--rp-id", "example.com", "--origin", "https://example.com", "--challenge", "!!", "--response", "-"]).status == 2)
-        #expect(try Self.run(["verify", "registration", "--rp-id", "example.com", "--origin", "https://example.com", "--challenge", "AA", "--response", "/nonexistent"]).status == 2)
-        #expect(try Self.run(["verify", "registration", "--rp-id", "example.com", "--origin", "https://example.com", "--challenge", "AA", "--response", "-", "--attestation-types", "bogus"]).status == 2)
+        #expect(
+            try Self.run(["verify", "registration", "--rp-id", "example.com", "--origin", "https://example.com", "--challenge", "!!", "--response", "-"]).status
+                == 2)
+        #expect(
+            try Self.run([
+                "verify", "registration", "--rp-id", "example.com", "--origin", "https://example.com", "--challenge", "AA", "--response", "/nonexistent",
+            ]).status == 2)
+        #expect(
+            try Self.run([
+                "verify", "registration", "--rp-id", "example.com", "--origin", "https://example.com", "--challenge", "AA", "--response", "-",
+                "--attestation-types", "bogus",
+            ]).status == 2)
         #expect(try Self.run(["frobnicate"]).status == 2)
         // serve refuses algorithms it does not know and RS1 before it opens anything.
         for list in ["RS1", "ES256,nope", ""] {
@@ -135,8 +158,10 @@ struct CLITests {
         // serve's safety options are checked before it opens anything.
         let short = FileManager.default.temporaryDirectory.appendingPathComponent("short-secret-\(UUID().uuidString)")
         try Data("too short".utf8).write(to: short)
-        for extra in [["--rate-limit", "fast"], ["--rate-limit", "0"], ["--trusted-proxy", "10.0.0.0/40"], ["--secret-file", short.path],
-                      ["--secret-file", "/nonexistent-secret"]] {
+        for extra in [
+            ["--rate-limit", "fast"], ["--rate-limit", "0"], ["--trusted-proxy", "10.0.0.0/40"], ["--secret-file", short.path],
+            ["--secret-file", "/nonexistent-secret"],
+        ] {
             #expect(try Self.run(["serve", "--db", "sqlite:/nonexistent-dir/x.sqlite"] + extra).status == 2, "\(extra)")
         }
         #expect(try Self.run(["--help"]).status == 0)
@@ -146,9 +171,12 @@ struct CLITests {
     func dashValues() throws {
         let v = try Self.load("w3c/w3c-none-es256.json")
         // A challenge that starts with '-': the response is refused for the challenge, not the parse.
-        let run = try Self.run(["verify", "registration", "--rp-id", v["rpId"]!.stringValue!, "--origin", v["origin"]!.stringValue!,
-                                "--challenge", "-AAAAAAAAAAAAAAAAAAAAA", "--response", "-"],
-                               stdin: v["webauthn_json"]!["registration"]!.serialized())
+        let run = try Self.run(
+            [
+                "verify", "registration", "--rp-id", v["rpId"]!.stringValue!, "--origin", v["origin"]!.stringValue!,
+                "--challenge", "-AAAAAAAAAAAAAAAAAAAAA", "--response", "-",
+            ],
+            stdin: v["webauthn_json"]!["registration"]!.serialized())
         #expect(run.status == 1, "\(run.stderr)")
         #expect(run.json?["error"]?.stringValue == "challenge_mismatch")
     }
@@ -193,9 +221,11 @@ extension CLITests {
     func metadataTrust() throws {
         let v = try Self.load("realworld/py_webauthn-reg-packed-verify_attestation_from_yubikey_firefox.json")
         let e = v["expected"]!
-        let base = ["verify", "registration", "--rp-id", e["rpId"]!.stringValue!, "--origin", e["origin"]!.stringValue!,
-                    "--challenge", e["challenge_b64url"]!.stringValue!, "--response", try Self.write(v["response"]!),
-                    "--at", "2024-08-31T12:00:00Z", "--require-trusted-attestation"]
+        let base = [
+            "verify", "registration", "--rp-id", e["rpId"]!.stringValue!, "--origin", e["origin"]!.stringValue!,
+            "--challenge", e["challenge_b64url"]!.stringValue!, "--response", try Self.write(v["response"]!),
+            "--at", "2024-08-31T12:00:00Z", "--require-trusted-attestation",
+        ]
         let refused = try Self.run(base)
         #expect(refused.status == 1)
         let code = refused.json?["error"]?.stringValue
@@ -227,8 +257,10 @@ extension CLITests {
         let foreign = try Self.run(["metadata", "inspect", "--metadata", conformance, "--at", "2022-11-01T00:00:00Z"])
         let foreignCode = foreign.json?["error"]?.stringValue
         #expect(foreignCode == "metadata_untrusted")
-        let withRoot = try Self.run(["metadata", "inspect", "--metadata", conformance, "--at", "2022-11-01T00:00:00Z",
-                                     "--metadata-root", Self.vectors.appendingPathComponent("mds/conformance/fido-conformance-mds3-root.pem").path])
+        let withRoot = try Self.run([
+            "metadata", "inspect", "--metadata", conformance, "--at", "2022-11-01T00:00:00Z",
+            "--metadata-root", Self.vectors.appendingPathComponent("mds/conformance/fido-conformance-mds3-root.pem").path,
+        ])
         #expect(withRoot.status == 0)
         #expect(try Self.run(["metadata", "inspect"]).status == 2)
     }
@@ -237,8 +269,11 @@ extension CLITests {
     func mdsBlobs() throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("mds-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let made = try Self.run(["conformance", "--url", "http://127.0.0.1:1", "--rp-id", "example.com", "--origin", "https://example.com",
-                                 "--metadata-out", folder, "--write-metadata-only"], tool: "webauthn-dev")
+        let made = try Self.run(
+            [
+                "conformance", "--url", "http://127.0.0.1:1", "--rp-id", "example.com", "--origin", "https://example.com",
+                "--metadata-out", folder, "--write-metadata-only",
+            ], tool: "webauthn-dev")
         #expect(made.status == 0, "\(made.stderr)")
         let mds = folder + "/mds"
         let run = try Self.run(["metadata", "inspect", "--mds-blob", mds, "--metadata-root", mds + "/mds-root.pem", "--metadata-crl", mds])

@@ -49,16 +49,19 @@ struct ConsumerPackageTests {
             try manager.createDirectory(at: to.deletingLastPathComponent(), withIntermediateDirectories: true)
             try manager.copyItem(at: from, to: to)
         }
-        let identity = ["GIT_AUTHOR_NAME": "consumer test", "GIT_AUTHOR_EMAIL": "test@example.invalid",
-                        "GIT_COMMITTER_NAME": "consumer test", "GIT_COMMITTER_EMAIL": "test@example.invalid"]
+        let identity = [
+            "GIT_AUTHOR_NAME": "consumer test", "GIT_AUTHOR_EMAIL": "test@example.invalid",
+            "GIT_COMMITTER_NAME": "consumer test", "GIT_COMMITTER_EMAIL": "test@example.invalid",
+        ]
         for step in [["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-q", "-m", "snapshot"], ["git", "tag", tag]] {
             let result = try run(step, in: destination, environment: identity)
             #expect(result.status == 0, "\(step.joined(separator: " ")): \(result.output)")
         }
     }
 
-    @Test("a package that depends on WebAuthnCore from: \"1.0.0\" builds (no unsafe build flags), runs the README example, and cannot reach package types",
-          .timeLimit(.minutes(20)))
+    @Test(
+        "a package that depends on WebAuthnCore from: \"1.0.0\" builds (no unsafe build flags), runs the README example, and cannot reach package types",
+        .timeLimit(.minutes(20)))
     func consumerBuilds() throws {
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("webauthn-consumer-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: work) }
@@ -116,7 +119,8 @@ struct ConsumerPackageTests {
     static func readmeExample() throws -> String {
         let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
         guard let section = readme.range(of: "## Using the library\n\n```swift\n"),
-              let end = readme.range(of: "\n```\n", range: section.upperBound..<readme.endIndex) else {
+            let end = readme.range(of: "\n```\n", range: section.upperBound..<readme.endIndex)
+        else {
             Issue.record("README.md has no library example")
             return ""
         }
@@ -124,13 +128,18 @@ struct ConsumerPackageTests {
         let registration = "// ... the browser answers with credential.toJSON(): registrationBody ..."
         let assertion = "// ... the browser answers with credential.toJSON(): assertionBody ..."
         #expect(code.contains(registration) && code.contains(assertion), "the README example lost its browser lines")
-        code = code.replacingOccurrences(of: "import WebAuthnCore\n", with: "import WebAuthnCore\nimport WebAuthnTesting\nlet browser = SoftwareAuthenticator()\n")
-        code = code.replacingOccurrences(of: registration, with: """
-            let registrationBody = try browser.register(rpId: rp.id, origin: "https://example.com", challenge: creation.challenge, userHandle: user.id).jsonBytes
-            """)
-        code = code.replacingOccurrences(of: assertion, with: """
-            let assertionBody = try browser.authenticate(rpId: rp.id, origin: "https://example.com", challenge: request.challenge, credentialId: registered.credential.id).jsonBytes
-            """)
+        code = code.replacingOccurrences(
+            of: "import WebAuthnCore\n", with: "import WebAuthnCore\nimport WebAuthnTesting\nlet browser = SoftwareAuthenticator()\n")
+        code = code.replacingOccurrences(
+            of: registration,
+            with: """
+                let registrationBody = try browser.register(rpId: rp.id, origin: "https://example.com", challenge: creation.challenge, userHandle: user.id).jsonBytes
+                """)
+        code = code.replacingOccurrences(
+            of: assertion,
+            with: """
+                let assertionBody = try browser.authenticate(rpId: rp.id, origin: "https://example.com", challenge: request.challenge, credentialId: registered.credential.id).jsonBytes
+                """)
         return code + "\n_ = optionsJSON\n"
     }
 }

@@ -125,7 +125,8 @@ struct AttestationFormatTests {
     func androidValid() throws {
         #expect(W3CFixture("w3c-android-key-es256.json").code() == nil)
         #expect(try android().code() == nil)
-        #expect(try android(tee: Self.authorizations(origin: 0, purposes: [2])).code { $0.attestation.androidKeyEnforcement = .trustedExecutionEnvironment } == nil)
+        #expect(
+            try android(tee: Self.authorizations(origin: 0, purposes: [2])).code { $0.attestation.androidKeyEnforcement = .trustedExecutionEnvironment } == nil)
     }
 
     @Test("android-key step 2: the signature must verify with the certificate key")
@@ -207,23 +208,25 @@ struct AttestationFormatTests {
     @Test("tpm step 4: extraData must be the hash of authData ‖ clientDataHash")
     func tpmExtraData() throws {
         // magic(4) type(2) qualifiedSigner(2+n) extraData(2+32): flip extraData's last byte.
-        #expect(try tpm { info in
-            let signerLength = Int(info[6]) << 8 | Int(info[7])
-            info[8 + signerLength + 2 + 31] ^= 1
-        }.code() == "attestation_nonce_mismatch")
+        #expect(
+            try tpm { info in
+                let signerLength = Int(info[6]) << 8 | Int(info[7])
+                info[8 + signerLength + 2 + 31] ^= 1
+            }.code() == "attestation_nonce_mismatch")
     }
 
     @Test("tpm step 4: the attested name must be the Name of pubArea")
     func tpmAttestedName() throws {
         #expect(try tpm { info in info[info.count - 3] ^= 1 }.code() != nil)
-        #expect(try tpm { info in
-            // The attested name sits before qualifiedName; flip its last byte.
-            var r = TPM.Reader(info)
-            _ = try? r.take(6); _ = try? r.sized(); _ = try? r.sized(); _ = try? r.take(25)
-            let start = r.offset
-            let nameLength = Int(info[start]) << 8 | Int(info[start + 1])
-            info[start + 2 + nameLength - 1] ^= 1
-        }.code() == "attestation_key_mismatch")
+        #expect(
+            try tpm { info in
+                // The attested name sits before qualifiedName; flip its last byte.
+                var r = TPM.Reader(info)
+                _ = try? r.take(6); _ = try? r.sized(); _ = try? r.sized(); _ = try? r.take(25)
+                let start = r.offset
+                let nameLength = Int(info[start]) << 8 | Int(info[start + 1])
+                info[start + 2 + nameLength - 1] ^= 1
+            }.code() == "attestation_key_mismatch")
     }
 
     @Test("tpm step 5: the signature over certInfo must verify with the AIK")
@@ -239,8 +242,11 @@ struct AttestationFormatTests {
     func tpmAIK(_ configure: (inout CertificateBuilder) -> Void) -> W3CFixture {
         var f = W3CFixture("w3c-tpm-es256.json")
         var b = CertificateBuilder()
-        b.extensions = [(X509Certificate.OID.subjectAltName, true, D.tpmSAN()), (X509Certificate.OID.extendedKeyUsage, false, D.extendedKeyUsage(X509Certificate.OID.tcgKpAIKCertificate)),
-                        (X509Certificate.OID.basicConstraints, true, D.basicConstraintsCAFalse)]
+        b.extensions = [
+            (X509Certificate.OID.subjectAltName, true, D.tpmSAN()),
+            (X509Certificate.OID.extendedKeyUsage, false, D.extendedKeyUsage(X509Certificate.OID.tcgKpAIKCertificate)),
+            (X509Certificate.OID.basicConstraints, true, D.basicConstraintsCAFalse),
+        ]
         configure(&b)
         f.set("x5c", .array([.bytes(f.issue(b, key: f.attestationKey))]))
         return f
@@ -251,10 +257,12 @@ struct AttestationFormatTests {
         #expect(tpmAIK { _ in }.code() == nil)
     }
 
-    @Test("§8.3.1: each AIK certificate requirement is enforced", arguments: [
-        "subject not empty", "no SAN", "SAN not critical", "SAN without tpmModel", "no EKU", "EKU without tcg-kp-AIKCertificate",
-        "CA true", "no basic constraints", "version 1", "AAGUID mismatch", "AAGUID critical",
-    ])
+    @Test(
+        "§8.3.1: each AIK certificate requirement is enforced",
+        arguments: [
+            "subject not empty", "no SAN", "SAN not critical", "SAN without tpmModel", "no EKU", "EKU without tcg-kp-AIKCertificate",
+            "CA true", "no basic constraints", "version 1", "AAGUID mismatch", "AAGUID critical",
+        ])
     func aikRequirements(rule: String) {
         let f = tpmAIK { b in
             func replace(_ oid: String, _ critical: Bool, _ der: [UInt8]?) {

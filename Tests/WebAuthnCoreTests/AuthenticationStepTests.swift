@@ -15,8 +15,9 @@ struct AuthenticationStepTests {
     func valid() throws {
         let credential = try h.registered()
         let parts = try h.assert(credential)
-        let result = try AuthenticationVerifier.verify(parts.response, ceremony: h.authenticationCeremony(userHandle: h.user.id),
-                                                       credential: credential, relyingParty: h.rp)
+        let result = try AuthenticationVerifier.verify(
+            parts.response, ceremony: h.authenticationCeremony(userHandle: h.user.id),
+            credential: credential, relyingParty: h.rp)
         #expect(result.signCount == 1 && result.previousSignCount == 0)
         #expect(result.updatedCredential.signCount == 1)
         #expect(result.updatedCredential.lastUsedAt == h.rp.clock.now())
@@ -109,8 +110,9 @@ struct AuthenticationStepTests {
         #expect(h.verify(parts, credential: credential) == "user_presence_missing")
         // A ceremony record claiming conditional create is a registration-only
         // relaxation: on an authentication ceremony it is dropped.
-        let claimed = PendingCeremony(kind: .authentication, challenge: h.challenge, userHandle: h.user.id, userVerification: .preferred,
-                                      conditionalCreate: true, expiresAt: .distantFuture)
+        let claimed = PendingCeremony(
+            kind: .authentication, challenge: h.challenge, userHandle: h.user.id, userVerification: .preferred,
+            conditionalCreate: true, expiresAt: .distantFuture)
         #expect(!claimed.conditionalCreate)
         #expect(h.verify(parts, credential: credential, ceremony: claimed) == "user_presence_missing")
     }
@@ -119,7 +121,8 @@ struct AuthenticationStepTests {
     func step17UserVerified() throws {
         let credential = try h.registered()
         let parts = try h.assert(credential)
-        #expect(h.verify(parts, credential: credential, ceremony: h.authenticationCeremony(userHandle: h.user.id, uv: .required)) == "user_verification_missing")
+        #expect(
+            h.verify(parts, credential: credential, ceremony: h.authenticationCeremony(userHandle: h.user.id, uv: .required)) == "user_verification_missing")
     }
 
     @Test("step 18: BS must not be set without BE")
@@ -141,14 +144,17 @@ struct AuthenticationStepTests {
         let synced = try passkeys.registered()
         var notBackedUp = try passkeys.assert(synced)
         notBackedUp.authenticatorData.flags.remove(.backupState)
-        let result = try AuthenticationVerifier.verify(try passkeys.authenticator.resign(notBackedUp).response,
-                                                       ceremony: passkeys.authenticationCeremony(userHandle: passkeys.user.id),
-                                                       credential: synced, relyingParty: passkeys.rp)
+        let result = try AuthenticationVerifier.verify(
+            try passkeys.authenticator.resign(notBackedUp).response,
+            ceremony: passkeys.authenticationCeremony(userHandle: passkeys.user.id),
+            credential: synced, relyingParty: passkeys.rp)
         #expect(result.riskSignals.contains(.backupStateChanged))
         #expect(result.updatedCredential.backupState == false)
     }
 
-    @Test("steps 21–22: the signature must verify over authenticatorData ‖ SHA-256(clientDataJSON)", arguments: [COSEAlgorithm.es256, .es384, .es512, .edDSA, .ed448, .rs256, .ps256, .ps384])
+    @Test(
+        "steps 21–22: the signature must verify over authenticatorData ‖ SHA-256(clientDataJSON)",
+        arguments: [COSEAlgorithm.es256, .es384, .es512, .edDSA, .ed448, .rs256, .ps256, .ps384])
     func step22Signature(alg: COSEAlgorithm) throws {
         let credential = try h.registered(alg)
         let parts = try h.assert(credential)
@@ -168,7 +174,9 @@ struct AuthenticationStepTests {
     func step22RS1() throws {
         var allowing = Harness(policy: VerificationPolicy(allowInsecureRS1: true), profile: .securityKey)
         allowing.rp = testRP(policy: VerificationPolicy(allowInsecureRS1: true))
-        let credential = try RegistrationVerifier.verify(allowing.register(.rs1).response, ceremony: allowing.registrationCeremony(algorithms: [.rs1]), relyingParty: allowing.rp).credential
+        let credential = try RegistrationVerifier.verify(
+            allowing.register(.rs1).response, ceremony: allowing.registrationCeremony(algorithms: [.rs1]), relyingParty: allowing.rp
+        ).credential
         let parts = try allowing.assert(credential)
         #expect(allowing.verify(parts, credential: credential) == nil)
         var strict = allowing
@@ -186,8 +194,9 @@ struct AuthenticationStepTests {
         #expect(h.verify(try h.authenticator.resign(parts), credential: credential) == "counter_regression")
         var flagging = h
         flagging.rp = testRP(policy: VerificationPolicy(counter: .acceptAndFlag))
-        let result = try AuthenticationVerifier.verify(try h.authenticator.resign(parts).response, ceremony: h.authenticationCeremony(userHandle: h.user.id),
-                                                       credential: credential, relyingParty: flagging.rp)
+        let result = try AuthenticationVerifier.verify(
+            try h.authenticator.resign(parts).response, ceremony: h.authenticationCeremony(userHandle: h.user.id),
+            credential: credential, relyingParty: flagging.rp)
         #expect(result.riskSignals.contains(.possibleClonedAuthenticator))
         #expect(result.updatedCredential.signCount == 5)
         #expect(errorCode { _ = try AuthenticationVerifier.verifySignCount(0, stored: 0, policy: .reject) } == nil)
@@ -200,9 +209,10 @@ struct AuthenticationStepTests {
         let passkeys = Harness(profile: .platformPasskey)
         var credential = try passkeys.registered()
         credential.uvInitialized = false
-        let result = try AuthenticationVerifier.verify(try passkeys.assert(credential).response,
-                                                       ceremony: passkeys.authenticationCeremony(userHandle: passkeys.user.id),
-                                                       credential: credential, relyingParty: passkeys.rp)
+        let result = try AuthenticationVerifier.verify(
+            try passkeys.assert(credential).response,
+            ceremony: passkeys.authenticationCeremony(userHandle: passkeys.user.id),
+            credential: credential, relyingParty: passkeys.rp)
         #expect(result.updatedCredential.uvInitialized)
     }
 }

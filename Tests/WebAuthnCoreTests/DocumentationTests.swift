@@ -31,8 +31,10 @@ struct DocumentationTests {
         #expect(declared.count > 60, "the declarations were not found: \(declared.count)")
         #expect(Set(declared.map(\.name)).count == declared.count, "a name is declared twice")
         #expect(Set(declared.map(\.code)).count == declared.count, "two names declare the same code")
-        #expect(WebAuthnError.Code.catalogue.map(\.rawValue) == declared.map(\.code),
-                "catalogue and declarations differ: missing \(Set(declared.map(\.code)).subtracting(WebAuthnError.Code.catalogue.map(\.rawValue))), extra \(Set(WebAuthnError.Code.catalogue.map(\.rawValue)).subtracting(declared.map(\.code)))")
+        #expect(
+            WebAuthnError.Code.catalogue.map(\.rawValue) == declared.map(\.code),
+            "catalogue and declarations differ: missing \(Set(declared.map(\.code)).subtracting(WebAuthnError.Code.catalogue.map(\.rawValue))), extra \(Set(WebAuthnError.Code.catalogue.map(\.rawValue)).subtracting(declared.map(\.code)))"
+        )
     }
 
     @Test("Docs/Errors.md documents exactly the declared codes, each once")
@@ -52,7 +54,8 @@ struct DocumentationTests {
     @Test("no source makes an error code from a string: every code thrown is a declared one")
     func noAdHocCodes() throws {
         let sources = Self.repository.appendingPathComponent("Sources")
-        let files = FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil)?
+        let files =
+            FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil)?
             .compactMap { $0 as? URL }.filter { $0.pathExtension == "swift" && $0.lastPathComponent != "WebAuthnError.swift" } ?? []
         #expect(files.count > 50)
         for file in files {
@@ -82,8 +85,11 @@ struct DocumentationTests {
         #expect(configuration.contains(#""AllPublicDeclarationsHaveDocumentation": true"#), ".swift-format no longer enables the rule")
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["swift", "format", "lint", "--configuration", Self.repository.appendingPathComponent(".swift-format").path,
-                             "-r", Self.repository.appendingPathComponent("Sources").path]
+        process.arguments = [
+            "swift", "format", "lint", "--configuration", Self.repository.appendingPathComponent(".swift-format").path,
+            "-r", Self.repository.appendingPathComponent("Sources").path, Self.repository.appendingPathComponent("Tests").path,
+            Self.repository.appendingPathComponent("Fuzz/Sources").path,
+        ]
         process.currentDirectoryURL = Self.repository
         let output = Pipe()
         process.standardOutput = output
@@ -95,5 +101,9 @@ struct DocumentationTests {
         #expect(process.terminationStatus == 0, "swift format lint failed (\(process.terminationStatus)): \(text.prefix(2000))")
         let undocumented = text.split(separator: "\n").filter { $0.contains("AllPublicDeclarationsHaveDocumentation") }
         #expect(undocumented.isEmpty, "\(undocumented.count) public declarations have no /// comment:\n\(undocumented.joined(separator: "\n"))")
+        // The code stays formatted as .swift-format says: run `swift format -i -r Sources Tests Fuzz/Sources`.
+        let unformatted = text.split(separator: "\n").filter { $0.contains("warning:") && !$0.contains("AllPublicDeclarationsHaveDocumentation") }
+        #expect(
+            unformatted.isEmpty, "\(unformatted.count) formatting warnings (swift format -i fixes them):\n\(unformatted.prefix(20).joined(separator: "\n"))")
     }
 }

@@ -53,9 +53,12 @@ struct EngineHardeningTests {
         for length in [252, 300, 1000] {
             var parts = try h.register()
             let header: JSONValue = ["alg": "ES256", "x5c": .array(x5c)]
-            let payload: JSONValue = ["nonce": .string(SafetyNetPKI.nonce(parts)), "timestampMs": .number((h.rp.clock.now().timeIntervalSince1970 * 1000).rounded()),
-                                      "ctsProfileMatch": true]
-            let jws = Base64URL.encode(header.serializedBytes()) + "." + Base64URL.encode(payload.serializedBytes()) + "."
+            let payload: JSONValue = [
+                "nonce": .string(SafetyNetPKI.nonce(parts)), "timestampMs": .number((h.rp.clock.now().timeIntervalSince1970 * 1000).rounded()),
+                "ctsProfileMatch": true,
+            ]
+            let jws =
+                Base64URL.encode(header.serializedBytes()) + "." + Base64URL.encode(payload.serializedBytes()) + "."
                 + Base64URL.encode([UInt8](repeating: 0x7f, count: length))
             parts.format = "android-safetynet"
             parts.statement = SafetyNetPKI.statement(Array(jws.utf8))
@@ -88,8 +91,10 @@ struct EngineHardeningTests {
         }
         // The same JWS with a fresh timestamp verifies: the statement is otherwise valid.
         var parts = try h.register()
-        let fresh: JSONValue = ["nonce": .string(SafetyNetPKI.nonce(parts)), "timestampMs": .number((h.rp.clock.now().timeIntervalSince1970 * 1000).rounded()),
-                                "ctsProfileMatch": true]
+        let fresh: JSONValue = [
+            "nonce": .string(SafetyNetPKI.nonce(parts)), "timestampMs": .number((h.rp.clock.now().timeIntervalSince1970 * 1000).rounded()),
+            "ctsProfileMatch": true,
+        ]
         parts.format = "android-safetynet"
         parts.statement = SafetyNetPKI.statement(try JWSWriter.compact(fresh, key: leafKey, x5c: [leaf, pki.root]))
         #expect(h.verify(parts) == nil)
@@ -105,7 +110,8 @@ struct EngineHardeningTests {
         tbs.removeFirst()
         let version = DERWriter.tlv(0xA0, DERWriter.tlv(0x02, [0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]))
         let body = version + tbs.flatMap { [$0.tag] + DERWriter.length($0.contents.count) + Array($0.value) }
-        let forged = DERWriter.tlv(0x30, DERWriter.tlv(0x30, body) + certificate[1...].flatMap { [$0.tag] + DERWriter.length($0.contents.count) + Array($0.value) })
+        let forged = DERWriter.tlv(
+            0x30, DERWriter.tlv(0x30, body) + certificate[1...].flatMap { [$0.tag] + DERWriter.length($0.contents.count) + Array($0.value) })
         if let parsed = try? X509Certificate(der: forged) {
             #expect(parsed.version == 0)
         }
@@ -172,8 +178,10 @@ struct EngineHardeningTests {
     func ecPointSanity() throws {
         #expect(errorCode { _ = try COSEKey(bytes: HostileInputTests.ec2(y: [UInt8](repeating: 1, count: 32))) } == "public_key_point_invalid")
         // SubjectPublicKeyInfo of id-ecPublicKey / prime256v1 whose point is 0x00, the point at infinity.
-        let infinity: [UInt8] = [0x30, 0x19, 0x30, 0x13, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d,
-                                 0x03, 0x01, 0x07, 0x03, 0x02, 0x00, 0x00]
+        let infinity: [UInt8] = [
+            0x30, 0x19, 0x30, 0x13, 0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01, 0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d,
+            0x03, 0x01, 0x07, 0x03, 0x02, 0x00, 0x00,
+        ]
         #expect(errorCode { _ = try PublicKey.fromSubjectPublicKeyInfo(infinity) } == "public_key_point_invalid")
         let real = try SigningKey.generate(.es256)
         #expect(errorCode { _ = try COSEKey(bytes: CBOREncoder.encode(try real.coseKey())) } == nil)
@@ -183,16 +191,20 @@ struct EngineHardeningTests {
 
     /// A relying party with `authority`'s root as the android-key and packed format roots
     /// (standing in for Google's roots), metadata for `aaguid` with `entryRoots`, and `policy`.
-    func aaguidHarness(aaguid: [UInt8], authority: AttestationAuthority, entryRoots: [X509Certificate], formatRoots: Bool = true,
-                       policy: AttestationPolicy) throws -> Harness {
+    func aaguidHarness(
+        aaguid: [UInt8], authority: AttestationAuthority, entryRoots: [X509Certificate], formatRoots: Bool = true,
+        policy: AttestationPolicy
+    ) throws -> Harness {
         var profile = SoftwareAuthenticator.Profile.securityKey
         profile.aaguid = aaguid
         var h = Harness(profile: profile)
-        let entry = MetadataEntry(aaguid: AAGUID(bytes: aaguid), description: "claimed model", attestationTypes: ["basic_full", "basic_surrogate"],
-                                  attestationRootCertificates: entryRoots)
+        let entry = MetadataEntry(
+            aaguid: AAGUID(bytes: aaguid), description: "claimed model", attestationTypes: ["basic_full", "basic_surrogate"],
+            attestationRootCertificates: entryRoots)
         let anchors = TrustAnchors(formatRoots: formatRoots ? ["android-key": [authority.root], "packed": [authority.root]] : [:], metadata: [entry])
-        h.rp = try RelyingParty(id: h.rp.id, origins: h.rp.origins, policy: VerificationPolicy(algorithms: COSEAlgorithm.supported, attestation: policy),
-                                clock: h.rp.clock, trustAnchors: anchors)
+        h.rp = try RelyingParty(
+            id: h.rp.id, origins: h.rp.origins, policy: VerificationPolicy(algorithms: COSEAlgorithm.supported, attestation: policy),
+            clock: h.rp.clock, trustAnchors: anchors)
         return h
     }
 
@@ -206,7 +218,8 @@ struct EngineHardeningTests {
         #expect(h.verify(try h.register(attestation: .androidKey(authority))) == "aaguid_unverified")
         // Without an allow-list it registers, trusted through the format roots, with no metadata attached.
         let lax = try aaguidHarness(aaguid: aaguid, authority: authority, entryRoots: [other.root], policy: AttestationPolicy())
-        let result = try RegistrationVerifier.verify(try lax.register(attestation: .androidKey(authority)).response, ceremony: lax.registrationCeremony(), relyingParty: lax.rp)
+        let result = try RegistrationVerifier.verify(
+            try lax.register(attestation: .androidKey(authority)).response, ceremony: lax.registrationCeremony(), relyingParty: lax.rp)
         #expect(result.trust.trusted && result.trust.metadata == nil)
         #expect(result.trust.reason.contains("not verified"))
     }
@@ -224,7 +237,8 @@ struct EngineHardeningTests {
         #expect(deny.verify(try deny.register(attestation: .packedSelf)) == "aaguid_not_allowed")
         // Self attestation never carries the claimed model's metadata.
         let lax = try aaguidHarness(aaguid: aaguid, authority: authority, entryRoots: [authority.root], policy: AttestationPolicy())
-        let result = try RegistrationVerifier.verify(try lax.register(attestation: .packedSelf).response, ceremony: lax.registrationCeremony(), relyingParty: lax.rp)
+        let result = try RegistrationVerifier.verify(
+            try lax.register(attestation: .packedSelf).response, ceremony: lax.registrationCeremony(), relyingParty: lax.rp)
         #expect(result.attestationType == .self && result.trust.metadata == nil)
     }
 
@@ -233,9 +247,11 @@ struct EngineHardeningTests {
         let authority = try AttestationAuthority.generate()
         let aaguid = [UInt8](repeating: 0x44, count: 16)
         let id = AAGUID(bytes: aaguid)!
-        let h = try aaguidHarness(aaguid: aaguid, authority: authority, entryRoots: [authority.root], formatRoots: false,
-                                  policy: AttestationPolicy(requireTrustedAttestation: true, allowedAAGUIDs: [id]))
-        let result = try RegistrationVerifier.verify(try h.register(attestation: .packedFull(authority)).response, ceremony: h.registrationCeremony(), relyingParty: h.rp)
+        let h = try aaguidHarness(
+            aaguid: aaguid, authority: authority, entryRoots: [authority.root], formatRoots: false,
+            policy: AttestationPolicy(requireTrustedAttestation: true, allowedAAGUIDs: [id]))
+        let result = try RegistrationVerifier.verify(
+            try h.register(attestation: .packedFull(authority)).response, ceremony: h.registrationCeremony(), relyingParty: h.rp)
         #expect(result.trust.trusted && result.trust.metadata?.aaguid == id)
         // The same chain through the format roots only proves nothing about the model.
         let formatOnly = try aaguidHarness(aaguid: aaguid, authority: authority, entryRoots: [], policy: AttestationPolicy(allowedAAGUIDs: [id]))
@@ -250,8 +266,9 @@ struct EngineHardeningTests {
         let kelvin = "android:apk-key-hash:\u{212A}x8"
         #expect(kelvin == configured)  // Swift's String == says canonically equivalent
         var h = Harness(origins: [configured])
-        h.rp = try RelyingParty(id: h.rp.id, origins: [configured], policy: VerificationPolicy(crossOrigin: .allowTopOrigins(["https://K.example"])),
-                                clock: h.rp.clock)
+        h.rp = try RelyingParty(
+            id: h.rp.id, origins: [configured], policy: VerificationPolicy(crossOrigin: .allowTopOrigins(["https://K.example"])),
+            clock: h.rp.clock)
         var parts = try h.register()
         parts.clientData.origin = configured
         #expect(h.verify(parts) == nil)

@@ -31,8 +31,10 @@ struct EngineSessionTests {
         #expect(await errorCode { try await engine.consumeSingleUse(.appleNonce, key: key, binding: [7]) } == nil)
         #expect(await errorCode { try await engine.consumeSingleUse(.appleNonce, key: key, binding: [7]) } == "challenge_unknown")
         // The wrong kind, the wrong session, too late: refused, and gone all the same.
-        for (kind, binding, wait, expected) in [(PendingCeremony.Kind.appleState, [UInt8]([7]), 0.0, "ceremony_mismatch"),
-                                                (.appleNonce, [8], 0, "session_mismatch"), (.appleNonce, [7], 61, "challenge_expired")] {
+        for (kind, binding, wait, expected) in [
+            (PendingCeremony.Kind.appleState, [UInt8]([7]), 0.0, "ceremony_mismatch"),
+            (.appleNonce, [8], 0, "session_mismatch"), (.appleNonce, [7], 61, "challenge_expired"),
+        ] {
             let k = SecureRandom.bytes(32)
             try await engine.storeSingleUse(.appleNonce, key: k, binding: [7], lifetime: 60)
             time.advance(wait)
@@ -126,8 +128,10 @@ struct EngineSessionTests {
         // A flood of unbound ceremonies at the store's capacity: each insert is O(1) (no scan), so 20,000 take well under a second each 1,000.
         let small = InMemoryChallengeStore(clock: time.clock, capacity: 1_000)
         for i in 0..<20_000 {
-            try await small.insert(PendingCeremony(kind: .authentication, challenge: SecureRandom.bytes(16) + [UInt8(i & 0xff)], userVerification: .preferred,
-                                                   expiresAt: time.clock.now().addingTimeInterval(60)))
+            try await small.insert(
+                PendingCeremony(
+                    kind: .authentication, challenge: SecureRandom.bytes(16) + [UInt8(i & 0xff)], userVerification: .preferred,
+                    expiresAt: time.clock.now().addingTimeInterval(60)))
         }
         #expect(small.count == 1_000)
     }
@@ -135,8 +139,9 @@ struct EngineSessionTests {
     @Test("a challenge given back and taken again many times keeps the in-memory queue short (no quadratic compaction)")
     func reinsertion() async throws {
         let store = InMemoryChallengeStore(clock: time.clock)
-        let ceremony = PendingCeremony(kind: .authentication, challenge: SecureRandom.bytes(32), userVerification: .preferred,
-                                       expiresAt: time.clock.now().addingTimeInterval(60))
+        let ceremony = PendingCeremony(
+            kind: .authentication, challenge: SecureRandom.bytes(32), userVerification: .preferred,
+            expiresAt: time.clock.now().addingTimeInterval(60))
         for _ in 0..<5_000 {
             try await store.insert(ceremony)
             _ = try await store.consume(challenge: ceremony.challenge)

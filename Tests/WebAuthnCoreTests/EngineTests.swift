@@ -100,7 +100,8 @@ struct EngineTests {
         #expect(await errorCode { _ = try await engine.finishAuthentication(json: assertion.jsonBytes) } == "ceremony_mismatch")
         let request = try await engine.startAuthentication(userHandle: user.id)
         let other = try authenticator.authenticate(rpId: "example.com", origin: origin, challenge: request.challenge, credentialId: credential.id)
-        #expect(await errorCode { _ = try await engine.finishAuthentication(json: other.jsonBytes, expectedChallenge: creation.challenge) } == "challenge_mismatch")
+        #expect(
+            await errorCode { _ = try await engine.finishAuthentication(json: other.jsonBytes, expectedChallenge: creation.challenge) } == "challenge_mismatch")
         #expect(await errorCode { _ = try await engine.finishAuthentication(json: other.jsonBytes, expectedChallenge: request.challenge) } == nil)
     }
 

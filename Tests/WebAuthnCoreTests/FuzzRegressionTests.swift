@@ -21,7 +21,8 @@ struct FuzzRegressionTests {
         return targets.sorted().flatMap { target -> [String] in
             var isDirectory: ObjCBool = false
             guard FileManager.default.fileExists(atPath: folder.appendingPathComponent(target).path, isDirectory: &isDirectory),
-                  isDirectory.boolValue else { return [] }
+                isDirectory.boolValue
+            else { return [] }
             let files = (try? FileManager.default.contentsOfDirectory(atPath: folder.appendingPathComponent(target).path)) ?? []
             return files.filter { !$0.hasPrefix(".") }.sorted().map { "\(target)/\($0)" }
         }

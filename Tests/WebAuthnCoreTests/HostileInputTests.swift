@@ -14,22 +14,26 @@ struct HostileInputTests {
 
     @Test("CBOR round-trips through libcbor")
     func cborRoundTrip() throws {
-        let value: CBOR = .map([CBORPair(.text("a"), .array([CBOR(1), CBOR(-1000), .bytes([1, 2]), .bool(true), .null])),
-                                CBORPair(CBOR(-7), .text("é"))])
+        let value: CBOR = .map([
+            CBORPair(.text("a"), .array([CBOR(1), CBOR(-1000), .bytes([1, 2]), .bool(true), .null])),
+            CBORPair(CBOR(-7), .text("é")),
+        ])
         let decoded = try CBORDecoder.decode(CBOREncoder.encode(value))
         #expect(decoded["a"]?.arrayValue?.count == 5)
         #expect(decoded[-7]?.textValue == "é")
         #expect(decoded["a"]?.arrayValue?[1].intValue == -1000)
     }
 
-    @Test("malformed CBOR is cbor_malformed", arguments: [
-        ([], "empty"), ([0x82, 0x01], "truncated array"), ([0x01, 0x02], "trailing bytes"), ([0x9f, 0x01, 0xff], "indefinite array"),
-        ([0xbf, 0xff], "indefinite map"), ([0x5f, 0x41, 0x00, 0xff], "indefinite bytes"), ([0xc1, 0x01], "tag"),
-        ([0xa2, 0x01, 0x02, 0x01, 0x03], "duplicate key"), ([0x62, 0xff, 0xfe], "invalid UTF-8 text"),
-        ([0x9b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff], "array claiming 2^64 items"),
-        ([0xbb, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00], "map claiming 2^32 pairs"),
-        ([0x5a, 0xff, 0xff, 0xff, 0xff], "byte string claiming 4 GiB"), ([0xff], "stray break"), ([0x1c], "reserved additional info"),
-    ] as [([UInt8], String)])
+    @Test(
+        "malformed CBOR is cbor_malformed",
+        arguments: [
+            ([], "empty"), ([0x82, 0x01], "truncated array"), ([0x01, 0x02], "trailing bytes"), ([0x9f, 0x01, 0xff], "indefinite array"),
+            ([0xbf, 0xff], "indefinite map"), ([0x5f, 0x41, 0x00, 0xff], "indefinite bytes"), ([0xc1, 0x01], "tag"),
+            ([0xa2, 0x01, 0x02, 0x01, 0x03], "duplicate key"), ([0x62, 0xff, 0xfe], "invalid UTF-8 text"),
+            ([0x9b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff], "array claiming 2^64 items"),
+            ([0xbb, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00], "map claiming 2^32 pairs"),
+            ([0x5a, 0xff, 0xff, 0xff, 0xff], "byte string claiming 4 GiB"), ([0xff], "stray break"), ([0x1c], "reserved additional info"),
+        ] as [([UInt8], String)])
     func malformedCBOR(bytes: [UInt8], what: String) {
         #expect(errorCode { _ = try CBORDecoder.decode(bytes) } == "cbor_malformed", "\(what)")
     }
@@ -45,9 +49,11 @@ struct HostileInputTests {
 
     // MARK: JSON and base64url
 
-    @Test("malformed JSON is json_malformed", arguments: [
-        "", "{", "{\"a\":}", "[1,]", "{\"a\":1,\"a\":2}", "\"\\ud800\"", "01", "{\"a\":1}x", "nul", "\"\u{01}\"", "1e99999",
-    ])
+    @Test(
+        "malformed JSON is json_malformed",
+        arguments: [
+            "", "{", "{\"a\":}", "[1,]", "{\"a\":1,\"a\":2}", "\"\\ud800\"", "01", "{\"a\":1}x", "nul", "\"\u{01}\"", "1e99999",
+        ])
     func malformedJSON(text: String) {
         #expect(errorCode { _ = try JSONValue.parse(text) } == "json_malformed")
     }
@@ -88,15 +94,17 @@ struct HostileInputTests {
 
     // MARK: Responses
 
-    @Test("response JSON of the wrong shape gets a typed error", arguments: [
-        ("[]", "response_malformed"), ("{}", "response_malformed"), (#"{"type":"public-key"}"#, "response_malformed"),
-        (#"{"type":"password","id":"AA","response":{}}"#, "credential_type_invalid"),
-        (#"{"type":"public-key","id":"A","response":{}}"#, "base64url_invalid"),
-        (#"{"type":"public-key","id":"AA","rawId":"AQ","response":{}}"#, "credential_id_mismatch"),
-        (#"{"type":"public-key","id":"AA","response":{"clientDataJSON":"e30","attestationObject":5}}"#, "response_malformed"),
-        (#"{"type":"public-key","id":"AA","response":{"clientDataJSON":"!!","attestationObject":"oA"}}"#, "base64url_invalid"),
-        (#"{"type":"public-key","id":"AA","response":{"clientDataJSON":"e30","attestationObject":"oA","transports":"usb"}}"#, "response_malformed"),
-    ] as [(String, String)])
+    @Test(
+        "response JSON of the wrong shape gets a typed error",
+        arguments: [
+            ("[]", "response_malformed"), ("{}", "response_malformed"), (#"{"type":"public-key"}"#, "response_malformed"),
+            (#"{"type":"password","id":"AA","response":{}}"#, "credential_type_invalid"),
+            (#"{"type":"public-key","id":"A","response":{}}"#, "base64url_invalid"),
+            (#"{"type":"public-key","id":"AA","rawId":"AQ","response":{}}"#, "credential_id_mismatch"),
+            (#"{"type":"public-key","id":"AA","response":{"clientDataJSON":"e30","attestationObject":5}}"#, "response_malformed"),
+            (#"{"type":"public-key","id":"AA","response":{"clientDataJSON":"!!","attestationObject":"oA"}}"#, "base64url_invalid"),
+            (#"{"type":"public-key","id":"AA","response":{"clientDataJSON":"e30","attestationObject":"oA","transports":"usb"}}"#, "response_malformed"),
+        ] as [(String, String)])
     func responseShape(json: String, code: String) {
         #expect(errorCode { _ = try RegistrationResponse(json: Array(json.utf8)) } == code)
     }
@@ -118,20 +126,24 @@ struct HostileInputTests {
         #expect(try RegistrationResponse(json: shaped).id == parts.id)
     }
 
-    @Test("client data of the wrong shape is client_data_malformed", arguments: [
-        "not json", "[]", #"{"type":"webauthn.create","origin":"https://example.com"}"#,
-        #"{"type":1,"challenge":"AA","origin":"https://example.com"}"#,
-        #"{"type":"webauthn.create","challenge":"AA","origin":"https://example.com","crossOrigin":"yes"}"#,
-        #"{"type":"webauthn.create","challenge":"AA","origin":"https://example.com","origin":"https://evil.example"}"#,
-    ])
+    @Test(
+        "client data of the wrong shape is client_data_malformed",
+        arguments: [
+            "not json", "[]", #"{"type":"webauthn.create","origin":"https://example.com"}"#,
+            #"{"type":1,"challenge":"AA","origin":"https://example.com"}"#,
+            #"{"type":"webauthn.create","challenge":"AA","origin":"https://example.com","crossOrigin":"yes"}"#,
+            #"{"type":"webauthn.create","challenge":"AA","origin":"https://example.com","origin":"https://evil.example"}"#,
+        ])
     func clientDataShape(text: String) {
         #expect(errorCode { _ = try CollectedClientData(bytes: Array(text.utf8)) } == "client_data_malformed")
     }
 
-    @Test("a tokenBinding object without status or with an undefined status is refused; a value that is not an object is ignored", arguments: [
-        (#"{"status":"not-supported"}"#, "token_binding_invalid"), (#"{}"#, "token_binding_invalid"), (#"{"status":5}"#, "token_binding_invalid"),
-        (#"{"status":"supported"}"#, nil), (#"{"status":"present","id":"AA"}"#, nil), (#""unused""#, nil), (#"[]"#, nil), (#"null"#, nil),
-    ] as [(String, String?)])
+    @Test(
+        "a tokenBinding object without status or with an undefined status is refused; a value that is not an object is ignored",
+        arguments: [
+            (#"{"status":"not-supported"}"#, "token_binding_invalid"), (#"{}"#, "token_binding_invalid"), (#"{"status":5}"#, "token_binding_invalid"),
+            (#"{"status":"supported"}"#, nil), (#"{"status":"present","id":"AA"}"#, nil), (#""unused""#, nil), (#"[]"#, nil), (#"null"#, nil),
+        ] as [(String, String?)])
     func tokenBinding(value: String, code: String?) {
         let text = #"{"type":"webauthn.create","challenge":"AA","origin":"https://example.com","tokenBinding":"# + value + "}"
         #expect(errorCode { _ = try CollectedClientData(bytes: Array(text.utf8)) } == code)
@@ -153,14 +165,33 @@ struct HostileInputTests {
         #expect(errorCode { _ = try AuthenticatorData(bytes: flagsWithoutData) } == "authenticator_data_malformed")
     }
 
-    @Test("attestation objects of the wrong shape are refused", arguments: [
-        (CBOR.array([]), "attestation_object_malformed"),
-        (.map([CBORPair(.text("fmt"), CBOR(1)), CBORPair(.text("authData"), .bytes([])), CBORPair(.text("attStmt"), .map([]))]), "attestation_object_malformed"),
-        (.map([CBORPair(.text("fmt"), .text("none")), CBORPair(.text("authData"), .text("x")), CBORPair(.text("attStmt"), .map([]))]), "attestation_object_malformed"),
-        (.map([CBORPair(.text("fmt"), .text("none")), CBORPair(.text("authData"), .bytes([])), CBORPair(.text("attStmt"), .array([]))]), "attestation_object_malformed"),
-        (.map([CBORPair(.text("fmt"), .text("none")), CBORPair(.text("authData"), .bytes([1])), CBORPair(.text("attStmt"), .map([]))]), "authenticator_data_malformed"),
-        (.map([CBORPair(.text("fmt"), .text("none")), CBORPair(.text("authData"), .bytes([])), CBORPair(.text("attStmt"), .map([])), CBORPair(.text("x"), .null)]), "attestation_object_malformed"),
-    ] as [(CBOR, String)])
+    @Test(
+        "attestation objects of the wrong shape are refused",
+        arguments: [
+            (CBOR.array([]), "attestation_object_malformed"),
+            (
+                .map([CBORPair(.text("fmt"), CBOR(1)), CBORPair(.text("authData"), .bytes([])), CBORPair(.text("attStmt"), .map([]))]),
+                "attestation_object_malformed"
+            ),
+            (
+                .map([CBORPair(.text("fmt"), .text("none")), CBORPair(.text("authData"), .text("x")), CBORPair(.text("attStmt"), .map([]))]),
+                "attestation_object_malformed"
+            ),
+            (
+                .map([CBORPair(.text("fmt"), .text("none")), CBORPair(.text("authData"), .bytes([])), CBORPair(.text("attStmt"), .array([]))]),
+                "attestation_object_malformed"
+            ),
+            (
+                .map([CBORPair(.text("fmt"), .text("none")), CBORPair(.text("authData"), .bytes([1])), CBORPair(.text("attStmt"), .map([]))]),
+                "authenticator_data_malformed"
+            ),
+            (
+                .map([
+                    CBORPair(.text("fmt"), .text("none")), CBORPair(.text("authData"), .bytes([])), CBORPair(.text("attStmt"), .map([])),
+                    CBORPair(.text("x"), .null),
+                ]), "attestation_object_malformed"
+            ),
+        ] as [(CBOR, String)])
     func attestationObjectShape(object: CBOR, code: String) {
         #expect(errorCode { _ = try AttestationObject(bytes: CBOREncoder.encode(object)) } == code)
     }
@@ -169,8 +200,10 @@ struct HostileInputTests {
 
     static func ec2(_ alg: Int = -7, crv: Int = 1, x: [UInt8]? = nil, y: [UInt8]? = nil, extra: [CBORPair] = []) -> [UInt8] {
         let key = try! SigningKey.generate(.es256).coseKey()
-        var pairs = [CBORPair(CBOR(1), CBOR(2)), CBORPair(CBOR(3), CBOR(alg)), CBORPair(CBOR(-1), CBOR(crv)),
-                     CBORPair(CBOR(-2), .bytes(x ?? key[-2]!.bytesValue!)), CBORPair(CBOR(-3), .bytes(y ?? key[-3]!.bytesValue!))]
+        var pairs = [
+            CBORPair(CBOR(1), CBOR(2)), CBORPair(CBOR(3), CBOR(alg)), CBORPair(CBOR(-1), CBOR(crv)),
+            CBORPair(CBOR(-2), .bytes(x ?? key[-2]!.bytesValue!)), CBORPair(CBOR(-3), .bytes(y ?? key[-3]!.bytesValue!)),
+        ]
         pairs += extra
         return CBOREncoder.encode(.map(pairs))
     }
@@ -197,7 +230,8 @@ struct HostileInputTests {
         #expect(off.residentKey == "discouraged" && offEcho == ["requireResidentKey": false, "userVerification": "preferred"])
         #expect(try asked(#"{"requireResidentKey":true}"#).0.residentKey == "required")
         #expect(try asked(#"{"requireResidentKey":true,"residentKey":"preferred"}"#).0.residentKey == "preferred")
-        let (odd, oddEcho) = try asked(#"{"residentKey":"sometimes","userVerification":"maybe","authenticatorAttachment":"pocket","requireResidentKey":"yes","x":1}"#)
+        let (odd, oddEcho) = try asked(
+            #"{"residentKey":"sometimes","userVerification":"maybe","authenticatorAttachment":"pocket","requireResidentKey":"yes","x":1}"#)
         #expect(odd == defaults && oddEcho == [:])
     }
 
@@ -210,12 +244,28 @@ struct HostileInputTests {
         #expect(errorCode { _ = try COSEKey(bytes: Self.ec2(y: [UInt8](repeating: 1, count: 32))) } == "public_key_point_invalid")  // not on the curve
         #expect(errorCode { _ = try COSEKey(bytes: Self.ec2(extra: [CBORPair(CBOR(-4), .bytes([1]))])) } == "cose_key_invalid")
         #expect(errorCode { _ = try COSEKey(bytes: CBOREncoder.encode(.map([CBORPair(CBOR(1), CBOR(2))]))) } == "cose_key_invalid")
-        #expect(errorCode { _ = try COSEKey(bytes: CBOREncoder.encode(.map([CBORPair(CBOR(1), CBOR(7)), CBORPair(CBOR(3), CBOR(-48))]))) } == "algorithm_unsupported")
-        #expect(errorCode { _ = try COSEKey(bytes: CBOREncoder.encode(.map([CBORPair(CBOR(1), CBOR(3)), CBORPair(CBOR(3), CBOR(-257)),
-                                                                             CBORPair(CBOR(-1), .bytes([UInt8](repeating: 0xff, count: 128))),
-                                                                             CBORPair(CBOR(-2), .bytes([1, 0, 1]))]))) } == "public_key_rsa_invalid")  // 1024 bits
-        #expect(errorCode { _ = try COSEKey(bytes: CBOREncoder.encode(.map([CBORPair(CBOR(1), CBOR(1)), CBORPair(CBOR(3), CBOR(-7)),
-                                                                             CBORPair(CBOR(-1), CBOR(6)), CBORPair(CBOR(-2), .bytes([UInt8](repeating: 1, count: 32)))]))) } == "cose_key_invalid")
+        #expect(
+            errorCode { _ = try COSEKey(bytes: CBOREncoder.encode(.map([CBORPair(CBOR(1), CBOR(7)), CBORPair(CBOR(3), CBOR(-48))]))) }
+                == "algorithm_unsupported")
+        #expect(
+            errorCode {
+                _ = try COSEKey(
+                    bytes: CBOREncoder.encode(
+                        .map([
+                            CBORPair(CBOR(1), CBOR(3)), CBORPair(CBOR(3), CBOR(-257)),
+                            CBORPair(CBOR(-1), .bytes([UInt8](repeating: 0xff, count: 128))),
+                            CBORPair(CBOR(-2), .bytes([1, 0, 1])),
+                        ])))
+            } == "public_key_rsa_invalid")  // 1024 bits
+        #expect(
+            errorCode {
+                _ = try COSEKey(
+                    bytes: CBOREncoder.encode(
+                        .map([
+                            CBORPair(CBOR(1), CBOR(1)), CBORPair(CBOR(3), CBOR(-7)),
+                            CBORPair(CBOR(-1), CBOR(6)), CBORPair(CBOR(-2), .bytes([UInt8](repeating: 1, count: 32))),
+                        ])))
+            } == "cose_key_invalid")
     }
 
     // MARK: Mutation
@@ -247,7 +297,9 @@ struct HostileInputTests {
                 mutated[Int.random(in: 0..<mutated.count, using: &generator)] = UInt8.random(in: 0...255, using: &generator)
             }
             if mutated == body { continue }
-            let code = errorCode { _ = try RegistrationVerifier.verify(RegistrationResponse(json: mutated), ceremony: h.registrationCeremony(), relyingParty: h.rp) }
+            let code = errorCode {
+                _ = try RegistrationVerifier.verify(RegistrationResponse(json: mutated), ceremony: h.registrationCeremony(), relyingParty: h.rp)
+            }
             // A mutation that keeps the decoded bytes (e.g. in an ignored member) may still verify.
             if code == nil { #expect(try RegistrationResponse(json: mutated).attestationObject == response.attestationObject, "seed \(seed)") }
         }

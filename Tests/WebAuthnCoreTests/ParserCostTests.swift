@@ -74,9 +74,11 @@ struct ParserCostTests {
 
     // MARK: JSON and base64url
 
-    @Test("JSON: many members, many numbers, escapes, deep nesting, long names", arguments: [
-        "members", "numbers", "escapes", "nesting", "long names",
-    ])
+    @Test(
+        "JSON: many members, many numbers, escapes, deep nesting, long names",
+        arguments: [
+            "members", "numbers", "escapes", "nesting", "long names",
+        ])
     func json(shape: String) {
         let limit = JSONLimits().maxBytes
         let worst: [UInt8]
@@ -106,7 +108,9 @@ struct ParserCostTests {
     @Test("clientDataJSON: many members")
     func clientData() {
         let limit = CollectedClientData.maxSize
-        let worst = Self.fill(limit, prefix: #"{"type":"webauthn.get","challenge":"AAAA","origin":"https://example.com""# + ",", suffix: "}") { "\"e\($0)\":null" }
+        let worst = Self.fill(limit, prefix: #"{"type":"webauthn.get","challenge":"AAAA","origin":"https://example.com""# + ",", suffix: "}") {
+            "\"e\($0)\":null"
+        }
         Self.expectLinear("clientDataJSON", normal: Self.registration.clientDataJSON, worst: worst, limit: limit) { _ = try? CollectedClientData(bytes: $0) }
     }
 
@@ -134,9 +138,11 @@ struct ParserCostTests {
         n < 24 ? [major << 5 | UInt8(n)] : n < 256 ? [major << 5 | 24, UInt8(n)] : [major << 5 | 25, UInt8(n >> 8), UInt8(n & 0xff)]
     }
 
-    @Test("CBOR: a map of long distinct keys, a 16-key map of huge keys, many UTF-8 strings, deep nesting", arguments: [
-        "many keys", "huge keys", "texts", "nesting",
-    ])
+    @Test(
+        "CBOR: a map of long distinct keys, a 16-key map of huge keys, many UTF-8 strings, deep nesting",
+        arguments: [
+            "many keys", "huge keys", "texts", "nesting",
+        ])
     func cbor(shape: String) {
         let limit = CBORLimits().maxBytes
         var worst: [UInt8]
@@ -211,7 +217,8 @@ struct ParserCostTests {
         let limit = TPM.maxSize
         func pubArea(policy: Int) -> [UInt8] {
             [0x00, 0x23, 0x00, 0x0b, 0x00, 0x06, 0x04, 0x72, UInt8(policy >> 8), UInt8(policy & 0xff)] + [UInt8](repeating: 0, count: policy)
-                + [0x00, 0x10, 0x00, 0x10, 0x00, 0x03, 0x00, 0x10, 0x00, 0x20] + [UInt8](repeating: 1, count: 32) + [0x00, 0x20] + [UInt8](repeating: 2, count: 32)
+                + [0x00, 0x10, 0x00, 0x10, 0x00, 0x03, 0x00, 0x10, 0x00, 0x20] + [UInt8](repeating: 1, count: 32) + [0x00, 0x20]
+                + [UInt8](repeating: 2, count: 32)
         }
         #expect(errorCode { _ = try TPM.Public(pubArea(policy: 0)) } == nil && errorCode { _ = try TPM.Public(pubArea(policy: limit - 100)) } == nil)
         Self.expectLinear("TPM pubArea", normal: pubArea(policy: 0), worst: pubArea(policy: limit - 100), limit: limit) { _ = try? TPM.Public($0) }

@@ -41,8 +41,9 @@ struct PeerVectorTests {
         let policy = VerificationPolicy(
             userVerification: uv, algorithms: COSEAlgorithm.supported,
             allowInsecureRS1: row["allowInsecureRS1"]?.boolValue == true,
-            attestation: AttestationPolicy(requireTrustedAttestation: requireTrust,
-                                           requireSafetyNetCTSProfileMatch: row["requireSafetyNetCTSProfileMatch"]?.boolValue ?? true))
+            attestation: AttestationPolicy(
+                requireTrustedAttestation: requireTrust,
+                requireSafetyNetCTSProfileMatch: row["requireSafetyNetCTSProfileMatch"]?.boolValue ?? true))
         return try! RelyingParty(id: rpId, origins: Vectors.strings(e["origin"]), policy: policy, clock: .fixed(at), trustAnchors: anchors)
     }
 
@@ -57,9 +58,10 @@ struct PeerVectorTests {
             outcome.error = errorCode {
                 let response = try RegistrationResponse(json: v["response"]!)
                 let object = try AttestationObject(bytes: response.attestationObject)
-                let verification = try AttestationFormats.verifier(for: object.format).verify(AttestationInput(
-                    statement: object.statement, authenticatorData: object.authenticatorData,
-                    clientDataHash: Digest.sha256(response.clientDataJSON), policy: rp.policy, now: rp.clock.now()))
+                let verification = try AttestationFormats.verifier(for: object.format).verify(
+                    AttestationInput(
+                        statement: object.statement, authenticatorData: object.authenticatorData,
+                        clientDataHash: Digest.sha256(response.clientDataJSON), policy: rp.policy, now: rp.clock.now()))
                 let (trust, type) = try RegistrationVerifier.assessTrustworthiness(
                     verification, format: object.format, aaguid: object.authenticatorData.attestedCredentialData!.aaguid, rp: rp)
                 outcome.type = type
@@ -82,8 +84,9 @@ struct PeerVectorTests {
                     json = .object(top)
                 }
                 let response = try RegistrationResponse(json: json)
-                let ceremony = PendingCeremony(kind: .registration, challenge: challenge, user: try UserEntity(id: [9], name: "peer"),
-                                               algorithms: rp.policy.algorithms, userVerification: rp.policy.userVerification, expiresAt: .distantFuture)
+                let ceremony = PendingCeremony(
+                    kind: .registration, challenge: challenge, user: try UserEntity(id: [9], name: "peer"),
+                    algorithms: rp.policy.algorithms, userVerification: rp.policy.userVerification, expiresAt: .distantFuture)
                 let result = try RegistrationVerifier.verify(response, ceremony: ceremony, relyingParty: rp)
                 outcome.type = result.attestationType
                 outcome.trusted = result.trust.trusted
@@ -92,11 +95,13 @@ struct PeerVectorTests {
                 let key = try COSEKey(bytes: Vectors.b64(e["credentialPublicKey_cose_b64url"]))
                 let authData = try AuthenticatorData(bytes: response.authenticatorData)
                 let owner = response.userHandle ?? [9]
-                let record = CredentialRecord(id: response.id, userHandle: owner, publicKey: key,
-                                              signCount: UInt32(e["stored_sign_count"]?.intValue ?? 0), uvInitialized: false,
-                                              backupEligible: authData.backupEligible, backupState: authData.backedUp, createdAt: rp.clock.now())
-                let ceremony = PendingCeremony(kind: .authentication, challenge: challenge, userHandle: owner,
-                                               userVerification: rp.policy.userVerification, expiresAt: .distantFuture)
+                let record = CredentialRecord(
+                    id: response.id, userHandle: owner, publicKey: key,
+                    signCount: UInt32(e["stored_sign_count"]?.intValue ?? 0), uvInitialized: false,
+                    backupEligible: authData.backupEligible, backupState: authData.backedUp, createdAt: rp.clock.now())
+                let ceremony = PendingCeremony(
+                    kind: .authentication, challenge: challenge, userHandle: owner,
+                    userVerification: rp.policy.userVerification, expiresAt: .distantFuture)
                 _ = try AuthenticationVerifier.verify(response, ceremony: ceremony, credential: record, relyingParty: rp)
             }
         }

@@ -38,9 +38,11 @@ struct RegistrationStepTests {
         #expect(h.verify(parts) == "challenge_mismatch")
     }
 
-    @Test("step 9: clientData.origin must be an allowed origin, exactly", arguments: [
-        "https://evil.example", "https://example.com:8443", "http://example.com", "https://sub.example.com", "https://example.com/",
-    ])
+    @Test(
+        "step 9: clientData.origin must be an allowed origin, exactly",
+        arguments: [
+            "https://evil.example", "https://example.com:8443", "http://example.com", "https://sub.example.com", "https://example.com/",
+        ])
     func step9Origin(origin: String) throws {
         var parts = try h.register()
         parts.clientData.origin = origin
@@ -200,12 +202,14 @@ struct RegistrationStepTests {
         return parts
     }
 
-    @Test("§8.2.1: each attestation certificate requirement is enforced", arguments: [
-        ("no-aaguid", nil), ("wrong-ou", "attestation_certificate_invalid"), ("no-country", "attestation_certificate_invalid"),
-        ("ca-true", "attestation_certificate_invalid"), ("no-basic-constraints", "attestation_certificate_invalid"),
-        ("version1", "attestation_certificate_invalid"), ("aaguid-critical", "attestation_certificate_invalid"),
-        ("aaguid-mismatch", "attestation_aaguid_mismatch"), ("expired", "certificate_expired"),
-    ] as [(String, String?)])
+    @Test(
+        "§8.2.1: each attestation certificate requirement is enforced",
+        arguments: [
+            ("no-aaguid", nil), ("wrong-ou", "attestation_certificate_invalid"), ("no-country", "attestation_certificate_invalid"),
+            ("ca-true", "attestation_certificate_invalid"), ("no-basic-constraints", "attestation_certificate_invalid"),
+            ("version1", "attestation_certificate_invalid"), ("aaguid-critical", "attestation_certificate_invalid"),
+            ("aaguid-mismatch", "attestation_aaguid_mismatch"), ("expired", "certificate_expired"),
+        ] as [(String, String?)])
     func certificateRequirements(certificate: String, expected: String?) throws {
         #expect(h.verify(try packed(certificate)) == expected)
     }
@@ -226,8 +230,9 @@ struct RegistrationStepTests {
     func step26CredentialIdLength() throws {
         #expect(errorCode { try RegistrationVerifier.verifyCredentialIdLength([UInt8](repeating: 1, count: 1023)) } == nil)
         #expect(errorCode { try RegistrationVerifier.verifyCredentialIdLength([UInt8](repeating: 1, count: 1024)) } == "credential_id_too_long")
-        let long = try h.authenticator.register(rpId: h.rp.id, origin: Harness.origin, challenge: h.challenge, userHandle: h.user.id,
-                                                credentialIdLength: 1024)
+        let long = try h.authenticator.register(
+            rpId: h.rp.id, origin: Harness.origin, challenge: h.challenge, userHandle: h.user.id,
+            credentialIdLength: 1024)
         #expect(h.verify(long) == "credential_id_too_long")
         #expect(errorCode { _ = try RegistrationResponse(json: long.json) } == "credential_id_too_long")
     }

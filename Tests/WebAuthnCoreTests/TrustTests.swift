@@ -32,13 +32,18 @@ struct TrustTests {
         // The root sent in x5c is not an anchor.
         guard case .untrusted(let e) = CertificateChain.validate([leaf, ca], anchors: [], at: Self.time2030) else { Issue.record(); return }
         #expect(e.code == .attestationUntrusted)
-        guard case .untrusted(let e2) = CertificateChain.validate([leaf, ca], anchors: [Self.pem("mds/roots/apple-webauthn-root-ca.pem")], at: Self.time2030) else { Issue.record(); return }
+        guard case .untrusted(let e2) = CertificateChain.validate([leaf, ca], anchors: [Self.pem("mds/roots/apple-webauthn-root-ca.pem")], at: Self.time2030)
+        else { Issue.record(); return }
         #expect(e2.code == .attestationUntrusted)
         // Time is the engine's: before the CA's validity.
-        guard case .untrusted(let e3) = CertificateChain.validate([leaf], anchors: [ca], at: Date(timeIntervalSince1970: 1_600_000_000)) else { Issue.record(); return }
+        guard case .untrusted(let e3) = CertificateChain.validate([leaf], anchors: [ca], at: Date(timeIntervalSince1970: 1_600_000_000)) else {
+            Issue.record(); return
+        }
         #expect(e3.code == .certificateExpired)
         // Length bound.
-        guard case .untrusted(let e4) = CertificateChain.validate(Array(repeating: leaf, count: 9), anchors: [ca], at: Self.time2030) else { Issue.record(); return }
+        guard case .untrusted(let e4) = CertificateChain.validate(Array(repeating: leaf, count: 9), anchors: [ca], at: Self.time2030) else {
+            Issue.record(); return
+        }
         #expect(e4.message.contains("at most"))
     }
 
@@ -80,7 +85,9 @@ struct TrustTests {
         guard case .trusted = CertificateChain.validate([leaf], anchors: [ca], crls: [empty], at: Self.time2030) else {
             Issue.record("a CRL that lists nothing revoked the certificate"); return
         }
-        for broken in ["-----BEGIN X509 CRL-----\nAAAA", "-----BEGIN X509 CRL-----\n!!\n-----END X509 CRL-----", "-----BEGIN X509 CRL-----\nAAAA\n-----END X509 CRL-----"] {
+        for broken in [
+            "-----BEGIN X509 CRL-----\nAAAA", "-----BEGIN X509 CRL-----\n!!\n-----END X509 CRL-----", "-----BEGIN X509 CRL-----\nAAAA\n-----END X509 CRL-----",
+        ] {
             #expect(errorCode { _ = try CertificateRevocationList(derOrPEM: Array(broken.utf8)) } == "configuration_invalid", "\(broken)")
         }
     }
@@ -109,8 +116,11 @@ struct TrustTests {
         // The W3C CA is a format root here: it vouches for no model, so the allow-list
         // admits the AAGUID only when that AAGUID's metadata entry holds the root.
         #expect(f.code { $0.attestation.allowedAAGUIDs = [aaguid] } == "aaguid_unverified")
-        let metadata = TrustAnchors(metadata: [MetadataEntry(aaguid: aaguid, description: "W3C packed ES256", attestationTypes: ["basic_full"],
-                                                             attestationRootCertificates: [W3CVectorTests.attestationCA])])
+        let metadata = TrustAnchors(metadata: [
+            MetadataEntry(
+                aaguid: aaguid, description: "W3C packed ES256", attestationTypes: ["basic_full"],
+                attestationRootCertificates: [W3CVectorTests.attestationCA])
+        ])
         #expect(f.code({ $0.attestation.allowedAAGUIDs = [aaguid] }, anchors: metadata) == nil)
         #expect(f.code { $0.attestation.acceptedTypes = [.none, .self] } == "attestation_type_not_allowed")
     }
@@ -125,7 +135,8 @@ struct TrustTests {
         #expect(blob.serial == 85)
         #expect(blob.entries.count > 200)
         #expect(blob.entries.contains { $0.description == "Security Key by Yubico with NFC" })
-        let small = try FIDOMetadata.load(path: Vectors.root.appendingPathComponent("mds/production/fido-mds3-blob-no6.jwt").path, at: Vectors.date(.string("2021-08-25T00:00:00Z"))!)
+        let small = try FIDOMetadata.load(
+            path: Vectors.root.appendingPathComponent("mds/production/fido-mds3-blob-no6.jwt").path, at: Vectors.date(.string("2021-08-25T00:00:00Z"))!)
         #expect(small.serial == 6 && small.entries.count + small.skipped == 79)
     }
 
@@ -134,10 +145,15 @@ struct TrustTests {
         let jwt = Self.bytes("mds/production/fido-mds3-blob-no6.jwt")
         let good = Vectors.date(.string("2021-08-25T00:00:00Z"))!
         #expect(errorCode { _ = try FIDOMetadata.blob(jwt: jwt, at: Vectors.date(.string("2021-09-05T00:00:00Z"))!) } == "metadata_stale")
-        #expect(errorCode { _ = try FIDOMetadata.blob(jwt: jwt, at: Vectors.date(.string("2021-09-05T00:00:00Z"))!, options: .init(refuseStale: false)) } == nil)
+        #expect(
+            errorCode { _ = try FIDOMetadata.blob(jwt: jwt, at: Vectors.date(.string("2021-09-05T00:00:00Z"))!, options: .init(refuseStale: false)) } == nil)
         #expect(errorCode { _ = try FIDOMetadata.blob(jwt: jwt, at: good, options: .init(minimumSerial: 7)) } == "metadata_stale")
-        #expect(errorCode { _ = try FIDOMetadata.blob(jwt: jwt, at: Vectors.date(.string("2022-05-15T19:57:24Z"))!, options: .init(refuseStale: false)) } == "metadata_untrusted")
-        #expect(errorCode { _ = try FIDOMetadata.blob(jwt: jwt, at: good, options: .init(x509Roots: [Self.pem("mds/conformance/fido-conformance-mds3-root.pem")])) } == "metadata_untrusted")
+        #expect(
+            errorCode { _ = try FIDOMetadata.blob(jwt: jwt, at: Vectors.date(.string("2022-05-15T19:57:24Z"))!, options: .init(refuseStale: false)) }
+                == "metadata_untrusted")
+        #expect(
+            errorCode { _ = try FIDOMetadata.blob(jwt: jwt, at: good, options: .init(x509Roots: [Self.pem("mds/conformance/fido-conformance-mds3-root.pem")])) }
+                == "metadata_untrusted")
         let dots = jwt.indices.filter { jwt[$0] == UInt8(ascii: ".") }
         func flipped(_ i: Int) -> [UInt8] {
             var copy = jwt
@@ -145,14 +161,18 @@ struct TrustTests {
             return copy
         }
         #expect(errorCode { _ = try FIDOMetadata.blob(jwt: flipped(dots[1] + 10), at: good) } == "metadata_untrusted")  // signature
-        #expect(["metadata_untrusted", "metadata_invalid"].contains(errorCode { _ = try FIDOMetadata.blob(jwt: flipped(dots[0] + 100), at: good) } ?? "accepted"))
-        let none = Array((Base64URL.encode(Array(#"{"alg":"none","typ":"JWT"}"#.utf8)) + "." + Base64URL.encode(Array(#"{"no":1,"entries":[]}"#.utf8)) + ".").utf8)
+        #expect(
+            ["metadata_untrusted", "metadata_invalid"].contains(errorCode { _ = try FIDOMetadata.blob(jwt: flipped(dots[0] + 100), at: good) } ?? "accepted"))
+        let none = Array(
+            (Base64URL.encode(Array(#"{"alg":"none","typ":"JWT"}"#.utf8)) + "." + Base64URL.encode(Array(#"{"no":1,"entries":[]}"#.utf8)) + ".").utf8)
         #expect(errorCode { _ = try FIDOMetadata.blob(jwt: none, at: good) } == "metadata_invalid")
         #expect(errorCode { _ = try FIDOMetadata.blob(jwt: Array("not.a.jwt".utf8), at: good) } == "metadata_invalid")
         let conformance = Self.bytes("mds/conformance/fido-conformance-mds3-blob-no42.jwt")
         let cAt = Vectors.date(.string("2022-11-01T00:00:00Z"))!
         #expect(errorCode { _ = try FIDOMetadata.blob(jwt: conformance, at: cAt) } == "metadata_untrusted")
-        #expect(try FIDOMetadata.blob(jwt: conformance, at: cAt, options: .init(x509Roots: [Self.pem("mds/conformance/fido-conformance-mds3-root.pem")])).entries.count == 200)
+        #expect(
+            try FIDOMetadata.blob(jwt: conformance, at: cAt, options: .init(x509Roots: [Self.pem("mds/conformance/fido-conformance-mds3-root.pem")])).entries
+                .count == 200)
     }
 
     @Test("decoded payloads, single statements and folders of statements and payloads load")
@@ -161,11 +181,13 @@ struct TrustTests {
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
         let root = Data(W3CVectorTests.attestationCA.der).base64EncodedString()
-        let statement = #"{"aaguid":"876ca4f5-2071-c3e9-b255-09ef2cdf7ed6","description":"W3C packed ES256","attestationTypes":["basic_full"],"attestationRootCertificates":["\#(root)"]}"#
+        let statement =
+            #"{"aaguid":"876ca4f5-2071-c3e9-b255-09ef2cdf7ed6","description":"W3C packed ES256","attestationTypes":["basic_full"],"attestationRootCertificates":["\#(root)"]}"#
         try Data(statement.utf8).write(to: dir.appendingPathComponent("a.json"))
         let folder = try FIDOMetadata.load(path: dir.path, at: Self.time2030)
         #expect(folder.entries.count == 1 && folder.entries[0].aaguid?.description == "876ca4f5-2071-c3e9-b255-09ef2cdf7ed6")
-        let payload = #"{"no":3,"nextUpdate":"2031-01-01","entries":[{"aaguid":"876ca4f5-2071-c3e9-b255-09ef2cdf7ed6","metadataStatement":\#(statement),"statusReports":[{"status":"FIDO_CERTIFIED","effectiveDate":"2024-01-01"},{"status":"REVOKED","effectiveDate":"2025-01-01"}]}]}"#
+        let payload =
+            #"{"no":3,"nextUpdate":"2031-01-01","entries":[{"aaguid":"876ca4f5-2071-c3e9-b255-09ef2cdf7ed6","metadataStatement":\#(statement),"statusReports":[{"status":"FIDO_CERTIFIED","effectiveDate":"2024-01-01"},{"status":"REVOKED","effectiveDate":"2025-01-01"}]}]}"#
         let payloadPath = dir.appendingPathComponent("payload.json").path
         try Data(payload.utf8).write(to: URL(fileURLWithPath: payloadPath))
         let loaded = try FIDOMetadata.load(path: payloadPath, at: Self.time2030)
@@ -191,8 +213,11 @@ struct TrustTests {
         let f = W3CFixture("w3c-packed-es256.json")
         let aaguid = AAGUID(bytes: f.aaguid)!
         func anchors(_ status: String?) -> TrustAnchors {
-            TrustAnchors(metadata: [MetadataEntry(aaguid: aaguid, description: "W3C packed ES256", attestationTypes: ["basic_full"],
-                                                  attestationRootCertificates: [W3CVectorTests.attestationCA], status: status.map(AuthenticatorStatus.init))])
+            TrustAnchors(metadata: [
+                MetadataEntry(
+                    aaguid: aaguid, description: "W3C packed ES256", attestationTypes: ["basic_full"],
+                    attestationRootCertificates: [W3CVectorTests.attestationCA], status: status.map(AuthenticatorStatus.init))
+            ])
         }
         let trusted = try f.verify(anchors: anchors("FIDO_CERTIFIED_L1"))
         #expect(trusted.trust.trusted && trusted.trust.metadata?.description == "W3C packed ES256")
@@ -200,10 +225,14 @@ struct TrustTests {
         #expect(!revoked.trust.trusted && revoked.trust.metadata?.status?.isCompromised == true)
         #expect(f.code({ $0.attestation.requireTrustedAttestation = true }, anchors: anchors("USER_VERIFICATION_BYPASS")) == "authenticator_compromised")
         // Metadata that lists only attca makes a packed x5c attestation attca.
-        let attca = TrustAnchors(metadata: [MetadataEntry(aaguid: aaguid, description: "x", attestationTypes: ["attca"], attestationRootCertificates: [W3CVectorTests.attestationCA])])
+        let attca = TrustAnchors(metadata: [
+            MetadataEntry(aaguid: aaguid, description: "x", attestationTypes: ["attca"], attestationRootCertificates: [W3CVectorTests.attestationCA])
+        ])
         #expect(try f.verify(anchors: attca).attestationType == .attca)
         // Metadata that lists only self (surrogate) attestation: a full chain is not that authenticator.
-        let surrogate = TrustAnchors(metadata: [MetadataEntry(aaguid: aaguid, description: "x", attestationTypes: ["basic_surrogate"], attestationRootCertificates: [W3CVectorTests.attestationCA])])
+        let surrogate = TrustAnchors(metadata: [
+            MetadataEntry(aaguid: aaguid, description: "x", attestationTypes: ["basic_surrogate"], attestationRootCertificates: [W3CVectorTests.attestationCA])
+        ])
         let lax = try f.verify(anchors: surrogate)
         #expect(!lax.trust.trusted && lax.trust.reason.contains("basic_surrogate"))
         #expect(f.code({ $0.attestation.requireTrustedAttestation = true }, anchors: surrogate) == "attestation_type_not_allowed")
@@ -215,18 +244,23 @@ struct TrustTests {
         var profile = SoftwareAuthenticator.Profile.securityKey
         profile.aaguid = [UInt8](repeating: 0x5a, count: 16)
         let aaguid = AAGUID(bytes: profile.aaguid)!
-        let statements = [authority.metadataStatement(aaguid: aaguid, description: "test key"),
-                          authority.metadataStatement(aaguid: nil, description: "test U2F key")]
+        let statements = [
+            authority.metadataStatement(aaguid: aaguid, description: "test key"),
+            authority.metadataStatement(aaguid: nil, description: "test U2F key"),
+        ]
         let entries = try statements.map { try FIDOMetadata.statementEntry($0, status: nil) }
         #expect(entries[0].aaguid == aaguid && entries[1].attestationCertificateKeyIdentifiers == [authority.attestationKeyIdentifier])
         func result(_ attestation: SoftwareAuthenticator.Attestation, anchors: TrustAnchors) throws -> RegistrationResult {
-            let rp = try RelyingParty(id: "example.com", origins: ["https://example.com"], clock: .fixed(Date(timeIntervalSince1970: 1_893_456_000)),
-                                      trustAnchors: anchors)
+            let rp = try RelyingParty(
+                id: "example.com", origins: ["https://example.com"], clock: .fixed(Date(timeIntervalSince1970: 1_893_456_000)),
+                trustAnchors: anchors)
             let challenge = SecureRandom.bytes(32)
-            let parts = try SoftwareAuthenticator(profile: profile).register(rpId: rp.id, origin: "https://example.com", challenge: challenge,
-                                                                             userHandle: [1], attestation: attestation)
-            let ceremony = PendingCeremony(kind: .registration, challenge: challenge, user: try UserEntity(id: [1], name: "a"), algorithms: [],
-                                           userVerification: .preferred, expiresAt: .distantFuture)
+            let parts = try SoftwareAuthenticator(profile: profile).register(
+                rpId: rp.id, origin: "https://example.com", challenge: challenge,
+                userHandle: [1], attestation: attestation)
+            let ceremony = PendingCeremony(
+                kind: .registration, challenge: challenge, user: try UserEntity(id: [1], name: "a"), algorithms: [],
+                userVerification: .preferred, expiresAt: .distantFuture)
             return try RegistrationVerifier.verify(parts.response, ceremony: ceremony, relyingParty: rp)
         }
         var anchors = TrustAnchors.builtIn
@@ -238,7 +272,10 @@ struct TrustTests {
         // Metadata that says self attestation only makes full attestation untrusted, but an
         // expired certificate still fails first: a metadata objection never excuses it.
         var surrogate = TrustAnchors.builtIn
-        surrogate.add([try FIDOMetadata.statementEntry(authority.metadataStatement(aaguid: aaguid, description: "self only", attestationTypes: ["basic_surrogate"]), status: nil)])
+        surrogate.add([
+            try FIDOMetadata.statementEntry(
+                authority.metadataStatement(aaguid: aaguid, description: "self only", attestationTypes: ["basic_surrogate"]), status: nil)
+        ])
         let objected = try result(.packedFull(authority), anchors: surrogate).trust
         #expect(!objected.trusted && objected.reason.contains("basic_surrogate"))
         let expired = try authority.packedAttestation(aaguid: profile.aaguid) { $0.notAfter = Date(timeIntervalSince1970: 1_735_689_600) }
@@ -250,16 +287,20 @@ struct TrustTests {
         let at = Vectors.date(.string("2024-08-31T12:00:00Z"))!
         var anchors = TrustAnchors.builtIn
         anchors.add(try FIDOMetadata.blob(jwt: Self.bytes("mds/production/fido-mds3-blob-no85.jwt"), at: at).entries)
-        for (file, expected) in [("py_webauthn-reg-packed-verify_attestation_from_yubikey_firefox", "Security Key by Yubico with NFC"),
-                                 ("py_webauthn-reg-fido-u2f-verify_attestation_from_yubikey_firefox", "Security Key by Yubico with NFC"),
-                                 ("py_webauthn-reg-tpm-verify_attestation_surface_pro_4", "Windows Hello Hardware Authenticator")] {
+        for (file, expected) in [
+            ("py_webauthn-reg-packed-verify_attestation_from_yubikey_firefox", "Security Key by Yubico with NFC"),
+            ("py_webauthn-reg-fido-u2f-verify_attestation_from_yubikey_firefox", "Security Key by Yubico with NFC"),
+            ("py_webauthn-reg-tpm-verify_attestation_surface_pro_4", "Windows Hello Hardware Authenticator"),
+        ] {
             let v = Vectors.load("realworld/\(file).json")
             let e = v["expected"]!
-            let rp = try RelyingParty(id: e["rpId"]!.stringValue!, origins: Vectors.strings(e["origin"]),
-                                      policy: VerificationPolicy(algorithms: COSEAlgorithm.supported, attestation: AttestationPolicy(requireTrustedAttestation: true)),
-                                      clock: .fixed(at), trustAnchors: anchors)
-            let ceremony = PendingCeremony(kind: .registration, challenge: Vectors.b64(e["challenge_b64url"]), user: try UserEntity(id: [1], name: "u"),
-                                           algorithms: COSEAlgorithm.supported, userVerification: .preferred, expiresAt: .distantFuture)
+            let rp = try RelyingParty(
+                id: e["rpId"]!.stringValue!, origins: Vectors.strings(e["origin"]),
+                policy: VerificationPolicy(algorithms: COSEAlgorithm.supported, attestation: AttestationPolicy(requireTrustedAttestation: true)),
+                clock: .fixed(at), trustAnchors: anchors)
+            let ceremony = PendingCeremony(
+                kind: .registration, challenge: Vectors.b64(e["challenge_b64url"]), user: try UserEntity(id: [1], name: "u"),
+                algorithms: COSEAlgorithm.supported, userVerification: .preferred, expiresAt: .distantFuture)
             let result = try RegistrationVerifier.verify(RegistrationResponse(json: v["response"]!), ceremony: ceremony, relyingParty: rp)
             #expect(result.trust.trusted, "\(file): \(result.trust.reason)")
             #expect(result.trust.metadata?.description == expected)
@@ -270,8 +311,10 @@ struct TrustTests {
 
     static let safetyNet = "realworld/simplewebauthn-reg-android-safetynet-should-skip-cts-check-when-enforcement-option-is-false.json"
 
-    func safetyNetCode(at: String = "2025-06-09T20:40:42.989Z", clientDataExtra: Bool = false, response: ((inout [UInt8]) -> Void)? = nil,
-                       policy: (inout AttestationPolicy) -> Void = { $0.requireSafetyNetCTSProfileMatch = false }) -> String? {
+    func safetyNetCode(
+        at: String = "2025-06-09T20:40:42.989Z", clientDataExtra: Bool = false, response: ((inout [UInt8]) -> Void)? = nil,
+        policy: (inout AttestationPolicy) -> Void = { $0.requireSafetyNetCTSProfileMatch = false }
+    ) -> String? {
         let v = Vectors.load(Self.safetyNet)
         let e = v["expected"]!
         var attestation = AttestationPolicy()
@@ -289,10 +332,12 @@ struct TrustTests {
             var clientData = r.clientDataJSON
             if clientDataExtra { clientData = Array(clientData.dropLast()) + Array(#","x":1}"#.utf8) }
             r = RegistrationResponse(id: r.id, clientDataJSON: clientData, attestationObject: CBOREncoder.encode(object))
-            let rp = try RelyingParty(id: e["rpId"]!.stringValue!, origins: Vectors.strings(e["origin"]),
-                                      policy: VerificationPolicy(attestation: attestation), clock: .fixed(Vectors.date(.string(at))!))
-            let ceremony = PendingCeremony(kind: .registration, challenge: Vectors.b64(e["challenge_b64url"]), user: try UserEntity(id: [1], name: "u"),
-                                           userVerification: .preferred, expiresAt: .distantFuture)
+            let rp = try RelyingParty(
+                id: e["rpId"]!.stringValue!, origins: Vectors.strings(e["origin"]),
+                policy: VerificationPolicy(attestation: attestation), clock: .fixed(Vectors.date(.string(at))!))
+            let ceremony = PendingCeremony(
+                kind: .registration, challenge: Vectors.b64(e["challenge_b64url"]), user: try UserEntity(id: [1], name: "u"),
+                userVerification: .preferred, expiresAt: .distantFuture)
             _ = try RegistrationVerifier.verify(r, ceremony: ceremony, relyingParty: rp)
         }
     }
@@ -304,12 +349,15 @@ struct TrustTests {
         #expect(safetyNetCode(at: "2025-06-09T20:45:00Z") == "attestation_timestamp_invalid")
         #expect(safetyNetCode(at: "2025-06-09T20:35:00Z") == "attestation_timestamp_invalid")
         #expect(safetyNetCode(clientDataExtra: true) == "attestation_nonce_mismatch")
-        #expect(safetyNetCode(response: { jws in jws[jws.count - 5] = jws[jws.count - 5] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A") }) == "attestation_signature_invalid")
-        #expect(safetyNetCode(response: { jws in
-            let header = Base64URL.encode(Array(#"{"alg":"none"}"#.utf8))
-            let dot = jws.firstIndex(of: UInt8(ascii: "."))!
-            jws = Array(header.utf8) + jws[dot...]
-        }) == "attestation_statement_malformed")
+        #expect(
+            safetyNetCode(response: { jws in jws[jws.count - 5] = jws[jws.count - 5] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A") })
+                == "attestation_signature_invalid")
+        #expect(
+            safetyNetCode(response: { jws in
+                let header = Base64URL.encode(Array(#"{"alg":"none"}"#.utf8))
+                let dot = jws.firstIndex(of: UInt8(ascii: "."))!
+                jws = Array(header.utf8) + jws[dot...]
+            }) == "attestation_statement_malformed")
         #expect(safetyNetCode(response: { jws in jws = Array(jws.prefix(40)) }) != nil)
     }
 
@@ -323,16 +371,18 @@ struct TrustTests {
         let key = try SigningKey.generate(.rs256)
         let cert = try CertificateBuilder(subject: [("CN", "attest.example.com")]).build(key: key, issuer: nil, issuerKey: key)
         let forged = try jws.resigned(key: key, certificate: cert)
-        let input = AttestationInput(statement: .map([CBORPair(.text("ver"), .text("1")), CBORPair(.text("response"), .bytes(forged))]),
-                                     authenticatorData: object.authenticatorData, clientDataHash: Digest.sha256(response.clientDataJSON),
-                                     policy: VerificationPolicy(attestation: AttestationPolicy(requireSafetyNetCTSProfileMatch: false)),
-                                     now: Vectors.date(.string("2025-06-09T20:40:42.989Z"))!)
+        let input = AttestationInput(
+            statement: .map([CBORPair(.text("ver"), .text("1")), CBORPair(.text("response"), .bytes(forged))]),
+            authenticatorData: object.authenticatorData, clientDataHash: Digest.sha256(response.clientDataJSON),
+            policy: VerificationPolicy(attestation: AttestationPolicy(requireSafetyNetCTSProfileMatch: false)),
+            now: Vectors.date(.string("2025-06-09T20:40:42.989Z"))!)
         #expect(errorCode { _ = try AndroidSafetyNetAttestation.verify(input) } == "attestation_certificate_invalid")
         let right = try CertificateBuilder(subject: [("CN", "attest.android.com")]).build(key: key, issuer: nil, issuerKey: key)
         let genuine = try jws.resigned(key: key, certificate: right)
-        let input2 = AttestationInput(statement: .map([CBORPair(.text("ver"), .text("1")), CBORPair(.text("response"), .bytes(genuine))]),
-                                      authenticatorData: object.authenticatorData, clientDataHash: Digest.sha256(response.clientDataJSON),
-                                      policy: input.policy, now: input.now)
+        let input2 = AttestationInput(
+            statement: .map([CBORPair(.text("ver"), .text("1")), CBORPair(.text("response"), .bytes(genuine))]),
+            authenticatorData: object.authenticatorData, clientDataHash: Digest.sha256(response.clientDataJSON),
+            policy: input.policy, now: input.now)
         #expect(errorCode { _ = try AndroidSafetyNetAttestation.verify(input2) } == nil)  // verifies; untrusted (no Google chain)
     }
 }

@@ -8,10 +8,12 @@ import _WebAuthnCrypto
 /// L3 §5.4.3: names are enforced before storage, so no two accounts look alike.
 @Suite("User names")
 struct UserNameTests {
-    @Test("names: NFC, full-width mapped, case preserved", arguments: [
-        ("alice", "alice"), ("Alice", "Alice"), ("ａｌｉｃｅ", "alice"), ("e\u{301}mile", "\u{e9}mile"), ("bob@example.com", "bob@example.com"),
-        ("李小龍", "李小龍"), ("Ωμέγα", "Ωμέγα"), ("Ωmega-is-mixed", "")
-    ])
+    @Test(
+        "names: NFC, full-width mapped, case preserved",
+        arguments: [
+            ("alice", "alice"), ("Alice", "Alice"), ("ａｌｉｃｅ", "alice"), ("e\u{301}mile", "\u{e9}mile"), ("bob@example.com", "bob@example.com"),
+            ("李小龍", "李小龍"), ("Ωμέγα", "Ωμέγα"), ("Ωmega-is-mixed", ""),
+        ])
     func accepted(raw: String, expected: String) throws {
         if expected.isEmpty {  // Greek Omega beside Latin letters: mixed scripts
             #expect(errorCode { _ = try UserName.normalize(name: raw) } == "username_invalid")
@@ -20,11 +22,13 @@ struct UserNameTests {
         #expect(try UserName.normalize(name: raw) == expected)
     }
 
-    @Test("names that could hide or impersonate are refused", arguments: [
-        "", "ali\u{0}ce", "alice\u{0}admin", "al ice", "alice\u{200B}", "\u{202E}ecila", "alice\n", "\u{301}alice", "p\u{430}ypal",
-        String(repeating: "a", count: 65), "\u{E000}x", "a\u{2028}b", "x™",
-        "admin\u{3164}", "admin\u{115F}", "g\u{585}\u{585}gle", "a" + String(repeating: "\u{301}\u{323}", count: 40),
-    ])
+    @Test(
+        "names that could hide or impersonate are refused",
+        arguments: [
+            "", "ali\u{0}ce", "alice\u{0}admin", "al ice", "alice\u{200B}", "\u{202E}ecila", "alice\n", "\u{301}alice", "p\u{430}ypal",
+            String(repeating: "a", count: 65), "\u{E000}x", "a\u{2028}b", "x™",
+            "admin\u{3164}", "admin\u{115F}", "g\u{585}\u{585}gle", "a" + String(repeating: "\u{301}\u{323}", count: 40),
+        ])
     func refused(raw: String) {
         #expect(errorCode { _ = try UserName.normalize(name: raw) } == "username_invalid", "\(raw.unicodeScalars.map { String($0.value, radix: 16) })")
     }
@@ -48,6 +52,7 @@ struct UserNameTests {
         #expect(UserName.lookalikeKey("ᴀdmin") == UserName.lookalikeKey("admin"))
         #expect(UserName.lookalikeKey("admın") == UserName.lookalikeKey("admin"))
         #expect(UserName.lookalikeKey("ΑΚΜΕ") == UserName.lookalikeKey("akme"))
-        #expect(UserName.lookalikeKey("иван") != UserName.lookalikeKey("nbah"))  // real Cyrillic words stay apart from Latin gibberish unless every letter folds
+        // Real Cyrillic words stay apart from Latin gibberish unless every letter folds.
+        #expect(UserName.lookalikeKey("иван") != UserName.lookalikeKey("nbah"))
     }
 }

@@ -15,8 +15,8 @@ struct W3CVectorTests {
     static let files = Vectors.files("w3c").filter { $0 != "w3c-attestation-ca.json" }
     /// The spec's attestation CA: every W3C vector with x5c chains to it.
     static let attestationCA = try! X509Certificate(pem: Vectors.load("w3c/w3c-attestation-ca.json")["derived"]!["attestation_ca_cert_pem"]!.stringValue!)
-    static let anchors = TrustAnchors(formatRoots: Dictionary(uniqueKeysWithValues:
-        ["packed", "tpm", "android-key", "apple", "fido-u2f"].map { ($0, [attestationCA]) }))
+    static let anchors = TrustAnchors(
+        formatRoots: Dictionary(uniqueKeysWithValues: ["packed", "tpm", "android-key", "apple", "fido-u2f"].map { ($0, [attestationCA]) }))
 
     struct Setup {
         let vector: JSONValue
@@ -36,14 +36,17 @@ struct W3CVectorTests {
             derivedPolicy = clientData["crossOrigin"]?.boolValue == true ? .allowAnyTopOrigin : .deny
         }
         let alg = COSEAlgorithm(v["credential_algorithm"]!["cose"]!.intValue!)
-        let rp = try! RelyingParty(id: v["rpId"]!.stringValue!, origins: [v["origin"]!.stringValue!],
-                                   policy: VerificationPolicy(crossOrigin: crossOrigin ?? derivedPolicy, algorithms: [alg]),
-                                   clock: .fixed(Date(timeIntervalSince1970: 1_893_456_000)), trustAnchors: anchors)
+        let rp = try! RelyingParty(
+            id: v["rpId"]!.stringValue!, origins: [v["origin"]!.stringValue!],
+            policy: VerificationPolicy(crossOrigin: crossOrigin ?? derivedPolicy, algorithms: [alg]),
+            clock: .fixed(Date(timeIntervalSince1970: 1_893_456_000)), trustAnchors: anchors)
         let user = try! UserEntity(id: [1, 2, 3], name: "w3c")
-        let reg = PendingCeremony(kind: .registration, challenge: Vectors.hex(v["registration"]!["spec_fields"]!["challenge"]),
-                                  user: user, algorithms: [alg], userVerification: .preferred, expiresAt: .distantFuture)
-        let auth = PendingCeremony(kind: .authentication, challenge: Vectors.hex(v["authentication"]!["spec_fields"]!["challenge"]),
-                                   userHandle: user.id, userVerification: .preferred, expiresAt: .distantFuture)
+        let reg = PendingCeremony(
+            kind: .registration, challenge: Vectors.hex(v["registration"]!["spec_fields"]!["challenge"]),
+            user: user, algorithms: [alg], userVerification: .preferred, expiresAt: .distantFuture)
+        let auth = PendingCeremony(
+            kind: .authentication, challenge: Vectors.hex(v["authentication"]!["spec_fields"]!["challenge"]),
+            userHandle: user.id, userVerification: .preferred, expiresAt: .distantFuture)
         return Setup(vector: v, rp: rp, registrationCeremony: reg, authenticationCeremony: auth, user: user)
     }
 
@@ -81,13 +84,15 @@ struct W3CVectorTests {
     func crossOriginRefusedByDefault(file: String) throws {
         let s = Self.setup(file, crossOrigin: .deny)
         let registration = try RegistrationResponse(json: s.vector["webauthn_json"]!["registration"]!)
-        #expect(errorCode { _ = try RegistrationVerifier.verify(registration, ceremony: s.registrationCeremony, relyingParty: s.rp) } == "cross_origin_not_allowed")
+        #expect(
+            errorCode { _ = try RegistrationVerifier.verify(registration, ceremony: s.registrationCeremony, relyingParty: s.rp) } == "cross_origin_not_allowed")
     }
 
     @Test("the topOrigin vector is refused when its top origin is not listed")
     func topOriginNotListed() throws {
         let s = Self.setup("w3c-none-es256-topOrigin.json", crossOrigin: .allowTopOrigins(["https://other.example"]))
         let registration = try RegistrationResponse(json: s.vector["webauthn_json"]!["registration"]!)
-        #expect(errorCode { _ = try RegistrationVerifier.verify(registration, ceremony: s.registrationCeremony, relyingParty: s.rp) } == "top_origin_not_allowed")
+        #expect(
+            errorCode { _ = try RegistrationVerifier.verify(registration, ceremony: s.registrationCeremony, relyingParty: s.rp) } == "top_origin_not_allowed")
     }
 }

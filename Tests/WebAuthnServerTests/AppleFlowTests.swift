@@ -1,6 +1,6 @@
 import Foundation
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 import Hummingbird
 import SignInWithApple
@@ -25,7 +25,9 @@ struct AppleFlowTests {
         var cookies: [String: String] = [:]
         init(port: Int) { self.port = port }
 
-        func send(_ path: String, method: String = "POST", json: String? = nil, form: String? = nil) async throws -> (status: Int, body: JSONValue, location: String?) {
+        func send(_ path: String, method: String = "POST", json: String? = nil, form: String? = nil) async throws -> (
+            status: Int, body: JSONValue, location: String?
+        ) {
             var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
             request.httpMethod = method
             if let json { request.httpBody = Data(json.utf8); request.setValue("application/json", forHTTPHeaderField: "Content-Type") }
@@ -42,14 +44,18 @@ struct AppleFlowTests {
                     if pair.count == 2 { if pair[1].isEmpty { cookies.removeValue(forKey: pair[0]) } else { cookies[pair[0]] = pair[1] } }
                 }
             }
-            return (http.statusCode, (try? JSONValue.parse([UInt8](data))) ?? .string(String(decoding: data, as: UTF8.self)),
-                    http.value(forHTTPHeaderField: "Location"))
+            return (
+                http.statusCode, (try? JSONValue.parse([UInt8](data))) ?? .string(String(decoding: data, as: UTF8.self)),
+                http.value(forHTTPHeaderField: "Location")
+            )
         }
     }
 
     final class NoRedirects: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
-        func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-                        newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) { completionHandler(nil) }
+        func urlSession(
+            _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+            newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
+        ) { completionHandler(nil) }
     }
 
     struct Setup {
@@ -69,13 +75,18 @@ struct AppleFlowTests {
         let store = try await SQLiteStore.open(path: path)
         let rp = try RelyingParty(id: "localhost", name: "Test", origins: ["http://localhost"])
         let engine = WebAuthnEngine(relyingParty: rp, credentials: store, challenges: store, accounts: store)
-        let apple = try SignInWithAppleConfiguration(clientIDs: [clientID, servicesID], credentials: credentials,
-                                                     baseURL: URL(string: "http://127.0.0.1:\(applePort)")!)
-        let configuration = ServerConfiguration(demo: true, rateLimit: nil, apple: AppleConfiguration(
-            signIn: AppleSignIn(configuration: apple), identities: store, servicesID: servicesID, redirectURI: "http://127.0.0.1/apple/web/callback"))
+        let apple = try SignInWithAppleConfiguration(
+            clientIDs: [clientID, servicesID], credentials: credentials,
+            baseURL: URL(string: "http://127.0.0.1:\(applePort)")!)
+        let configuration = ServerConfiguration(
+            demo: true, rateLimit: nil,
+            apple: AppleConfiguration(
+                signIn: AppleSignIn(configuration: apple), identities: store, servicesID: servicesID, redirectURI: "http://127.0.0.1/apple/web/callback"))
         try await EmbeddingTests.serving({ running in
-            buildApplication(engine: engine, accounts: store, sessions: store, configuration: ApplicationConfiguration(
-                port: 0, routes: configuration, onServerRunning: running))
+            buildApplication(
+                engine: engine, accounts: store, sessions: store,
+                configuration: ApplicationConfiguration(
+                    port: 0, routes: configuration, onServerRunning: running))
         }) { port in try await body(Setup(standIn: standIn, store: store, path: path), port) }
         try await store.close()
     }
@@ -83,8 +94,10 @@ struct AppleFlowTests {
     static func signInBody(_ setup: Setup, user: AppleStandIn.User, nonce: String, audience: String = clientID, code: String? = nil) -> String {
         let token = setup.standIn.identityToken(for: user, audience: audience, nonce: nonce)
         let code = code ?? setup.standIn.authorizationCode(for: user, clientID: audience)
-        return JSONValue.object(["identityToken": .string(token), "authorizationCode": .string(code),
-                                 "user": ["name": ["firstName": "Ada", "lastName": "Lovelace"]]]).serialized()
+        return JSONValue.object([
+            "identityToken": .string(token), "authorizationCode": .string(code),
+            "user": ["name": ["firstName": "Ada", "lastName": "Lovelace"]],
+        ]).serialized()
     }
 
     @Test("native: nonce, sign-in creates the account once, a replayed token fails, the same user signs in again, SHA-256 nonces work")
@@ -128,8 +141,12 @@ struct AppleFlowTests {
             let badCode = try await app.send("/apple/signin", json: Self.signInBody(setup, user: user, nonce: fresh, code: "not-a-code"))
             #expect(badCode.status >= 400 && badCode.body["errorMessage"]?.stringValue?.hasPrefix("apple_request_refused") == true, "\(badCode.body)")
             let token = setup.standIn.identityToken(for: user, audience: Self.clientID)
-            let noNonce = try await app.send("/apple/signin", json: JSONValue.object(["identityToken": .string(token),
-                "authorizationCode": .string(setup.standIn.authorizationCode(for: user, clientID: Self.clientID))]).serialized())
+            let noNonce = try await app.send(
+                "/apple/signin",
+                json: JSONValue.object([
+                    "identityToken": .string(token),
+                    "authorizationCode": .string(setup.standIn.authorizationCode(for: user, clientID: Self.clientID)),
+                ]).serialized())
             #expect(noNonce.body["errorMessage"]?.stringValue?.hasPrefix("apple_nonce_mismatch") == true, "\(noNonce.body)")
             #expect(try await setup.store.identity(provider: "apple", subject: user.sub) == nil)
             #expect(try await app.send("/demo/session", method: "GET").body["user"] == .null)
@@ -147,8 +164,10 @@ struct AppleFlowTests {
             func post(_ type: String, asString: Bool) async throws -> Int {
                 let event: JSONObject = ["type": .string(type), "sub": .string(user.sub), "event_time": .number(Date().timeIntervalSince1970 * 1000)]
                 let events: JSONValue = asString ? .string(JSONValue.object(event).serialized()) : .object(event)
-                let claims: JSONValue = ["iss": "https://appleid.apple.com", "aud": .string(Self.clientID), "iat": .number(Date().timeIntervalSince1970.rounded()),
-                                         "jti": .string(UUID().uuidString), "events": events]
+                let claims: JSONValue = [
+                    "iss": "https://appleid.apple.com", "aud": .string(Self.clientID), "iat": .number(Date().timeIntervalSince1970.rounded()),
+                    "jti": .string(UUID().uuidString), "events": events,
+                ]
                 let payload = setup.standIn.token(claimsJSON: claims.serialized())
                 return try await Client(port: port).send("/apple/notifications", json: JSONValue.object(["payload": .string(payload)]).serialized()).status
             }
@@ -204,7 +223,8 @@ struct AppleFlowTests {
             let state2 = try #require(restart.location.flatMap(URLComponents.init(string:))?.queryItems?.first { $0.name == "state" }?.value)
             let nonce2 = try #require(restart.location.flatMap(URLComponents.init(string:))?.queryItems?.first { $0.name == "nonce" }?.value)
             let token2 = setup.standIn.identityToken(for: user, audience: Self.servicesID, nonce: nonce2)
-            let body2 = "code=\(code.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")&id_token=\(token2)&state=\(state2.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")"
+            let body2 =
+                "code=\(code.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")&id_token=\(token2)&state=\(state2.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")"
             let done = try await browser.send("/apple/web/callback", form: body2)
             #expect(done.status == 303 && done.location == "/", "\(done.body)")
             #expect(try await browser.send("/demo/session", method: "GET").body["user"]?.stringValue == "web@example.com")

@@ -13,8 +13,9 @@ struct ConformanceRunnerTests {
     /// Runs the suite in-process (the WebAuthnConformance library) and renders
     /// its output as `webauthn-dev conformance` prints it.
     static func runConformance(port: Int, metadata: String) async throws -> (passed: Bool, output: String, report: ConformanceSuite.Report) {
-        let report = try await ConformanceSuite.run(ConformanceSuite.Options(
-            url: "http://127.0.0.1:\(port)", rpId: ServeProcess.rpId, origin: ServeProcess.origin, metadataFolder: metadata))
+        let report = try await ConformanceSuite.run(
+            ConformanceSuite.Options(
+                url: "http://127.0.0.1:\(port)", rpId: ServeProcess.rpId, origin: ServeProcess.origin, metadataFolder: metadata))
         var lines = report.cases.map { $0.passed ? "PASS \($0.id)" : "FAIL \($0.id): \($0.reason ?? "")" }
         lines.append("\(report.passed) passed, \(report.failed) failed")
         return (report.failed == 0, lines.joined(separator: "\n") + "\n", report)
@@ -36,14 +37,20 @@ struct ConformanceRunnerTests {
     func allCasesPass() async throws {
         let metadata = try Self.metadataFolder()
         // All algorithms offered, so that the list's OPTIONAL algorithm cases (Resp-4 P-3, P-4, P-6, P-7) run too.
-        let server = try ServeProcess(database: ServeProcess.temporaryDatabase(), extra: Self.metadataFlags(metadata) + [
-            "--conformance", "--require-trusted-attestation", "--algorithms", "ES256,EdDSA,ES384,ES512,PS256,PS384,PS512,RS256,RS384,RS512",
-        ])
+        let server = try ServeProcess(
+            database: ServeProcess.temporaryDatabase(),
+            extra: Self.metadataFlags(metadata) + [
+                "--conformance", "--require-trusted-attestation", "--algorithms", "ES256,EdDSA,ES384,ES512,PS256,PS384,PS512,RS256,RS384,RS512",
+            ])
         // The four BLOBs that must not verify were rejected at start-up, each for its own reason.
         let log = server.log
-        for (file, reason) in [("bad-signature", "the BLOB signature"), ("bad-chain", "does not lead to a trusted root"),
-                               ("revoked-intermediate", "certificate 1 of the chain is revoked"), ("revoked-signer", "the BLOB signing certificate is revoked")] {
-            #expect(log.split(separator: "\n").contains { $0.contains("\(file).jwt") && $0.contains(reason) && $0.contains("metadata BLOB rejected") }, "\(file): \(log)")
+        for (file, reason) in [
+            ("bad-signature", "the BLOB signature"), ("bad-chain", "does not lead to a trusted root"),
+            ("revoked-intermediate", "certificate 1 of the chain is revoked"), ("revoked-signer", "the BLOB signing certificate is revoked"),
+        ] {
+            #expect(
+                log.split(separator: "\n").contains { $0.contains("\(file).jwt") && $0.contains(reason) && $0.contains("metadata BLOB rejected") },
+                "\(file): \(log)")
         }
         #expect(!log.contains("good.jwt") && !log.contains("bad-report.jwt"))
         defer { server.stop() }
@@ -53,7 +60,10 @@ struct ConformanceRunnerTests {
         #expect(failures.isEmpty)
         let summary = output.split(separator: "\n").last.map(String.init) ?? ""
         #expect(summary.range(of: #"^\d+ passed, 0 failed$"#, options: .regularExpression) != nil, "\(summary)")
-        for id in ["Resp-4 P-3", "Resp-4 P-4", "Resp-4 P-6", "Resp-4 P-7", "Resp-5 P-1", "Resp-5 P-2", "Resp-7 P-2", "Resp-9 P-2", "Resp-B P-1", "L3-5.8.1 P-1", "L3-5.8.1 P-2", "L3-7.1-26 P-1", "L3-8.2 P-1", "L3-8.2.1 P-1", "MDS3-Status P-1", "Server-MDS-1 P-1"] {
+        for id in [
+            "Resp-4 P-3", "Resp-4 P-4", "Resp-4 P-6", "Resp-4 P-7", "Resp-5 P-1", "Resp-5 P-2", "Resp-7 P-2", "Resp-9 P-2", "Resp-B P-1", "L3-5.8.1 P-1",
+            "L3-5.8.1 P-2", "L3-7.1-26 P-1", "L3-8.2 P-1", "L3-8.2.1 P-1", "MDS3-Status P-1", "Server-MDS-1 P-1",
+        ] {
             #expect(output.contains("PASS \(id.hasPrefix("Resp") ? "Server-ServerAuthenticatorAttestationResponse-" : "")\(id)\n"), "\(id)")
         }
         // Each F case must be refused for its own rule: the server's error code names it.
@@ -70,7 +80,8 @@ struct ConformanceRunnerTests {
             ("\(att)-Resp-B F-6", "attestation_timestamp_invalid"), ("\(att)-Resp-B F-7", "attestation_timestamp_invalid"),
             ("L3-8.2.1 F-5", "attestation_aaguid_mismatch"), ("L3-8.3 F-5", "attestation_key_mismatch"), ("MDS3-Status F-1", "authenticator_compromised"),
             ("Server-MDS-1 F-2", "authenticator_compromised"), ("Server-MDS-1 F-3", "attestation_untrusted"), ("Server-MDS-1 F-6", "attestation_untrusted"),
-            ("API-RegistrationCBOR F-1", "cbor_malformed"), ("L3-7.1-26 F-1", "credential_id_too_long"), ("\(asr)-Resp-1 F-13", "response_malformed"), ("\(asr)-Resp-2 F-16", "token_binding_invalid"), ("\(asr)-Resp-3 F-4", "counter_regression"),
+            ("API-RegistrationCBOR F-1", "cbor_malformed"), ("L3-7.1-26 F-1", "credential_id_too_long"), ("\(asr)-Resp-1 F-13", "response_malformed"),
+            ("\(asr)-Resp-2 F-16", "token_binding_invalid"), ("\(asr)-Resp-3 F-4", "counter_regression"),
         ]
         for (id, code) in expected { #expect(refusal(id).contains(" \(code):"), "\(id): \(refusal(id))") }
     }

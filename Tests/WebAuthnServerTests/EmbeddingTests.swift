@@ -1,6 +1,6 @@
 import Foundation
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 import Hummingbird
 import Testing
@@ -28,8 +28,10 @@ struct EmbeddingTests {
     }
 
     /// Runs `app` until `body` returns, with the port it bound.
-    static func serving(_ build: (@escaping @Sendable (Int) async -> Void) throws -> some ApplicationProtocol,
-                        _ body: (Int) async throws -> Void) async throws {
+    static func serving(
+        _ build: (@escaping @Sendable (Int) async -> Void) throws -> some ApplicationProtocol,
+        _ body: (Int) async throws -> Void
+    ) async throws {
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         let app = try build { continuation.yield($0) }
         let task = Task { try await app.runService() }
@@ -50,16 +52,19 @@ struct EmbeddingTests {
         let store = try await SQLiteStore.open(path: path)
         let rp = try RelyingParty(id: "example.com", name: "Example", origins: ["https://example.com"])
         let engine = WebAuthnEngine(relyingParty: rp, credentials: store, challenges: store, accounts: store)
-        let webauthn = WebAuthnRoutes(engine: engine, accounts: store, sessions: store, configuration: ServerConfiguration(
-            secureCookies: true, secret: secret,                            // 32 bytes or more, from your vault
-            signedInAccount: { request in await signedInUser(request) }))  // optional: your own sign-in
-        let router = Router(context: WebAuthnRequestContext.self)           // knows the client address, for throttling
-        router.addRoutes(webauthn.routes(), atPath: "/webauthn")           // POST /webauthn/attestation/options, ...
+        let webauthn = WebAuthnRoutes(
+            engine: engine, accounts: store, sessions: store,
+            configuration: ServerConfiguration(
+                secureCookies: true, secret: secret,  // 32 bytes or more, from your vault
+                signedInAccount: { request in await signedInUser(request) }))  // optional: your own sign-in
+        let router = Router(context: WebAuthnRequestContext.self)  // knows the client address, for throttling
+        router.addRoutes(webauthn.routes(), atPath: "/webauthn")  // POST /webauthn/attestation/options, ...
         router.get("/hello") { _, _ in "your own routes" }
         // --- end ---
 
         try await Self.serving({ running in
-            Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), onServerRunning: { await running($0.localAddress?.port ?? 0) })
+            Application(
+                router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), onServerRunning: { await running($0.localAddress?.port ?? 0) })
         }) { port in
             let options = try await Self.fetch(port, "/webauthn/attestation/options", post: #"{"username":"alice","displayName":"Alice"}"#)
             #expect(options.status == 200, "\(options.body)")
@@ -82,8 +87,10 @@ struct EmbeddingTests {
         let engine = WebAuthnEngine(relyingParty: rp)
         for demo in [false, true] {
             try await Self.serving({ running in
-                buildApplication(engine: engine, accounts: InMemoryAccountStore(), sessions: InMemorySessionStore(), configuration: ApplicationConfiguration(
-                    port: 0, routes: ServerConfiguration(demo: demo), onServerRunning: running))
+                buildApplication(
+                    engine: engine, accounts: InMemoryAccountStore(), sessions: InMemorySessionStore(),
+                    configuration: ApplicationConfiguration(
+                        port: 0, routes: ServerConfiguration(demo: demo), onServerRunning: running))
             }) { port in
                 let options = try await Self.fetch(port, "/assertion/options", post: "{}")
                 #expect(options.status == 200, "\(options.body)")

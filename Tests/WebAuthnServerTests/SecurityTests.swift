@@ -26,21 +26,27 @@ struct SecurityTests {
     static func unique(_ prefix: String) -> String { "\(prefix)-\(Base64URL.encode(SecureRandom.bytes(6)))" }
 
     /// Options then result for `username` from the client holding `cookie`; the result reply.
-    func register(_ server: ServeProcess, _ key: SoftwareAuthenticator, _ username: String, cookie: String? = nil,
-                  resultCookie: String?? = nil) async throws -> (options: ServeProcess.Reply, result: ServeProcess.Reply?, id: [UInt8]?) {
+    func register(
+        _ server: ServeProcess, _ key: SoftwareAuthenticator, _ username: String, cookie: String? = nil,
+        resultCookie: String?? = nil
+    ) async throws -> (options: ServeProcess.Reply, result: ServeProcess.Reply?, id: [UInt8]?) {
         let options = try await server.request("/attestation/options", ["username": .string(username), "displayName": .string(username)], cookie: cookie)
         guard options.ok, let challenge = options.json["challenge"]?.stringValue.flatMap(Base64URL.decode),
-              let user = options.json["user"]?["id"]?.stringValue.flatMap(Base64URL.decode) else { return (options, nil, nil) }
+            let user = options.json["user"]?["id"]?.stringValue.flatMap(Base64URL.decode)
+        else { return (options, nil, nil) }
         let parts = try key.register(rpId: rpId, origin: origin, challenge: challenge, userHandle: user)
         let result = try await server.request("/attestation/result", parts.json, cookie: resultCookie ?? options.cookie ?? cookie)
         return (options, result, parts.id)
     }
 
-    func signIn(_ server: ServeProcess, _ key: SoftwareAuthenticator, _ username: String?, credential: [UInt8], cookie: String? = nil,
-                edit: (inout AssertionParts) throws -> Void = { _ in }) async throws -> (options: ServeProcess.Reply, result: ServeProcess.Reply) {
+    func signIn(
+        _ server: ServeProcess, _ key: SoftwareAuthenticator, _ username: String?, credential: [UInt8], cookie: String? = nil,
+        edit: (inout AssertionParts) throws -> Void = { _ in }
+    ) async throws -> (options: ServeProcess.Reply, result: ServeProcess.Reply) {
         let body: JSONValue = username.map { ["username": .string($0)] } ?? [:]
         let options = try await server.request("/assertion/options", body, cookie: cookie)
-        var parts = try key.authenticate(rpId: rpId, origin: origin, challenge: Base64URL.decode(options.json["challenge"]!.stringValue!)!, credentialId: credential)
+        var parts = try key.authenticate(
+            rpId: rpId, origin: origin, challenge: Base64URL.decode(options.json["challenge"]!.stringValue!)!, credentialId: credential)
         try edit(&parts)
         return (options, try await server.request("/assertion/result", parts.json, cookie: options.cookie ?? cookie))
     }
@@ -57,8 +63,10 @@ struct SecurityTests {
         // The stranger: no cookie, a forged cookie, another account's session, a look-alike name.
         let stranger = SoftwareAuthenticator(profile: .platformPasskey)
         let (_, otherResult, _) = try await register(server, stranger, Self.unique("mallory"))
-        for (cookie, asked) in [(nil, name), ("webauthn_session=" + Base64URL.encode(SecureRandom.bytes(32)), name),
-                                (otherResult?.cookie, name), (nil, name.uppercased())] as [(String?, String)] {
+        for (cookie, asked) in [
+            (nil, name), ("webauthn_session=" + Base64URL.encode(SecureRandom.bytes(32)), name),
+            (otherResult?.cookie, name), (nil, name.uppercased()),
+        ] as [(String?, String)] {
             let options = try await server.request("/attestation/options", ["username": .string(asked)], cookie: cookie)
             #expect(options.status == 409 && options.errorMessage.hasPrefix("username_unavailable"), "\(options.status) \(options.errorMessage)")
         }
@@ -91,8 +99,9 @@ struct SecurityTests {
         // Both finish: the first to complete gets the name, the other a conflict.
         let a = SoftwareAuthenticator(profile: .platformPasskey), b = SoftwareAuthenticator(profile: .platformPasskey)
         func finish(_ options: ServeProcess.Reply, _ key: SoftwareAuthenticator) async throws -> ServeProcess.Reply {
-            let parts = try key.register(rpId: rpId, origin: origin, challenge: Base64URL.decode(options.json["challenge"]!.stringValue!)!,
-                                         userHandle: Base64URL.decode(options.json["user"]!["id"]!.stringValue!)!)
+            let parts = try key.register(
+                rpId: rpId, origin: origin, challenge: Base64URL.decode(options.json["challenge"]!.stringValue!)!,
+                userHandle: Base64URL.decode(options.json["user"]!["id"]!.stringValue!)!)
             return try await server.request("/attestation/result", parts.json, cookie: options.cookie)
         }
         let r1 = try await finish(first, a)
@@ -179,10 +188,11 @@ struct SecurityTests {
         #expect(try await server.request("/demo/credentials/" + Base64URL.encode(e.id!), cookie: e.result?.cookie, method: "DELETE").ok)
         var answers: [String: ServeProcess.Reply] = [:]
         for name in [real, emptied, unknown] { answers[name] = try await server.request("/assertion/options", ["username": .string(name)]) }
-        let shapes = Set(answers.values.map { reply -> String in
-            // transports are listed when known, for real credentials and stand-ins alike
-            "\(reply.status) \((reply.json.objectValue?.members.map(\.key) ?? []).sorted()) \(reply.json["allowCredentials"]?.arrayValue?.first?.objectValue?.members.map(\.key).filter { $0 != "transports" }.sorted() ?? [])"
-        })
+        let shapes = Set(
+            answers.values.map { reply -> String in
+                // transports are listed when known, for real credentials and stand-ins alike
+                "\(reply.status) \((reply.json.objectValue?.members.map(\.key) ?? []).sorted()) \(reply.json["allowCredentials"]?.arrayValue?.first?.objectValue?.members.map(\.key).filter { $0 != "transports" }.sorted() ?? [])"
+            })
         #expect(shapes.count == 1, "\(shapes)")
         for (name, reply) in answers {
             let listed = reply.json["allowCredentials"]?.arrayValue?.count ?? 0
@@ -198,8 +208,9 @@ struct SecurityTests {
         let restarted = try await server.request("/assertion/options", ["username": .string(unknown)])
         #expect(restarted.json["allowCredentials"] == answers[unknown]?.json["allowCredentials"])
         // A sign-in against a stand-in (with a real credential of another account) fails like a bad signature: one generic answer.
-        let forged = try key.authenticate(rpId: rpId, origin: origin, challenge: Base64URL.decode(restarted.json["challenge"]!.stringValue!)!,
-                                          credentialId: realID)
+        let forged = try key.authenticate(
+            rpId: rpId, origin: origin, challenge: Base64URL.decode(restarted.json["challenge"]!.stringValue!)!,
+            credentialId: realID)
         let refused = try await server.request("/assertion/result", forged.json, cookie: restarted.cookie)
         #expect(refused.status == 401 && refused.errorMessage.hasPrefix("authentication_failed"), "\(refused.errorMessage)")
         #expect(!refused.errorMessage.contains("credential_"))
@@ -215,7 +226,8 @@ struct SecurityTests {
         _ = try await register(server, bobKey, bob)
         // Bob's options, answered with Alice's credential: the detail (credential_not_allowed) stays in the log.
         let options = try await server.request("/assertion/options", ["username": .string(bob)])
-        let parts = try aliceKey.authenticate(rpId: rpId, origin: origin, challenge: Base64URL.decode(options.json["challenge"]!.stringValue!)!, credentialId: a.id!)
+        let parts = try aliceKey.authenticate(
+            rpId: rpId, origin: origin, challenge: Base64URL.decode(options.json["challenge"]!.stringValue!)!, credentialId: a.id!)
         let reply = try await server.request("/assertion/result", parts.json, cookie: options.cookie)
         #expect(reply.status == 401 && reply.errorMessage.hasPrefix("authentication_failed"))
         #expect(!reply.json.serialized().contains(Base64URL.encode(a.options.json["user"]?["id"]?.stringValue.flatMap(Base64URL.decode) ?? [1])))
@@ -274,9 +286,11 @@ struct SecurityTests {
             let reply = try await server.request("/attestation/options", ["username": .string(bad)])
             #expect(reply.status == 400 && reply.errorMessage.hasPrefix("username_invalid"), "\(reply.errorMessage)")
         }
-        let fullWidth = String(String.UnicodeScalarView(name.unicodeScalars.map { s in
-            (0x21...0x7E).contains(s.value) ? Unicode.Scalar(s.value + 0xFEE0)! : s
-        }))
+        let fullWidth = String(
+            String.UnicodeScalarView(
+                name.unicodeScalars.map { s in
+                    (0x21...0x7E).contains(s.value) ? Unicode.Scalar(s.value + 0xFEE0)! : s
+                }))
         let lookalike = try await server.request("/attestation/options", ["username": .string(fullWidth)])
         #expect(lookalike.status == 409, "\(lookalike.errorMessage)")
     }
@@ -337,7 +351,8 @@ struct SecurityTests {
         let name = Self.unique("ola")
         let id = try #require(try await register(server, key, name).id)
         let options = try await server.request("/assertion/options", ["username": .string(name)])
-        let parts = try key.authenticate(rpId: rpId, origin: "https://evil.example", challenge: Base64URL.decode(options.json["challenge"]!.stringValue!)!, credentialId: id)
+        let parts = try key.authenticate(
+            rpId: rpId, origin: "https://evil.example", challenge: Base64URL.decode(options.json["challenge"]!.stringValue!)!, credentialId: id)
         let reply = try await server.request("/assertion/result", parts.json, cookie: options.cookie)
         #expect(reply.status == 401 && reply.errorMessage.hasPrefix("authentication_failed"), "\(reply.errorMessage)")
     }
@@ -366,8 +381,9 @@ struct SecurityTests {
         let options = try await server.request("/assertion/options", [:])
         var statuses: [Int] = []
         for _ in 0..<8 {
-            var parts = try key.authenticate(rpId: rpId, origin: origin, challenge: Base64URL.decode(options.json["challenge"]!.stringValue!)!,
-                                             credentialId: id)
+            var parts = try key.authenticate(
+                rpId: rpId, origin: origin, challenge: Base64URL.decode(options.json["challenge"]!.stringValue!)!,
+                credentialId: id)
             parts.signature[3] ^= 1
             statuses.append(try await server.request("/assertion/result", parts.json, cookie: options.cookie).status)
         }

@@ -17,10 +17,13 @@ struct ServerTests {
     let origin = ServeProcess.origin
 
     /// Registers `username` with a software authenticator; returns the credential id and the session cookie.
-    func register(_ server: ServeProcess, _ authenticator: SoftwareAuthenticator, username: String,
-                  attestation: SoftwareAuthenticator.Attestation = .packedSelf, cookie: String? = nil) async throws -> ([UInt8], String?) {
-        let options = try await server.request("/attestation/options", ["username": .string(username), "displayName": "Alice", "attestation": "direct"],
-                                               cookie: cookie)
+    func register(
+        _ server: ServeProcess, _ authenticator: SoftwareAuthenticator, username: String,
+        attestation: SoftwareAuthenticator.Attestation = .packedSelf, cookie: String? = nil
+    ) async throws -> ([UInt8], String?) {
+        let options = try await server.request(
+            "/attestation/options", ["username": .string(username), "displayName": "Alice", "attestation": "direct"],
+            cookie: cookie)
         #expect(options.ok, "\(options.errorMessage)")
         let challenge = Base64URL.decode(options.json["challenge"]!.stringValue!)!
         let user = Base64URL.decode(options.json["user"]!["id"]!.stringValue!)!
@@ -40,11 +43,13 @@ struct ServerTests {
         defer { server.stop() }
         let authenticator = SoftwareAuthenticator(profile: .securityKey)
         // Options carry rp.id, timeout, ES256/EdDSA/RS256, and echo what was asked.
-        let options = try await server.request("/attestation/options", [
-            "username": "alice", "displayName": "Alice", "attestation": "direct",
-            "authenticatorSelection": ["requireResidentKey": false, "authenticatorAttachment": "cross-platform", "userVerification": "preferred"],
-            "extensions": ["credProps": true],
-        ])
+        let options = try await server.request(
+            "/attestation/options",
+            [
+                "username": "alice", "displayName": "Alice", "attestation": "direct",
+                "authenticatorSelection": ["requireResidentKey": false, "authenticatorAttachment": "cross-platform", "userVerification": "preferred"],
+                "extensions": ["credProps": true],
+            ])
         #expect(options.ok && options.status == 200)
         #expect(options.json["rp"]?["id"]?.stringValue == rpId)
         #expect(options.json["timeout"]?.intValue ?? 0 > 0)
@@ -52,11 +57,17 @@ struct ServerTests {
         #expect(algs.isSuperset(of: [-7, -8, -257]))
         #expect(options.json["attestation"]?.stringValue == "direct")
         #expect(options.json["authenticatorSelection"]?["authenticatorAttachment"]?.stringValue == "cross-platform")
-        #expect(options.json["authenticatorSelection"] == ["requireResidentKey": false, "authenticatorAttachment": "cross-platform", "userVerification": "preferred"])
+        #expect(
+            options.json["authenticatorSelection"] == [
+                "requireResidentKey": false, "authenticatorAttachment": "cross-platform", "userVerification": "preferred",
+            ])
         // Unknown members and values are ignored, as L3 §5.4.4 says, and not echoed.
-        let odd = try await server.request("/attestation/options", [
-            "username": "odd", "authenticatorSelection": ["residentKey": "sometimes", "userVerification": "maybe", "authenticatorAttachment": "pocket", "x": 1],
-        ])
+        let odd = try await server.request(
+            "/attestation/options",
+            [
+                "username": "odd",
+                "authenticatorSelection": ["residentKey": "sometimes", "userVerification": "maybe", "authenticatorAttachment": "pocket", "x": 1],
+            ])
         #expect(odd.ok && odd.json["authenticatorSelection"] == [:])
         #expect(options.json["extensions"]?["credProps"]?.boolValue == true)
         // Served for https origins: the cookie carries the __Host- prefix (Secure, no Domain, Path=/).
@@ -70,7 +81,8 @@ struct ServerTests {
         #expect(request.ok && request.json["rpId"]?.stringValue == rpId)
         #expect(request.json["allowCredentials"]?.arrayValue?.first?["id"]?.stringValue == Base64URL.encode(id))
         #expect(request.json["userVerification"]?.stringValue == "discouraged")
-        let assertion = try authenticator.authenticate(rpId: rpId, origin: origin, challenge: Base64URL.decode(request.json["challenge"]!.stringValue!)!, credentialId: id)
+        let assertion = try authenticator.authenticate(
+            rpId: rpId, origin: origin, challenge: Base64URL.decode(request.json["challenge"]!.stringValue!)!, credentialId: id)
         let signedIn = try await server.request("/assertion/result", assertion.json, cookie: request.cookie)
         #expect(signedIn.ok, "\(signedIn.errorMessage)")
         let replay = try await server.request("/assertion/result", assertion.json, cookie: request.cookie)
@@ -80,7 +92,8 @@ struct ServerTests {
         // Discoverable login: no username, the userHandle finds the owner.
         let discoverable = try await server.request("/assertion/options", [:])
         #expect(discoverable.ok && (discoverable.json["allowCredentials"]?.arrayValue ?? []).isEmpty)
-        let d = try authenticator.authenticate(rpId: rpId, origin: origin, challenge: Base64URL.decode(discoverable.json["challenge"]!.stringValue!)!, credentialId: id)
+        let d = try authenticator.authenticate(
+            rpId: rpId, origin: origin, challenge: Base64URL.decode(discoverable.json["challenge"]!.stringValue!)!, credentialId: id)
         let signedInAgain = try await server.request("/assertion/result", d.json, cookie: discoverable.cookie)
         #expect(signedInAgain.ok)
 
@@ -104,7 +117,8 @@ struct ServerTests {
         replies.append(try await server.request("/attestation/result", raw: Array(String(repeating: "[", count: 5000).utf8)))
         replies.append(try await server.request("/attestation/result", raw: [UInt8](repeating: 0x20, count: 200_000)))
         let request = try await server.request("/assertion/options", ["username": "bob"])
-        var tampered = try authenticator.authenticate(rpId: rpId, origin: origin, challenge: Base64URL.decode(request.json["challenge"]!.stringValue!)!, credentialId: id)
+        var tampered = try authenticator.authenticate(
+            rpId: rpId, origin: origin, challenge: Base64URL.decode(request.json["challenge"]!.stringValue!)!, credentialId: id)
         tampered.signature[10] ^= 1
         replies.append(try await server.request("/assertion/result", tampered.json, cookie: request.cookie))
         for reply in replies {
@@ -118,8 +132,9 @@ struct ServerTests {
 
     @Test("well-known files are served from configuration")
     func wellKnown() async throws {
-        let server = try ServeProcess(database: ServeProcess.temporaryDatabase(),
-                                      extra: ["--related-origin", "https://example.co.uk", "--apple-app-id", "ABCDE12345.com.example.app"])
+        let server = try ServeProcess(
+            database: ServeProcess.temporaryDatabase(),
+            extra: ["--related-origin", "https://example.co.uk", "--apple-app-id", "ABCDE12345.com.example.app"])
         defer { server.stop() }
         let related = try await server.request("/.well-known/webauthn")
         #expect(related.json["origins"]?.arrayValue?.first?.stringValue == "https://example.co.uk")
@@ -143,7 +158,8 @@ struct ServerTests {
         let (id, _) = try await register(a, authenticator, username: username)
         for round in 0..<5 {
             let request = try await b.request("/assertion/options", ["username": .string(username)])
-            let assertion = try authenticator.authenticate(rpId: rpId, origin: origin, challenge: Base64URL.decode(request.json["challenge"]!.stringValue!)!, credentialId: id)
+            let assertion = try authenticator.authenticate(
+                rpId: rpId, origin: origin, challenge: Base64URL.decode(request.json["challenge"]!.stringValue!)!, credentialId: id)
             // The browser's cookie goes to whichever instance the balancer picks (no sticky sessions).
             async let first = a.request("/assertion/result", assertion.json, cookie: request.cookie)
             async let second = b.request("/assertion/result", assertion.json, cookie: request.cookie)
@@ -170,7 +186,10 @@ struct ServerTests {
                 for worker in 0..<4 {
                     group.addTask {
                         for i in 0..<1000 {
-                            guard let (id, _) = try? await register(server, authenticator, username: "crash-\(kind)-\(worker)-\(i)-\(UUID().uuidString.prefix(8))") else { return }
+                            guard
+                                let (id, _) = try? await register(
+                                    server, authenticator, username: "crash-\(kind)-\(worker)-\(i)-\(UUID().uuidString.prefix(8))")
+                            else { return }
                             acknowledged.add(id)
                         }
                     }

@@ -71,8 +71,9 @@ struct SessionTests {
         let store = InMemorySessionStore(capacity: 50)
         var first: [UInt8] = []
         for i in 0..<500 {
-            let s = SignedInSession(idHash: SecureRandom.bytes(32), userHandle: SecureRandom.bytes(8), createdAt: Date(), authenticatedAt: Date(),
-                                    expiresAt: Date().addingTimeInterval(60))
+            let s = SignedInSession(
+                idHash: SecureRandom.bytes(32), userHandle: SecureRandom.bytes(8), createdAt: Date(), authenticatedAt: Date(),
+                expiresAt: Date().addingTimeInterval(60))
             if i == 0 { first = s.idHash }
             try await store.insert(s)
         }

@@ -31,38 +31,46 @@ struct StoreContractTests {
     /// The throw-away PostgreSQL `make test` starts (Tests/postgres.sh), if any.
     static let postgresURL = ProcessInfo.processInfo.environment["WEBAUTHN_TEST_POSTGRES"]
 
-    static let backends: [Backend] = [
-        Backend(description: "in-memory") {
-            let credentials = InMemoryCredentialStore()
-            return ((credentials, InMemoryChallengeStore(), InMemoryAccountStore(credentials: credentials), InMemorySessionStore()), {})
-        },
-        Backend(description: "sqlite") {
-            let path = FileManager.default.temporaryDirectory.appendingPathComponent("contract-\(UUID().uuidString).sqlite").path
-            let store = try await SQLiteStore.open(path: path)
-            return ((store, store, store, store), { try await store.close() })
-        },
-    ] + (postgresURL.map { url in
-        [Backend(description: "postgres") {
-            // A fresh schema per test, so tests running in parallel do not share rows.
-            let schema = "contract_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
-            _ = try await PostgresPool(url: url, size: 1).query("CREATE SCHEMA \(schema)")
-            let store = try await PostgresStore.open(url: url + "?options=-c%20search_path%3D\(schema)", connections: 4)
-            return ((store, store, store, store), { await store.close() })
-        }]
-    } ?? [])
+    static let backends: [Backend] =
+        [
+            Backend(description: "in-memory") {
+                let credentials = InMemoryCredentialStore()
+                return ((credentials, InMemoryChallengeStore(), InMemoryAccountStore(credentials: credentials), InMemorySessionStore()), {})
+            },
+            Backend(description: "sqlite") {
+                let path = FileManager.default.temporaryDirectory.appendingPathComponent("contract-\(UUID().uuidString).sqlite").path
+                let store = try await SQLiteStore.open(path: path)
+                return ((store, store, store, store), { try await store.close() })
+            },
+        ]
+        + (postgresURL.map { url in
+            [
+                Backend(description: "postgres") {
+                    // A fresh schema per test, so tests running in parallel do not share rows.
+                    let schema = "contract_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+                    _ = try await PostgresPool(url: url, size: 1).query("CREATE SCHEMA \(schema)")
+                    let store = try await PostgresStore.open(url: url + "?options=-c%20search_path%3D\(schema)", connections: 4)
+                    return ((store, store, store, store), { await store.close() })
+                }
+            ]
+        } ?? [])
 
     static func record(_ id: [UInt8] = SecureRandom.bytes(16), user: [UInt8] = Array("u1".utf8), count: UInt32 = 0) throws -> CredentialRecord {
         let key = try COSEKey(bytes: CBOREncoder.encode(try SigningKey.generate(.es256).coseKey()))
-        return CredentialRecord(id: id, userHandle: user, publicKey: key, signCount: count, transports: ["usb", "nfc"], uvInitialized: false,
-                                backupEligible: true, backupState: false, aaguid: AAGUID(bytes: SecureRandom.bytes(16))!, attestationFormat: "packed",
-                                createdAt: Date(timeIntervalSince1970: 1_800_000_000))
+        return CredentialRecord(
+            id: id, userHandle: user, publicKey: key, signCount: count, transports: ["usb", "nfc"], uvInitialized: false,
+            backupEligible: true, backupState: false, aaguid: AAGUID(bytes: SecureRandom.bytes(16))!, attestationFormat: "packed",
+            createdAt: Date(timeIntervalSince1970: 1_800_000_000))
     }
 
-    static func ceremony(_ challenge: [UInt8] = SecureRandom.bytes(32), binding: [UInt8]? = [7, 7, 7],
-                         expiresAt: Date = Date(timeIntervalSince1970: 1_900_000_000.5)) throws -> PendingCeremony {
-        PendingCeremony(kind: .registration, challenge: challenge, user: try UserEntity(id: [1, 2], name: "alice", displayName: "Alice"),
-                        userHandle: nil, allowCredentials: [[9, 9]], algorithms: [.es256, .edDSA], userVerification: .required,
-                        conditionalCreate: true, newAccount: true, binding: binding, expiresAt: expiresAt)
+    static func ceremony(
+        _ challenge: [UInt8] = SecureRandom.bytes(32), binding: [UInt8]? = [7, 7, 7],
+        expiresAt: Date = Date(timeIntervalSince1970: 1_900_000_000.5)
+    ) throws -> PendingCeremony {
+        PendingCeremony(
+            kind: .registration, challenge: challenge, user: try UserEntity(id: [1, 2], name: "alice", displayName: "Alice"),
+            userHandle: nil, allowCredentials: [[9, 9]], algorithms: [.es256, .edDSA], userVerification: .required,
+            conditionalCreate: true, newAccount: true, binding: binding, expiresAt: expiresAt)
     }
 
     /// The public contract suite (WebAuthnTesting.StoreContract), every check on every backend.
@@ -72,8 +80,11 @@ struct StoreContractTests {
     func contract(backend: Backend, check: StoreContract.Check) async throws {
         try await StoreContract.run(check) {
             let (stores, close) = try await backend.open()
-            return (StoreContract.Stores(credentials: stores.credentials, challenges: stores.challenges, accounts: stores.accounts, sessions: stores.sessions,
-                                         identities: stores.accounts as! any LinkedIdentityStore), close)
+            return (
+                StoreContract.Stores(
+                    credentials: stores.credentials, challenges: stores.challenges, accounts: stores.accounts, sessions: stores.sessions,
+                    identities: stores.accounts as! any LinkedIdentityStore), close
+            )
         }
     }
 
@@ -92,8 +103,11 @@ struct StoreContractTests {
             try await StoreContract.run(check) {
                 let credentials = InMemoryCredentialStore()
                 let accounts = InMemoryAccountStore(credentials: credentials)
-                return (StoreContract.Stores(credentials: credentials, challenges: Leaky(), accounts: accounts, sessions: InMemorySessionStore(),
-                                             identities: accounts), {})
+                return (
+                    StoreContract.Stores(
+                        credentials: credentials, challenges: Leaky(), accounts: accounts, sessions: InMemorySessionStore(),
+                        identities: accounts), {}
+                )
             }
         }
     }
@@ -127,15 +141,17 @@ struct StoreContractTests {
     static func postgresStore(_ url: String, application: String, connections: Int, statementTimeout: Duration = .seconds(10)) async throws -> PostgresStore {
         let schema = "contract_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
         _ = try await PostgresPool(url: url, size: 1).query("CREATE SCHEMA \(schema)")
-        return try await PostgresStore.open(url: url + "?options=-c%20search_path%3D\(schema)&application_name=\(application)",
-                                            connections: connections, statementTimeout: statementTimeout)
+        return try await PostgresStore.open(
+            url: url + "?options=-c%20search_path%3D\(schema)&application_name=\(application)",
+            connections: connections, statementTimeout: statementTimeout)
     }
 
     /// Ends the server processes of `application`'s connections (as a restart
     /// or failover would), from another connection, and waits until they are gone.
     static func terminate(_ application: String, admin: PostgresPool) async throws {
-        _ = try await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND application_name = $1",
-                                  [application])
+        _ = try await admin.query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND application_name = $1",
+            [application])
         for _ in 0..<500 {
             if try await admin.query("SELECT COUNT(*) AS n FROM pg_stat_activity WHERE application_name = $1", [application]).first?["n"] == "0" { return }
             try await Task.sleep(for: .milliseconds(10))
@@ -155,8 +171,9 @@ struct StoreContractTests {
         Issue.record("no statement of \(application) ran")
     }
 
-    @Test("postgres: a connection the server ended reconnects; a statement is sent again only when it cannot have taken effect twice",
-          .enabled(if: postgresURL != nil))
+    @Test(
+        "postgres: a connection the server ended reconnects; a statement is sent again only when it cannot have taken effect twice",
+        .enabled(if: postgresURL != nil))
     func postgresReconnects() async throws {
         let url = try #require(Self.postgresURL)
         let application = "reconnect_" + UUID().uuidString.prefix(8).lowercased()
@@ -187,8 +204,9 @@ struct StoreContractTests {
         await store.close()
     }
 
-    @Test("postgres: a statement running longer than the statement timeout is cancelled, on new connections too",
-          .enabled(if: postgresURL != nil))
+    @Test(
+        "postgres: a statement running longer than the statement timeout is cancelled, on new connections too",
+        .enabled(if: postgresURL != nil))
     func postgresStatementTimeout() async throws {
         #expect(try PostgresSettings.milliseconds(.seconds(10)) == 10_000)
         #expect(try PostgresSettings.milliseconds(.zero) == 0)

@@ -17,8 +17,9 @@ func formatTarget(_ verifier: any AttestationFormatVerifier.Type) -> FuzzTarget 
         let clientDataHash = Array(data[0..<32])
         guard let object = try? AttestationObject(bytes: Array(data[32...])), let attested = object.authenticatorData.attestedCredentialData else { return }
         let rp = Fixtures.relyingParty
-        let input = AttestationInput(statement: object.statement, authenticatorData: object.authenticatorData,
-                                     clientDataHash: clientDataHash, policy: rp.policy, now: Fixtures.now)
+        let input = AttestationInput(
+            statement: object.statement, authenticatorData: object.authenticatorData,
+            clientDataHash: clientDataHash, policy: rp.policy, now: Fixtures.now)
         let verification: AttestationVerification
         do { verification = try verifier.verify(input) } catch {
             note(verifier.identifier.rawValue, "statement: " + describe(error))
@@ -35,15 +36,18 @@ func formatTarget(_ verifier: any AttestationFormatVerifier.Type) -> FuzzTarget 
 let safetyNetAuthenticatorData: AuthenticatorData = {
     let key = Fixtures.credentialKeys[0]
     do {
-        let parts = AuthenticatorDataParts(rpId: Fixtures.rpId, flags: [.userPresent, .attestedCredentialData], signCount: 0,
-                                           attested: .init(aaguid: [UInt8](repeating: 0, count: 16), credentialId: key.id, publicKey: try key.key.coseKey()))
+        let parts = AuthenticatorDataParts(
+            rpId: Fixtures.rpId, flags: [.userPresent, .attestedCredentialData], signCount: 0,
+            attested: .init(aaguid: [UInt8](repeating: 0, count: 16), credentialId: key.id, publicKey: try key.key.coseKey()))
         return try AuthenticatorData(bytes: parts.bytes)
     } catch { fatalError("SafetyNet authenticator data: \(error)") }
 }()
 
 /// The JWS header: RS256, x5c = the fuzz SafetyNet certificate and root (base64url, made once).
 let safetyNetJWSHeader: String = {
-    let header: JSONValue = ["alg": "RS256", "x5c": .array([Fixtures.safetyNetCertificate, Fixtures.authority.root].map { .string(Data($0.der).base64EncodedString()) })]
+    let header: JSONValue = [
+        "alg": "RS256", "x5c": .array([Fixtures.safetyNetCertificate, Fixtures.authority.root].map { .string(Data($0.der).base64EncodedString()) }),
+    ]
     return Base64URL.encode(header.serializedBytes())
 }()
 
@@ -92,14 +96,17 @@ let attestationTargets: [FuzzTarget] = [
         // The signature is checked against keys of every kind, whatever the header says.
         for credential in Fixtures.credentials { _ = try? jws.verifySignature(with: credential.publicKey.publicKey) }
     },
-    FuzzTarget(name: "safetynet-payload", input: "the JSON payload of a SafetyNet JWS; the target signs it (RS256, CN attest.android.com) and verifies the statement") { data in
+    FuzzTarget(
+        name: "safetynet-payload", input: "the JSON payload of a SafetyNet JWS; the target signs it (RS256, CN attest.android.com) and verifies the statement"
+    ) { data in
         let jws = signedSafetyNetJWS(payload: data.bytes)
         let statement = CBOR.map([CBORPair(.text("ver"), .text("14366018")), CBORPair(.text("response"), .bytes(jws))])
         for policy in [VerificationPolicy(), Fixtures.policy] {
             do {
-                _ = try AndroidSafetyNetAttestation.verify(AttestationInput(
-                    statement: statement, authenticatorData: safetyNetAuthenticatorData, clientDataHash: Fixtures.createClientDataHash,
-                    policy: policy, now: Fixtures.now))
+                _ = try AndroidSafetyNetAttestation.verify(
+                    AttestationInput(
+                        statement: statement, authenticatorData: safetyNetAuthenticatorData, clientDataHash: Fixtures.createClientDataHash,
+                        policy: policy, now: Fixtures.now))
                 note("safetynet-payload", "accepted")
             } catch { note("safetynet-payload", describe(error)) }
         }

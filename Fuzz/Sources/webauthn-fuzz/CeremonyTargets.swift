@@ -26,8 +26,9 @@ let ceremonyTargets: [FuzzTarget] = [
         let attestationObject = data.bytes
         // The response's id is the credential ID in authData, so the ceremony gets past that check.
         let id = (try? AttestationObject(bytes: attestationObject))?.authenticatorData.attestedCredentialData?.credentialId ?? [1, 2, 3, 4]
-        let response = RegistrationResponse(id: id, clientDataJSON: Fixtures.createClientData.bytes, attestationObject: attestationObject,
-                                            transports: ["usb"])
+        let response = RegistrationResponse(
+            id: id, clientDataJSON: Fixtures.createClientData.bytes, attestationObject: attestationObject,
+            transports: ["usb"])
         let engine = Fixtures.engine(pending: .registration)
         let first = blocking({ _ = try await engine.finishRegistration(response) })
         note("registration-object", describe(first))
@@ -46,13 +47,15 @@ let ceremonyTargets: [FuzzTarget] = [
             finding("an assertion was accepted twice")
         }
     },
-    FuzzTarget(name: "authentication-data", input: "authenticator data; the target signs it with the ES256 credential's key over valid clientDataJSON") { data in
+    FuzzTarget(name: "authentication-data", input: "authenticator data; the target signs it with the ES256 credential's key over valid clientDataJSON") {
+        data in
         let authenticatorData = data.bytes
         let credential = Fixtures.credentialKeys[0]
         let clientDataJSON = Fixtures.getClientData.bytes
         guard let signature = try? credential.key.sign(authenticatorData, Digest.sha256(clientDataJSON)) else { finding("signing failed") }
-        let response = AuthenticationResponse(id: credential.id, clientDataJSON: clientDataJSON, authenticatorData: authenticatorData,
-                                              signature: signature, userHandle: Fixtures.userHandle)
+        let response = AuthenticationResponse(
+            id: credential.id, clientDataJSON: clientDataJSON, authenticatorData: authenticatorData,
+            signature: signature, userHandle: Fixtures.userHandle)
         let engine = Fixtures.engine(pending: .authentication)
         let first = blocking({ _ = try await engine.finishAuthentication(response) })
         note("authentication-data", describe(first))

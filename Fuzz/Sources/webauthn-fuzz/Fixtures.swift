@@ -41,8 +41,9 @@ enum Fixtures {
     static let authority: AttestationAuthority = {
         do {
             let root = try X509Certificate(pem: keyFile("authority-root.pem"))
-            return try AttestationAuthority(rootKeyPEM: keyFile("authority-root-key.pem"), rootCertificateDER: root.der,
-                                            attestationKeyPEM: keyFile("authority-attestation-key.pem"))
+            return try AttestationAuthority(
+                rootKeyPEM: keyFile("authority-root-key.pem"), rootCertificateDER: root.der,
+                attestationKeyPEM: keyFile("authority-attestation-key.pem"))
         } catch { fatalError("the fuzz authority: \(error)") }
     }()
 
@@ -79,7 +80,8 @@ enum Fixtures {
             try Data(text().utf8).write(to: url)
             print("wrote \(url.path)")
         }
-        let rootKey = FileManager.default.fileExists(atPath: keysFolder.appendingPathComponent("authority-root-key.pem").path)
+        let rootKey =
+            FileManager.default.fileExists(atPath: keysFolder.appendingPathComponent("authority-root-key.pem").path)
             ? key("authority-root-key.pem", .es256) : try SigningKey.generate(.es256)
         try write("authority-root-key.pem") { try rootKey.privateKeyPEM() }
         try write("authority-root.pem") {
@@ -127,8 +129,9 @@ enum Fixtures {
     static let credentials: [CredentialRecord] = credentialKeys.map { entry in
         do {
             let cose = try COSEKey(bytes: CBOREncoder.encode(try entry.key.coseKey()))
-            return CredentialRecord(id: entry.id, userHandle: userHandle, publicKey: cose, signCount: 7, transports: ["usb"],
-                                    uvInitialized: false, backupEligible: false, backupState: false, createdAt: now)
+            return CredentialRecord(
+                id: entry.id, userHandle: userHandle, publicKey: cose, signCount: 7, transports: ["usb"],
+                uvInitialized: false, backupEligible: false, backupState: false, createdAt: now)
         } catch { fatalError("a fuzz credential: \(error)") }
     }
 
@@ -140,13 +143,15 @@ enum Fixtures {
         let ceremony: PendingCeremony
         switch kind {
         case .registration:
-            ceremony = PendingCeremony(kind: .registration, challenge: challenge, user: user, algorithms: rp.policy.algorithms,
-                                       userVerification: .preferred, expiresAt: now.addingTimeInterval(300))
+            ceremony = PendingCeremony(
+                kind: .registration, challenge: challenge, user: user, algorithms: rp.policy.algorithms,
+                userVerification: .preferred, expiresAt: now.addingTimeInterval(300))
         case .authentication, .appleNonce, .appleState:
             // A discoverable login: the response must name its user. (The fuzz targets ask for
             // WebAuthn ceremonies only; single-use values are not ceremonies a response finishes.)
-            ceremony = PendingCeremony(kind: .authentication, challenge: challenge, userVerification: .preferred,
-                                       expiresAt: now.addingTimeInterval(300))
+            ceremony = PendingCeremony(
+                kind: .authentication, challenge: challenge, userVerification: .preferred,
+                expiresAt: now.addingTimeInterval(300))
         }
         blocking {
             for record in credentials { try await engine.credentials.insert(record) }

@@ -29,7 +29,8 @@ enum Seeds {
     static func vector(_ path: String) -> JSONValue {
         let url = Fixtures.repository.appendingPathComponent("TestVectors/\(path)")
         guard let data = FileManager.default.contents(atPath: url.path),
-              let json = try? JSONValue.parse([UInt8](data), limits: JSONLimits(maxBytes: 64 << 20, maxDepth: 64)) else {
+            let json = try? JSONValue.parse([UInt8](data), limits: JSONLimits(maxBytes: 64 << 20, maxDepth: 64))
+        else {
             fatalError("cannot read TestVectors/\(path)")
         }
         return json
@@ -82,13 +83,19 @@ enum Seeds {
     }
 
     static let formatVectors: [String: [String]] = [
-        "packed": ["w3c/w3c-packed-es256.json", "w3c/w3c-packed-rs256.json", "w3c/w3c-packed-self-es256.json",
-                   "realworld/py_webauthn-reg-packed-verify_attestation_from_yubikey_firefox.json"],
+        "packed": [
+            "w3c/w3c-packed-es256.json", "w3c/w3c-packed-rs256.json", "w3c/w3c-packed-self-es256.json",
+            "realworld/py_webauthn-reg-packed-verify_attestation_from_yubikey_firefox.json",
+        ],
         "fido-u2f": ["w3c/w3c-fido-u2f-es256.json", "realworld/simplewebauthn-reg-fido-u2f-should-verify-fido-u2f-attestation.json"],
-        "tpm": ["w3c/w3c-tpm-es256.json", "realworld/simplewebauthn-reg-tpm-should-verify-tpm-response.json",
-                "realworld/py_webauthn-reg-tpm-verify_attestation_dell_xps_13.json"],
-        "android-key": ["w3c/w3c-android-key-es256.json",
-                        "realworld/simplewebauthn-reg-android-key-should-verify-android-keystore-response-from-a-pixel-8a-in-january-202.json"],
+        "tpm": [
+            "w3c/w3c-tpm-es256.json", "realworld/simplewebauthn-reg-tpm-should-verify-tpm-response.json",
+            "realworld/py_webauthn-reg-tpm-verify_attestation_dell_xps_13.json",
+        ],
+        "android-key": [
+            "w3c/w3c-android-key-es256.json",
+            "realworld/simplewebauthn-reg-android-key-should-verify-android-keystore-response-from-a-pixel-8a-in-january-202.json",
+        ],
         "android-safetynet": ["realworld/py_webauthn-reg-android-safetynet-verify_attestation_android_safetynet.json"],
         "apple": ["w3c/w3c-apple-es256.json", "realworld/py_webauthn-reg-apple-verify_attestation_apple_passkey.json"],
         "compound": [],
@@ -111,12 +118,18 @@ enum Seeds {
 
         put("cbor", "w3c-packed-es256-attestationObject", registration("w3c/w3c-packed-es256.json").attestationObject)
         put("cbor", "w3c-tpm-es256-attestationObject", registration("w3c/w3c-tpm-es256.json").attestationObject)
-        put("cbor", "tags-floats-indefinite", [0xbf, 0x61, 0x61, 0xc1, 0x1a, 0x00, 0x01, 0x00, 0x00, 0x61, 0x62, 0xfb, 0x40, 0x09, 0x21, 0xfb,
-                                               0x54, 0x44, 0x2d, 0x18, 0x61, 0x63, 0x5f, 0x41, 0x01, 0x41, 0x02, 0xff, 0xff])
+        put(
+            "cbor", "tags-floats-indefinite",
+            [
+                0xbf, 0x61, 0x61, 0xc1, 0x1a, 0x00, 0x01, 0x00, 0x00, 0x61, 0x62, 0xfb, 0x40, 0x09, 0x21, 0xfb,
+                0x54, 0x44, 0x2d, 0x18, 0x61, 0x63, 0x5f, 0x41, 0x01, 0x41, 0x02, 0xff, 0xff,
+            ])
 
         // COSE keys of every algorithm the W3C vectors carry.
-        for path in ["w3c/w3c-packed-es256.json", "w3c/w3c-packed-es384.json", "w3c/w3c-packed-es512.json", "w3c/w3c-packed-rs256.json",
-                     "w3c/w3c-packed-eddsa.json", "w3c/w3c-packed-ed448.json"] {
+        for path in [
+            "w3c/w3c-packed-es256.json", "w3c/w3c-packed-es384.json", "w3c/w3c-packed-es512.json", "w3c/w3c-packed-rs256.json",
+            "w3c/w3c-packed-eddsa.json", "w3c/w3c-packed-ed448.json",
+        ] {
             let object = try AttestationObject(bytes: registration(path).attestationObject)
             put("cose-key", name(path), object.authenticatorData.attestedCredentialData!.publicKey.bytes)
             if path.hasSuffix("es256.json") || path.hasSuffix("eddsa.json") {
@@ -179,16 +192,20 @@ enum Seeds {
 
         let nonce = Data(Digest.hash(.sha256, parts: [safetyNetAuthenticatorData.bytes, Fixtures.createClientDataHash])).base64EncodedString()
         let timestamp = Int(Fixtures.now.timeIntervalSince1970 * 1000)
-        put("safetynet-payload", "valid",
+        put(
+            "safetynet-payload", "valid",
             #"{"nonce":"\#(nonce)","timestampMs":\#(timestamp),"apkPackageName":"com.google.android.gms","ctsProfileMatch":true,"basicIntegrity":true}"#)
-        put("safetynet-payload", "cts-false-old",
+        put(
+            "safetynet-payload", "cts-false-old",
             #"{"nonce":"\#(nonce)","timestampMs":\#(timestamp - 120_000),"ctsProfileMatch":false,"basicIntegrity":true}"#)
     }
 
     static func writeTrust() throws {
         var certificates: [(String, X509Certificate)] = [("fuzz-root", Fixtures.authority.root), ("fuzz-safetynet-leaf", Fixtures.safetyNetCertificate)]
-        for path in ["w3c/w3c-packed-es256.json", "w3c/w3c-tpm-es256.json", "w3c/w3c-android-key-es256.json", "w3c/w3c-apple-es256.json",
-                     "w3c/w3c-fido-u2f-es256.json"] {
+        for path in [
+            "w3c/w3c-packed-es256.json", "w3c/w3c-tpm-es256.json", "w3c/w3c-android-key-es256.json", "w3c/w3c-apple-es256.json",
+            "w3c/w3c-fido-u2f-es256.json",
+        ] {
             certificates.append((name(path) + "-leaf", x5c(path)[0]))
         }
         for (name, cert) in certificates { put("x509", name, cert.der) }
@@ -206,24 +223,31 @@ enum Seeds {
         let payload: JSONValue = [
             "legalHeader": "fuzz", "no": 3, "nextUpdate": "2030-02-01",
             "entries": [
-                ["aaguid": .string(aaguid.description), "metadataStatement": statement,
-                 "statusReports": [["status": "FIDO_CERTIFIED_L1", "effectiveDate": "2024-01-01"], ["status": "REVOKED", "effectiveDate": "2025-06-01"]]],
-                ["attestationCertificateKeyIdentifiers": u2fStatement["attestationCertificateKeyIdentifiers"]!, "metadataStatement": u2fStatement,
-                 "statusReports": [["status": "FIDO_CERTIFIED", "effectiveDate": "2024-01-01"]]],
+                [
+                    "aaguid": .string(aaguid.description), "metadataStatement": statement,
+                    "statusReports": [["status": "FIDO_CERTIFIED_L1", "effectiveDate": "2024-01-01"], ["status": "REVOKED", "effectiveDate": "2025-06-01"]],
+                ],
+                [
+                    "attestationCertificateKeyIdentifiers": u2fStatement["attestationCertificateKeyIdentifiers"]!, "metadataStatement": u2fStatement,
+                    "statusReports": [["status": "FIDO_CERTIFIED", "effectiveDate": "2024-01-01"]],
+                ],
             ],
         ]
         put("metadata-blob", "fuzz-blob", try JWSWriter.compact(payload, key: Fixtures.jwsSigner, x5c: [Fixtures.blobCertificate], type: "JWT"))
-        put("metadata-blob", "fuzz-blob-with-root",
+        put(
+            "metadata-blob", "fuzz-blob-with-root",
             try JWSWriter.compact(payload, key: Fixtures.jwsSigner, x5c: [Fixtures.blobCertificate, Fixtures.authority.root]))
         put("metadata-payload", "fuzz-payload", payload.serializedBytes())
         put("metadata-payload", "fuzz-statement", statement.serializedBytes())
         // Two entries of a real BLOB (production no 6), as a payload.
-        let blob = [UInt8](FileManager.default.contents(atPath: Fixtures.repository.appendingPathComponent("TestVectors/mds/production/fido-mds3-blob-no6.jwt").path)!)
+        let blob = [UInt8](
+            FileManager.default.contents(atPath: Fixtures.repository.appendingPathComponent("TestVectors/mds/production/fido-mds3-blob-no6.jwt").path)!)
         let trimmed = Array(blob.drop { $0 <= 0x20 }.reversed().drop { $0 <= 0x20 }.reversed())
         let real = try JWS(compact: trimmed, maxSize: 32 << 20).payload
         let entries = (real["entries"]?.arrayValue ?? []).filter { $0["metadataStatement"] != nil }
         let small = entries.filter { $0.serializedBytes().count < 6000 }.prefix(2)
-        put("metadata-payload", "production-no6-excerpt",
+        put(
+            "metadata-payload", "production-no6-excerpt",
             JSONValue.object(["no": real["no"]!, "nextUpdate": real["nextUpdate"]!, "entries": .array(Array(small))]).serializedBytes())
     }
 
@@ -233,8 +257,9 @@ enum Seeds {
         let authority = Fixtures.authority
         let authenticator = SoftwareAuthenticator(profile: .securityKey)
         func register(_ alg: COSEAlgorithm, _ attestation: SoftwareAuthenticator.Attestation) throws -> RegistrationParts {
-            try authenticator.register(rpId: Fixtures.rpId, origin: Fixtures.origin, challenge: Fixtures.challenge,
-                                       userHandle: Fixtures.userHandle, algorithm: alg, attestation: attestation)
+            try authenticator.register(
+                rpId: Fixtures.rpId, origin: Fixtures.origin, challenge: Fixtures.challenge,
+                userHandle: Fixtures.userHandle, algorithm: alg, attestation: attestation)
         }
         var out: [(String, RegistrationParts)] = [
             ("none-es256", try register(.es256, .none)),
@@ -277,9 +302,10 @@ enum Seeds {
         ]
         for (i, entry) in Fixtures.credentialKeys.enumerated() {
             let (flagName, f, count) = flags[i % flags.count]
-            var parts = AssertionParts(id: entry.id, clientData: Fixtures.getClientData,
-                                       authenticatorData: AuthenticatorDataParts(rpId: Fixtures.rpId, flags: f, signCount: count, attested: nil),
-                                       signature: [], userHandle: Fixtures.userHandle, attachment: "cross-platform")
+            var parts = AssertionParts(
+                id: entry.id, clientData: Fixtures.getClientData,
+                authenticatorData: AuthenticatorDataParts(rpId: Fixtures.rpId, flags: f, signCount: count, attested: nil),
+                signature: [], userHandle: Fixtures.userHandle, attachment: "cross-platform")
             parts.signature = try entry.key.sign(parts.authenticatorData.bytes, Digest.sha256(parts.clientDataJSON))
             put("authentication", "\(entry.key.algorithm)-\(flagName)", parts.jsonBytes)
             if i == 0 { put("authentication", "\(entry.key.algorithm)-conformance-shape", parts.conformanceJSON.serializedBytes()) }

@@ -35,12 +35,14 @@ if arguments.count >= 2, arguments[1] == "--write-seeds" {
 }
 let name = ProcessInfo.processInfo.environment["FUZZ_TARGET"] ?? ""
 guard let target = allTargets.first(where: { $0.name == name }) else {
-    FileHandle.standardError.write(Data("""
-        usage: FUZZ_TARGET=<target> webauthn-fuzz [libFuzzer flags] [corpus dirs | inputs]
-               webauthn-fuzz --list | --write-seeds [DIR]
-        \(name.isEmpty ? "FUZZ_TARGET is not set" : "no target \"\(name)\""); targets: \(allTargets.map(\.name).joined(separator: " "))
+    FileHandle.standardError.write(
+        Data(
+            """
+            usage: FUZZ_TARGET=<target> webauthn-fuzz [libFuzzer flags] [corpus dirs | inputs]
+                   webauthn-fuzz --list | --write-seeds [DIR]
+            \(name.isEmpty ? "FUZZ_TARGET is not set" : "no target \"\(name)\""); targets: \(allTargets.map(\.name).joined(separator: " "))
 
-        """.utf8))
+            """.utf8))
     exit(2)
 }
 selectedTarget = target

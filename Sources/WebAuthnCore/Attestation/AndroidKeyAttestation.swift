@@ -22,17 +22,23 @@ enum AndroidKeyAttestation: AttestationFormatVerifier {
         // Step 2: sig over authenticatorData ‖ clientDataHash with the leaf's key.
         let key = try leaf.publicKey()
         guard key.verify(signature: sig, parts: input.signedData, algorithm: alg) else {
-            throw WebAuthnError(.attestationSignatureInvalid, "the android-key attestation signature does not verify with the certificate key (\(alg))", step: step + " step 2")
+            throw WebAuthnError(
+                .attestationSignatureInvalid, "the android-key attestation signature does not verify with the certificate key (\(alg))", step: step + " step 2")
         }
         // Step 3: the leaf's key is the credential public key.
         try AttestationFormats.checkSameKey(certificate: leaf, credential: input.credential.publicKey, step: step + " step 3")
         // Step 4: the KeyDescription extension.
         guard let ext = try leaf.extension(oid: X509Certificate.OID.androidKeyDescription) else {
-            throw WebAuthnError(.attestationCertificateInvalid, "the android-key certificate has no KeyDescription extension (\(X509Certificate.OID.androidKeyDescription))", step: step + " step 4")
+            throw WebAuthnError(
+                .attestationCertificateInvalid, "the android-key certificate has no KeyDescription extension (\(X509Certificate.OID.androidKeyDescription))",
+                step: step + " step 4")
         }
         let description = try KeyDescription(der: ext.value)
         guard description.attestationChallenge == input.clientDataHash else {
-            throw WebAuthnError(.attestationNonceMismatch, "attestationChallenge is \(Bytes.hex(description.attestationChallenge)); expected clientDataHash \(Bytes.hex(input.clientDataHash))", step: step + " step 4")
+            throw WebAuthnError(
+                .attestationNonceMismatch,
+                "attestationChallenge is \(Bytes.hex(description.attestationChallenge)); expected clientDataHash \(Bytes.hex(input.clientDataHash))",
+                step: step + " step 4")
         }
         guard !description.softwareEnforced.allApplications && !description.teeEnforced.allApplications else {
             throw WebAuthnError(.attestationCertificateInvalid, "the key is bound to all applications (allApplications is present)", step: step + " step 4")
@@ -100,7 +106,9 @@ enum AndroidKeyAttestation: AttestationFormatVerifier {
             guard root.tag == DER.Tag.sequence else { throw DER.error("KeyDescription is not a SEQUENCE") }
             let fields = try root.children()
             guard fields.count >= 8, fields[4].tag == DER.Tag.octetString else {
-                throw WebAuthnError(.attestationCertificateInvalid, "KeyDescription has \(fields.count) fields; expected 8 with attestationChallenge an OCTET STRING", step: AndroidKeyAttestation.step)
+                throw WebAuthnError(
+                    .attestationCertificateInvalid, "KeyDescription has \(fields.count) fields; expected 8 with attestationChallenge an OCTET STRING",
+                    step: AndroidKeyAttestation.step)
             }
             attestationChallenge = Array(fields[4].value)
             softwareEnforced = try AuthorizationList(fields[6])

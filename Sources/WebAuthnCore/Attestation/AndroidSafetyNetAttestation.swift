@@ -16,7 +16,8 @@ enum AndroidSafetyNetAttestation: AttestationFormatVerifier {
     static func verify(_ input: AttestationInput) throws(WebAuthnError) -> AttestationVerification {
         // Step 1: ver and response.
         guard let ver = input.statement["ver"]?.textValue, !ver.isEmpty,
-              let response = input.statement["response"]?.bytesValue, !response.isEmpty else {
+            let response = input.statement["response"]?.bytesValue, !response.isEmpty
+        else {
             throw WebAuthnError(.attestationStatementMalformed, "android-safetynet attStmt needs a non-empty ver and response", step: step + " step 1")
         }
         guard response.count <= maxResponseSize else {
@@ -36,7 +37,9 @@ enum AndroidSafetyNetAttestation: AttestationFormatVerifier {
         }
         let leaf = certificates[0]
         guard leaf.matchesHost(hostname) else {
-            throw WebAuthnError(.attestationCertificateInvalid, "the SafetyNet signing certificate is not issued to \(hostname); subject is \(leaf.subjectSummary)", step: step + " step 4")
+            throw WebAuthnError(
+                .attestationCertificateInvalid, "the SafetyNet signing certificate is not issued to \(hostname); subject is \(leaf.subjectSummary)",
+                step: step + " step 4")
         }
         try jws.verifySignature(with: leaf.publicKey())
         // Step 3: nonce = base64(SHA-256(authenticatorData ‖ clientDataHash)).
@@ -47,7 +50,8 @@ enum AndroidSafetyNetAttestation: AttestationFormatVerifier {
         try verifyFreshness(jws.payload, now: input.now, maxAge: input.policy.attestation.safetyNetMaxAge)
         // The device passed Google's compatibility check, when the policy requires it.
         if input.policy.attestation.requireSafetyNetCTSProfileMatch && jws.payload["ctsProfileMatch"]?.boolValue != true {
-            throw WebAuthnError(.attestationIntegrityFailed, "the SafetyNet ctsProfileMatch is not true (AttestationPolicy.requireSafetyNetCTSProfileMatch)", step: step)
+            throw WebAuthnError(
+                .attestationIntegrityFailed, "the SafetyNet ctsProfileMatch is not true (AttestationPolicy.requireSafetyNetCTSProfileMatch)", step: step)
         }
         // Step 5: Basic, trust path x5c.
         return AttestationVerification(type: .basic, trustPath: certificates)
@@ -66,7 +70,10 @@ enum AndroidSafetyNetAttestation: AttestationFormatVerifier {
         let nowMs = now.timeIntervalSince1970 * 1000
         let age = nowMs - Double(timestamp)
         guard age >= -futureSkew * 1000, age <= maxAge * 1000 else {
-            throw WebAuthnError(.attestationTimestampInvalid, "the SafetyNet timestampMs \(timestamp) is not within \(maxAge) s before the engine's time (\(nowMs.rounded()) ms), with \(futureSkew) s of skew", step: step)
+            throw WebAuthnError(
+                .attestationTimestampInvalid,
+                "the SafetyNet timestampMs \(timestamp) is not within \(maxAge) s before the engine's time (\(nowMs.rounded()) ms), with \(futureSkew) s of skew",
+                step: step)
         }
     }
 }

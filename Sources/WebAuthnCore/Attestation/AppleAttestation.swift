@@ -18,11 +18,15 @@ enum AppleAttestation: AttestationFormatVerifier {
         let nonce = Digest.hash(.sha256, parts: input.signedData)
         // Step 4: the nonce extension holds Sequence { [1] OCTET STRING nonce }.
         guard let ext = try credCert.extension(oid: X509Certificate.OID.appleNonce) else {
-            throw WebAuthnError(.attestationCertificateInvalid, "the apple credential certificate has no nonce extension (\(X509Certificate.OID.appleNonce))", step: step + " step 4")
+            throw WebAuthnError(
+                .attestationCertificateInvalid, "the apple credential certificate has no nonce extension (\(X509Certificate.OID.appleNonce))",
+                step: step + " step 4")
         }
         let certNonce = try Self.nonce(from: ext.value)
         guard certNonce == nonce else {
-            throw WebAuthnError(.attestationNonceMismatch, "the certificate nonce is \(Bytes.hex(certNonce)); expected SHA-256(authData ‖ clientDataHash) = \(Bytes.hex(nonce))", step: step + " step 4")
+            throw WebAuthnError(
+                .attestationNonceMismatch,
+                "the certificate nonce is \(Bytes.hex(certNonce)); expected SHA-256(authData ‖ clientDataHash) = \(Bytes.hex(nonce))", step: step + " step 4")
         }
         // Step 5: the credential public key is the certificate's subject public key.
         try AttestationFormats.checkSameKey(certificate: credCert, credential: input.credential.publicKey, step: step + " step 5")
@@ -33,7 +37,8 @@ enum AppleAttestation: AttestationFormatVerifier {
     static func nonce(from value: [UInt8]) throws(WebAuthnError) -> [UInt8] {
         let sequence = try DER.parse(value)
         guard sequence.tag == DER.Tag.sequence, let tagged = try sequence.children().first, tagged.tag == DER.Tag.contextConstructed(1),
-              let octets = try tagged.children().first, octets.tag == DER.Tag.octetString, octets.contents.count == 32 else {
+            let octets = try tagged.children().first, octets.tag == DER.Tag.octetString, octets.contents.count == 32
+        else {
             throw WebAuthnError(.attestationCertificateInvalid, "the apple nonce extension is not Sequence { [1] OCTET STRING (32 bytes) }", step: step)
         }
         return Array(octets.value)

@@ -55,9 +55,13 @@ enum AttestationFormats {
         if let verifier = verifiers[format] { return verifier }
         let supported = verifiers.keys.map(\.rawValue).sorted().joined(separator: ", ")
         if knownUnsupported.contains(format) {
-            throw WebAuthnError(.attestationFormatUnsupported, "attestation format \"\(format)\" is not supported by this build; supported: \(supported)", step: "WebAuthn L3 §7.1 step 22")
+            throw WebAuthnError(
+                .attestationFormatUnsupported, "attestation format \"\(format)\" is not supported by this build; supported: \(supported)",
+                step: "WebAuthn L3 §7.1 step 22")
         }
-        throw WebAuthnError(.attestationFormatUnsupported, "unknown attestation format \"\(format.rawValue.prefix(64))\"; supported: \(supported)", step: "WebAuthn L3 §7.1 step 22")
+        throw WebAuthnError(
+            .attestationFormatUnsupported, "unknown attestation format \"\(format.rawValue.prefix(64))\"; supported: \(supported)",
+            step: "WebAuthn L3 §7.1 step 22")
     }
 
     /// attStmt must be a map whose members are all among `allowed`.
@@ -89,7 +93,8 @@ enum AttestationFormats {
             throw WebAuthnError(.attestationStatementMalformed, "\(format) attStmt.x5c is not a non-empty array")
         }
         guard items.count <= maxCertificates else {
-            throw WebAuthnError(.attestationStatementMalformed, "\(format) attStmt.x5c has \(items.count) certificates; at most \(maxCertificates) are accepted")
+            throw WebAuthnError(
+                .attestationStatementMalformed, "\(format) attStmt.x5c has \(items.count) certificates; at most \(maxCertificates) are accepted")
         }
         var certificates: [X509Certificate] = []
         for (i, item) in items.enumerated() {
@@ -105,7 +110,9 @@ enum AttestationFormats {
     static func checkSameKey(certificate: X509Certificate, credential: COSEKey, step: String) throws(WebAuthnError) {
         let certKey = try certificate.publicKey()
         guard certKey.subjectPublicKeyInfo == credential.publicKey.subjectPublicKeyInfo else {
-            throw WebAuthnError(.attestationKeyMismatch, "the attestation certificate's public key (\(certKey.kind)) is not the credential public key (\(credential.publicKey.kind))", step: step)
+            throw WebAuthnError(
+                .attestationKeyMismatch,
+                "the attestation certificate's public key (\(certKey.kind)) is not the credential public key (\(credential.publicKey.kind))", step: step)
         }
     }
 

@@ -21,9 +21,11 @@ enum CompoundAttestation: AttestationFormatVerifier {
                 throw WebAuthnError(.attestationStatementMalformed, "compound statements cannot nest", step: step)
             }
             let verifier = try AttestationFormats.verifier(for: format)
-            results.append(try verifier.verify(AttestationInput(
-                statement: statement, authenticatorData: input.authenticatorData, clientDataHash: input.clientDataHash,
-                policy: input.policy, now: input.now)))
+            results.append(
+                try verifier.verify(
+                    AttestationInput(
+                        statement: statement, authenticatorData: input.authenticatorData, clientDataHash: input.clientDataHash,
+                        policy: input.policy, now: input.now)))
         }
         // Trust is assessed on the first statement that presents a certificate chain.
         return results.first { $0.type.presentsCertificateChain } ?? results[0]

@@ -29,7 +29,8 @@ enum FIDOU2FAttestation: AttestationFormatVerifier {
         // Step 3: the credential key as an uncompressed P-256 point (0x04 ‖ x ‖ y).
         let cose = credential.publicKey
         guard cose.keyType == .ec2, cose.algorithm == .es256, let point = cose.uncompressedPoint, point.count == ECCurve.p256.uncompressedPointSize else {
-            throw WebAuthnError(.attestationStatementMalformed, "a fido-u2f credential key must be EC2 P-256 (ES256); got \(cose.algorithm)", step: step + " step 3")
+            throw WebAuthnError(
+                .attestationStatementMalformed, "a fido-u2f credential key must be EC2 P-256 (ES256); got \(cose.algorithm)", step: step + " step 3")
         }
         // Step 4: verificationData = 0x00 ‖ rpIdHash ‖ clientDataHash ‖ credentialId ‖ publicKeyU2F.
         let verificationData: [[UInt8]] = [[reservedByte], input.authenticatorData.rpIdHash, input.clientDataHash, credential.credentialId, point]

@@ -20,11 +20,15 @@ enum PackedAttestation: AttestationFormatVerifier {
     }
 
     /// Step 2: x5c is present (Basic or AttCA attestation).
-    static func verifyFull(_ input: AttestationInput, alg: COSEAlgorithm, sig: [UInt8], certificates: [X509Certificate]) throws(WebAuthnError) -> AttestationVerification {
+    static func verifyFull(_ input: AttestationInput, alg: COSEAlgorithm, sig: [UInt8], certificates: [X509Certificate]) throws(WebAuthnError)
+        -> AttestationVerification
+    {
         let leaf = certificates[0]
         let key = try leaf.publicKey()
         guard key.accepts(alg) else {
-            throw WebAuthnError(.attestationStatementMalformed, "attStmt.alg \(alg) does not fit the attestation certificate's \(key.kind) key", step: "WebAuthn L3 §8.2 step 2")
+            throw WebAuthnError(
+                .attestationStatementMalformed, "attStmt.alg \(alg) does not fit the attestation certificate's \(key.kind) key", step: "WebAuthn L3 §8.2 step 2"
+            )
         }
         try verifySignature(key, alg: alg, sig: sig, input: input, which: "the attestation certificate's key")
         try checkCertificateRequirements(leaf)
@@ -36,7 +40,9 @@ enum PackedAttestation: AttestationFormatVerifier {
     static func verifySelf(_ input: AttestationInput, alg: COSEAlgorithm, sig: [UInt8]) throws(WebAuthnError) -> AttestationVerification {
         let credentialKey = input.credential.publicKey
         guard alg == credentialKey.algorithm else {
-            throw WebAuthnError(.attestationStatementMalformed, "self attestation alg is \(alg) but the credential key's alg is \(credentialKey.algorithm)", step: "WebAuthn L3 §8.2 step 3")
+            throw WebAuthnError(
+                .attestationStatementMalformed, "self attestation alg is \(alg) but the credential key's alg is \(credentialKey.algorithm)",
+                step: "WebAuthn L3 §8.2 step 3")
         }
         try verifySignature(credentialKey.publicKey, alg: alg, sig: sig, input: input, which: "the credential public key")
         return AttestationVerification(type: .self, trustPath: [])
@@ -44,7 +50,8 @@ enum PackedAttestation: AttestationFormatVerifier {
 
     static func verifySignature(_ key: PublicKey, alg: COSEAlgorithm, sig: [UInt8], input: AttestationInput, which: String) throws(WebAuthnError) {
         guard key.verify(signature: sig, parts: input.signedData, algorithm: alg) else {
-            throw WebAuthnError(.attestationSignatureInvalid, "the packed attestation signature does not verify with \(which) (\(alg))", step: "WebAuthn L3 §8.2")
+            throw WebAuthnError(
+                .attestationSignatureInvalid, "the packed attestation signature does not verify with \(which) (\(alg))", step: "WebAuthn L3 §8.2")
         }
     }
 
@@ -61,7 +68,8 @@ enum PackedAttestation: AttestationFormatVerifier {
         for attribute in ["C", "O", "CN"] {
             let values = cert.subjectValues(attribute)
             guard values.count == 1, !values[0].isEmpty else {
-                throw WebAuthnError(.attestationCertificateInvalid, "subject must have exactly one non-empty \(attribute); subject is \(cert.subjectSummary)", step: step)
+                throw WebAuthnError(
+                    .attestationCertificateInvalid, "subject must have exactly one non-empty \(attribute); subject is \(cert.subjectSummary)", step: step)
             }
         }
         let country = cert.subjectValues("C")[0]
@@ -86,11 +94,15 @@ enum PackedAttestation: AttestationFormatVerifier {
         // extnValue holds a DER OCTET STRING of 16 bytes: 04 10 <aaguid>.
         let value = ext.value, length = AuthenticatorData.Layout.aaguidLength
         guard value.count == 2 + length, value[0] == DER.Tag.octetString, Int(value[1]) == length,
-              let certAAGUID = AAGUID(bytes: Array(value[2...])) else {
-            throw WebAuthnError(.attestationCertificateInvalid, "the id-fido-gen-ce-aaguid extension is not an OCTET STRING of 16 bytes", step: "WebAuthn L3 §8.2.1")
+            let certAAGUID = AAGUID(bytes: Array(value[2...]))
+        else {
+            throw WebAuthnError(
+                .attestationCertificateInvalid, "the id-fido-gen-ce-aaguid extension is not an OCTET STRING of 16 bytes", step: "WebAuthn L3 §8.2.1")
         }
         guard certAAGUID == aaguid else {
-            throw WebAuthnError(.attestationAAGUIDMismatch, "certificate AAGUID (\(X509Certificate.OID.fidoGenCeAAGUID)) is \(certAAGUID); authenticator data says \(aaguid)", step: "WebAuthn L3 §8.2 step 2")
+            throw WebAuthnError(
+                .attestationAAGUIDMismatch, "certificate AAGUID (\(X509Certificate.OID.fidoGenCeAAGUID)) is \(certAAGUID); authenticator data says \(aaguid)",
+                step: "WebAuthn L3 §8.2 step 2")
         }
     }
 }

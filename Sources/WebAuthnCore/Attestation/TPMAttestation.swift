@@ -6,7 +6,9 @@ enum TPMAttestation: AttestationFormatVerifier {
     static let identifier = AttestationFormat.tpm
     static let step = "WebAuthn L3 §8.3"
     static let aikCertificateEKU = X509Certificate.OID.tcgKpAIKCertificate
-    static let sanAttributes = [X509Certificate.OID.tpmManufacturer: "tpmManufacturer", X509Certificate.OID.tpmModel: "tpmModel", X509Certificate.OID.tpmVersion: "tpmVersion"]
+    static let sanAttributes = [
+        X509Certificate.OID.tpmManufacturer: "tpmManufacturer", X509Certificate.OID.tpmModel: "tpmModel", X509Certificate.OID.tpmVersion: "tpmVersion",
+    ]
 
     static func verify(_ input: AttestationInput) throws(WebAuthnError) -> AttestationVerification {
         let s = input.statement
@@ -29,10 +31,14 @@ enum TPMAttestation: AttestationFormatVerifier {
         try checkPubAreaKey(pubArea, credential: input.credential.publicKey)
         // Steps 3–4: certInfo.
         guard certInfo.magic == TPM.generatedValue else {
-            throw WebAuthnError(.attestationStatementMalformed, "certInfo.magic is 0x\(String(certInfo.magic, radix: 16)); expected TPM_GENERATED_VALUE", step: step + " step 4")
+            throw WebAuthnError(
+                .attestationStatementMalformed, "certInfo.magic is 0x\(String(certInfo.magic, radix: 16)); expected TPM_GENERATED_VALUE", step: step + " step 4"
+            )
         }
         guard certInfo.type == TPM.stAttestCertify else {
-            throw WebAuthnError(.attestationStatementMalformed, "certInfo.type is 0x\(String(certInfo.type, radix: 16)); expected TPM_ST_ATTEST_CERTIFY", step: step + " step 4")
+            throw WebAuthnError(
+                .attestationStatementMalformed, "certInfo.type is 0x\(String(certInfo.type, radix: 16)); expected TPM_ST_ATTEST_CERTIFY", step: step + " step 4"
+            )
         }
         guard let hash = alg.digest else {
             throw WebAuthnError(.algorithmUnsupported, "tpm attStmt.alg \(alg) has no hash algorithm", step: step)
@@ -42,7 +48,8 @@ enum TPMAttestation: AttestationFormatVerifier {
             throw WebAuthnError(.attestationNonceMismatch, "certInfo.extraData is not the \(hash) hash of authData ‖ clientDataHash", step: step + " step 4")
         }
         guard let nameHash = TPM.digest(forNameAlg: pubArea.nameAlg) else {
-            throw WebAuthnError(.attestationStatementMalformed, "pubArea.nameAlg 0x\(String(pubArea.nameAlg, radix: 16)) is not a known hash", step: step + " step 4")
+            throw WebAuthnError(
+                .attestationStatementMalformed, "pubArea.nameAlg 0x\(String(pubArea.nameAlg, radix: 16)) is not a known hash", step: step + " step 4")
         }
         let name = [UInt8(pubArea.nameAlg >> 8), UInt8(pubArea.nameAlg & 0xff)] + Digest.hash(nameHash, parts: [pubAreaBytes])
         guard certInfo.attestedName == name else {
@@ -52,7 +59,8 @@ enum TPMAttestation: AttestationFormatVerifier {
         let aik = certificates[0]
         let aikKey = try aik.publicKey()
         guard aikKey.accepts(alg), aikKey.verify(signature: sig, parts: [certInfoBytes], algorithm: alg) else {
-            throw WebAuthnError(.attestationSignatureInvalid, "the tpm attestation signature over certInfo does not verify with the AIK (\(alg))", step: step + " step 5")
+            throw WebAuthnError(
+                .attestationSignatureInvalid, "the tpm attestation signature over certInfo does not verify with the AIK (\(alg))", step: step + " step 5")
         }
         try checkAIKCertificate(aik)
         try PackedAttestation.checkAAGUIDExtension(aik, aaguid: input.credential.aaguid)
@@ -63,13 +71,15 @@ enum TPMAttestation: AttestationFormatVerifier {
         switch pubArea.key {
         case .rsa(let modulus, let exponent):
             guard case .rsa(let n, let eBytes) = credential.parameters,
-                  n.drop(while: { $0 == 0 }) == modulus.drop(while: { $0 == 0 }),
-                  eBytes.reduce(UInt64(0), { $0 << 8 | UInt64($1) }) == UInt64(exponent) else {
+                n.drop(while: { $0 == 0 }) == modulus.drop(while: { $0 == 0 }),
+                eBytes.reduce(UInt64(0), { $0 << 8 | UInt64($1) }) == UInt64(exponent)
+            else {
                 throw WebAuthnError(.attestationKeyMismatch, "pubArea's RSA key is not the credential public key", step: step + " step 2")
             }
         case .ecc(let curveID, let x, let y):
             guard case .ec2(let keyCurve, let keyX, let keyY) = credential.parameters, let curve = TPM.curves[curveID], keyCurve == curve,
-                  keyX == x, keyY == y else {
+                keyX == x, keyY == y
+            else {
                 throw WebAuthnError(.attestationKeyMismatch, "pubArea's ECC key is not the credential public key", step: step + " step 2")
             }
         }
@@ -88,14 +98,16 @@ enum TPMAttestation: AttestationFormatVerifier {
             throw WebAuthnError(.attestationCertificateInvalid, "the AIK certificate has no subject alternative name", step: step)
         }
         guard san.critical else {
-            throw WebAuthnError(.attestationCertificateInvalid, "the AIK certificate's subject alternative name must be critical (its subject is empty)", step: step)
+            throw WebAuthnError(
+                .attestationCertificateInvalid, "the AIK certificate's subject alternative name must be critical (its subject is empty)", step: step)
         }
         let attributes = try directoryNameAttributes(san.value)
         for (oid, name) in sanAttributes where attributes[oid]?.isEmpty != false {
             throw WebAuthnError(.attestationCertificateInvalid, "the AIK certificate's subject alternative name lacks \(name) (\(oid))", step: step)
         }
         guard let eku = try cert.extension(oid: X509Certificate.OID.extendedKeyUsage), try extendedKeyUsages(eku.value).contains(aikCertificateEKU) else {
-            throw WebAuthnError(.attestationCertificateInvalid, "the AIK certificate's extended key usage lacks tcg-kp-AIKCertificate (\(aikCertificateEKU))", step: step)
+            throw WebAuthnError(
+                .attestationCertificateInvalid, "the AIK certificate's extended key usage lacks tcg-kp-AIKCertificate (\(aikCertificateEKU))", step: step)
         }
         guard let constraints = try cert.basicConstraints(), !constraints.isCA else {
             throw WebAuthnError(.attestationCertificateInvalid, "the AIK certificate must have basic constraints with CA false", step: step)

@@ -11,7 +11,7 @@ package enum TPM {
     /// TPM_ALG_ID values (Part 2 §6.3).
     package enum Alg {
         package static let rsa: UInt16 = 0x0001, sha1: UInt16 = 0x0004, sha256: UInt16 = 0x000B, sha384: UInt16 = 0x000C,
-                           sha512: UInt16 = 0x000D, null: UInt16 = 0x0010, ecc: UInt16 = 0x0023
+            sha512: UInt16 = 0x000D, null: UInt16 = 0x0010, ecc: UInt16 = 0x0023
     }
     /// TPM_ECC_CURVE values of the NIST curves (Part 2 §6.4).
     package enum ECCCurve {

@@ -47,14 +47,19 @@ public struct MetadataEntry: Sendable {
     ///   - attestationTypes: The MDS3 attestation type names.
     ///   - rootCertificates: The attestation roots of this authenticator.
     ///   - status: The latest status report's status, if any.
-    public init(aaguid: AAGUID?, attestationCertificateKeyIdentifiers: [String] = [], description: String,
-                attestationTypes: [String] = [], rootCertificates: [Certificate], status: AuthenticatorStatus? = nil) {
-        self.init(aaguid: aaguid, attestationCertificateKeyIdentifiers: attestationCertificateKeyIdentifiers, description: description,
-                  attestationTypes: attestationTypes, attestationRootCertificates: rootCertificates.map(\.x509), status: status)
+    public init(
+        aaguid: AAGUID?, attestationCertificateKeyIdentifiers: [String] = [], description: String,
+        attestationTypes: [String] = [], rootCertificates: [Certificate], status: AuthenticatorStatus? = nil
+    ) {
+        self.init(
+            aaguid: aaguid, attestationCertificateKeyIdentifiers: attestationCertificateKeyIdentifiers, description: description,
+            attestationTypes: attestationTypes, attestationRootCertificates: rootCertificates.map(\.x509), status: status)
     }
 
-    package init(aaguid: AAGUID?, attestationCertificateKeyIdentifiers: [String] = [], description: String,
-                 attestationTypes: [String] = [], attestationRootCertificates: [X509Certificate], status: AuthenticatorStatus? = nil) {
+    package init(
+        aaguid: AAGUID?, attestationCertificateKeyIdentifiers: [String] = [], description: String,
+        attestationTypes: [String] = [], attestationRootCertificates: [X509Certificate], status: AuthenticatorStatus? = nil
+    ) {
         self.aaguid = aaguid
         self.attestationCertificateKeyIdentifiers = attestationCertificateKeyIdentifiers.map { $0.lowercased() }
         self.description = description
@@ -113,9 +118,11 @@ public struct TrustAnchors: Sendable {
         func pem(_ text: String) -> X509Certificate { try! X509Certificate(pem: text) }
         return TrustAnchors(formatRoots: [
             .apple: [pem(KnownRoots.appleWebAuthnRoot)],
-            .androidKey: [pem(KnownRoots.googleHardwareAttestationRoot2016), pem(KnownRoots.googleHardwareAttestationRoot2019),
-                            pem(KnownRoots.googleHardwareAttestationRoot2021), pem(KnownRoots.googleHardwareAttestationRoot2022),
-                            pem(KnownRoots.googleKeyAttestationCA1)],
+            .androidKey: [
+                pem(KnownRoots.googleHardwareAttestationRoot2016), pem(KnownRoots.googleHardwareAttestationRoot2019),
+                pem(KnownRoots.googleHardwareAttestationRoot2021), pem(KnownRoots.googleHardwareAttestationRoot2022),
+                pem(KnownRoots.googleKeyAttestationCA1),
+            ],
             .androidSafetyNet: [pem(KnownRoots.globalSignRootCA)],
         ])
     }()

@@ -82,11 +82,13 @@ public enum AuthenticationVerifier {
         }
         if let user = ceremony.userHandle {
             guard credential.userHandle == user else {
-                throw WebAuthnError(.credentialNotOwnedByUser, "the credential belongs to another user than the one this ceremony was started for", step: step(6))
+                throw WebAuthnError(
+                    .credentialNotOwnedByUser, "the credential belongs to another user than the one this ceremony was started for", step: step(6))
             }
             if let handle = response.userHandle, handle != user {
                 // The message names no handle: the account's would tell a caller whose account it is.
-                throw WebAuthnError(.userHandleMismatch, "response.userHandle is not the user handle of the account this ceremony was started for", step: step(6))
+                throw WebAuthnError(
+                    .userHandleMismatch, "response.userHandle is not the user handle of the account this ceremony was started for", step: step(6))
             }
         } else {
             guard let handle = response.userHandle else {
@@ -102,13 +104,17 @@ public enum AuthenticationVerifier {
     /// Step 19: BE must equal the value recorded at registration.
     static func verifyBackupEligibilityUnchanged(_ authData: AuthenticatorData, credential: CredentialRecord) throws(WebAuthnError) {
         guard authData.backupEligible == credential.backupEligible else {
-            throw WebAuthnError(.backupEligibilityChanged, "Backup Eligible (BE) is \(authData.backupEligible) but was \(credential.backupEligible) at registration", step: step(19))
+            throw WebAuthnError(
+                .backupEligibilityChanged, "Backup Eligible (BE) is \(authData.backupEligible) but was \(credential.backupEligible) at registration",
+                step: step(19))
         }
     }
 
     /// Steps 21–22: the signature over authenticatorData ‖ SHA-256(clientDataJSON)
     /// verifies with the credential public key.
-    static func verifySignature(_ response: AuthenticationResponse, authData: AuthenticatorData, credential: CredentialRecord, policy: VerificationPolicy) throws(WebAuthnError) {
+    static func verifySignature(_ response: AuthenticationResponse, authData: AuthenticatorData, credential: CredentialRecord, policy: VerificationPolicy)
+        throws(WebAuthnError)
+    {
         let key = credential.publicKey
         if key.algorithm == .rs1 && !policy.allowInsecureRS1 {
             throw WebAuthnError(.algorithmNotAllowed, "RS1 (SHA-1) signatures are refused; VerificationPolicy.allowInsecureRS1 enables them", step: step(22))
@@ -127,7 +133,8 @@ public enum AuthenticationVerifier {
         if received > stored { return (received, false) }
         switch policy {
         case .reject:
-            throw WebAuthnError(.counterRegression, "sign counter is \(received); it must exceed the stored \(stored) (possible cloned authenticator)", step: step(23))
+            throw WebAuthnError(
+                .counterRegression, "sign counter is \(received); it must exceed the stored \(stored) (possible cloned authenticator)", step: step(23))
         case .acceptAndFlag:
             return (stored, true)
         }

@@ -17,7 +17,8 @@ enum ClientDataChecks {
     /// §7.1 step 8 / §7.2 step 11: C.challenge equals the base64url encoding of the issued challenge.
     static func verifyChallenge(_ c: CollectedClientData, expected: [UInt8], step: @autoclosure () -> String) throws(WebAuthnError) {
         guard let received = Base64URL.decode(c.challenge), Bytes.constantTimeEqual(received, expected) else {
-            throw WebAuthnError(.challengeMismatch, "clientData.challenge is \"\(c.challenge.prefix(128))\"; expected \"\(Base64URL.encode(expected))\"", step: step())
+            throw WebAuthnError(
+                .challengeMismatch, "clientData.challenge is \"\(c.challenge.prefix(128))\"; expected \"\(Base64URL.encode(expected))\"", step: step())
         }
     }
 
@@ -33,7 +34,8 @@ enum ClientDataChecks {
     static func verifyCrossOrigin(_ c: CollectedClientData, policy: CrossOriginPolicy, step: @autoclosure () -> String) throws(WebAuthnError) {
         guard c.crossOrigin == true else { return }
         guard policy != .deny else {
-            throw WebAuthnError(.crossOriginNotAllowed, "clientData.crossOrigin is true but cross-origin ceremonies are not allowed (CrossOriginPolicy.deny)", step: step())
+            throw WebAuthnError(
+                .crossOriginNotAllowed, "clientData.crossOrigin is true but cross-origin ceremonies are not allowed (CrossOriginPolicy.deny)", step: step())
         }
     }
 
@@ -43,7 +45,8 @@ enum ClientDataChecks {
         switch policy {
         case .deny:
             if let top = c.topOrigin {
-                throw WebAuthnError(.topOriginNotAllowed, "clientData.topOrigin is \"\(top.prefix(256))\" but cross-origin ceremonies are not allowed", step: step())
+                throw WebAuthnError(
+                    .topOriginNotAllowed, "clientData.topOrigin is \"\(top.prefix(256))\" but cross-origin ceremonies are not allowed", step: step())
             }
         case .allowAnyTopOrigin:
             return
@@ -64,7 +67,8 @@ enum AuthenticatorDataChecks {
     /// §7.1 step 14 / §7.2 step 15: rpIdHash is SHA-256 of the RP ID.
     static func verifyRpIdHash(_ authData: AuthenticatorData, rp: RelyingParty, step: @autoclosure () -> String) throws(WebAuthnError) {
         guard Bytes.constantTimeEqual(authData.rpIdHash, rp.rpIdHash) else {
-            throw WebAuthnError(.rpIdHashMismatch, "rpIdHash is \(Bytes.hex(authData.rpIdHash)); expected SHA-256(\"\(rp.id)\") = \(Bytes.hex(rp.rpIdHash))", step: step())
+            throw WebAuthnError(
+                .rpIdHashMismatch, "rpIdHash is \(Bytes.hex(authData.rpIdHash)); expected SHA-256(\"\(rp.id)\") = \(Bytes.hex(rp.rpIdHash))", step: step())
         }
     }
 
@@ -74,12 +78,15 @@ enum AuthenticatorDataChecks {
     /// response); authentication passes `false` always.
     static func verifyUserPresent(_ authData: AuthenticatorData, conditionalCreate: Bool, step: @autoclosure () -> String) throws(WebAuthnError) {
         guard conditionalCreate || authData.userPresent else {
-            throw WebAuthnError(.userPresenceMissing, "the User Present (UP) flag is not set; flags are 0x\(String(authData.flags.rawValue, radix: 16))", step: step())
+            throw WebAuthnError(
+                .userPresenceMissing, "the User Present (UP) flag is not set; flags are 0x\(String(authData.flags.rawValue, radix: 16))", step: step())
         }
     }
 
     /// §7.1 step 16 / §7.2 step 17: UV is set when user verification is required.
-    static func verifyUserVerified(_ authData: AuthenticatorData, requirement: UserVerificationRequirement, step: @autoclosure () -> String) throws(WebAuthnError) {
+    static func verifyUserVerified(_ authData: AuthenticatorData, requirement: UserVerificationRequirement, step: @autoclosure () -> String)
+        throws(WebAuthnError)
+    {
         guard requirement != .required || authData.userVerified else {
             throw WebAuthnError(.userVerificationMissing, "user verification is required but the User Verified (UV) flag is not set", step: step())
         }

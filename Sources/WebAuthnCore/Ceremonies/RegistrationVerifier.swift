@@ -49,9 +49,10 @@ public enum RegistrationVerifier {
         // Step 21 (extension outputs): the authenticator's outputs must be a
         // well-formed map (checked while parsing); their meaning is the RP's.
         let verifier = try AttestationFormats.verifier(for: attestation.format)  // step 22
-        let verification = try verifier.verify(AttestationInput(  // step 23
-            statement: attestation.statement, authenticatorData: authData, clientDataHash: clientDataHash, policy: rp.policy,
-            now: rp.clock.now()))
+        let verification = try verifier.verify(
+            AttestationInput(  // step 23
+                statement: attestation.statement, authenticatorData: authData, clientDataHash: clientDataHash, policy: rp.policy,
+                now: rp.clock.now()))
         let (trust, attestationType) = try assessTrustworthiness(  // steps 24–25
             verification, format: attestation.format, aaguid: credential.aaguid, rp: rp)
         try verifyCredentialIdLength(credential.credentialId)  // step 26
@@ -82,12 +83,17 @@ public enum RegistrationVerifier {
 
     /// Step 13 (cont.): registration authenticator data must carry attested
     /// credential data, and its credential ID must be the one the client reported.
-    static func verifyAttestedCredentialDataPresent(_ authData: AuthenticatorData, response: RegistrationResponse) throws(WebAuthnError) -> AttestedCredentialData {
+    static func verifyAttestedCredentialDataPresent(_ authData: AuthenticatorData, response: RegistrationResponse) throws(WebAuthnError)
+        -> AttestedCredentialData
+    {
         guard let credential = authData.attestedCredentialData else {
             throw WebAuthnError(.attestedCredentialDataMissing, "the AT flag is not set: registration authenticator data has no credential", step: step(13))
         }
         guard credential.credentialId == response.id else {
-            throw WebAuthnError(.credentialIdMismatch, "the credential id the client reported (\(Base64URL.encode(response.id).prefix(96))) differs from the one in authenticator data (\(Base64URL.encode(credential.credentialId).prefix(96)))", step: step(13))
+            throw WebAuthnError(
+                .credentialIdMismatch,
+                "the credential id the client reported (\(Base64URL.encode(response.id).prefix(96))) differs from the one in authenticator data (\(Base64URL.encode(credential.credentialId).prefix(96)))",
+                step: step(13))
         }
         return credential
     }
@@ -96,7 +102,8 @@ public enum RegistrationVerifier {
     static func verifyAlgorithmRequested(_ alg: COSEAlgorithm, ceremony: PendingCeremony, policy: VerificationPolicy) throws(WebAuthnError) {
         let requested = ceremony.algorithms.isEmpty ? policy.algorithms : ceremony.algorithms
         guard requested.contains(alg) else {
-            throw WebAuthnError(.algorithmNotAllowed, "the credential's algorithm \(alg) was not requested; pubKeyCredParams offered \(requested.map(\.name))", step: step(20))
+            throw WebAuthnError(
+                .algorithmNotAllowed, "the credential's algorithm \(alg) was not requested; pubKeyCredParams offered \(requested.map(\.name))", step: step(20))
         }
         if alg == .rs1 && !policy.allowInsecureRS1 {
             throw WebAuthnError(.algorithmNotAllowed, "RS1 (SHA-1) credentials are refused; VerificationPolicy.allowInsecureRS1 enables them", step: step(20))
@@ -132,7 +139,9 @@ public enum RegistrationVerifier {
         let proven: MetadataEntry? = if case .metadataRoots = anchoring { claimed } else { nil }
         let type = refinedType(v.type, entry: proven)
         guard policy.acceptedTypes.contains(type) else {
-            throw WebAuthnError(.attestationTypeNotAllowed, "attestation type \(type.rawValue) is not accepted; accepted: \(policy.acceptedTypes.map(\.rawValue).sorted())", step: step(25))
+            throw WebAuthnError(
+                .attestationTypeNotAllowed, "attestation type \(type.rawValue) is not accepted; accepted: \(policy.acceptedTypes.map(\.rawValue).sorted())",
+                step: step(25))
         }
         try verifyAAGUIDProven(aaguid, proven: proven != nil, type: type, policy: policy)
         let objection = try metadataObjection(v.type, claimed: claimed, policy: policy)
@@ -144,15 +153,19 @@ public enum RegistrationVerifier {
             if let objection {
                 return (AttestationTrust(trusted: false, reason: "the chain is valid but \(objection)", certificateChain: path, metadata: proven), type)
             }
-            let source = proven.map { "FIDO metadata (\($0.description)); the AAGUID is verified" }
+            let source =
+                proven.map { "FIDO metadata (\($0.description)); the AAGUID is verified" }
                 ?? "the \(format) roots, which vouch for no particular model: the AAGUID is not verified"
             return (AttestationTrust(trusted: true, reason: "the chain leads to a root from \(source)", certificateChain: path, metadata: proven), type)
         case .unanchored(let error):
             if policy.requireTrustedAttestation {
                 throw WebAuthnError(.attestationUntrusted, "the attestation certificate chain is not trusted: \(error.message)", step: step(25))
             }
-            return (AttestationTrust(trusted: false, reason: objection.map { "\(error.message); \($0)" } ?? error.message,
-                                     certificateChain: v.trustPath, metadata: nil), type)
+            return (
+                AttestationTrust(
+                    trusted: false, reason: objection.map { "\(error.message); \($0)" } ?? error.message,
+                    certificateChain: v.trustPath, metadata: nil), type
+            )
         }
     }
 
@@ -200,7 +213,8 @@ public enum RegistrationVerifier {
     /// proves (its chain leads to a root of that AAGUID's metadata entry).
     static func verifyAAGUIDProven(_ aaguid: AAGUID, proven: Bool, type: AttestationType, policy: AttestationPolicy) throws(WebAuthnError) {
         guard policy.allowedAAGUIDs != nil, !proven else { return }
-        let why = type.presentsCertificateChain
+        let why =
+            type.presentsCertificateChain
             ? "its certificate chain does not lead to a root of that AAGUID's FIDO metadata entry"
             : "\(type.rawValue) attestation proves no AAGUID"
         throw WebAuthnError(.aaguidUnverified, "authenticator AAGUID \(aaguid) is on the allow-list but unverified: \(why)", step: step(25))

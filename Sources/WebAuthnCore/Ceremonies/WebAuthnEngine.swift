@@ -54,8 +54,10 @@ public struct WebAuthnEngine: Sendable {
     ///   - accounts: Where new accounts are created with their first credential;
     ///     nil refuses registrations started with `newAccount: true`.
     ///   - limits: Bounds on pending ceremonies.
-    public init(relyingParty: RelyingParty, credentials: any CredentialStore, challenges: any ChallengeStore,
-                accounts: (any AccountStore)? = nil, limits: Limits = Limits()) {
+    public init(
+        relyingParty: RelyingParty, credentials: any CredentialStore, challenges: any ChallengeStore,
+        accounts: (any AccountStore)? = nil, limits: Limits = Limits()
+    ) {
         self.relyingParty = relyingParty
         self.credentials = credentials
         self.challenges = challenges
@@ -66,8 +68,9 @@ public struct WebAuthnEngine: Sendable {
     /// An engine with in-memory stores (tests, demos).
     public init(relyingParty: RelyingParty) {
         let credentials = InMemoryCredentialStore()
-        self.init(relyingParty: relyingParty, credentials: credentials,
-                  challenges: InMemoryChallengeStore(clock: relyingParty.clock), accounts: InMemoryAccountStore(credentials: credentials))
+        self.init(
+            relyingParty: relyingParty, credentials: credentials,
+            challenges: InMemoryChallengeStore(clock: relyingParty.clock), accounts: InMemoryAccountStore(credentials: credentials))
     }
 
     // MARK: Registration
@@ -140,8 +143,10 @@ public struct WebAuthnEngine: Sendable {
     ///   `challenge_expired`, `session_mismatch`, `origin_not_allowed`, ...; see
     ///   `Docs/Errors.md`), `credential_already_registered`, `username_unavailable`
     ///   (new accounts), or `storage_failure`. Nothing is stored on failure.
-    public func finishRegistration(_ response: RegistrationResponse, expectedChallenge: [UInt8]? = nil,
-                                   binding: [UInt8]? = nil) async throws(WebAuthnError) -> RegistrationResult {
+    public func finishRegistration(
+        _ response: RegistrationResponse, expectedChallenge: [UInt8]? = nil,
+        binding: [UInt8]? = nil
+    ) async throws(WebAuthnError) -> RegistrationResult {
         let clientData = try CollectedClientData(bytes: response.clientDataJSON)
         let ceremony = try await pendingCeremony(for: clientData, kind: .registration, expected: expectedChallenge)
         try Self.verifyBinding(ceremony, presented: binding)
@@ -149,7 +154,8 @@ public struct WebAuthnEngine: Sendable {
         let record = result.credential
         // §7.1 step 27: the credential ID is not yet registered for any user.
         if try await store({ try await credentials.credential(id: record.id) }) != nil {
-            throw WebAuthnError(.credentialAlreadyRegistered, "credential \(Base64URL.encode(record.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
+            throw WebAuthnError(
+                .credentialAlreadyRegistered, "credential \(Base64URL.encode(record.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
         }
         try await consume(ceremony)
         do throws(WebAuthnError) {
@@ -171,7 +177,8 @@ public struct WebAuthnEngine: Sendable {
 
     /// Decodes a JSON request body (`RegistrationResponseJSON`) and finishes the
     /// registration; see ``finishRegistration(_:expectedChallenge:binding:)``.
-    public func finishRegistration(json: [UInt8], expectedChallenge: [UInt8]? = nil, binding: [UInt8]? = nil) async throws(WebAuthnError) -> RegistrationResult {
+    public func finishRegistration(json: [UInt8], expectedChallenge: [UInt8]? = nil, binding: [UInt8]? = nil) async throws(WebAuthnError) -> RegistrationResult
+    {
         try await finishRegistration(RegistrationResponse(json: json), expectedChallenge: expectedChallenge, binding: binding)
     }
 
@@ -239,15 +246,18 @@ public struct WebAuthnEngine: Sendable {
     ///   `credential_unknown`, `signature_invalid`, `counter_regression`, ...; see
     ///   `Docs/Errors.md`), `concurrent_update` when another authentication
     ///   updated the credential first, or `storage_failure`.
-    public func finishAuthentication(_ response: AuthenticationResponse, expectedChallenge: [UInt8]? = nil,
-                                     binding: [UInt8]? = nil) async throws(WebAuthnError) -> AuthenticationResult {
+    public func finishAuthentication(
+        _ response: AuthenticationResponse, expectedChallenge: [UInt8]? = nil,
+        binding: [UInt8]? = nil
+    ) async throws(WebAuthnError) -> AuthenticationResult {
         let clientData = try CollectedClientData(bytes: response.clientDataJSON)
         let ceremony = try await pendingCeremony(for: clientData, kind: .authentication, expected: expectedChallenge)
         try Self.verifyBinding(ceremony, presented: binding)
         guard let credential = try await store({ try await credentials.credential(id: response.id) }) else {
             // Step 5 first: an ID outside allowCredentials says so, known or not.
             try AuthenticationVerifier.verifyAllowedCredential(response.id, ceremony: ceremony)
-            throw WebAuthnError(.credentialUnknown, "no credential with id \(Base64URL.encode(response.id).prefix(96)) is registered", step: "WebAuthn L3 §7.2 step 6")
+            throw WebAuthnError(
+                .credentialUnknown, "no credential with id \(Base64URL.encode(response.id).prefix(96)) is registered", step: "WebAuthn L3 §7.2 step 6")
         }
         let result = try AuthenticationVerifier.verify(response, clientData: clientData, ceremony: ceremony, credential: credential, relyingParty: relyingParty)
         try await consume(ceremony)
@@ -259,7 +269,9 @@ public struct WebAuthnEngine: Sendable {
 
     /// Decodes a JSON request body (`AuthenticationResponseJSON`) and finishes the
     /// authentication; see ``finishAuthentication(_:expectedChallenge:binding:)``.
-    public func finishAuthentication(json: [UInt8], expectedChallenge: [UInt8]? = nil, binding: [UInt8]? = nil) async throws(WebAuthnError) -> AuthenticationResult {
+    public func finishAuthentication(json: [UInt8], expectedChallenge: [UInt8]? = nil, binding: [UInt8]? = nil) async throws(WebAuthnError)
+        -> AuthenticationResult
+    {
         try await finishAuthentication(AuthenticationResponse(json: json), expectedChallenge: expectedChallenge, binding: binding)
     }
 
@@ -285,8 +297,10 @@ public struct WebAuthnEngine: Sendable {
         guard (16...64).contains(key.count), lifetime > 0, lifetime <= 3600 else {
             throw WebAuthnError(.configurationInvalid, "a single-use key is 16 to 64 bytes and lives at most an hour")
         }
-        try await remember(PendingCeremony(kind: kind, challenge: key, userVerification: .discouraged, binding: binding,
-                                           expiresAt: relyingParty.clock.now().addingTimeInterval(lifetime)))
+        try await remember(
+            PendingCeremony(
+                kind: kind, challenge: key, userVerification: .discouraged, binding: binding,
+                expiresAt: relyingParty.clock.now().addingTimeInterval(lifetime)))
     }
 
     /// Consumes the single-use value under `key`: it must exist with this kind, be
@@ -321,14 +335,18 @@ public struct WebAuthnEngine: Sendable {
             key = decoded
         }
         guard let ceremony = try await store({ try await challenges.pending(challenge: key) }) else {
-            throw WebAuthnError(.challengeUnknown, "no \(kind.rawValue) ceremony is waiting for challenge \(Base64URL.encode(key).prefix(96)); it was never issued or was already used")
+            throw WebAuthnError(
+                .challengeUnknown,
+                "no \(kind.rawValue) ceremony is waiting for challenge \(Base64URL.encode(key).prefix(96)); it was never issued or was already used")
         }
         guard ceremony.kind == kind else {
             throw WebAuthnError(.ceremonyMismatch, "the challenge was issued for \(ceremony.kind.rawValue), not \(kind.rawValue)")
         }
         let now = relyingParty.clock.now()
         guard now <= ceremony.expiresAt else {
-            throw WebAuthnError(.challengeExpired, "the challenge expired at \(ISO8601DateFormatter().string(from: ceremony.expiresAt)); the time is \(ISO8601DateFormatter().string(from: now))")
+            throw WebAuthnError(
+                .challengeExpired,
+                "the challenge expired at \(ISO8601DateFormatter().string(from: ceremony.expiresAt)); the time is \(ISO8601DateFormatter().string(from: now))")
         }
         return ceremony
     }
@@ -340,9 +358,11 @@ public struct WebAuthnEngine: Sendable {
     static func verifyBinding(_ ceremony: PendingCeremony, presented: [UInt8]?) throws(WebAuthnError) {
         guard let bound = ceremony.binding else { return }
         guard let presented, Bytes.constantTimeEqual(bound, presented) else {
-            throw WebAuthnError(.sessionMismatch, presented == nil
-                ? "the response came without the session that asked for the options"
-                : "the response came with another session than the one that asked for the options")
+            throw WebAuthnError(
+                .sessionMismatch,
+                presented == nil
+                    ? "the response came without the session that asked for the options"
+                    : "the response came with another session than the one that asked for the options")
         }
     }
 

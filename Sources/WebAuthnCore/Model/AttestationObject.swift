@@ -26,7 +26,9 @@ package struct AttestationObject: Sendable {
             throw WebAuthnError(.attestationObjectMalformed, "authData is missing or not a byte string")
         }
         // attStmt is a map; only the compound format (L3 §8.9) makes it an array.
-        guard let attStmt = item["attStmt"], attStmt.mapValue != nil || (AttestationFormat(rawValue: fmt) == CompoundAttestation.identifier && attStmt.arrayValue != nil) else {
+        guard let attStmt = item["attStmt"],
+            attStmt.mapValue != nil || (AttestationFormat(rawValue: fmt) == CompoundAttestation.identifier && attStmt.arrayValue != nil)
+        else {
             throw WebAuthnError(.attestationObjectMalformed, "attStmt is missing or not a map")
         }
         format = AttestationFormat(rawValue: fmt)

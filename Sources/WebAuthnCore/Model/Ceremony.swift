@@ -67,10 +67,12 @@ public struct PendingCeremony: Sendable {
     ///   - newAccount: Registration: the ceremony creates `user` with its first credential.
     ///   - binding: The opaque session binding the response must present, if any.
     ///   - expiresAt: When the ceremony expires.
-    public init(kind: Kind, challenge: [UInt8], user: UserEntity? = nil, userHandle: [UInt8]? = nil,
-                allowCredentials: [[UInt8]] = [], algorithms: [COSEAlgorithm] = [],
-                userVerification: UserVerificationRequirement, conditionalCreate: Bool = false, newAccount: Bool = false,
-                binding: [UInt8]? = nil, expiresAt: Date) {
+    public init(
+        kind: Kind, challenge: [UInt8], user: UserEntity? = nil, userHandle: [UInt8]? = nil,
+        allowCredentials: [[UInt8]] = [], algorithms: [COSEAlgorithm] = [],
+        userVerification: UserVerificationRequirement, conditionalCreate: Bool = false, newAccount: Bool = false,
+        binding: [UInt8]? = nil, expiresAt: Date
+    ) {
         self.kind = kind
         self.challenge = challenge
         self.user = user

@@ -61,7 +61,8 @@ package struct CollectedClientData: Sendable {
         if let tokenBinding = object["tokenBinding"]?.objectValue {
             let status = tokenBinding["status"]?.stringValue
             guard let status, Bytes.sameUTF8(status, "present") || Bytes.sameUTF8(status, "supported") else {
-                throw WebAuthnError(.tokenBindingInvalid, "tokenBinding.status is \(status.map { "\"\($0)\"" } ?? "missing"); expected \"present\" or \"supported\"")
+                throw WebAuthnError(
+                    .tokenBindingInvalid, "tokenBinding.status is \(status.map { "\"\($0)\"" } ?? "missing"); expected \"present\" or \"supported\"")
             }
         }
         self.type = type

@@ -32,9 +32,11 @@ public struct CredentialRecord: Sendable {
 
     /// A credential record. The engine builds these from verified registrations;
     /// stores build them from their rows. Each parameter sets the property of the same name.
-    public init(id: [UInt8], userHandle: [UInt8], publicKey: COSEKey, signCount: UInt32, transports: [AuthenticatorTransport] = [],
-                uvInitialized: Bool, backupEligible: Bool, backupState: Bool, aaguid: AAGUID = .zero,
-                attestationFormat: AttestationFormat = .none, createdAt: Date, lastUsedAt: Date? = nil) {
+    public init(
+        id: [UInt8], userHandle: [UInt8], publicKey: COSEKey, signCount: UInt32, transports: [AuthenticatorTransport] = [],
+        uvInitialized: Bool, backupEligible: Bool, backupState: Bool, aaguid: AAGUID = .zero,
+        attestationFormat: AttestationFormat = .none, createdAt: Date, lastUsedAt: Date? = nil
+    ) {
         self.id = id
         self.userHandle = userHandle
         self.publicKey = publicKey

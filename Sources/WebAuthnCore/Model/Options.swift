@@ -12,8 +12,10 @@ public struct AuthenticatorSelection: Sendable, Equatable {
 
     /// A selection; by default any attachment, a preferred discoverable credential
     /// and preferred user verification.
-    public init(authenticatorAttachment: AuthenticatorAttachment? = nil, residentKey: ResidentKeyRequirement = .preferred,
-                userVerification: UserVerificationRequirement = .preferred) {
+    public init(
+        authenticatorAttachment: AuthenticatorAttachment? = nil, residentKey: ResidentKeyRequirement = .preferred,
+        userVerification: UserVerificationRequirement = .preferred
+    ) {
         self.authenticatorAttachment = authenticatorAttachment
         self.residentKey = residentKey
         self.userVerification = userVerification
@@ -30,7 +32,8 @@ public struct AuthenticatorSelection: Sendable, Equatable {
             asked["userVerification"] = .string(uv.rawValue)
         }
         if let attachment = json["authenticatorAttachment"]?.stringValue.map(AuthenticatorAttachment.init(rawValue:)),
-           AuthenticatorAttachment.specified.contains(attachment) {
+            AuthenticatorAttachment.specified.contains(attachment)
+        {
             selection.authenticatorAttachment = attachment
             asked["authenticatorAttachment"] = .string(attachment.rawValue)
         }

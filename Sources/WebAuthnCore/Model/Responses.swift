@@ -19,8 +19,10 @@ public struct RegistrationResponse: Sendable {
     public let clientExtensionResults: ClientExtensions
 
     /// A response from its decoded parts. Each parameter sets the property of the same name.
-    public init(id: [UInt8], clientDataJSON: [UInt8], attestationObject: [UInt8], transports: [AuthenticatorTransport] = [],
-                authenticatorAttachment: AuthenticatorAttachment? = nil, clientExtensionResults: ClientExtensions = ClientExtensions()) {
+    public init(
+        id: [UInt8], clientDataJSON: [UInt8], attestationObject: [UInt8], transports: [AuthenticatorTransport] = [],
+        authenticatorAttachment: AuthenticatorAttachment? = nil, clientExtensionResults: ClientExtensions = ClientExtensions()
+    ) {
         self.id = id
         self.clientDataJSON = clientDataJSON
         self.attestationObject = attestationObject
@@ -81,9 +83,11 @@ public struct AuthenticationResponse: Sendable {
     public let clientExtensionResults: ClientExtensions
 
     /// A response from its decoded parts. Each parameter sets the property of the same name.
-    public init(id: [UInt8], clientDataJSON: [UInt8], authenticatorData: [UInt8], signature: [UInt8],
-                userHandle: [UInt8]? = nil, authenticatorAttachment: AuthenticatorAttachment? = nil,
-                clientExtensionResults: ClientExtensions = ClientExtensions()) {
+    public init(
+        id: [UInt8], clientDataJSON: [UInt8], authenticatorData: [UInt8], signature: [UInt8],
+        userHandle: [UInt8]? = nil, authenticatorAttachment: AuthenticatorAttachment? = nil,
+        clientExtensionResults: ClientExtensions = ClientExtensions()
+    ) {
         self.id = id
         self.clientDataJSON = clientDataJSON
         self.authenticatorData = authenticatorData

@@ -57,7 +57,8 @@ public enum UserName {
             default:
                 previousWasLetter = false
                 guard (0x21...0x7E).contains(scalar.value) else {
-                    throw invalid("the name contains U+\(hex(scalar)) (\(describe(p.generalCategory))); names allow letters, digits and printable ASCII, no spaces")
+                    throw invalid(
+                        "the name contains U+\(hex(scalar)) (\(describe(p.generalCategory))); names allow letters, digits and printable ASCII, no spaces")
                 }
             }
         }
@@ -143,7 +144,8 @@ public enum UserName {
 
         init?(_ s: Unicode.Scalar) {
             switch s.value {
-            case 0x41...0x5A, 0x61...0x7A, 0xC0...0x24F, 0x250...0x2AF, 0x1D00...0x1DBF, 0x1E00...0x1EFF, 0x2C60...0x2C7F, 0xA720...0xA7FF, 0xFF21...0xFF3A, 0xFF41...0xFF5A:
+            case 0x41...0x5A, 0x61...0x7A, 0xC0...0x24F, 0x250...0x2AF, 0x1D00...0x1DBF, 0x1E00...0x1EFF, 0x2C60...0x2C7F, 0xA720...0xA7FF, 0xFF21...0xFF3A,
+                0xFF41...0xFF5A:
                 self = .latin
             case 0x370...0x3FF, 0x1F00...0x1FFF:
                 self = .greek

@@ -97,10 +97,12 @@ public struct AttestationPolicy: Sendable, Equatable {
     public var safetyNetMaxAge: Double
 
     /// A policy; every parameter defaults to the property's documented default.
-    public init(acceptedTypes: Set<AttestationType> = Set(AttestationType.allCases), requireTrustedAttestation: Bool = false,
-                allowedAAGUIDs: Set<AAGUID>? = nil, deniedAAGUIDs: Set<AAGUID> = [],
-                androidKeyEnforcement: AndroidKeyEnforcement = .teeOrSoftware, allowSHA1TPMAttestation: Bool = true,
-                requireSafetyNetCTSProfileMatch: Bool = true, safetyNetMaxAge: Double = 60) {
+    public init(
+        acceptedTypes: Set<AttestationType> = Set(AttestationType.allCases), requireTrustedAttestation: Bool = false,
+        allowedAAGUIDs: Set<AAGUID>? = nil, deniedAAGUIDs: Set<AAGUID> = [],
+        androidKeyEnforcement: AndroidKeyEnforcement = .teeOrSoftware, allowSHA1TPMAttestation: Bool = true,
+        requireSafetyNetCTSProfileMatch: Bool = true, safetyNetMaxAge: Double = 60
+    ) {
         self.allowSHA1TPMAttestation = allowSHA1TPMAttestation
         self.acceptedTypes = acceptedTypes
         self.requireTrustedAttestation = requireTrustedAttestation

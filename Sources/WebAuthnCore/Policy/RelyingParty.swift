@@ -70,7 +70,7 @@ public struct RelyingParty: Sendable {
             return !hash.isEmpty && Base64URL.decode(String(hash)) != nil
         }
         guard let components = URLComponents(string: origin), let scheme = components.scheme,
-              scheme == "https" || scheme == "http", let host = components.host, !host.isEmpty
+            scheme == "https" || scheme == "http", let host = components.host, !host.isEmpty
         else { return false }
         return (components.path.isEmpty) && components.query == nil && components.fragment == nil
             && components.user == nil && !origin.hasSuffix("/")

@@ -149,9 +149,10 @@ public final class InMemoryAccountStore: AccountStore, LinkedIdentityStore {
     public func relink(provider: String, subject: String, to newSubject: String, at date: Date) async throws -> Bool {
         try state.withLock { (s) throws(WebAuthnError) -> Bool in
             guard let current = s.identities[IdentityKey(provider, subject)] else { return false }
-            let moved = LinkedIdentity(provider: provider, subject: newSubject, userHandle: current.userHandle, email: current.email,
-                                       emailVerified: current.emailVerified, isPrivateEmail: current.isPrivateEmail,
-                                       refreshToken: current.refreshToken, createdAt: current.createdAt, updatedAt: date)
+            let moved = LinkedIdentity(
+                provider: provider, subject: newSubject, userHandle: current.userHandle, email: current.email,
+                emailVerified: current.emailVerified, isPrivateEmail: current.isPrivateEmail,
+                refreshToken: current.refreshToken, createdAt: current.createdAt, updatedAt: date)
             try moved.validate()
             guard s.identities[IdentityKey(provider, newSubject)] == nil else { throw LinkedIdentity.alreadyLinked(provider) }
             s.identities.removeValue(forKey: IdentityKey(provider, subject))

@@ -40,9 +40,10 @@ extension PendingCeremony {
     package init(json: JSONValue) throws(WebAuthnError) {
         func bad(_ what: String) -> WebAuthnError { WebAuthnError(.storageFailure, "stored ceremony: \(what)") }
         guard json["v"]?.intValue == 1, let kind = json["kind"]?.stringValue.flatMap(Kind.init(rawValue:)),
-              let challenge = json["challenge"]?.stringValue.flatMap(Base64URL.decode),
-              let uv = json["userVerification"]?.stringValue.flatMap(UserVerificationRequirement.init(rawValue:)),
-              let expires = json["expiresAt"]?.numberValue else { throw bad("unreadable") }
+            let challenge = json["challenge"]?.stringValue.flatMap(Base64URL.decode),
+            let uv = json["userVerification"]?.stringValue.flatMap(UserVerificationRequirement.init(rawValue:)),
+            let expires = json["expiresAt"]?.numberValue
+        else { throw bad("unreadable") }
         var user: UserEntity?
         if let u = json["user"] {
             guard let id = u["id"]?.stringValue.flatMap(Base64URL.decode), let name = u["name"]?.stringValue else { throw bad("user") }

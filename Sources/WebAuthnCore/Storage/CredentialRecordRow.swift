@@ -74,7 +74,8 @@ extension CredentialRecord {
             publicKey: try Self.keyCache.key(try row.bytes(name(.publicKey))), signCount: signCount,
             transports: transports.isEmpty ? [] : transports.split(separator: ",").map { AuthenticatorTransport(rawValue: String($0)) },
             uvInitialized: try row.bool(name(.uvInitialized)), backupEligible: try row.bool(name(.backupEligible)),
-            backupState: try row.bool(name(.backupState)), aaguid: aaguid, attestationFormat: AttestationFormat(rawValue: try row.text(name(.attestationFormat))),
+            backupState: try row.bool(name(.backupState)), aaguid: aaguid,
+            attestationFormat: AttestationFormat(rawValue: try row.text(name(.attestationFormat))),
             createdAt: Date(timeIntervalSince1970: try row.double(name(.createdAt))), lastUsedAt: lastUsedAt)
     }
 

@@ -38,7 +38,9 @@ public final class InMemoryCredentialStore: CredentialStore {
     func insertNow(_ record: CredentialRecord) throws(WebAuthnError) {
         try state.withLock { (records) throws(WebAuthnError) in
             guard records[ByteKey(record.id)] == nil else {
-                throw WebAuthnError(.credentialAlreadyRegistered, "credential \(Base64URL.encode(record.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
+                throw WebAuthnError(
+                    .credentialAlreadyRegistered, "credential \(Base64URL.encode(record.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27"
+                )
             }
             records[ByteKey(record.id)] = record
         }

@@ -26,8 +26,10 @@ public struct LinkedIdentity: Sendable, Equatable {
     public var updatedAt: Date
 
     /// A link of `subject` at `provider` to the account `userHandle`.
-    public init(provider: String, subject: String, userHandle: [UInt8], email: String? = nil, emailVerified: Bool? = nil,
-                isPrivateEmail: Bool? = nil, refreshToken: [UInt8]? = nil, createdAt: Date, updatedAt: Date? = nil) {
+    public init(
+        provider: String, subject: String, userHandle: [UInt8], email: String? = nil, emailVerified: Bool? = nil,
+        isPrivateEmail: Bool? = nil, refreshToken: [UInt8]? = nil, createdAt: Date, updatedAt: Date? = nil
+    ) {
         self.provider = provider
         self.subject = subject
         self.userHandle = userHandle
@@ -74,8 +76,10 @@ extension LinkedIdentity {
     package func validate() throws(WebAuthnError) {
         for (name, value) in [("provider", provider), ("subject", subject)] {
             guard !value.isEmpty, value.utf8.count <= Self.maxFieldLength,
-                  !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-                throw WebAuthnError(.identityInvalid, "the linked identity's \(name) is empty, longer than \(Self.maxFieldLength) bytes or has control characters")
+                !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+            else {
+                throw WebAuthnError(
+                    .identityInvalid, "the linked identity's \(name) is empty, longer than \(Self.maxFieldLength) bytes or has control characters")
             }
         }
         if let email, email.utf8.count > 320 { throw WebAuthnError(.identityInvalid, "the linked identity's email is longer than 320 bytes") }

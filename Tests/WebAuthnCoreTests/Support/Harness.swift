@@ -14,21 +14,27 @@ struct Harness {
     let challenge = SecureRandom.bytes(32)
     static let origin = "https://example.com"
 
-    init(policy: VerificationPolicy = VerificationPolicy(), profile: SoftwareAuthenticator.Profile = .platformPasskey,
-         origins: [String] = [Harness.origin]) {
+    init(
+        policy: VerificationPolicy = VerificationPolicy(), profile: SoftwareAuthenticator.Profile = .platformPasskey,
+        origins: [String] = [Harness.origin]
+    ) {
         rp = testRP(origins: origins, policy: policy)
         authenticator = SoftwareAuthenticator(profile: profile)
     }
 
-    func registrationCeremony(algorithms: [COSEAlgorithm] = [], uv: UserVerificationRequirement = .preferred,
-                              conditional: Bool = false) -> PendingCeremony {
-        PendingCeremony(kind: .registration, challenge: challenge, user: user, algorithms: algorithms,
-                        userVerification: uv, conditionalCreate: conditional, expiresAt: .distantFuture)
+    func registrationCeremony(
+        algorithms: [COSEAlgorithm] = [], uv: UserVerificationRequirement = .preferred,
+        conditional: Bool = false
+    ) -> PendingCeremony {
+        PendingCeremony(
+            kind: .registration, challenge: challenge, user: user, algorithms: algorithms,
+            userVerification: uv, conditionalCreate: conditional, expiresAt: .distantFuture)
     }
 
     func register(_ alg: COSEAlgorithm = .es256, attestation: SoftwareAuthenticator.Attestation = .none) throws -> RegistrationParts {
-        try authenticator.register(rpId: rp.id, origin: Harness.origin, challenge: challenge, userHandle: user.id,
-                                   algorithm: alg, attestation: attestation)
+        try authenticator.register(
+            rpId: rp.id, origin: Harness.origin, challenge: challenge, userHandle: user.id,
+            algorithm: alg, attestation: attestation)
     }
 
     /// Verifies a registration; nil on success, else the error code.
@@ -41,8 +47,9 @@ struct Harness {
     }
 
     func authenticationCeremony(userHandle: [UInt8]? = nil, allow: [[UInt8]] = [], uv: UserVerificationRequirement = .preferred) -> PendingCeremony {
-        PendingCeremony(kind: .authentication, challenge: challenge, userHandle: userHandle, allowCredentials: allow,
-                        userVerification: uv, expiresAt: .distantFuture)
+        PendingCeremony(
+            kind: .authentication, challenge: challenge, userHandle: userHandle, allowCredentials: allow,
+            userVerification: uv, expiresAt: .distantFuture)
     }
 
     func assert(_ credential: CredentialRecord) throws -> AssertionParts {
@@ -51,8 +58,9 @@ struct Harness {
 
     func verify(_ parts: AssertionParts, credential: CredentialRecord, ceremony: PendingCeremony? = nil) -> String? {
         errorCode {
-            _ = try AuthenticationVerifier.verify(parts.response, ceremony: ceremony ?? authenticationCeremony(userHandle: user.id),
-                                                  credential: credential, relyingParty: rp)
+            _ = try AuthenticationVerifier.verify(
+                parts.response, ceremony: ceremony ?? authenticationCeremony(userHandle: user.id),
+                credential: credential, relyingParty: rp)
         }
     }
 }
@@ -62,12 +70,14 @@ enum PackedCertificates {
     static let aaguid = AAGUID("00112233-4455-6677-8899-aabbccddeeff")!
 
     static func der(_ name: String) -> [UInt8] {
-        let pem = String(decoding: FileManager.default.contents(atPath: Vectors.root.appendingPathComponent("generated/packed/\(name).pem").path)!, as: UTF8.self)
+        let pem = String(
+            decoding: FileManager.default.contents(atPath: Vectors.root.appendingPathComponent("generated/packed/\(name).pem").path)!, as: UTF8.self)
         return try! X509Certificate(pem: pem).der
     }
 
     static let signer: AttestationSigner = {
-        let pem = String(decoding: FileManager.default.contents(atPath: Vectors.root.appendingPathComponent("generated/packed/attestation.pk8.pem").path)!, as: UTF8.self)
+        let pem = String(
+            decoding: FileManager.default.contents(atPath: Vectors.root.appendingPathComponent("generated/packed/attestation.pk8.pem").path)!, as: UTF8.self)
         return try! AttestationSigner(pem: pem)
     }()
 }

@@ -1,6 +1,6 @@
 import Foundation
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 import WebAuthnCore
 import WebAuthnMetadata
@@ -43,8 +43,11 @@ final class ServeProcess: @unchecked Sendable {
     init(database: String, extra: [String] = [], logLevel: String = "warning", sharedSecret: Bool = true) throws {
         self.database = database
         process.executableURL = Self.binary
-        process.arguments = ["serve", "--port", "0", "--rp-id", Self.rpId, "--origin", Self.origin, "--db", database.contains("://") ? database : "sqlite:" + database,
-                             "--log-level", logLevel] + (sharedSecret ? ["--secret-file", Self.secretFile] : []) + extra
+        process.arguments =
+            [
+                "serve", "--port", "0", "--rp-id", Self.rpId, "--origin", Self.origin, "--db", database.contains("://") ? database : "sqlite:" + database,
+                "--log-level", logLevel,
+            ] + (sharedSecret ? ["--secret-file", Self.secretFile] : []) + extra
         process.standardOutput = output
         _ = FileManager.default.createFile(atPath: errorLog.path, contents: nil)
         process.standardError = try FileHandle(forWritingTo: errorLog)
@@ -93,8 +96,10 @@ final class ServeProcess: @unchecked Sendable {
     }
 
     /// POSTs (or GETs, with no body) JSON; cookies are passed by hand.
-    func request(_ path: String, _ body: JSONValue? = nil, cookie: String? = nil, method: String? = nil, raw: [UInt8]? = nil,
-                 contentType: String = "application/json", headers: [String: String] = [:]) async throws -> Reply {
+    func request(
+        _ path: String, _ body: JSONValue? = nil, cookie: String? = nil, method: String? = nil, raw: [UInt8]? = nil,
+        contentType: String = "application/json", headers: [String: String] = [:]
+    ) async throws -> Reply {
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
         request.httpMethod = method ?? (body == nil && raw == nil ? "GET" : "POST")
         if let raw { request.httpBody = Data(raw) } else if let body { request.httpBody = Data(body.serializedBytes()) }
