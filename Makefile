@@ -55,9 +55,9 @@ bench: deps
 	swift build -c release --product webauthn-bench $(SWIFT_BUILD_FLAGS)
 	.build/release/webauthn-bench
 
-# The DocC documentation of the public products, as static sites in .build/docs/.
+# The DocC documentation of WebAuthnCore, WebAuthnServer and SignInWithApple, as static sites in .build/docs/.
 docs: deps
-	@mkdir -p .build/docs; for target in WebAuthnCore WebAuthnServer; do \
+	@mkdir -p .build/docs; for target in WebAuthnCore WebAuthnServer SignInWithApple; do \
 		swift package --allow-writing-to-directory .build/docs generate-documentation --target $$target \
 			--disable-indexing --transform-for-static-hosting --output-path .build/docs/$$target || exit 1; \
 	done

@@ -24,6 +24,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
         .package(url: "https://github.com/vapor/sqlite-nio", from: "1.10.0"),
+        // NIOConcurrencyHelpers: a pthread lock that ThreadSanitizer sees (Synchronization.Mutex
+        // on Linux is a futex it cannot, so the store's lifecycle showed false races under TSan).
+        .package(url: "https://github.com/apple/swift-nio", from: "2.65.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.5.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
         // `make docs`: the DocC catalogs of WebAuthnCore and WebAuthnServer.
@@ -89,6 +92,7 @@ let package = Package(
             dependencies: [
                 "WebAuthnCore", "_WebAuthnEncoding", "_WebAuthnCrypto",
                 .product(name: "SQLiteNIO", package: "sqlite-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],

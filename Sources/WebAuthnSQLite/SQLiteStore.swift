@@ -2,7 +2,7 @@ public import Foundation
 public import Logging
 public import ServiceLifecycle
 public import SQLiteNIO
-import Synchronization
+import NIOConcurrencyHelpers
 public import WebAuthnCore
 package import _WebAuthnEncoding
 internal import _WebAuthnCrypto
@@ -20,7 +20,9 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, L
     let connection: SQLiteConnection
     /// The database file's path (`:memory:` for an in-memory database).
     public let path: String
-    private let lifecycle = Mutex(Lifecycle())
+    /// A pthread lock (not `Synchronization.Mutex`): the statements finish on SQLiteNIO's
+    /// threads, and ThreadSanitizer must see the lock that orders them.
+    private let lifecycle = NIOLockedValueBox(Lifecycle())
 
     /// Statements running, and the close once asked for.
     private struct Lifecycle {
@@ -53,7 +55,7 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, L
     /// Closes the database once the statements already running are done;
     /// later calls throw `storage_failure`. Closing again waits for the first close.
     public func close() async throws {
-        let closing = lifecycle.withLock { state in
+        let closing = lifecycle.withLockedValue { state in
             if let closing = state.closing { return closing }
             let closing = Task {
                 await self.idle()
@@ -78,16 +80,18 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, L
 
     /// One statement, unless the store is closing or closed.
     func query(_ sql: String, _ binds: [SQLiteData] = []) async throws -> [SQLiteRow] {
-        try lifecycle.withLock { (state) throws(WebAuthnError) in
-            guard state.closing == nil else { throw WebAuthnError(.storageFailure, "the SQLite store is closed") }
+        let open = lifecycle.withLockedValue { state in
+            guard state.closing == nil else { return false }
             state.running += 1
+            return true
         }
+        guard open else { throw WebAuthnError(.storageFailure, "the SQLite store is closed") }
         defer { finished() }
         return try await connection.query(sql, binds)
     }
 
     private func finished() {
-        let waiting = lifecycle.withLock { state in
+        let waiting = lifecycle.withLockedValue { state in
             state.running -= 1
             guard state.running == 0 else { return [CheckedContinuation<Void, Never>]() }
             defer { state.waiting = [] }
@@ -99,7 +103,7 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, L
     /// Returns once no statement is running; called after `closing` is set, so none starts.
     private func idle() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let now = lifecycle.withLock { state in
+            let now = lifecycle.withLockedValue { state in
                 guard state.running > 0 else { return true }
                 state.waiting.append(continuation)
                 return false

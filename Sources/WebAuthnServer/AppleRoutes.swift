@@ -42,7 +42,7 @@ extension WebAuthnRoutes {
 
     func addApple<Context: RequestContext>(to router: RouteCollection<Context>, _ apple: AppleConfiguration) {
         router.post("/apple/nonce") { request, context in
-            await ceremony(request, context) { try await appleNonce(request) }
+            await ceremony(request, context, starts: true) { try await appleNonce(request) }
         }
         router.post("/apple/signin") { request, context in
             await ceremony(request, context) { try await appleSignIn(request, context, apple) }
@@ -57,7 +57,7 @@ extension WebAuthnRoutes {
         if apple.webFlow {
             router.get("/apple/web/start") { request, context in
                 await handle(request, context) {
-                    try throttle(request, context)
+                    try throttle(request, context, starts: true)
                     return try await appleWebStart(request, apple)
                 }
             }
@@ -200,15 +200,35 @@ extension WebAuthnRoutes {
             throw WebAuthnError(.inputTooLarge, "the notification is larger than \(AppleNotification.maxBodySize) bytes")
         }
         let note = try await apple.signIn.verifyNotification(body: Array(buffer.readableBytesView))
+        if let time = note.eventTime, time > now.addingTimeInterval(apple.signIn.configuration.leeway) {
+            throw WebAuthnError(.appleNotificationInvalid, "the event_time is in the future")
+        }
+        // Duplicates (Apple delivers some twice; a captured one may be replayed): the key of each
+        // notification acted on is kept for an hour, and a second delivery changes nothing.
+        let seen = Digest.sha256(Array(("apple notification " + note.dedupeKey).utf8))
+        if try await engine.isSingleUsePending(.appleNotification, key: seen) {
+            Audit.event("apple_notification", context, ["type": .string(note.type), "duplicate": "true"])
+            return HTTP.ok()
+        }
         let identities = apple.identities
         guard var linked = try await identities.identity(provider: Self.appleProvider, subject: note.sub) else {
             let metadata: Logger.Metadata = ["type": .string(note.type), "linked": "false"]
             Audit.event("apple_notification", context, metadata)
             return HTTP.ok()
         }
-        // An event older than the record's last change was applied already (or superseded).
-        if let time = note.eventTime, time < linked.updatedAt, note.event == .emailEnabled || note.event == .emailDisabled {
-            return HTTP.ok()
+        // An event older than the record's last change was applied already (or superseded); a
+        // revocation or deletion from before the identity was (re)linked is not about this link.
+        if let time = note.eventTime {
+            let superseded =
+                switch note.event {
+                case .emailEnabled, .emailDisabled: time < linked.updatedAt
+                case .consentRevoked, .accountDeleted: time < linked.createdAt
+                case .other: false
+                }
+            if superseded {
+                Audit.event("apple_notification", context, ["type": .string(note.type), "superseded": "true"])
+                return HTTP.ok()
+            }
         }
         switch note.event {
         case .emailDisabled, .emailEnabled:
@@ -229,6 +249,7 @@ extension WebAuthnRoutes {
         case .other:
             break
         }
+        try await engine.storeSingleUse(.appleNotification, key: seen, binding: nil, lifetime: 3600)
         let metadata: Logger.Metadata = ["type": .string(note.type), "account": .string(Audit.hash(linked.userHandle))]
         Audit.event("apple_notification", context, metadata)
         return HTTP.ok()

@@ -19,6 +19,7 @@ extension WebAuthnRoutes {
         router.get("/demo.css") { _, _ in Self.file(DemoPage.css, type: "text/css; charset=utf-8") }
         router.get("/demo/session") { request, context in
             await handle(request, context) {
+                try throttle(request, context)
                 guard let handle = try await signedInAccount(request, token: sessions.token(request)),
                     let account = try await accounts.account(handle: handle)
                 else {
@@ -33,6 +34,7 @@ extension WebAuthnRoutes {
         }
         router.get("/demo/credentials") { request, context in
             await handle(request, context) {
+                try throttle(request, context)
                 let handle = try await requireSignedIn(request)
                 let iso = ISO8601DateFormatter()
                 let list = try await engine.credentials.credentials(forUser: handle).map { c -> JSONValue in
@@ -55,6 +57,7 @@ extension WebAuthnRoutes {
         }
         router.delete("/demo/credentials/:id") { request, context in
             await handle(request, context) {
+                try throttle(request, context)
                 let handle = try await requireSignedIn(request)
                 guard let text = context.parameters.get("id"), text.utf8.count <= 2048, let id = Base64URL.decode(text),
                     let credential = try await engine.credentials.credential(id: id), credential.userHandle == handle
@@ -68,6 +71,7 @@ extension WebAuthnRoutes {
         }
         router.delete("/demo/account") { request, context in
             await handle(request, context) {
+                try throttle(request, context)
                 let handle = try await requireSignedIn(request)
                 try await deleteAccount(handle)
                 Audit.event("account_deleted", context, ["account": .string(Audit.hash(handle))])
@@ -78,8 +82,10 @@ extension WebAuthnRoutes {
         }
         router.post("/demo/logout") { request, context in
             await handle(request, context) {
-                try await sessions.signOut(sessions.token(request))
-                Audit.event("signed_out", context)
+                try throttle(request, context)
+                let token = sessions.token(request)
+                try await sessions.signOut(token)
+                if token != nil { Audit.event("signed_out", context) }
                 var response = HTTP.ok()
                 response.setCookie(sessions.expiredCookie)
                 return response

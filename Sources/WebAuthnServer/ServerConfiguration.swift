@@ -106,7 +106,9 @@ public struct EnrollmentRequest: Sendable {
 /// cheap flood); requests within a session per session. Each bucket holds
 /// ten seconds' worth of its rate. Over the limit: HTTP 429 with `Retry-After`.
 public struct RateLimit: Sendable, Equatable {
-    /// Requests per second per client address without a session. Default 30 (burst 300).
+    /// Requests per second per client address without a session, and ceremony starts
+    /// (options, Apple nonces and web flows) per address whatever their sessions.
+    /// Default 30 (burst 300).
     public var perAddress: Double
     /// Requests per second per session. Default 300 (burst 3000): a conformance
     /// runner keeping one cookie does not reach it; its pending ceremonies stay

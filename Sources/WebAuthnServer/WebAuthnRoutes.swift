@@ -75,13 +75,13 @@ public struct WebAuthnRoutes: Sendable {
         let router = RouteCollection(context: Context.self)
         router.add(middleware: SecurityHeadersMiddleware<Context>(secure: configuration.secureCookies))
         router.post("/attestation/options") { request, context in
-            await ceremony(request, context) { try await attestationOptions(request, context) }
+            await ceremony(request, context, starts: true) { try await attestationOptions(request, context) }
         }
         router.post("/attestation/result") { request, context in
             await ceremony(request, context) { try await attestationResult(request, context) }
         }
         router.post("/assertion/options") { request, context in
-            await ceremony(request, context) { try await assertionOptions(request, context) }
+            await ceremony(request, context, starts: true) { try await assertionOptions(request, context) }
         }
         router.post("/assertion/result") { request, context in
             await ceremony(request, context) { try await assertionResult(request, context) }
@@ -102,10 +102,12 @@ public struct WebAuthnRoutes: Sendable {
 
     /// A ceremony endpoint: JSON only, throttled, every error turned into the
     /// conformance API's failure envelope without internal detail.
-    func ceremony<Context: RequestContext>(_ request: Request, _ context: Context, _ body: () async throws -> Response) async -> Response {
+    func ceremony<Context: RequestContext>(
+        _ request: Request, _ context: Context, starts: Bool = false, _ body: () async throws -> Response
+    ) async -> Response {
         await handle(request, context) {
             try HTTP.requireJSON(request)
-            try throttle(request, context)
+            try throttle(request, context, starts: starts)
             return try await body()
         }
     }
@@ -134,6 +136,11 @@ public struct WebAuthnRoutes: Sendable {
         case .storageFailure, .cryptoFailure, .configurationInvalid:
             context.logger.error("internal error", metadata: ["code": .string(error.code.rawValue), "detail": .string(error.message)])
             return HTTP.failed(WebAuthnError(.internalError, "the server failed; quote request id \(id)"), status: .internalServerError)
+        case .appleEndpointUnavailable:
+            // The upstream's address and transport errors stay in the log.
+            context.logger.warning("Apple's endpoint failed", metadata: ["code": .string(error.code.rawValue), "detail": .string(error.message)])
+            return HTTP.failed(
+                WebAuthnError(.appleEndpointUnavailable, "Sign in with Apple is not answering; try again later (request id \(id))"), status: .badGateway)
         case .tooManyPendingCeremonies:
             context.logger.warning("pending ceremonies at their limit", metadata: ["code": .string(error.code.rawValue)])
             var response = HTTP.failed(error, status: .serviceUnavailable)
@@ -145,8 +152,11 @@ public struct WebAuthnRoutes: Sendable {
     }
 
     /// Counts the request in its bucket: the session's when it carries a
-    /// valid session cookie, else the client address's.
-    func throttle<Context: RequestContext>(_ request: Request, _ context: Context) throws {
+    /// valid session cookie, else the client address's. A request that `starts`
+    /// something pending (options, an Apple nonce or web flow) also counts in its
+    /// address's bucket of starts at the per-address rate, whatever cookie it carries:
+    /// one address cannot fill the store's pending ceremonies for everyone.
+    func throttle<Context: RequestContext>(_ request: Request, _ context: Context, starts: Bool = false) throws {
         guard let limit = configuration.rateLimit, let limiter else { return }
         let now = self.now
         let address = ClientAddress.bucket(
@@ -158,6 +168,7 @@ public struct WebAuthnRoutes: Sendable {
             if let wait = limiter.take("s:" + token.cookieValue, rate: limit.perSession, now: now) { throw Throttled(seconds: wait, scope: "session") }
             // All the sessions of one address together: minting cookies buys no extra budget.
             if let wait = limiter.take("A:" + address, rate: limit.perSession, now: now) { throw Throttled(seconds: wait, scope: "address") }
+            if starts, let wait = limiter.take("c:" + address, rate: limit.perAddress, now: now) { throw Throttled(seconds: wait, scope: "address") }
         } else {
             if let wait = limiter.take("a:" + address, rate: limit.perAddress, now: now) { throw Throttled(seconds: wait, scope: "address") }
         }

@@ -7,7 +7,7 @@ import ArgumentParser
 struct DevCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "webauthn-dev",
-        abstract: "Developer tools: run the FIDO2 conformance cases against a server, or a demo of both ceremonies.",
-        subcommands: [Conformance.self, Demo.self]
+        abstract: "Developer tools: run the FIDO2 conformance cases against a server, a demo of both ceremonies, or a stand-in for Sign in with Apple.",
+        subcommands: [Conformance.self, Demo.self, AppleStandInCommand.self]
     )
 }

@@ -192,3 +192,79 @@ def test_add_a_passkey_while_signed_in_and_not_as_a_stranger(server, driver):
     assert stranger["error"].startswith("username_unavailable"), stranger
     # The page has no inline script: it runs under the Content-Security-Policy.
     assert driver.execute_script("return typeof post") == "function"
+
+
+DEV_BINARY = os.path.join(ROOT, ".build", "debug", "webauthn-dev")
+
+
+def start(argv):
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = proc.stdout.readline()
+    assert "listening" in line, line
+    return proc, line
+
+
+@pytest.fixture(scope="module")
+def apple_server():
+    """`webauthn serve` with the Sign in with Apple web flow, against the stand-in
+    (`webauthn-dev apple-stand-in`) on loopback. Both answer on `localhost`, so Apple's
+    form post back is same-site here and the flow cookie (SameSite=Lax over HTTP) comes with it."""
+    work = tempfile.mkdtemp()
+    key = os.path.join(work, "AuthKey.p8")
+    subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", key],
+                   check=True, capture_output=True)
+    apple = ["--team-id", "TEAM123456", "--key-id", "KEY1234567", "--private-key", key]
+    stand_in, line = start([DEV_BINARY, "apple-stand-in", "--client-id", "com.example.web", "--sub", "000777.browser.0001",
+                            "--email", "browser@privaterelay.appleid.com"] + apple)
+    stand_in_port = line.strip().rsplit(":", 1)[1]
+    port = free_port()
+    origin = f"http://localhost:{port}"
+    server, _ = start([BINARY, "serve", "--port", str(port), "--rp-id", "localhost", "--origin", origin,
+                       "--db", f"sqlite:{os.path.join(work, 'apple.sqlite')}", "--log-level", "warning",
+                       "--apple-services-id", "com.example.web", "--apple-redirect-uri", origin + "/apple/web/callback",
+                       "--apple-team-id", "TEAM123456", "--apple-key-id", "KEY1234567", "--apple-private-key", key,
+                       "--apple-base-url", f"http://localhost:{stand_in_port}"])
+    yield origin
+    for proc in (server, stand_in):
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+SESSION = """
+const done = arguments[0];
+fetch('/demo/session', { credentials: 'same-origin' }).then(r => r.json()).then(done, e => done({ error: String(e) }));
+"""
+
+
+def wait_for(predicate, seconds=15):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    return predicate()
+
+
+def test_sign_in_with_apple_button_web_flow_through_the_stand_in(apple_server, driver):
+    driver.delete_all_cookies()
+    driver.get(apple_server + "/")
+    button = driver.find_element("id", "apple")
+    assert wait_for(lambda: button.is_displayed()), "the Sign in with Apple button is not shown"
+    assert driver.execute_async_script(SESSION)["user"] is None
+    # The button: /apple/web/start → the stand-in's /auth/authorize → its form post to
+    # /apple/web/callback (code exchanged, token and state checked) → 303 to /, signed in.
+    button.click()
+    assert wait_for(lambda: driver.current_url.rstrip("/") == apple_server and driver.find_element("id", "who").text), \
+        (driver.current_url, driver.page_source[:500])
+    session = driver.execute_async_script(SESSION)
+    assert session["user"], session
+    assert driver.find_element("id", "who").text == session["user"]
+    assert not driver.find_element("id", "apple").is_displayed()
+    # A callback with a state this server never issued (or already used) signs nobody in.
+    forged = driver.execute_async_script("""
+const done = arguments[0];
+fetch('/apple/web/callback', {method: 'POST', headers: {'Content-Type': 'application/x-www-form-urlencoded'},
+  body: 'code=x&id_token=x&state=replayed', redirect: 'manual'}).then(r => done(r.status), e => done(String(e)));
+""")
+    assert forged not in (200, 303, 0), forged

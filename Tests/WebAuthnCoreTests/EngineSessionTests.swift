@@ -25,22 +25,35 @@ struct EngineSessionTests {
 
     @Test("single-use values (Apple nonces and states) are consumed once, by kind, unexpired, with their binding; never as a WebAuthn challenge")
     func singleUse() async throws {
-        let (engine, _, _) = try engine()
+        let (engine, challenges, _) = try engine()
         let key = SecureRandom.bytes(32)
         try await engine.storeSingleUse(.appleNonce, key: key, binding: [7])
         #expect(await errorCode { try await engine.consumeSingleUse(.appleNonce, key: key, binding: [7]) } == nil)
         #expect(await errorCode { try await engine.consumeSingleUse(.appleNonce, key: key, binding: [7]) } == "challenge_unknown")
-        // The wrong kind, the wrong session, too late: refused, and gone all the same.
-        for (kind, binding, wait, expected) in [
-            (PendingCeremony.Kind.appleState, [UInt8]([7]), 0.0, "ceremony_mismatch"),
-            (.appleNonce, [8], 0, "session_mismatch"), (.appleNonce, [7], 61, "challenge_expired"),
+        // The wrong kind or the wrong session: refused, and left for its owner (whoever learns a
+        // value cannot burn it). Too late: refused and gone.
+        for (kind, binding, wait, expected, owner) in [
+            (PendingCeremony.Kind.appleState, [UInt8]([7]), 0.0, "ceremony_mismatch", String?.none),
+            (.appleNonce, [8], 0, "session_mismatch", nil), (.appleNonce, nil, 0, "session_mismatch", nil),
+            (.appleNonce, [7], 61, "challenge_expired", "challenge_unknown"),
         ] {
             let k = SecureRandom.bytes(32)
             try await engine.storeSingleUse(.appleNonce, key: k, binding: [7], lifetime: 60)
             time.advance(wait)
             #expect(await errorCode { try await engine.consumeSingleUse(kind, key: k, binding: binding) } == expected)
-            #expect(await errorCode { try await engine.consumeSingleUse(.appleNonce, key: k, binding: [7]) } == "challenge_unknown")
+            #expect(await errorCode { try await engine.consumeSingleUse(.appleNonce, key: k, binding: [7]) } == owner, "\(expected)")
         }
+        // A WebAuthn challenge presented as a nonce is refused and still finishes its ceremony.
+        let pendingSignIn = try await engine.startAuthentication()
+        #expect(await errorCode { try await engine.consumeSingleUse(.appleNonce, key: pendingSignIn.challenge, binding: nil) } == "ceremony_mismatch")
+        #expect(try await engine.isSingleUsePending(.appleNonce, key: pendingSignIn.challenge) == false)
+        #expect(try await challenges.pending(challenge: pendingSignIn.challenge) != nil)
+        // Notification keys: stored, seen, not consumable as a nonce.
+        let seen = SecureRandom.bytes(32)
+        #expect(try await engine.isSingleUsePending(.appleNotification, key: seen) == false)
+        try await engine.storeSingleUse(.appleNotification, key: seen, binding: nil, lifetime: 3600)
+        #expect(try await engine.isSingleUsePending(.appleNotification, key: seen))
+        #expect(await errorCode { try await engine.consumeSingleUse(.appleNonce, key: seen, binding: nil) } == "ceremony_mismatch")
         // A registration whose client data names a nonce as its challenge is refused for its kind.
         let nonce = SecureRandom.bytes(32)
         try await engine.storeSingleUse(.appleNonce, key: nonce, binding: nil)

@@ -65,7 +65,7 @@ struct AppleFlowTests {
     }
 
     /// Runs the server with Sign in with Apple against a fresh stand-in and SQLite store.
-    static func withServer(_ body: (Setup, Int) async throws -> Void) async throws {
+    static func withServer(rateLimit: RateLimit? = nil, _ body: (Setup, Int) async throws -> Void) async throws {
         let credentials = try AppleStandIn.makeCredentials()
         let standIn = try AppleStandIn(credentials: credentials, clientIDs: [clientID, servicesID])
         let applePort = try standIn.start()
@@ -79,7 +79,7 @@ struct AppleFlowTests {
             clientIDs: [clientID, servicesID], credentials: credentials,
             baseURL: URL(string: "http://127.0.0.1:\(applePort)")!)
         let configuration = ServerConfiguration(
-            demo: true, rateLimit: nil,
+            demo: true, rateLimit: rateLimit,
             apple: AppleConfiguration(
                 signIn: AppleSignIn(configuration: apple), identities: store, servicesID: servicesID, redirectURI: "http://127.0.0.1/apple/web/callback"))
         try await EmbeddingTests.serving({ running in
@@ -215,20 +215,91 @@ struct AppleFlowTests {
                 func enc(_ s: String) -> String { s.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "" }
                 return "code=\(enc(code))&id_token=\(enc(token))&state=\(enc(state))"
             }
-            // Another browser (no flow cookie) cannot finish this flow.
+            // Another browser (no flow cookie) can neither finish this flow nor spend its state.
             let foreign = try await Client(port: port).send("/apple/web/callback", form: form(state))
-            #expect(foreign.status >= 400)
-            // The state was spent by that attempt: start again.
-            let restart = try await browser.send("/apple/web/start", method: "GET")
-            let state2 = try #require(restart.location.flatMap(URLComponents.init(string:))?.queryItems?.first { $0.name == "state" }?.value)
-            let nonce2 = try #require(restart.location.flatMap(URLComponents.init(string:))?.queryItems?.first { $0.name == "nonce" }?.value)
-            let token2 = setup.standIn.identityToken(for: user, audience: Self.servicesID, nonce: nonce2)
-            let body2 =
-                "code=\(code.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")&id_token=\(token2)&state=\(state2.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")"
-            let done = try await browser.send("/apple/web/callback", form: body2)
+            #expect(foreign.status == 403 && foreign.body["errorMessage"]?.stringValue?.hasPrefix("session_mismatch") == true, "\(foreign.body)")
+            let done = try await browser.send("/apple/web/callback", form: form(state))
             #expect(done.status == 303 && done.location == "/", "\(done.body)")
             #expect(try await browser.send("/demo/session", method: "GET").body["user"]?.stringValue == "web@example.com")
-            #expect(try await browser.send("/apple/web/callback", form: body2).status >= 400)  // used once
+            #expect(try await browser.send("/apple/web/callback", form: form(state)).status >= 400)  // used once
+        }
+    }
+
+    @Test("notifications: a duplicate, a replay after the user linked again, an event from before the link, or one from the future change nothing")
+    func notificationReplay() async throws {
+        try await Self.withServer { setup, port in
+            let app = Client(port: port)
+            let user = AppleStandIn.User(email: "rita@example.com")
+            func signIn() async throws -> Int {
+                let nonce = try #require(try await app.send("/apple/nonce", json: "{}").body["nonce"]?.stringValue)
+                return try await app.send("/apple/signin", json: Self.signInBody(setup, user: user, nonce: nonce)).status
+            }
+            func notification(_ type: String, jti: String, at time: Date) -> String {
+                let event: JSONObject = ["type": .string(type), "sub": .string(user.sub), "event_time": .number((time.timeIntervalSince1970 * 1000).rounded())]
+                let claims: JSONValue = [
+                    "iss": "https://appleid.apple.com", "aud": .string(Self.clientID), "iat": .number(Date().timeIntervalSince1970.rounded()),
+                    "jti": .string(jti), "events": .string(JSONValue.object(event).serialized()),
+                ]
+                return JSONValue.object(["payload": .string(setup.standIn.token(claimsJSON: claims.serialized()))]).serialized()
+            }
+            func linked() async throws -> Bool { try await setup.store.identity(provider: "apple", subject: user.sub) != nil }
+            #expect(try await signIn() == 200)
+            let revoked = notification("consent-revoked", jti: "n-1", at: Date())
+            #expect(try await Client(port: port).send("/apple/notifications", json: revoked).status == 200)
+            #expect(try await linked() == false)
+            try await Task.sleep(for: .milliseconds(20))
+            #expect(try await signIn() == 200)  // the user comes back: linked again
+            #expect(try await linked())
+            // The same notification again (Apple's duplicate, or a replay): 200, nothing changes.
+            #expect(try await Client(port: port).send("/apple/notifications", json: revoked).status == 200)
+            // Another one dated before the new link: superseded.
+            let old = notification("account-delete", jti: "n-2", at: Date().addingTimeInterval(-120))
+            #expect(try await Client(port: port).send("/apple/notifications", json: old).status == 200)
+            // One from the future: refused.
+            let future = notification("consent-revoked", jti: "n-3", at: Date().addingTimeInterval(86_400))
+            let refused = try await Client(port: port).send("/apple/notifications", json: future)
+            #expect(refused.status == 400 && refused.body["errorMessage"]?.stringValue?.hasPrefix("apple_notification_invalid") == true, "\(refused.body)")
+            #expect(try await linked())
+            // Still signed in (consent-revoked would have ended the sessions).
+            #expect(try await app.send("/demo/session", method: "GET").body["user"] != .null)
+        }
+    }
+
+    @Test("Apple unreachable: 502 with a generic message (the upstream's address stays in the log), and nothing deleted")
+    func upstreamDown() async throws {
+        try await Self.withServer { setup, port in
+            let app = Client(port: port)
+            let user = AppleStandIn.User()
+            let nonce = try #require(try await app.send("/apple/nonce", json: "{}").body["nonce"]?.stringValue)
+            #expect(try await app.send("/apple/signin", json: Self.signInBody(setup, user: user, nonce: nonce)).status == 200)
+            let applePort = try #require(setup.standIn.port)
+            setup.standIn.stop()
+            let deleted = try await app.send("/demo/account", method: "DELETE")
+            let message = deleted.body["errorMessage"]?.stringValue ?? ""
+            #expect(deleted.status == 502 && message.hasPrefix("apple_endpoint_unavailable"), "\(deleted.body)")
+            #expect(!message.contains("127.0.0.1") && !message.contains(String(applePort)) && !message.contains("/auth/"), "\(message)")
+            #expect(try await setup.store.identity(provider: "apple", subject: user.sub) != nil)
+        }
+    }
+
+    @Test("one address cannot pile up pending starts with a session cookie, nor flood /demo routes")
+    func startsPerAddress() async throws {
+        try await Self.withServer(rateLimit: RateLimit(perAddress: 2, perSession: 1000)) { setup, port in
+            let browser = Client(port: port)
+            #expect(try await browser.send("/apple/nonce", json: "{}").status == 200)  // a session cookie
+            var started = 0, limited = 0
+            for _ in 0..<60 {
+                switch try await browser.send("/apple/web/start", method: "GET").status {
+                case 302: started += 1
+                case 429: limited += 1
+                default: break
+                }
+            }
+            // The starts bucket holds 20 and refills at 2/s, whatever the session's own budget.
+            #expect(started <= 30 && limited >= 25, "started \(started), limited \(limited)")
+            var logouts = 0
+            for _ in 0..<60 where try await Client(port: port).send("/demo/logout", json: "{}").status == 429 { logouts += 1 }
+            #expect(logouts >= 25, "\(logouts)")
         }
     }
 }

@@ -286,13 +286,13 @@ public struct WebAuthnEngine: Sendable {
 
     // MARK: Single-use values
 
-    /// Stores a single-use value under `key` (a Sign in with Apple nonce or
-    /// web-flow state) in the challenge store, with the same bounds as ceremonies:
-    /// consumed once across every instance sharing the store, expiring after
-    /// `lifetime` seconds on the engine's clock, and bound to `binding` when given.
+    /// Stores a single-use value (an Apple nonce or web-flow state, or the key of a
+    /// notification acted on) under `key`, for `lifetime` seconds on the engine's clock,
+    /// bound to `binding` when given. Counts against the pending-ceremony limits.
     public func storeSingleUse(_ kind: PendingCeremony.Kind, key: [UInt8], binding: [UInt8]?, lifetime: TimeInterval = 600) async throws(WebAuthnError) {
-        guard kind == .appleNonce || kind == .appleState else {
-            throw WebAuthnError(.configurationInvalid, "single-use values are Apple nonces and states; \(kind.rawValue) ceremonies start with their options")
+        guard kind == .appleNonce || kind == .appleState || kind == .appleNotification else {
+            throw WebAuthnError(
+                .configurationInvalid, "single-use values are Apple nonces, states and notifications; \(kind.rawValue) ceremonies start with their options")
         }
         guard (16...64).contains(key.count), lifetime > 0, lifetime <= 3600 else {
             throw WebAuthnError(.configurationInvalid, "a single-use key is 16 to 64 bytes and lives at most an hour")
@@ -303,18 +303,27 @@ public struct WebAuthnEngine: Sendable {
                 expiresAt: relyingParty.clock.now().addingTimeInterval(lifetime)))
     }
 
+    /// Whether an unexpired single-use value of this kind is stored under `key`, without consuming it.
+    public func isSingleUsePending(_ kind: PendingCeremony.Kind, key: [UInt8]) async throws(WebAuthnError) -> Bool {
+        guard let value = try await store({ try await challenges.pending(challenge: key) }) else { return false }
+        return value.kind == kind && relyingParty.clock.now() <= value.expiresAt
+    }
+
     /// Consumes the single-use value under `key`: it must exist with this kind, be
     /// unexpired and, when it was stored with a binding, be presented with the same
-    /// one. It is gone afterwards whatever the outcome (`challenge_unknown`,
-    /// `ceremony_mismatch`, `challenge_expired`, `session_mismatch`).
+    /// one (`challenge_unknown`, `ceremony_mismatch`, `challenge_expired`,
+    /// `session_mismatch`). A value of another kind, or presented from another session,
+    /// is left as it was: whoever learns a value cannot burn it; an expired one is removed.
     public func consumeSingleUse(_ kind: PendingCeremony.Kind, key: [UInt8], binding: [UInt8]?) async throws(WebAuthnError) {
-        guard let value = try await store({ try await challenges.consume(challenge: key) }) else {
-            throw WebAuthnError(.challengeUnknown, "no \(kind.rawValue) is waiting under this value; it was never issued or was already used")
-        }
-        guard value.kind == kind else {
-            throw WebAuthnError(.ceremonyMismatch, "the value was issued as \(value.kind.rawValue), not \(kind.rawValue)")
+        let unknown = WebAuthnError(.challengeUnknown, "no \(kind.rawValue) is waiting under this value; it was never issued or was already used")
+        guard let pending = try await store({ try await challenges.pending(challenge: key) }) else { throw unknown }
+        guard pending.kind == kind else {
+            throw WebAuthnError(.ceremonyMismatch, "the value was issued as \(pending.kind.rawValue), not \(kind.rawValue)")
         }
         let now = relyingParty.clock.now()
+        if now <= pending.expiresAt { try Self.verifyBinding(pending, presented: binding) }
+        // Of two concurrent consumers, the store's atomic consume lets exactly one through.
+        guard let value = try await store({ try await challenges.consume(challenge: key) }), value.kind == kind else { throw unknown }
         guard now <= value.expiresAt else {
             throw WebAuthnError(.challengeExpired, "the \(kind.rawValue) expired at \(ISO8601DateFormatter().string(from: value.expiresAt))")
         }

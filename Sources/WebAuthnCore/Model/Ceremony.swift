@@ -16,6 +16,8 @@ public struct PendingCeremony: Sendable {
         case appleNonce = "apple-nonce"
         /// A Sign in with Apple web-flow `state`, consumed by Apple's form post back.
         case appleState = "apple-state"
+        /// A Sign in with Apple server-to-server notification already acted on, kept to drop its duplicates.
+        case appleNotification = "apple-notification"
     }
 
     /// Which ceremony (or Sign in with Apple step) the value belongs to.
