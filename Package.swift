@@ -31,6 +31,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
         // `make docs`: the DocC catalogs of WebAuthnCore and WebAuthnServer.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.4.0"),
+        // `webauthn-dev loadtest`: latency percentiles in an HDR histogram.
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.1.0"),
     ],
     targets: [
         // The only two C libraries of the engine, each imported by one target only
@@ -143,8 +145,12 @@ let package = Package(
         .executableTarget(
             name: "webauthn-dev",
             dependencies: [
-                "WebAuthnCore", "WebAuthnTesting", "WebAuthnConformance", "_WebAuthnEncoding",
+                "WebAuthnCore", "WebAuthnTesting", "WebAuthnConformance", "SignInWithApple", "_WebAuthnEncoding",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Histogram", package: "hdrhistogram-swift"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             swiftSettings: strict
         ),

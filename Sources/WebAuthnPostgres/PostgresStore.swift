@@ -12,7 +12,7 @@ internal import _WebAuthnCrypto
 ///
 /// A `Service`: run in a `ServiceGroup` (before the services that use it,
 /// which shut down first), it closes its connections on graceful shutdown.
-public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore, LinkedIdentityStore, SessionStore, Service {
+public final class PostgresStore: CredentialStore, ChallengeStore, SignInCommitting, AccountStore, LinkedIdentityStore, SessionStore, Service {
     let pool: PostgresPool
 
     /// Connects with a libpq URL (`postgres://user@host:port/db`) and migrates.
@@ -88,6 +88,25 @@ public final class PostgresStore: CredentialStore, ChallengeStore, AccountStore,
     /// Removes a credential; returns whether it existed.
     public func delete(id: [UInt8]) async throws -> Bool {
         !(try await pool.query("DELETE FROM credentials WHERE id = $1 RETURNING id", [PGText.bytea(id)])).isEmpty
+    }
+
+    /// A sign-in's writes in one statement and one round trip: the challenge consumed and,
+    /// only if it was there, the counter compare-and-set (data-modifying CTEs, one transaction).
+    /// A changed counter leaves the challenge consumed and the record unwritten.
+    public func commitSignIn(consuming challenge: [UInt8], updating r: CredentialRecord, expectedSignCount: UInt32) async throws -> SignInCommit {
+        let rows = try await pool.query(
+            """
+            WITH consumed AS (DELETE FROM challenges WHERE challenge = $1 RETURNING challenge),
+            updated AS (
+                UPDATE credentials SET sign_count = $2, backup_state = $3, uv_initialized = $4, last_used_at = $5
+                WHERE id = $6 AND sign_count = $7 AND EXISTS (SELECT 1 FROM consumed) RETURNING id
+            )
+            SELECT (SELECT COUNT(*) FROM consumed) AS consumed, (SELECT COUNT(*) FROM updated) AS updated
+            """,
+            [PGText.bytea(challenge)] + r.values([.signCount, .backupState, .uvInitialized, .lastUsedAt, .id]).map(PGText.value)
+                + [String(expectedSignCount)])
+        guard let row = rows.first, row["consumed"] == "1" else { return .challengeGone }
+        return row["updated"] == "1" ? .committed : .counterChanged
     }
 
     static func record(_ row: PostgresConnection.Row) throws(WebAuthnError) -> CredentialRecord {

@@ -149,6 +149,30 @@ enum SQLiteMigrations {
                 """,
             ]
         ),
+        // A sign-in's writes in one statement (one commit, one fsync): the challenge consumed
+        // and the counter compare-and-set, through the view's trigger; either check failing
+        // aborts the whole statement (SQLITE_CONSTRAINT_TRIGGER) and changes nothing.
+        (
+            5,
+            [
+                """
+                CREATE VIEW sign_in_commits AS SELECT
+                    c.challenge AS challenge, r.id AS id, r.sign_count AS expected_sign_count, r.sign_count AS sign_count,
+                    r.backup_state AS backup_state, r.uv_initialized AS uv_initialized, r.last_used_at AS last_used_at
+                FROM challenges c JOIN credentials r ON 0
+                """,
+                """
+                CREATE TRIGGER sign_in_commits_insert INSTEAD OF INSERT ON sign_in_commits BEGIN
+                    SELECT RAISE(ABORT, 'no ceremony under this challenge') WHERE NOT EXISTS (SELECT 1 FROM challenges WHERE challenge = NEW.challenge);
+                    SELECT RAISE(ABORT, 'the counter changed')
+                        WHERE NOT EXISTS (SELECT 1 FROM credentials WHERE id = NEW.id AND sign_count = NEW.expected_sign_count);
+                    DELETE FROM challenges WHERE challenge = NEW.challenge;
+                    UPDATE credentials SET sign_count = NEW.sign_count, backup_state = NEW.backup_state, uv_initialized = NEW.uv_initialized,
+                        last_used_at = NEW.last_used_at WHERE id = NEW.id;
+                END
+                """,
+            ]
+        ),
     ]
 
     /// Work a migration needs beyond SQL, run in its transaction after its statements.

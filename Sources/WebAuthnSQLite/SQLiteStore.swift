@@ -16,7 +16,7 @@ internal import _WebAuthnCrypto
 ///
 /// A `Service`: run in a `ServiceGroup` (before the services that use it,
 /// which shut down first), it closes the database on graceful shutdown.
-public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, LinkedIdentityStore, SessionStore, Service {
+public final class SQLiteStore: CredentialStore, ChallengeStore, SignInCommitting, AccountStore, LinkedIdentityStore, SessionStore, Service {
     let connection: SQLiteConnection
     /// The database file's path (`:memory:` for an in-memory database).
     public let path: String
@@ -163,6 +163,25 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, AccountStore, L
     /// Removes a credential; returns whether it existed.
     public func delete(id: [UInt8]) async throws -> Bool {
         !(try await query("DELETE FROM credentials WHERE id = ? RETURNING id", [.blob(id)])).isEmpty
+    }
+
+    /// A sign-in's writes in one statement (the `sign_in_commits` view's trigger): the
+    /// challenge consumed and the counter compare-and-set, one commit. When a check fails
+    /// the statement changes nothing; a changed counter then consumes the challenge alone.
+    public func commitSignIn(consuming challenge: [UInt8], updating r: CredentialRecord, expectedSignCount: UInt32) async throws -> SignInCommit {
+        do {
+            _ = try await query(
+                """
+                INSERT INTO sign_in_commits (challenge, id, expected_sign_count, sign_count, backup_state, uv_initialized, last_used_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
+                """,
+                [.blob(challenge)] + r.values([.id]).map(SQLiteData.init) + [.integer(SQLiteInt64(expectedSignCount))]
+                    + r.values([.signCount, .backupState, .uvInitialized, .lastUsedAt]).map(SQLiteData.init))
+            return .committed
+        } catch let error as SQLiteError where error.reason == .constraintTriggerFailed {
+            // Which check failed: the challenge is gone, or the counter moved (then the challenge is spent all the same).
+            return try await consume(challenge: challenge) == nil ? .challengeGone : .counterChanged
+        }
     }
 
     static func record(_ row: SQLiteRow) throws(WebAuthnError) -> CredentialRecord {

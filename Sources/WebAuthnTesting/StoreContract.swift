@@ -137,6 +137,10 @@ public enum StoreContract {
             body: compareAndSetCheck),
         Check(name: "challenges", summary: "challenges: stored ceremonies round-trip and are consumed exactly once, even concurrently", body: challengesCheck),
         Check(
+            name: "signInCommit",
+            summary: "sign-in commits (stores that are SignInCommitting): the challenge consumed and the counter compare-and-set together, exactly once",
+            body: signInCommitCheck),
+        Check(
             name: "challengeBounds", summary: "challenges: a binding keeps its newest ceremonies only; a sweep removes the expired ones and counts the rest",
             body: challengeBoundsCheck),
         Check(name: "accounts", summary: "accounts: an account exists only with its first credential; names are unique by look-alike key", body: accountsCheck),
@@ -271,6 +275,51 @@ public enum StoreContract {
             return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
         }
         try expect(wins == 1)
+    }
+
+    static func signInCommitCheck(_ stores: Stores) async throws {
+        guard let store = stores.challenges as? any SignInCommitting, (stores.challenges as AnyObject) === (stores.credentials as AnyObject) else {
+            return  // the engine consumes, then updates: the challenges and compareAndSet checks cover it
+        }
+        var r = try record(count: 5)
+        try await store.insert(r)
+        func pending(_ c: PendingCeremony) async throws -> PendingCeremony { try await store.insert(c); return c }
+        func count() async throws -> UInt32 { try require(try await store.credential(id: r.id), "the credential").signCount }
+        let first = try await pending(try ceremony(binding: nil))
+        r.signCount = 6
+        r.backupState = true
+        r.uvInitialized = true
+        r.lastUsedAt = Date(timeIntervalSince1970: 1_850_000_000)
+        try expect(try await store.commitSignIn(consuming: first.challenge, updating: r, expectedSignCount: 5) == .committed)
+        let back = try require(try await store.credential(id: r.id), "the credential")
+        try expect(back.signCount == 6 && back.backupState && back.uvInitialized && back.lastUsedAt == r.lastUsedAt, "the update is written")
+        try expect(try await store.pending(challenge: first.challenge) == nil, "the challenge is consumed")
+        // The same challenge again: gone, and nothing written.
+        r.signCount = 7
+        try expect(try await store.commitSignIn(consuming: first.challenge, updating: r, expectedSignCount: 6) == .challengeGone)
+        try expect(try await count() == 6, "a commit without its challenge writes nothing")
+        // A stale counter: the challenge is spent, the record not written.
+        let stale = try await pending(try ceremony(binding: nil))
+        try expect(try await store.commitSignIn(consuming: stale.challenge, updating: r, expectedSignCount: 5) == .counterChanged)
+        try expect(try await count() == 6, "a stale counter writes nothing")
+        try expect(try await store.pending(challenge: stale.challenge) == nil, "a stale counter spends the challenge")
+        // Concurrent commits of one challenge: exactly one commits.
+        let raced = try await pending(try ceremony(binding: nil))
+        let candidate = r
+        let outcomes = await withTaskGroup(of: SignInCommit?.self) { group in
+            for _ in 0..<8 { group.addTask { try? await store.commitSignIn(consuming: raced.challenge, updating: candidate, expectedSignCount: 6) } }
+            return await group.reduce(into: [SignInCommit?]()) { $0.append($1) }
+        }
+        try expect(outcomes.filter { $0 == .committed }.count == 1 && outcomes.filter { $0 == .challengeGone }.count == 7, "\(outcomes)")
+        try expect(try await count() == 7)
+        // Concurrent commits of two challenges from one counter: exactly one writes.
+        let a = try await pending(try ceremony(binding: nil)), b = try await pending(try ceremony(binding: nil))
+        r.signCount = 8
+        let next = r
+        async let one = store.commitSignIn(consuming: a.challenge, updating: next, expectedSignCount: 7)
+        async let two = store.commitSignIn(consuming: b.challenge, updating: next, expectedSignCount: 7)
+        let both = [try await one, try await two]
+        try expect(both.filter { $0 == .committed }.count == 1 && both.filter { $0 == .counterChanged }.count == 1, "\(both)")
     }
 
     static func challengesCheck(_ stores: Stores) async throws {

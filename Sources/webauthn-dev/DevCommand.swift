@@ -8,6 +8,6 @@ struct DevCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "webauthn-dev",
         abstract: "Developer tools: run the FIDO2 conformance cases against a server, a demo of both ceremonies, or a stand-in for Sign in with Apple.",
-        subcommands: [Conformance.self, Demo.self, AppleStandInCommand.self]
+        subcommands: [Conformance.self, Demo.self, LoadTest.self, AppleStandInCommand.self]
     )
 }

@@ -40,7 +40,13 @@ struct StoreContractTests {
             Backend(description: "sqlite") {
                 let path = FileManager.default.temporaryDirectory.appendingPathComponent("contract-\(UUID().uuidString).sqlite").path
                 let store = try await SQLiteStore.open(path: path)
-                return ((store, store, store, store), { try await store.close() })
+                return (
+                    (store, store, store, store),
+                    {
+                        try await store.close()
+                        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+                    }
+                )
             },
         ]
         + (postgresURL.map { url in

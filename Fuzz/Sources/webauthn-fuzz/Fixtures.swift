@@ -146,7 +146,7 @@ enum Fixtures {
             ceremony = PendingCeremony(
                 kind: .registration, challenge: challenge, user: user, algorithms: rp.policy.algorithms,
                 userVerification: .preferred, expiresAt: now.addingTimeInterval(300))
-        case .authentication, .appleNonce, .appleState:
+        case .authentication, .appleNonce, .appleState, .appleNotification:
             // A discoverable login: the response must name its user. (The fuzz targets ask for
             // WebAuthn ceremonies only; single-use values are not ceremonies a response finishes.)
             ceremony = PendingCeremony(

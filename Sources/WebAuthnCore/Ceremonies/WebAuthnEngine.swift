@@ -260,10 +260,23 @@ public struct WebAuthnEngine: Sendable {
                 .credentialUnknown, "no credential with id \(Base64URL.encode(response.id).prefix(96)) is registered", step: "WebAuthn L3 §7.2 step 6")
         }
         let result = try AuthenticationVerifier.verify(response, clientData: clientData, ceremony: ceremony, credential: credential, relyingParty: relyingParty)
-        try await consume(ceremony)
-        guard try await store({ try await credentials.update(result.updatedCredential, expectedSignCount: credential.signCount) }) else {
-            throw WebAuthnError(.concurrentUpdate, "another authentication updated this credential at the same time; try again")
+        let conflict = WebAuthnError(.concurrentUpdate, "another authentication updated this credential at the same time; try again")
+        if let committing = challenges as? any SignInCommitting, (challenges as AnyObject) === (credentials as AnyObject) {
+            // One transaction: the challenge consumed and the counter compare-and-set, one durable write.
+            switch try await store({
+                try await committing.commitSignIn(consuming: ceremony.challenge, updating: result.updatedCredential, expectedSignCount: credential.signCount)
+            }) {
+            case .committed:
+                housekeeping.release()
+                return result
+            case .challengeGone: throw Self.challengeTaken
+            case .counterChanged:
+                housekeeping.release()
+                throw conflict
+            }
         }
+        try await consume(ceremony)
+        guard try await store({ try await credentials.update(result.updatedCredential, expectedSignCount: credential.signCount) }) else { throw conflict }
         return result
     }
 
@@ -402,11 +415,11 @@ public struct WebAuthnEngine: Sendable {
 
     /// Consumes the challenge; exactly one concurrent caller succeeds.
     func consume(_ ceremony: PendingCeremony) async throws(WebAuthnError) {
-        guard try await store({ try await challenges.consume(challenge: ceremony.challenge) }) != nil else {
-            throw WebAuthnError(.challengeUnknown, "the challenge was used by another response at the same time")
-        }
+        guard try await store({ try await challenges.consume(challenge: ceremony.challenge) }) != nil else { throw Self.challengeTaken }
         housekeeping.release()
     }
+
+    static let challengeTaken = WebAuthnError(.challengeUnknown, "the challenge was used by another response at the same time")
 
     /// Runs a store operation, mapping foreign errors to `storage_failure`.
     func store<T>(_ body: () async throws -> T) async throws(WebAuthnError) -> T {

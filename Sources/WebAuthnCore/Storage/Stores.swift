@@ -50,6 +50,31 @@ public protocol ChallengeStore: Sendable {
     func sweep(expiredBefore date: Date) async throws -> Int
 }
 
+/// The outcome of ``SignInCommitting/commitSignIn(consuming:updating:expectedSignCount:)``.
+public enum SignInCommit: Sendable, Equatable {
+    /// The challenge was consumed and the record written, in one transaction.
+    case committed
+    /// No ceremony was waiting under the challenge (another response consumed it): nothing changed.
+    case challengeGone
+    /// The stored counter was no longer the expected one: the challenge was consumed, the record not written.
+    case counterChanged
+}
+
+/// A store of both challenges and credentials that finishes a sign-in in one transaction:
+/// the challenge consumed and the counter compare-and-set committed together, one durable
+/// write instead of two. ``WebAuthnEngine`` uses it when its challenge store and credential
+/// store are the same object; otherwise it consumes, then updates.
+///
+/// Contract: of two concurrent commits for one challenge exactly one sees it; a commit
+/// writes only the fields ``CredentialStore/update(_:expectedSignCount:)`` writes, and only if
+/// the stored counter still equals `expectedSignCount`.
+public protocol SignInCommitting: ChallengeStore, CredentialStore {
+    /// Consumes the pending ceremony under `challenge` and, in the same transaction,
+    /// writes `record`'s counter, backup state, UV-initialized flag and last use if the
+    /// stored counter still equals `expectedSignCount`.
+    func commitSignIn(consuming challenge: [UInt8], updating record: CredentialRecord, expectedSignCount: UInt32) async throws -> SignInCommit
+}
+
 extension PendingCeremony {
     /// The most pending ceremonies one binding (session) keeps; a new one drops the oldest.
     public static let maxPerBinding = 8

@@ -1,0 +1,59 @@
+import Foundation
+import Testing
+import _WebAuthnEncoding
+
+/// `webauthn-dev loadtest` against `webauthn serve` (loopback, a couple of seconds):
+/// it registers its users, signs them in with and without a user name, and reports
+/// throughput, latency percentiles and the server's CPU per sign-in.
+@Suite("Load test", .serialized)
+struct LoadTestTests {
+    @Test("webauthn-dev loadtest against webauthn serve: every sign-in succeeds and the report carries its figures", arguments: ServerTests.sharedDatabases)
+    func loadTest(kind: String) throws {
+        let database = kind == "postgres" ? ProcessInfo.processInfo.environment["WEBAUTHN_TEST_POSTGRES"]! : ServeProcess.temporaryDatabase()
+        let server = try ServeProcess(database: database, extra: ["--rate-limit", "off"])
+        defer { server.stop() }
+        let report = FileManager.default.temporaryDirectory.appendingPathComponent("loadtest-\(UUID().uuidString).json")
+        defer { try? FileManager.default.removeItem(at: report) }
+        let process = Process()
+        process.executableURL = ServeProcess.binary.deletingLastPathComponent().appendingPathComponent("webauthn-dev")
+        process.arguments = [
+            "loadtest", "--url", "http://127.0.0.1:\(server.port)", "--rp-id", ServeProcess.rpId, "--origin", ServeProcess.origin,
+            "--users", "8", "--duration", "2", "--concurrency", "4", "--usernameless", "0.5",
+            "--server-pid", String(server.process.processIdentifier), "--json", report.path,
+        ]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "\(text)")
+        let json = try JSONValue.parse([UInt8](Data(contentsOf: report)))
+        #expect((json["signIns"]?.numberValue ?? 0) > 0, "\(text)")
+        #expect(json["failures"]?.numberValue == 0, "\(text)")
+        let p50 = json["latencyMs"]?["p50"]?.numberValue ?? 0, p99 = json["latencyMs"]?["p99"]?.numberValue ?? 0
+        #expect(p50 > 0 && p99 >= p50, "\(text)")
+        #expect((json["server"]?["cpuMicrosecondsPerSignIn"]?.numberValue ?? 0) > 0, "\(text)")
+        #expect((json["server"]?["rssBytes"]?.numberValue ?? 0) > 0, "\(text)")
+        #expect(text.contains("sign-ins/s") && text.contains("p99"), "\(text)")
+    }
+
+    @Test("a throttling server: the report names the failures and says how to run the server")
+    func throttled() throws {
+        let server = try ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--rate-limit", "1:1"])
+        defer { server.stop() }
+        let process = Process()
+        process.executableURL = ServeProcess.binary.deletingLastPathComponent().appendingPathComponent("webauthn-dev")
+        process.arguments = [
+            "loadtest", "--url", "http://127.0.0.1:\(server.port)", "--rp-id", ServeProcess.rpId, "--origin", ServeProcess.origin,
+            "--users", "2", "--duration", "1", "--concurrency", "2",
+        ]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(text.contains("rate_limited") && text.contains("--rate-limit off"), "\(text)")
+    }
+}
