@@ -204,7 +204,8 @@ extension WebAuthnRoutes {
             throw WebAuthnError(.appleNotificationInvalid, "the event_time is in the future")
         }
         // Duplicates (Apple delivers some twice; a captured one may be replayed): the key of each
-        // notification acted on is kept for an hour, and a second delivery changes nothing.
+        // notification acted on is kept for an hour, and a later delivery is answered without acting.
+        // (Two deliveries at the same instant may both act: every action is idempotent.)
         let seen = Digest.sha256(Array(("apple notification " + note.dedupeKey).utf8))
         if try await engine.isSingleUsePending(.appleNotification, key: seen) {
             Audit.event("apple_notification", context, ["type": .string(note.type), "duplicate": "true"])
@@ -249,7 +250,13 @@ extension WebAuthnRoutes {
         case .other:
             break
         }
-        try await engine.storeSingleUse(.appleNotification, key: seen, binding: nil, lifetime: 3600)
+        do {
+            try await engine.storeSingleUse(.appleNotification, key: seen, binding: nil, lifetime: 3600)
+        } catch {
+            // Acted on already: answer 200 all the same (the actions are idempotent; only the dedupe is lost).
+            context.logger.warning(
+                "a notification's dedupe key was not kept", metadata: ["code": .string((error as? WebAuthnError)?.code.rawValue ?? "storage_failure")])
+        }
         let metadata: Logger.Metadata = ["type": .string(note.type), "account": .string(Audit.hash(linked.userHandle))]
         Audit.event("apple_notification", context, metadata)
         return HTTP.ok()

@@ -84,8 +84,9 @@ extension WebAuthnRoutes {
             await handle(request, context) {
                 try throttle(request, context)
                 let token = sessions.token(request)
+                let signedIn = try await sessions.signedIn(token, now: now) != nil
                 try await sessions.signOut(token)
-                if token != nil { Audit.event("signed_out", context) }
+                if signedIn { Audit.event("signed_out", context) }
                 var response = HTTP.ok()
                 response.setCookie(sessions.expiredCookie)
                 return response

@@ -107,7 +107,7 @@ public struct EnrollmentRequest: Sendable {
 /// ten seconds' worth of its rate. Over the limit: HTTP 429 with `Retry-After`.
 public struct RateLimit: Sendable, Equatable {
     /// Requests per second per client address without a session, and ceremony starts
-    /// (options, Apple nonces and web flows) per address whatever their sessions.
+    /// (options, Apple nonces and web flows) with a session, per address.
     /// Default 30 (burst 300).
     public var perAddress: Double
     /// Requests per second per session. Default 300 (burst 3000): a conformance

@@ -153,9 +153,10 @@ public struct WebAuthnRoutes: Sendable {
 
     /// Counts the request in its bucket: the session's when it carries a
     /// valid session cookie, else the client address's. A request that `starts`
-    /// something pending (options, an Apple nonce or web flow) also counts in its
-    /// address's bucket of starts at the per-address rate, whatever cookie it carries:
-    /// one address cannot fill the store's pending ceremonies for everyone.
+    /// something pending (options, an Apple nonce or web flow) with a session cookie also
+    /// counts in its address's bucket of starts at the per-address rate (one without a cookie
+    /// is held to the address's bucket already): minted cookies buy no more than twice the
+    /// per-address rate, and one address cannot fill the store's pending ceremonies for everyone.
     func throttle<Context: RequestContext>(_ request: Request, _ context: Context, starts: Bool = false) throws {
         guard let limit = configuration.rateLimit, let limiter else { return }
         let now = self.now

@@ -53,13 +53,21 @@ struct LoadTest: AsyncParsableCommand {
         let report = await withTaskGroup(of: WorkerReport.self) { group in
             for worker in 0..<concurrency {
                 group.addTask {
-                    do {
-                        return try await client.withBrowser { browser in await signIns(browser, users: users, worker: worker, until: deadline) }
-                    } catch {
-                        var report = WorkerReport()
-                        report.fail("connecting: \(error)")
-                        return report
+                    // One browser per worker; a broken connection (closed, or an answer cut short) is
+                    // replaced by a new one, after a pause, so that a failing server is not spun on.
+                    var report = WorkerReport()
+                    var position = Position(index: worker, draw: SplitMix(state: UInt64(worker) &* 0x9E37_79B9_7F4A_7C15 &+ 1))
+                    while ContinuousClock.now < deadline {
+                        do {
+                            try await client.withBrowser { browser in
+                                try await signIns(browser, users: users, position: &position, report: &report, until: deadline)
+                            }
+                        } catch {
+                            report.fail("connection: \(error)")
+                            try? await Task.sleep(for: .milliseconds(100))
+                        }
                     }
+                    return report
                 }
             }
             return await group.reduce(into: WorkerReport()) { $0.merge($1) }
@@ -115,32 +123,44 @@ struct LoadTest: AsyncParsableCommand {
         return User(name: name, credentialID: parts.id, authenticator: authenticator)
     }
 
-    /// One browser signing in, again and again, until the deadline.
-    func signIns(_ browser: LoadClient.Browser, users: [User], worker: Int, until deadline: ContinuousClock.Instant) async -> WorkerReport {
-        var report = WorkerReport()
-        var index = worker
-        var draw = SplitMix(state: UInt64(worker) &* 0x9E37_79B9_7F4A_7C15 &+ 1)
+    /// Where a worker is in the user list, and its draw of usernameless sign-ins.
+    struct Position {
+        var index: Int
+        var draw: SplitMix
+    }
+
+    /// One browser signing in, again and again, until the deadline. A refusal is counted and
+    /// the loop goes on; a transport error ends this browser (thrown), and the caller opens another.
+    func signIns(
+        _ browser: LoadClient.Browser, users: [User], position: inout Position, report: inout WorkerReport, until deadline: ContinuousClock.Instant
+    ) async throws {
         while ContinuousClock.now < deadline {
-            let user = users[index % users.count]
-            index += concurrency
-            let discoverable = Double(draw.next() >> 11) / Double(1 << 53) < usernameless
+            let user = users[position.index % users.count]
+            position.index += concurrency
+            let discoverable = Double(position.draw.next() >> 11) / Double(1 << 53) < usernameless
             let start = ContinuousClock.now
             do {
                 let options = try await browser.post("/assertion/options", discoverable ? [:] : ["username": .string(user.name)])
                 guard options.ok, let challenge = options.json["challenge"]?.stringValue.flatMap(Base64URL.decode) else {
-                    throw LoadTestError("/assertion/options answered \(options.status) \(options.message)")
+                    throw Refusal("/assertion/options answered \(options.status) \(options.message)")
                 }
                 let parts = try user.authenticator.authenticate(rpId: rpId, origin: origin, challenge: challenge, credentialId: user.credentialID)
                 let result = try await browser.post(bytes: "/assertion/result", parts.jsonBytes)
-                guard result.ok else { throw LoadTestError("/assertion/result answered \(result.status) \(result.message)") }
+                guard result.ok else { throw Refusal("/assertion/result answered \(result.status) \(result.message)") }
                 let micros = Self.seconds(ContinuousClock.now - start) * 1e6
-                _ = report.latency.record(UInt64(max(1, micros.rounded())))
+                // Clamped to the histogram's range, so that every counted sign-in is in the percentiles.
+                _ = report.latency.record(UInt64(min(max(1, micros.rounded()), Double(WorkerReport.maxLatencyMicros))))
                 report.signIns += 1
-            } catch {
-                report.fail(String(describing: error))
+            } catch let refusal as Refusal {
+                report.fail(refusal.description)
             }
         }
-        return report
+    }
+
+    /// A well-formed answer that is not a success: counted, and the browser goes on.
+    struct Refusal: Error, CustomStringConvertible {
+        let description: String
+        init(_ description: String) { self.description = description }
     }
 }
 
@@ -154,8 +174,10 @@ struct WorkerReport: Sendable {
     var signIns = 0
     var failures = 0
     var firstFailures: [String] = []
+    /// The longest latency the histogram holds (60 s); longer ones are recorded as this.
+    static let maxLatencyMicros: UInt64 = 60_000_000
     /// Microseconds per sign-in (options and result), 1 µs to 60 s, 3 significant digits.
-    var latency = Histogram<UInt64>(lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: .three)
+    var latency = Histogram<UInt64>(lowestDiscernibleValue: 1, highestTrackableValue: maxLatencyMicros, numberOfSignificantValueDigits: .three)
 
     mutating func fail(_ message: String) {
         failures += 1
@@ -237,7 +259,7 @@ struct ProcessCPU {
         if let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
             let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") })
         {
-            rss = (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) * 1024
+            rss = (Int(line.split(whereSeparator: \.isWhitespace).dropFirst().first ?? "") ?? 0) * 1024
         }
         return ProcessCPU(cpuSeconds: (user + system) / max(ticks, 1), rssBytes: rss)
     }
@@ -332,8 +354,14 @@ final class LoadClient: Sendable {
                     status = Int(head.status.code)
                     for set in head.headers["Set-Cookie"] {
                         guard let pair = set.split(separator: ";").first else { continue }
-                        let parts = pair.split(separator: "=", maxSplits: 1).map(String.init)
-                        if parts.count == 2 { cookies[parts[0]] = parts[1] }
+                        let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+                        guard parts.count == 2 else { continue }
+                        // An empty value or Max-Age=0 ends the cookie, as a browser would.
+                        if parts[1].isEmpty || set.lowercased().contains("max-age=0") {
+                            cookies.removeValue(forKey: parts[0])
+                        } else {
+                            cookies[parts[0]] = parts[1]
+                        }
                     }
                 case .body(var chunk):
                     guard data.readableBytes + chunk.readableBytes <= 1 << 20 else { throw LoadTestError("an answer over 1 MiB") }
