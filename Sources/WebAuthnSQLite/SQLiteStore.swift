@@ -14,10 +14,20 @@ internal import _WebAuthnCrypto
 /// challenge exactly once, `UPDATE … WHERE sign_count = ? RETURNING` for the
 /// counter compare-and-set. Several processes may share the file.
 ///
+/// Writes are committed in groups (``GroupCommitWriter``): the statements that arrive while
+/// the writer is busy share one transaction and one fsync, and none is acknowledged before
+/// its group's `COMMIT` returns. Reads use a second connection, which sees committed writes only.
+///
 /// A `Service`: run in a `ServiceGroup` (before the services that use it,
 /// which shut down first), it closes the database on graceful shutdown.
 public final class SQLiteStore: CredentialStore, ChallengeStore, SignInCommitting, AccountStore, LinkedIdentityStore, SessionStore, Service {
+    /// The connection that writes (and migrates).
     let connection: SQLiteConnection
+    /// The connection that reads: in WAL mode it sees every committed write and never an
+    /// open group's. The writer's own connection for an in-memory database.
+    let reader: SQLiteConnection
+    /// Group commit of the writes (nil for an in-memory database, which has no fsync to share).
+    let writer: GroupCommitWriter?
     /// The database file's path (`:memory:` for an in-memory database).
     public let path: String
     /// A pthread lock (not `Synchronization.Mutex`): the statements finish on SQLiteNIO's
@@ -44,11 +54,22 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, SignInCommittin
             try? await connection.close()
             throw error
         }
-        return SQLiteStore(connection: connection, path: path)
+        guard path != ":memory:" else { return SQLiteStore(connection: connection, reader: connection, grouped: false, path: path) }
+        let reader: SQLiteConnection
+        do {
+            reader = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
+            _ = try await reader.query("PRAGMA query_only=ON")
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+        return SQLiteStore(connection: connection, reader: reader, grouped: true, path: path)
     }
 
-    init(connection: SQLiteConnection, path: String) {
+    init(connection: SQLiteConnection, reader: SQLiteConnection, grouped: Bool, path: String) {
         self.connection = connection
+        self.reader = reader
+        self.writer = grouped ? GroupCommitWriter(connection: connection) : nil
         self.path = path
     }
 
@@ -59,6 +80,7 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, SignInCommittin
             if let closing = state.closing { return closing }
             let closing = Task {
                 await self.idle()
+                if self.reader !== self.connection { try? await self.reader.close() }
                 try await self.connection.close()
             }
             state.closing = closing
@@ -87,7 +109,9 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, SignInCommittin
         }
         guard open else { throw WebAuthnError(.storageFailure, "the SQLite store is closed") }
         defer { finished() }
-        return try await connection.query(sql, binds)
+        guard let writer else { return try await connection.query(sql, binds) }
+        // Reads on the reader; every other statement is a write, committed in a group.
+        return sql.hasPrefix("SELECT") ? try await reader.query(sql, binds) : try await writer.write(sql, binds)
     }
 
     private func finished() {
