@@ -45,6 +45,11 @@ final class PostgresConnection: @unchecked Sendable {
     private var connection: OpaquePointer?
     private let queue: DispatchQueue
     private let settings: PostgresSettings
+    /// The statements prepared on this session (SQL text to name); emptied on reconnect.
+    /// Touched on `queue` only.
+    private var prepared: [String: String] = [:]
+    /// The most statements kept prepared per connection (the stores use a fixed few dozen).
+    static let maxPrepared = 256
 
     init(url: String, settings: PostgresSettings = PostgresSettings()) throws(WebAuthnError) {
         // libpq's keywords before the URL (`dbname`, expanded), so that the URL's own settings win.
@@ -187,6 +192,7 @@ final class PostgresConnection: @unchecked Sendable {
 
     /// Reconnects with the same parameters and settings.
     private func reset(_ connection: OpaquePointer, after failure: String? = nil) throws(WebAuthnError) {
+        prepared.removeAll()
         PQreset(connection)
         guard PQstatus(connection) == CONNECTION_OK else {
             throw WebAuthnError(.storageFailure, "PostgreSQL connection lost\(failure.map { " (\($0))" } ?? ""), cannot reconnect: \(Self.message(connection))")
@@ -213,7 +219,20 @@ final class PostgresConnection: @unchecked Sendable {
         guard let count = Int32(exactly: params.count) else { return .failed(Failure(sqlState: "", message: "too many parameters")) }
         // A statement libpq could not send whole (with its Sync) was never run:
         // the server runs nothing of an unfinished extended-protocol message sequence.
-        guard PQsendQueryParams(connection, sql, count, nil, values, nil, nil, 0) == 1 else { return .notSent(Self.message(connection)) }
+        // Statements the stores run again and again are prepared once per session (parsed and
+        // planned once); utility statements, which cannot be prepared, go as they are.
+        let name: String?
+        switch prepare(sql, parameters: count, on: connection) {
+        case .success(let prepared): name = prepared
+        case .failure(let outcome): return outcome.outcome
+        }
+        let sent =
+            if let name {
+                PQsendQueryPrepared(connection, name, count, values, nil, nil, 0)
+            } else {
+                PQsendQueryParams(connection, sql, count, nil, values, nil, nil, 0)
+            }
+        guard sent == 1 else { return .notSent(Self.message(connection)) }
         // Read every result, so the connection is ready for the next statement; the first error wins.
         var rows: [Row] = []
         var failure: Failure?
@@ -236,6 +255,39 @@ final class PostgresConnection: @unchecked Sendable {
         }
         if let failure { return .failed(failure) }
         return .rows(rows)
+    }
+
+    /// An outcome as an error, to return it from ``prepare(_:parameters:on:)``.
+    private struct PrepareFailure: Error {
+        let outcome: Outcome
+    }
+
+    /// The name of `sql` prepared on this session, preparing it first (one round trip, once per
+    /// session); nil for a statement PostgreSQL cannot prepare, or once the cache is full.
+    /// A failure to prepare means the statement itself was never run.
+    private func prepare(_ sql: String, parameters count: Int32, on connection: OpaquePointer) -> Result<String?, PrepareFailure> {
+        if let name = prepared[sql] { return .success(name) }
+        let head = sql.drop { $0 == " " || $0 == "\n" }.prefix(7).uppercased()
+        guard prepared.count < Self.maxPrepared, ["SELECT", "INSERT", "UPDATE", "DELETE", "WITH"].contains(where: { head.hasPrefix($0) }) else {
+            return .success(nil)
+        }
+        let name = "webauthn_\(prepared.count)"
+        guard PQsendPrepare(connection, name, sql, count, nil) == 1 else { return .failure(PrepareFailure(outcome: .notSent(Self.message(connection)))) }
+        var failure: Failure?
+        while let result = PQgetResult(connection) {
+            defer { PQclear(result) }
+            guard failure == nil, PQresultStatus(result) != PGRES_COMMAND_OK else { continue }
+            func field(_ code: Int32) -> String? { PQresultErrorField(result, code).map { String(cString: $0) } }
+            failure = Failure(
+                sqlState: field(PGDiag.sqlState) ?? "",
+                message: String(cString: PQresultErrorMessage(result)).trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        if PQstatus(connection) != CONNECTION_OK || failure?.endsSession == true {
+            return .failure(PrepareFailure(outcome: .notSent(failure?.message ?? Self.message(connection))))
+        }
+        if let failure { return .failure(PrepareFailure(outcome: .failed(failure))) }
+        prepared[sql] = name
+        return .success(name)
     }
 
     private static func rows(_ result: OpaquePointer) -> [Row] {

@@ -210,6 +210,39 @@ struct StoreContractTests {
         await store.close()
     }
 
+    @Test("postgres: the stores' statements are prepared once per connection, again after a reconnect", .enabled(if: postgresURL != nil))
+    func postgresPreparedStatements() async throws {
+        let url = try #require(Self.postgresURL)
+        let application = "prepared_" + UUID().uuidString.prefix(8).lowercased()
+        let admin = try PostgresPool(url: url, size: 1)
+        let store = try await Self.postgresStore(url, application: application, connections: 1)
+        func preparedCount() async throws -> Int {
+            Int(try await store.pool.query("SELECT COUNT(*) AS n FROM pg_prepared_statements").first?["n"] ?? "") ?? -1
+        }
+        func signIn() async throws {
+            var r = try Self.record(count: 1)
+            try await store.insert(r)
+            let c = try Self.ceremony(binding: nil)
+            try await store.insert(c)
+            _ = try await store.pending(challenge: c.challenge)
+            r.signCount = 2
+            #expect(try await store.commitSignIn(consuming: c.challenge, updating: r, expectedSignCount: 1) == .committed)
+        }
+        try await signIn()
+        let first = try await preparedCount()
+        #expect(first >= 4, "\(first)")
+        for _ in 0..<3 { try await signIn() }
+        #expect(try await preparedCount() == first, "the same statements again prepare nothing new")
+        // A new session (the server ended the old one) prepares again, and every statement works.
+        try await Self.terminate(application, admin: admin)
+        try await signIn()
+        let second = try await preparedCount()
+        #expect(second >= 5 && second <= first, "\(second): the sign-in's four statements and the count")
+        try await signIn()
+        #expect(try await preparedCount() == second)
+        await store.close()
+    }
+
     @Test(
         "postgres: a statement running longer than the statement timeout is cancelled, on new connections too",
         .enabled(if: postgresURL != nil))
