@@ -135,6 +135,10 @@ public enum StoreContract {
         Check(
             name: "compareAndSet", summary: "credentials: the counter update is a compare-and-set; of concurrent updates from one count exactly one wins",
             body: compareAndSetCheck),
+        Check(
+            name: "concurrentWrites",
+            summary: "concurrent writes (stores may commit them together): a refused one fails alone; every acknowledged one is stored",
+            body: concurrentWritesCheck),
         Check(name: "challenges", summary: "challenges: stored ceremonies round-trip and are consumed exactly once, even concurrently", body: challengesCheck),
         Check(
             name: "signInCommit",
@@ -236,6 +240,40 @@ public enum StoreContract {
         // The name is free again.
         let frank2 = UserEntity.new(name: "Frank")
         try await stores.accounts.create(frank2, firstCredential: try record(user: frank2.id))
+    }
+
+    static func concurrentWritesCheck(_ stores: Stores) async throws {
+        let credentials = stores.credentials
+        let taken = try record()
+        try await credentials.insert(taken)
+        // 48 inserts at once, every third one a duplicate of a stored ID: each duplicate is refused
+        // with its own code, and the others are stored, whatever group they were committed in.
+        let attempts = try (0..<48).map { i in i % 3 == 0 ? try record(taken.id, user: Array("dup\(i)".utf8)) : try record() }
+        let outcomes = await withTaskGroup(of: (Int, String?).self) { group in
+            for (i, r) in attempts.enumerated() { group.addTask { (i, await errorCode { try await credentials.insert(r) }) } }
+            return await group.reduce(into: [Int: String?]()) { $0[$1.0] = $1.1 }
+        }
+        for (i, r) in attempts.enumerated() {
+            if i % 3 == 0 {
+                try expect(outcomes[i] == "credential_already_registered", "duplicate \(i): \(String(describing: outcomes[i]))")
+            } else {
+                try expect(outcomes[i] == .some(nil), "insert \(i): \(String(describing: outcomes[i]))")
+                try expect(try await credentials.credential(id: r.id) != nil, "acknowledged insert \(i) is stored")
+            }
+        }
+        try expect(try await credentials.credential(id: taken.id)?.userHandle == taken.userHandle, "the first owner keeps its credential")
+        // Concurrent challenge inserts and consumes: each consumed exactly once.
+        let challenges = stores.challenges
+        let ceremonies = try (0..<32).map { _ in try ceremony(binding: nil) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for c in ceremonies { group.addTask { try await challenges.insert(c) } }
+            try await group.waitForAll()
+        }
+        let consumed = await withTaskGroup(of: Int.self) { group in
+            for c in ceremonies + ceremonies { group.addTask { (try? await challenges.consume(challenge: c.challenge)) == nil ? 0 : 1 } }
+            return await group.reduce(0, +)
+        }
+        try expect(consumed == ceremonies.count, "\(consumed) consumed of \(ceremonies.count)")
     }
 
     static func credentialsCheck(_ stores: Stores) async throws {
