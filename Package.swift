@@ -25,7 +25,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
         .package(url: "https://github.com/vapor/sqlite-nio", from: "1.10.0"),
         // NIOConcurrencyHelpers: a pthread lock that ThreadSanitizer sees (Synchronization.Mutex
-        // on Linux is a futex it cannot, so the store's lifecycle showed false races under TSan).
+        // on Linux is a futex it cannot, so locked state showed false races under TSan).
         .package(url: "https://github.com/apple/swift-nio", from: "2.65.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.5.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
@@ -65,7 +65,7 @@ let package = Package(
         // which also lets other packages depend on this one by version.
         .target(
             name: "WebAuthnCore",
-            dependencies: ["_WebAuthnEncoding", "_WebAuthnCrypto"],
+            dependencies: ["_WebAuthnEncoding", "_WebAuthnCrypto", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
             swiftSettings: strict
         ),
         // FIDO Metadata Service BLOBs and statements, read from files.

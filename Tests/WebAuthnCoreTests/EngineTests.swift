@@ -1,6 +1,5 @@
 import Foundation
 import Testing
-import Synchronization
 @testable import WebAuthnCore
 import WebAuthnTesting
 import WebAuthnMetadata
@@ -13,7 +12,7 @@ import _WebAuthnCrypto
 struct EngineTests {
     /// A clock a test can move.
     final class MovableClock: Sendable {
-        let now = Mutex(Date(timeIntervalSince1970: 1_893_456_000))
+        let now = Locked(Date(timeIntervalSince1970: 1_893_456_000))
         var clock: WebAuthnClock { WebAuthnClock { self.now.withLock { $0 } } }
         func advance(_ seconds: TimeInterval) { now.withLock { $0 += seconds } }
     }

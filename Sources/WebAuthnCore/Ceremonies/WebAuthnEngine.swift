@@ -1,5 +1,4 @@
 public import Foundation
-internal import Synchronization
 public import _WebAuthnEncoding
 package import _WebAuthnCrypto
 
@@ -442,7 +441,7 @@ final class Housekeeping: Sendable {
         var pending = 0
         var sweeping = false
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// Whether this caller should sweep now (one at a time).
     func sweepDue(now: Date, limits: WebAuthnEngine.Limits) -> Bool {

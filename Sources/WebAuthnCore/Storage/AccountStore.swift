@@ -1,5 +1,4 @@
 public import Foundation
-internal import Synchronization
 public import _WebAuthnEncoding
 package import _WebAuthnCrypto
 
@@ -47,7 +46,7 @@ public final class InMemoryAccountStore: AccountStore, LinkedIdentityStore {
             for b in subject.utf8 { hasher.combine(b) }
         }
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// Where `create(_:firstCredential:)` puts the first credential.
     public let credentials: InMemoryCredentialStore
 

@@ -1,4 +1,3 @@
-internal import Synchronization
 package import _WebAuthnEncoding
 package import _WebAuthnCrypto
 
@@ -9,7 +8,7 @@ package import _WebAuthnCrypto
 /// `capacity` keys are held, the cache starts over.
 package final class COSEKeyCache: Sendable {
     package let capacity: Int
-    private let keys = Mutex<[[UInt8]: COSEKey]>([:])
+    private let keys = Locked<[[UInt8]: COSEKey]>([:])
 
     package init(capacity: Int = 10_000) { self.capacity = max(1, capacity) }
 

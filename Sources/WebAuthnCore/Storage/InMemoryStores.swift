@@ -1,5 +1,4 @@
 public import Foundation
-internal import Synchronization
 public import _WebAuthnEncoding
 package import _WebAuthnCrypto
 
@@ -14,7 +13,7 @@ struct ByteKey: Hashable, Sendable {
 /// process deployments that keep nothing across restarts. Records keep their
 /// imported public keys, so verification never re-imports a key.
 public final class InMemoryCredentialStore: CredentialStore {
-    private let state = Mutex<[ByteKey: CredentialRecord]>([:])
+    private let state = Locked<[ByteKey: CredentialRecord]>([:])
 
     /// An empty store.
     public init() {}
@@ -95,7 +94,7 @@ public final class InMemoryChallengeStore: ChallengeStore {
             perBinding[b] = queue.count == 0 ? nil : queue
         }
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let clock: WebAuthnClock
     /// The most pending ceremonies kept at once; beyond it the oldest are dropped.
     public let capacity: Int
@@ -211,7 +210,7 @@ public final class InMemorySessionStore: SessionStore {
         var order = FIFO<ByteKey>()
         var perUser: [ByteKey: FIFO<ByteKey>] = [:]
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// The most sessions kept at once.
     public let capacity: Int
 
