@@ -7,6 +7,21 @@ import _WebAuthnEncoding
 /// throughput, latency percentiles and the server's CPU per sign-in.
 @Suite("Load test", .serialized)
 struct LoadTestTests {
+    /// Runs `webauthn-dev loadtest` against `server` with `extra` arguments; its exit status and output.
+    static func loadTest(_ server: ServeProcess, _ extra: [String]) throws -> (Int32, String) {
+        let process = Process()
+        process.executableURL = ServeProcess.binary.deletingLastPathComponent().appendingPathComponent("webauthn-dev")
+        process.arguments =
+            ["loadtest", "--url", "http://127.0.0.1:\(server.port)", "--rp-id", ServeProcess.rpId, "--origin", ServeProcess.origin] + extra
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return (process.terminationStatus, text)
+    }
+
     @Test("webauthn-dev loadtest against webauthn serve: every sign-in succeeds and the report carries its figures", arguments: ServerTests.sharedDatabases)
     func loadTest(kind: String) throws {
         let database = kind == "postgres" ? ProcessInfo.processInfo.environment["WEBAUTHN_TEST_POSTGRES"]! : ServeProcess.temporaryDatabase()
@@ -14,20 +29,13 @@ struct LoadTestTests {
         defer { server.stop() }
         let report = FileManager.default.temporaryDirectory.appendingPathComponent("loadtest-\(UUID().uuidString).json")
         defer { try? FileManager.default.removeItem(at: report) }
-        let process = Process()
-        process.executableURL = ServeProcess.binary.deletingLastPathComponent().appendingPathComponent("webauthn-dev")
-        process.arguments = [
-            "loadtest", "--url", "http://127.0.0.1:\(server.port)", "--rp-id", ServeProcess.rpId, "--origin", ServeProcess.origin,
-            "--users", "8", "--duration", "2", "--concurrency", "4", "--usernameless", "0.5",
-            "--server-pid", String(server.process.processIdentifier), "--json", report.path,
-        ]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "\(text)")
+        let (status, text) = try Self.loadTest(
+            server,
+            [
+                "--users", "8", "--duration", "2", "--concurrency", "4", "--usernameless", "0.5", "--server-pid", String(server.process.processIdentifier),
+                "--json", report.path,
+            ])
+        #expect(status == 0, "\(text)")
         let json = try JSONValue.parse([UInt8](Data(contentsOf: report)))
         #expect((json["signIns"]?.numberValue ?? 0) > 0, "\(text)")
         #expect(json["failures"]?.numberValue == 0, "\(text)")
@@ -42,18 +50,7 @@ struct LoadTestTests {
     func throttled() throws {
         let server = try ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--rate-limit", "1:1"])
         defer { server.stop() }
-        let process = Process()
-        process.executableURL = ServeProcess.binary.deletingLastPathComponent().appendingPathComponent("webauthn-dev")
-        process.arguments = [
-            "loadtest", "--url", "http://127.0.0.1:\(server.port)", "--rp-id", ServeProcess.rpId, "--origin", ServeProcess.origin,
-            "--users", "2", "--duration", "1", "--concurrency", "2",
-        ]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let (_, text) = try Self.loadTest(server, ["--users", "2", "--duration", "1", "--concurrency", "2"])
         #expect(text.contains("rate_limited") && text.contains("--rate-limit off"), "\(text)")
     }
 }

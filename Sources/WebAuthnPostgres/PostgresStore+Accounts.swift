@@ -1,0 +1,258 @@
+public import Foundation
+public import WebAuthnCore
+package import _WebAuthnEncoding
+internal import _WebAuthnCrypto
+
+// Accounts, the server secret, signed-in sessions and linked identities: the PostgreSQL store's
+// AccountStore, SessionStore and LinkedIdentityStore (its credentials and challenges are in PostgresStore.swift).
+
+extension PostgresStore {
+    // MARK: AccountStore
+
+    /// The account whose name has the same look-alike key as `name`, if any.
+    public func account(named name: String) async throws -> UserEntity? {
+        try await pool.query("SELECT name, handle, display_name FROM accounts WHERE name_key = $1", [UserName.lookalikeKey(name)], retry: .idempotent).first
+            .map(Self.account)
+    }
+
+    /// The account with this user handle, if any.
+    public func account(handle: [UInt8]) async throws -> UserEntity? {
+        try await pool.query("SELECT name, handle, display_name FROM accounts WHERE handle = $1", [PGText.bytea(handle)], retry: .idempotent).first.map(
+            Self.account)
+    }
+
+    /// Creates `user` with its first credential in one statement, both or neither.
+    /// Throws `username_unavailable` when the name (or its look-alike key) or the
+    /// handle is taken, `credential_already_registered` when the credential ID is.
+    public func create(_ user: UserEntity, firstCredential r: CredentialRecord) async throws {
+        // One statement: both rows or neither. The credential's owner is the new account's handle;
+        // its other columns are parameters from $5 on.
+        let columns = CredentialColumn.allCases.filter { $0 != .userHandle }
+        var next = 4
+        let selected = CredentialColumn.allCases.map { column -> String in
+            guard column != .userHandle else { return "handle" }
+            next += 1
+            return "$\(next)"
+        }
+        do {
+            _ = try await pool.query(
+                """
+                WITH account AS (
+                    INSERT INTO accounts (name, name_key, handle, display_name) VALUES ($1, $2, $3, $4) RETURNING handle
+                )
+                INSERT INTO credentials (\(CredentialColumn.list))
+                SELECT \(selected.joined(separator: ", ")) FROM account
+                """,
+                [user.name, UserName.lookalikeKey(user.name), PGText.bytea(user.id), user.displayName] + r.values(columns).map(PGText.value))
+        } catch let error as PostgresConnection.Failure where error.isUniqueViolation {
+            // The account is inserted first; a duplicate in credentials is the credential ID.
+            if error.table == "credentials" {
+                throw WebAuthnError(
+                    .credentialAlreadyRegistered, "credential \(Base64URL.encode(r.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
+            }
+            throw WebAuthnError(.usernameUnavailable, "an account named \(user.name.prefix(64)) (or a name that looks the same) exists")
+        }
+    }
+
+    static func account(_ row: PostgresConnection.Row) throws -> UserEntity {
+        guard let name = row["name"], let handle = PGText.bytes(row["handle"]) else { throw WebAuthnError(.storageFailure, "accounts row is unreadable") }
+        return try UserEntity(id: handle, name: name, displayName: row["display_name"])
+    }
+
+    // MARK: Settings
+
+    /// The server secret kept in the database: made once by the first
+    /// instance that asks, then shared by every instance and restart.
+    public func serverSecret() async throws -> [UInt8] {
+        _ = try await pool.query(
+            "INSERT INTO settings (name, value) VALUES ('server_secret', $1) ON CONFLICT (name) DO NOTHING",
+            [PGText.bytea(SecureRandom.bytes(32))], retry: .idempotent)
+        guard let value = PGText.bytes(try await pool.query("SELECT value FROM settings WHERE name = 'server_secret'", retry: .idempotent).first?["value"]),
+            value.count >= 32
+        else { throw WebAuthnError(.storageFailure, "settings.server_secret is unreadable") }
+        return value
+    }
+
+    // MARK: SessionStore
+
+    /// Stores a session (replacing one with the same id hash), dropping the
+    /// account's oldest beyond ``SignedInSession/maxPerUser`` in the same statement.
+    public func insert(_ session: SignedInSession) async throws {
+        // One statement: the new session, and the account's oldest beyond the limit dropped.
+        let u = PGText.bytea(session.userHandle)
+        _ = try await pool.query(
+            """
+            WITH inserted AS (
+                INSERT INTO sessions (id_hash, user_handle, created_at, authenticated_at, expires_at) VALUES ($1, $2, $3, $4, $5)
+                ON CONFLICT (id_hash) DO UPDATE SET user_handle = EXCLUDED.user_handle, created_at = EXCLUDED.created_at,
+                    authenticated_at = EXCLUDED.authenticated_at, expires_at = EXCLUDED.expires_at RETURNING id_hash
+            )
+            DELETE FROM sessions WHERE user_handle = $2 AND id_hash NOT IN (SELECT id_hash FROM inserted) AND id_hash NOT IN (
+                SELECT id_hash FROM sessions WHERE user_handle = $2 ORDER BY created_at DESC LIMIT \(SignedInSession.maxPerUser - 1))
+            """,
+            [
+                PGText.bytea(session.idHash), u, PGText.double(session.createdAt.timeIntervalSince1970),
+                PGText.double(session.authenticatedAt.timeIntervalSince1970), PGText.double(session.expiresAt.timeIntervalSince1970),
+            ],
+            retry: .idempotent)
+    }
+
+    /// The session with this id hash, if stored (expired or not).
+    public func session(idHash: [UInt8]) async throws -> SignedInSession? {
+        guard
+            let row = try await pool.query(
+                "SELECT user_handle, created_at, authenticated_at, expires_at FROM sessions WHERE id_hash = $1", [PGText.bytea(idHash)], retry: .idempotent
+            ).first
+        else { return nil }
+        guard let handle = PGText.bytes(row["user_handle"]), let created = row["created_at"].flatMap(Double.init),
+            let authenticated = row["authenticated_at"].flatMap(Double.init), let expires = row["expires_at"].flatMap(Double.init)
+        else {
+            throw WebAuthnError(.storageFailure, "sessions row is unreadable")
+        }
+        return SignedInSession(
+            idHash: idHash, userHandle: handle, createdAt: Date(timeIntervalSince1970: created),
+            authenticatedAt: Date(timeIntervalSince1970: authenticated), expiresAt: Date(timeIntervalSince1970: expires))
+    }
+
+    /// Ends a session; nothing happens when there is none.
+    public func delete(idHash: [UInt8]) async throws {
+        _ = try await pool.query("DELETE FROM sessions WHERE id_hash = $1", [PGText.bytea(idHash)], retry: .idempotent)
+    }
+
+    /// Removes the sessions that expired before `date`; returns how many remain.
+    public func sweepSessions(expiredBefore date: Date) async throws -> Int {
+        _ = try await pool.query("DELETE FROM sessions WHERE expires_at < $1", [PGText.double(date.timeIntervalSince1970)], retry: .idempotent)
+        return Int(try await pool.query("SELECT COUNT(*) AS n FROM sessions", retry: .idempotent).first?["n"] ?? "0") ?? 0
+    }
+
+    /// Ends every session of the account; returns how many.
+    public func deleteSessions(userHandle: [UInt8]) async throws -> Int {
+        try await pool.query("DELETE FROM sessions WHERE user_handle = $1 RETURNING id_hash", [PGText.bytea(userHandle)], retry: .idempotent).count
+    }
+
+    // MARK: Account deletion and linked identities
+
+    /// Deletes the account with its credentials, linked identities and sessions
+    /// in one statement; false when there is none.
+    public func deleteAccount(handle: [UInt8]) async throws -> Bool {
+        // One statement: the account, its credentials, identities and sessions, or nothing.
+        let rows = try await pool.query(
+            """
+            WITH account AS (DELETE FROM accounts WHERE handle = $1 RETURNING handle),
+                 credentials_gone AS (DELETE FROM credentials WHERE user_handle IN (SELECT handle FROM account)),
+                 identities_gone AS (DELETE FROM identities WHERE user_handle IN (SELECT handle FROM account)),
+                 sessions_gone AS (DELETE FROM sessions WHERE user_handle IN (SELECT handle FROM account))
+            SELECT handle FROM account
+            """, [PGText.bytea(handle)], retry: .idempotent)
+        return !rows.isEmpty
+    }
+
+    static let identityColumns = "provider, subject, user_handle, email, email_verified, is_private_email, refresh_token, created_at, updated_at"
+
+    /// The identity of `subject` at `provider`, if linked.
+    public func identity(provider: String, subject: String) async throws -> LinkedIdentity? {
+        try await pool.query("SELECT \(Self.identityColumns) FROM identities WHERE provider = $1 AND subject = $2", [provider, subject], retry: .idempotent)
+            .first.map(Self.identity)
+    }
+
+    /// The account's linked identities, oldest first.
+    public func identities(forUser userHandle: [UInt8]) async throws -> [LinkedIdentity] {
+        try await pool.query(
+            "SELECT \(Self.identityColumns) FROM identities WHERE user_handle = $1 ORDER BY created_at", [PGText.bytea(userHandle)],
+            retry: .idempotent
+        ).map(Self.identity)
+    }
+
+    /// Creates `user` with its first identity in one statement, both or neither.
+    /// Throws `identity_invalid`, `username_unavailable` or `identity_already_linked`.
+    public func create(_ user: UserEntity, firstIdentity i: LinkedIdentity) async throws {
+        try i.validate()
+        do {
+            _ = try await pool.query(
+                """
+                WITH account AS (
+                    INSERT INTO accounts (name, name_key, handle, display_name) VALUES ($1, $2, $3, $4) RETURNING handle
+                )
+                INSERT INTO identities (provider, subject, user_handle, email, email_verified, is_private_email, refresh_token, created_at, updated_at)
+                SELECT $5, $6, handle, $7, $8::boolean, $9::boolean, $10::bytea, $11, $12 FROM account
+                """,
+                [user.name, UserName.lookalikeKey(user.name), PGText.bytea(user.id), user.displayName] + Self.identityValues(i))
+        } catch let error as PostgresConnection.Failure where error.isUniqueViolation {
+            if error.table == "identities" { throw LinkedIdentity.alreadyLinked(i.provider) }
+            throw WebAuthnError(.usernameUnavailable, "an account named \(user.name.prefix(64)) (or a name that looks the same) exists")
+        }
+    }
+
+    /// Links an identity to its existing account. Throws `identity_invalid`,
+    /// `account_unknown` or `identity_already_linked`.
+    public func link(_ i: LinkedIdentity) async throws {
+        try i.validate()
+        let rows: [PostgresConnection.Row]
+        do {
+            rows = try await pool.query(
+                """
+                INSERT INTO identities (provider, subject, user_handle, email, email_verified, is_private_email, refresh_token, created_at, updated_at)
+                SELECT $1, $2, handle, $3, $4::boolean, $5::boolean, $6::bytea, $7, $8 FROM accounts WHERE handle = $9 RETURNING subject
+                """,
+                Self.identityValues(i) + [PGText.bytea(i.userHandle)])
+        } catch let error as PostgresConnection.Failure where error.isUniqueViolation {
+            throw LinkedIdentity.alreadyLinked(i.provider)
+        }
+        guard !rows.isEmpty else { throw LinkedIdentity.unknownAccount() }
+    }
+
+    /// Replaces the identity's email fields, refresh token and `updatedAt`; false
+    /// when it is not linked. Throws `identity_invalid`.
+    public func update(_ i: LinkedIdentity) async throws -> Bool {
+        try i.validate()
+        let v = Self.identityValues(i)
+        return
+            !(try await pool.query(
+                """
+                UPDATE identities SET email = $1, email_verified = $2::boolean, is_private_email = $3::boolean, refresh_token = $4::bytea, updated_at = $5
+                WHERE provider = $6 AND subject = $7 RETURNING subject
+                """, [v[2], v[3], v[4], v[5], v[7], i.provider, i.subject], retry: .idempotent)).isEmpty
+    }
+
+    /// Moves the link of `subject` to `newSubject` (same account, `updatedAt` set to
+    /// `date`); false when `subject` is not linked. Throws `identity_invalid`, or
+    /// `identity_already_linked` when `newSubject` is linked already.
+    public func relink(provider: String, subject: String, to newSubject: String, at date: Date) async throws -> Bool {
+        try LinkedIdentity(provider: provider, subject: newSubject, userHandle: [0], createdAt: date).validate()
+        do {
+            return
+                !(try await pool.query(
+                    "UPDATE identities SET subject = $1, updated_at = $2 WHERE provider = $3 AND subject = $4 RETURNING subject",
+                    [newSubject, PGText.double(date.timeIntervalSince1970), provider, subject], retry: .idempotent)).isEmpty
+        } catch let error as PostgresConnection.Failure where error.isUniqueViolation {
+            throw LinkedIdentity.alreadyLinked(provider)
+        }
+    }
+
+    /// Removes the link and returns it; nil when it was not linked.
+    public func unlink(provider: String, subject: String) async throws -> LinkedIdentity? {
+        try await pool.query("DELETE FROM identities WHERE provider = $1 AND subject = $2 RETURNING \(Self.identityColumns)", [provider, subject])
+            .first.map(Self.identity)
+    }
+
+    /// provider, subject, email, email_verified, is_private_email, refresh_token, created_at, updated_at, as text parameters.
+    static func identityValues(_ i: LinkedIdentity) -> [String?] {
+        [
+            i.provider, i.subject, i.email, i.emailVerified.map(PGText.bool), i.isPrivateEmail.map(PGText.bool), i.refreshToken.map(PGText.bytea),
+            PGText.double(i.createdAt.timeIntervalSince1970), PGText.double(i.updatedAt.timeIntervalSince1970),
+        ]
+    }
+
+    static func identity(_ row: PostgresConnection.Row) throws -> LinkedIdentity {
+        func bool(_ name: String) -> Bool? { row[name].map { $0 == "t" || $0 == "true" } }
+        guard let provider = row["provider"], let subject = row["subject"], let handle = PGText.bytes(row["user_handle"]),
+            let created = row["created_at"].flatMap(Double.init), let updated = row["updated_at"].flatMap(Double.init)
+        else {
+            throw WebAuthnError(.storageFailure, "identities row is unreadable")
+        }
+        return LinkedIdentity(
+            provider: provider, subject: subject, userHandle: handle, email: row["email"], emailVerified: bool("email_verified"),
+            isPrivateEmail: bool("is_private_email"), refreshToken: row["refresh_token"].flatMap(PGText.bytes),
+            createdAt: Date(timeIntervalSince1970: created), updatedAt: Date(timeIntervalSince1970: updated))
+    }
+}

@@ -1,0 +1,232 @@
+public import Foundation
+public import SQLiteNIO
+public import WebAuthnCore
+package import _WebAuthnEncoding
+internal import _WebAuthnCrypto
+
+// Accounts, the server secret, signed-in sessions and linked identities: the SQLite store's
+// AccountStore, SessionStore and LinkedIdentityStore (its credentials and challenges are in SQLiteStore.swift).
+
+extension SQLiteStore {
+    // MARK: AccountStore
+
+    /// The account whose name has the same look-alike key as `name`, if any.
+    public func account(named name: String) async throws -> UserEntity? {
+        try await query("SELECT name, handle, display_name FROM accounts WHERE name_key = ?", [.text(UserName.lookalikeKey(name))]).first.map(Self.account)
+    }
+
+    /// The account with this user handle, if any.
+    public func account(handle: [UInt8]) async throws -> UserEntity? {
+        try await query("SELECT name, handle, display_name FROM accounts WHERE handle = ?", [.blob(handle)]).first.map(Self.account)
+    }
+
+    /// Creates `user` with its first credential in one statement, both or neither.
+    /// Throws `username_unavailable` when the name (or its look-alike key) or the
+    /// handle is taken, `credential_already_registered` when the credential ID is.
+    public func create(_ user: UserEntity, firstCredential r: CredentialRecord) async throws {
+        // One statement: the new_accounts_insert trigger inserts both rows or neither.
+        // The view's credential columns are the table's, the owner being the account's handle.
+        let columns = CredentialColumn.allCases.filter { $0 != .userHandle }
+        do {
+            _ = try await query(
+                "INSERT INTO new_accounts (name, name_key, handle, display_name, \(columns.map(\.rawValue).joined(separator: ", "))) VALUES (\(Self.placeholders(4 + columns.count)))",
+                [.text(user.name), .text(UserName.lookalikeKey(user.name)), .blob(user.id), .text(user.displayName)] + r.values(columns).map(SQLiteData.init))
+        } catch let error as SQLiteError where Self.isDuplicate(error) {
+            // The trigger inserts the account first, so the duplicate is the
+            // credential only when no account has the name, key or handle
+            // (accounts are never deleted).
+            let account = try await query(
+                "SELECT 1 AS x FROM accounts WHERE name = ? OR name_key = ? OR handle = ? LIMIT 1",
+                [.text(user.name), .text(UserName.lookalikeKey(user.name)), .blob(user.id)])
+            guard account.isEmpty else {
+                throw WebAuthnError(.usernameUnavailable, "an account named \(user.name.prefix(64)) (or a name that looks the same) exists")
+            }
+            throw WebAuthnError(
+                .credentialAlreadyRegistered, "credential \(Base64URL.encode(r.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
+        }
+    }
+
+    static func account(_ row: SQLiteRow) throws -> UserEntity {
+        guard let name = row.column("name")?.string, let handle = row.column("handle")?.blob else {
+            throw WebAuthnError(.storageFailure, "accounts row is unreadable")
+        }
+        return try UserEntity(id: Array(handle.readableBytesView), name: name, displayName: row.column("display_name")?.string)
+    }
+
+    // MARK: Settings
+
+    /// The server secret kept in the database: made once (32 random bytes) by
+    /// the first process that asks, then the same for every process and
+    /// restart that opens this database. For servers given no secret of their own.
+    public func serverSecret() async throws -> [UInt8] {
+        _ = try await query("INSERT OR IGNORE INTO settings (name, value) VALUES ('server_secret', ?)", [.blob(SecureRandom.bytes(32))])
+        guard let value = try await query("SELECT value FROM settings WHERE name = 'server_secret'").first?.column("value")?.blob,
+            value.readableBytes >= 32
+        else { throw WebAuthnError(.storageFailure, "settings.server_secret is unreadable") }
+        return Array(value.readableBytesView)
+    }
+
+    // MARK: SessionStore
+
+    /// Stores a session (replacing one with the same id hash), dropping the
+    /// account's oldest beyond ``SignedInSession/maxPerUser`` in the same statement.
+    public func insert(_ session: SignedInSession) async throws {
+        // The sessions_per_user trigger keeps the account's newest sessions, in the same statement.
+        _ = try await query(
+            "INSERT OR REPLACE INTO sessions (id_hash, user_handle, created_at, authenticated_at, expires_at) VALUES (?, ?, ?, ?, ?)",
+            [
+                .blob(session.idHash), .blob(session.userHandle), .float(session.createdAt.timeIntervalSince1970),
+                .float(session.authenticatedAt.timeIntervalSince1970), .float(session.expiresAt.timeIntervalSince1970),
+            ])
+    }
+
+    /// The session with this id hash, if stored (expired or not).
+    public func session(idHash: [UInt8]) async throws -> SignedInSession? {
+        guard
+            let row = try await query(
+                "SELECT id_hash, user_handle, created_at, authenticated_at, expires_at FROM sessions WHERE id_hash = ?", [.blob(idHash)]
+            ).first
+        else { return nil }
+        guard let handle = row.column("user_handle")?.blob, let created = row.column("created_at")?.double,
+            let authenticated = row.column("authenticated_at")?.double, let expires = row.column("expires_at")?.double
+        else {
+            throw WebAuthnError(.storageFailure, "sessions row is unreadable")
+        }
+        return SignedInSession(
+            idHash: idHash, userHandle: Array(handle.readableBytesView), createdAt: Date(timeIntervalSince1970: created),
+            authenticatedAt: Date(timeIntervalSince1970: authenticated), expiresAt: Date(timeIntervalSince1970: expires))
+    }
+
+    /// Ends a session; nothing happens when there is none.
+    public func delete(idHash: [UInt8]) async throws {
+        _ = try await query("DELETE FROM sessions WHERE id_hash = ?", [.blob(idHash)])
+    }
+
+    /// Removes the sessions that expired before `date`; returns how many remain.
+    public func sweepSessions(expiredBefore date: Date) async throws -> Int {
+        _ = try await query("DELETE FROM sessions WHERE expires_at < ?", [.float(date.timeIntervalSince1970)])
+        return Int(try await query("SELECT COUNT(*) AS n FROM sessions").first?.column("n")?.integer ?? 0)
+    }
+
+    /// Ends every session of the account; returns how many.
+    public func deleteSessions(userHandle: [UInt8]) async throws -> Int {
+        try await query("DELETE FROM sessions WHERE user_handle = ? RETURNING id_hash", [.blob(userHandle)]).count
+    }
+
+    // MARK: Account deletion and linked identities
+
+    /// Deletes the account with its credentials, linked identities and sessions
+    /// in one statement; false when there is none.
+    public func deleteAccount(handle: [UInt8]) async throws -> Bool {
+        // The accounts_delete trigger removes its credentials, identities and sessions in this statement.
+        !(try await query("DELETE FROM accounts WHERE handle = ? RETURNING handle", [.blob(handle)])).isEmpty
+    }
+
+    static let identityColumns = "provider, subject, user_handle, email, email_verified, is_private_email, refresh_token, created_at, updated_at"
+
+    /// The identity of `subject` at `provider`, if linked.
+    public func identity(provider: String, subject: String) async throws -> LinkedIdentity? {
+        try await query("SELECT \(Self.identityColumns) FROM identities WHERE provider = ? AND subject = ?", [.text(provider), .text(subject)])
+            .first.map(Self.identity)
+    }
+
+    /// The account's linked identities, oldest first.
+    public func identities(forUser userHandle: [UInt8]) async throws -> [LinkedIdentity] {
+        try await query("SELECT \(Self.identityColumns) FROM identities WHERE user_handle = ? ORDER BY created_at", [.blob(userHandle)]).map(Self.identity)
+    }
+
+    /// Creates `user` with its first identity in one statement, both or neither.
+    /// Throws `identity_invalid`, `username_unavailable` or `identity_already_linked`.
+    public func create(_ user: UserEntity, firstIdentity i: LinkedIdentity) async throws {
+        try i.validate()
+        do {
+            // One statement: the new_identity_accounts_insert trigger inserts both rows or neither.
+            _ = try await query(
+                """
+                INSERT INTO new_identity_accounts (name, name_key, handle, display_name, provider, subject, email, email_verified,
+                                                   is_private_email, refresh_token, created_at, updated_at)
+                VALUES (\(Self.placeholders(12)))
+                """,
+                [.text(user.name), .text(UserName.lookalikeKey(user.name)), .blob(user.id), .text(user.displayName)] + Self.identityValues(i))
+        } catch let error as SQLiteError where Self.isDuplicate(error) {
+            if try await identity(provider: i.provider, subject: i.subject) != nil { throw LinkedIdentity.alreadyLinked(i.provider) }
+            throw WebAuthnError(.usernameUnavailable, "an account named \(user.name.prefix(64)) (or a name that looks the same) exists")
+        }
+    }
+
+    /// Links an identity to its existing account. Throws `identity_invalid`,
+    /// `account_unknown` or `identity_already_linked`.
+    public func link(_ i: LinkedIdentity) async throws {
+        try i.validate()
+        let inserted: [SQLiteRow]
+        do {
+            inserted = try await query(
+                """
+                INSERT INTO identities (provider, subject, user_handle, email, email_verified, is_private_email, refresh_token, created_at, updated_at)
+                SELECT ?, ?, handle, ?, ?, ?, ?, ?, ? FROM accounts WHERE handle = ? RETURNING subject
+                """,
+                [.text(i.provider), .text(i.subject)] + Self.identityValues(i).dropFirst(2) + [.blob(i.userHandle)])
+        } catch let error as SQLiteError where Self.isDuplicate(error) {
+            throw LinkedIdentity.alreadyLinked(i.provider)
+        }
+        guard !inserted.isEmpty else { throw LinkedIdentity.unknownAccount() }
+    }
+
+    /// Replaces the identity's email fields, refresh token and `updatedAt`; false
+    /// when it is not linked. Throws `identity_invalid`.
+    public func update(_ i: LinkedIdentity) async throws -> Bool {
+        try i.validate()
+        return
+            !(try await query(
+                "UPDATE identities SET email = ?, email_verified = ?, is_private_email = ?, refresh_token = ?, updated_at = ? WHERE provider = ? AND subject = ? RETURNING subject",
+                Array(Self.identityValues(i)[2...4]) + [
+                    Self.identityValues(i)[5], .float(i.updatedAt.timeIntervalSince1970), .text(i.provider), .text(i.subject),
+                ])).isEmpty
+    }
+
+    /// Moves the link of `subject` to `newSubject` (same account, `updatedAt` set to
+    /// `date`); false when `subject` is not linked. Throws `identity_invalid`, or
+    /// `identity_already_linked` when `newSubject` is linked already.
+    public func relink(provider: String, subject: String, to newSubject: String, at date: Date) async throws -> Bool {
+        try LinkedIdentity(provider: provider, subject: newSubject, userHandle: [0], createdAt: date).validate()
+        do {
+            return
+                !(try await query(
+                    "UPDATE identities SET subject = ?, updated_at = ? WHERE provider = ? AND subject = ? RETURNING subject",
+                    [.text(newSubject), .float(date.timeIntervalSince1970), .text(provider), .text(subject)])).isEmpty
+        } catch let error as SQLiteError where Self.isDuplicate(error) {
+            throw LinkedIdentity.alreadyLinked(provider)
+        }
+    }
+
+    /// Removes the link and returns it; nil when it was not linked.
+    public func unlink(provider: String, subject: String) async throws -> LinkedIdentity? {
+        try await query("DELETE FROM identities WHERE provider = ? AND subject = ? RETURNING \(Self.identityColumns)", [.text(provider), .text(subject)])
+            .first.map(Self.identity)
+    }
+
+    /// provider, subject, email, email_verified, is_private_email, refresh_token, created_at, updated_at.
+    static func identityValues(_ i: LinkedIdentity) -> [SQLiteData] {
+        func bool(_ b: Bool?) -> SQLiteData { b.map { .integer($0 ? 1 : 0) } ?? .null }
+        return [
+            .text(i.provider), .text(i.subject), i.email.map { .text($0) } ?? .null, bool(i.emailVerified), bool(i.isPrivateEmail),
+            i.refreshToken.map { .blob($0) } ?? .null, .float(i.createdAt.timeIntervalSince1970), .float(i.updatedAt.timeIntervalSince1970),
+        ]
+    }
+
+    static func identity(_ row: SQLiteRow) throws -> LinkedIdentity {
+        // Matched, not converted: SQLiteNIO's `integer` traps on a REAL out of range.
+        func bool(_ name: String) -> Bool? { if case .integer(let v) = row.column(name) { return v != 0 } else { return nil } }
+        guard let provider = row.column("provider")?.string, let subject = row.column("subject")?.string,
+            let handle = row.column("user_handle")?.blob, let created = row.column("created_at")?.double,
+            let updated = row.column("updated_at")?.double
+        else {
+            throw WebAuthnError(.storageFailure, "identities row is unreadable")
+        }
+        return LinkedIdentity(
+            provider: provider, subject: subject, userHandle: Array(handle.readableBytesView), email: row.column("email")?.string,
+            emailVerified: bool("email_verified"), isPrivateEmail: bool("is_private_email"),
+            refreshToken: row.column("refresh_token")?.blob.map { Array($0.readableBytesView) },
+            createdAt: Date(timeIntervalSince1970: created), updatedAt: Date(timeIntervalSince1970: updated))
+    }
+}
