@@ -61,6 +61,14 @@ enum PostgresMigrations {
                 "CREATE INDEX identities_by_user ON identities (user_handle, created_at)",
             ]
         ),
+        // The owner's name for a credential, and what its registration established (credProps, credProtect, PRF, ...).
+        (
+            5,
+            [
+                "ALTER TABLE credentials ADD COLUMN name TEXT",
+                "ALTER TABLE credentials ADD COLUMN properties TEXT NOT NULL DEFAULT '{}'",
+            ]
+        ),
     ]
 
     /// Work a migration needs beyond SQL, in its transaction: look-alike keys

@@ -90,6 +90,13 @@ public final class PostgresStore: CredentialStore, ChallengeStore, SignInCommitt
         !(try await pool.query("DELETE FROM credentials WHERE id = $1 RETURNING id", [PGText.bytea(id)])).isEmpty
     }
 
+    /// Sets or clears the owner's name of a credential of `userHandle`, in one `UPDATE`; returns whether it did.
+    public func rename(id: [UInt8], ofUser userHandle: [UInt8], to name: String?) async throws -> Bool {
+        !(try await pool.query(
+            "UPDATE credentials SET name = $1 WHERE id = $2 AND user_handle = $3 RETURNING id", [name, PGText.bytea(id), PGText.bytea(userHandle)]))
+            .isEmpty
+    }
+
     /// A sign-in's writes in one statement and one round trip: the challenge consumed and,
     /// only if it was there, the counter compare-and-set (data-modifying CTEs, one transaction).
     /// A changed counter leaves the challenge consumed and the record unwritten.

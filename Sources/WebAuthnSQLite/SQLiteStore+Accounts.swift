@@ -29,7 +29,8 @@ extension SQLiteStore {
         let columns = CredentialColumn.allCases.filter { $0 != .userHandle }
         do {
             _ = try await query(
-                "INSERT INTO new_accounts (name, name_key, handle, display_name, \(columns.map(\.rawValue).joined(separator: ", "))) VALUES (\(Self.placeholders(4 + columns.count)))",
+                // (The view calls the credential's name `credential_name`: `name` is the account's.)
+                "INSERT INTO new_accounts (name, name_key, handle, display_name, \(columns.map { $0 == .name ? "credential_name" : $0.rawValue }.joined(separator: ", "))) VALUES (\(Self.placeholders(4 + columns.count)))",
                 [.text(user.name), .text(UserName.lookalikeKey(user.name)), .blob(user.id), .text(user.displayName)] + r.values(columns).map(SQLiteData.init))
         } catch let error as SQLiteError where Self.isDuplicate(error) {
             // The trigger inserts the account first, so the duplicate is the

@@ -189,6 +189,13 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, SignInCommittin
         !(try await query("DELETE FROM credentials WHERE id = ? RETURNING id", [.blob(id)])).isEmpty
     }
 
+    /// Sets or clears the owner's name of a credential of `userHandle`, in one `UPDATE`; returns whether it did.
+    public func rename(id: [UInt8], ofUser userHandle: [UInt8], to name: String?) async throws -> Bool {
+        !(try await query(
+            "UPDATE credentials SET name = ? WHERE id = ? AND user_handle = ? RETURNING id", [name.map(SQLiteData.text) ?? .null, .blob(id), .blob(userHandle)]))
+            .isEmpty
+    }
+
     /// A sign-in's writes in one statement (the `sign_in_commits` view's trigger): the
     /// challenge consumed and the counter compare-and-set, one commit. When a check fails
     /// the statement changes nothing; a changed counter then consumes the challenge alone.

@@ -100,6 +100,8 @@ public struct RegistrationParts: Sendable {
     public var transports: [AuthenticatorTransport]
     /// `authenticatorAttachment` of the JSON; nil leaves it out.
     public var attachment: AuthenticatorAttachment?
+    /// `clientExtensionResults` (such as `{"credProps": {"rk": true}}`); empty by default.
+    public var clientExtensionResults = ClientExtensions()
     /// Replaces the encoded attestation object when set (to test malformed CBOR).
     public var attestationObjectOverride: [UInt8]?
     /// Replaces the clientDataJSON bytes when set.
@@ -129,7 +131,7 @@ public struct RegistrationParts: Sendable {
         response["authenticatorData"] = .string(Base64URL.encode(authenticatorData.bytes))
         var o: JSONObject = [
             "id": .string(Base64URL.encode(id)), "rawId": .string(Base64URL.encode(id)), "type": "public-key",
-            "response": .object(response), "clientExtensionResults": [:],
+            "response": .object(response), "clientExtensionResults": .object(clientExtensionResults.object),
         ]
         if let attachment { o["authenticatorAttachment"] = .string(attachment.rawValue) }
         return .object(o)
@@ -141,10 +143,11 @@ public struct RegistrationParts: Sendable {
     /// The response as the FIDO2 conformance API posts it (ServerAuthenticatorAttestationResponse).
     package var conformanceJSON: JSONValue { ConformanceShape.from(json) }
 
-    /// The decoded response, as the engine's `finishRegistration` takes it
-    /// (without the attachment and extension results).
+    /// The decoded response, as the engine's `finishRegistration` takes it.
     public var response: RegistrationResponse {
-        RegistrationResponse(id: id, clientDataJSON: clientDataJSON, attestationObject: attestationObject, transports: transports)
+        RegistrationResponse(
+            id: id, clientDataJSON: clientDataJSON, attestationObject: attestationObject, transports: transports, authenticatorAttachment: attachment,
+            clientExtensionResults: clientExtensionResults)
     }
 }
 
@@ -162,6 +165,8 @@ public struct AssertionParts: Sendable {
     public var userHandle: [UInt8]?
     /// `authenticatorAttachment` of the JSON; nil leaves it out.
     public var attachment: AuthenticatorAttachment?
+    /// `clientExtensionResults` (such as `{"appid": true}`); empty by default.
+    public var clientExtensionResults = ClientExtensions()
     /// Replaces the clientDataJSON bytes when set.
     public var clientDataOverride: [UInt8]?
 
@@ -177,7 +182,7 @@ public struct AssertionParts: Sendable {
         response["userHandle"] = userHandle.map { .string(Base64URL.encode($0)) } ?? .null
         var o: JSONObject = [
             "id": .string(Base64URL.encode(id)), "rawId": .string(Base64URL.encode(id)), "type": "public-key",
-            "response": .object(response), "clientExtensionResults": [:],
+            "response": .object(response), "clientExtensionResults": .object(clientExtensionResults.object),
         ]
         if let attachment { o["authenticatorAttachment"] = .string(attachment.rawValue) }
         return .object(o)

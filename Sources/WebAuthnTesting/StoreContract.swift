@@ -116,7 +116,10 @@ public enum StoreContract {
         return CredentialRecord(
             id: id, userHandle: user, publicKey: key, signCount: count, transports: ["usb", "nfc"], uvInitialized: false,
             backupEligible: true, backupState: false, aaguid: AAGUID(bytes: SecureRandom.bytes(16))!, attestationFormat: "packed",
-            createdAt: Date(timeIntervalSince1970: 1_800_000_000))
+            createdAt: Date(timeIntervalSince1970: 1_800_000_000),
+            properties: CredentialProperties(
+                discoverable: true, authenticatorAttachment: .crossPlatform, credentialProtection: .userVerificationRequired, prfEnabled: true,
+                largeBlobSupported: false, minPinLength: 6))
     }
 
     static func ceremony(
@@ -126,12 +129,17 @@ public enum StoreContract {
         PendingCeremony(
             kind: .registration, challenge: challenge, user: try UserEntity(id: [1, 2], name: "alice", displayName: "Alice"),
             userHandle: nil, allowCredentials: [[9, 9]], algorithms: [.es256, .edDSA], userVerification: .required,
-            conditionalCreate: true, newAccount: true, binding: binding, expiresAt: expiresAt)
+            conditionalCreate: true, newAccount: true, residentKey: .required, authenticatorAttachment: .platform,
+            credentialProtection: CredentialProtectionRequest(policy: .userVerificationOptionalWithCredentialIDList, enforce: true),
+            binding: binding, expiresAt: expiresAt)
     }
 
     /// Every check, in order.
     public static let checks: [Check] = [
         Check(name: "credentials", summary: "credentials: insert, read back every field, refuse a duplicate, list by user, delete", body: credentialsCheck),
+        Check(
+            name: "credentialNames", summary: "credentials: the owner renames one (only their own), and nothing else about it changes",
+            body: credentialNamesCheck),
         Check(
             name: "compareAndSet", summary: "credentials: the counter update is a compare-and-set; of concurrent updates from one count exactly one wins",
             body: compareAndSetCheck),
@@ -284,12 +292,28 @@ public enum StoreContract {
         try expect(back.userHandle == r.userHandle && back.publicKey.bytes == r.publicKey.bytes && back.signCount == 0)
         try expect(back.transports == ["usb", "nfc"] && back.backupEligible && !back.backupState && back.aaguid == r.aaguid)
         try expect(back.attestationFormat == "packed" && back.createdAt == r.createdAt && back.lastUsedAt == nil)
+        try expect(back.name == nil && back.properties == r.properties, "properties read back as \(back.properties)")
         try await expectThrows { try await credentials.insert(try record(r.id)) }
         try await credentials.insert(try record(user: Array("u2".utf8)))
         try expect(try await credentials.credentials(forUser: r.userHandle).count == 1)
         try expect(try await credentials.delete(id: r.id))
         try expect(!(try await credentials.delete(id: r.id)))
         try expect(try await credentials.credential(id: r.id) == nil)
+    }
+
+    static func credentialNamesCheck(_ stores: Stores) async throws {
+        let credentials = stores.credentials
+        let r = try record(count: 5)
+        try await credentials.insert(r)
+        try expect(try await credentials.rename(id: r.id, ofUser: r.userHandle, to: "Work laptop — 2 ✓"))
+        let named = try require(try await credentials.credential(id: r.id), "the credential")
+        try expect(named.name == "Work laptop — 2 ✓", "the name reads back as \(named.name ?? "nil")")
+        try expect(named.signCount == 5 && named.properties == r.properties && named.publicKey.bytes == r.publicKey.bytes)
+        try expect(!(try await credentials.rename(id: r.id, ofUser: Array("someone else".utf8), to: "mine now")), "another user renamed it")
+        try expect(try await credentials.credential(id: r.id)?.name == "Work laptop — 2 ✓")
+        try expect(!(try await credentials.rename(id: SecureRandom.bytes(16), ofUser: r.userHandle, to: "x")), "renamed a credential that does not exist")
+        try expect(try await credentials.rename(id: r.id, ofUser: r.userHandle, to: nil))
+        try expect(try await credentials.credential(id: r.id)?.name == nil, "the name was not cleared")
     }
 
     static func compareAndSetCheck(_ stores: Stores) async throws {
@@ -368,6 +392,9 @@ public enum StoreContract {
         try expect(peeked.user == c.user && peeked.algorithms == c.algorithms && peeked.allowCredentials == c.allowCredentials)
         try expect(peeked.userVerification == .required && peeked.conditionalCreate && peeked.newAccount && peeked.expiresAt == c.expiresAt)
         try expect(peeked.binding == [7, 7, 7])
+        try expect(
+            peeked.residentKey == .required && peeked.authenticatorAttachment == .platform && peeked.credentialProtection == c.credentialProtection,
+            "the requested properties did not round-trip")
         let consumers = await withTaskGroup(of: Bool.self) { group in
             for _ in 0..<16 { group.addTask { (try? await challenges.consume(challenge: c.challenge)) != nil } }
             return await group.reduce(0) { $0 + ($1 ? 1 : 0) }

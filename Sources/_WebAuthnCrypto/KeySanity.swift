@@ -58,6 +58,7 @@ package enum KeySanity {
         case .okp(let curve): try checkNotSmallOrder(pkey, curve: curve)
         case .ec(let curve): try checkPointValid(pkey, curve: curve)
         case .rsa: try checkRSAParameters(pkey)
+        case .mlDSA: break  // fixed-size encodings, checked by length before import
         }
     }
 

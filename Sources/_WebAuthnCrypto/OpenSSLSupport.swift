@@ -24,6 +24,9 @@ package enum OpenSSL {
     /// Clears the queue after an expected failure (e.g. a signature that does not verify).
     package static func clearErrors() { ERR_clear_error() }
 
+    /// The linked OpenSSL's version text, such as `OpenSSL 3.0.17 1 Jul 2025`.
+    package static var versionText: String { OpenSSL_version(OPENSSL_VERSION).map { String(cString: $0) } ?? "an unknown OpenSSL" }
+
     package static func failure(_ what: String) -> WebAuthnError {
         WebAuthnError(.cryptoFailure, "\(what) failed: \(drainErrors())")
     }

@@ -14,12 +14,14 @@ package final class PublicKey: @unchecked Sendable {
         case ec(ECCurve)
         case rsa(bits: Int)
         case okp(OKPCurve)
+        case mlDSA(MLDSAParameterSet)
 
         package var description: String {
             switch self {
             case .ec(let c): return "EC \(c.name)"
             case .rsa(let bits): return "RSA-\(bits)"
             case .okp(let c): return c.name
+            case .mlDSA(let p): return p.name
             }
         }
     }
@@ -71,6 +73,8 @@ package final class PublicKey: @unchecked Sendable {
         case EVP_PKEY_ED448:
             return .okp(.ed448)
         default:
+            // Provider keys (ML-DSA on OpenSSL 3.5+) have no legacy id: ask by name.
+            if let set = MLDSAParameterSet.allCases.first(where: { EVP_PKEY_is_a(pkey, $0.name) == 1 }) { return .mlDSA(set) }
             throw WebAuthnError(.algorithmUnsupported, "unsupported public key type")
         }
     }
@@ -158,6 +162,24 @@ package final class PublicKey: @unchecked Sendable {
         return try PublicKey(taking: pkey)
     }
 
+    /// An ML-DSA public key from its raw encoding (COSE AKP `pub`). Needs an
+    /// OpenSSL with ML-DSA (3.5 or newer), found at run time: on an older one
+    /// the key is refused with `algorithm_unsupported`.
+    package static func mlDSA(_ set: MLDSAParameterSet, publicKey raw: [UInt8]) throws(WebAuthnError) -> PublicKey {
+        guard raw.count == set.publicKeySize else {
+            throw WebAuthnError(.coseKeyInvalid, "\(set.name) public key must be \(set.publicKeySize) bytes; got \(raw.count)")
+        }
+        guard MLDSAParameterSet.available else {
+            throw WebAuthnError(
+                .algorithmUnsupported, "\(set.name) needs OpenSSL 3.5 or newer; this process runs \(OpenSSL.versionText), which has no ML-DSA")
+        }
+        guard let pkey = EVP_PKEY_new_raw_public_key_ex(nil, set.name, nil, raw, raw.count) else {
+            let detail = OpenSSL.drainErrors()
+            throw WebAuthnError(.coseKeyInvalid, "invalid \(set.name) public key (\(detail))")
+        }
+        return try PublicKey(taking: pkey)
+    }
+
     /// A key from DER SubjectPublicKeyInfo.
     package static func fromSubjectPublicKeyInfo(_ der: [UInt8]) throws(WebAuthnError) -> PublicKey {
         let pkey: OpaquePointer? = der.withUnsafeBufferPointer { buffer in
@@ -186,6 +208,8 @@ package final class PublicKey: @unchecked Sendable {
     package func accepts(_ algorithm: COSEAlgorithm) -> Bool {
         switch (kind, algorithm) {
         case (.ec(.p256), .es256), (.ec(.p384), .es384), (.ec(.p521), .es512): return true
+        case (.ec(.p256), .esp256), (.ec(.p384), .esp384), (.ec(.p521), .esp512), (.ec(.secp256k1), .es256K): return true
+        case (.mlDSA(let set), _): return set.algorithm == algorithm
         case (.okp(.ed25519), .edDSA), (.okp(.ed25519), .ed25519): return true
         case (.okp(.ed448), .edDSA), (.okp(.ed448), .ed448): return true
         case (.rsa, .rs256), (.rsa, .rs384), (.rsa, .rs512), (.rsa, .ps256), (.rsa, .ps384), (.rsa, .ps512), (.rsa, .rs1):
@@ -265,12 +289,15 @@ package final class PublicKey: @unchecked Sendable {
 /// NIST curves for EC2 keys; the raw values are COSE `crv` values (RFC 9053 §7.1).
 package enum ECCurve: Int, Sendable, CaseIterable {
     case p256 = 1, p384 = 2, p521 = 3
+    /// secp256k1 (COSE crv 8, RFC 8812), for ES256K.
+    case secp256k1 = 8
 
     package var name: String {
         switch self {
         case .p256: return "P-256"
         case .p384: return "P-384"
         case .p521: return "P-521"
+        case .secp256k1: return "secp256k1"
         }
     }
     package var opensslName: String {
@@ -278,12 +305,13 @@ package enum ECCurve: Int, Sendable, CaseIterable {
         case .p256: return "prime256v1"
         case .p384: return "secp384r1"
         case .p521: return "secp521r1"
+        case .secp256k1: return "secp256k1"
         }
     }
     /// Bytes of one coordinate.
     package var coordinateSize: Int {
         switch self {
-        case .p256: return 32
+        case .p256, .secp256k1: return 32
         case .p384: return 48
         case .p521: return 66
         }
@@ -294,7 +322,22 @@ package enum ECCurve: Int, Sendable, CaseIterable {
         case .p256: return .es256
         case .p384: return .es384
         case .p521: return .es512
+        case .secp256k1: return .es256K
         }
+    }
+    /// The fully specified name of the same algorithm (RFC 9864), when it has one.
+    package var fullySpecifiedAlgorithm: COSEAlgorithm? {
+        switch self {
+        case .p256: return .esp256
+        case .p384: return .esp384
+        case .p521: return .esp512
+        case .secp256k1: return nil
+        }
+    }
+    /// The curve of keys for an ECDSA algorithm (ES256, ESP256, ES256K, ...), if it is one.
+    package init?(signing algorithm: COSEAlgorithm) {
+        guard let curve = ECCurve.allCases.first(where: { $0.algorithm == algorithm || $0.fullySpecifiedAlgorithm == algorithm }) else { return nil }
+        self = curve
     }
     /// The first byte of an uncompressed point, 0x04 ‖ x ‖ y (SEC 1 §2.3.3).
     package static let uncompressedPointPrefix: UInt8 = 0x04
@@ -306,6 +349,7 @@ package enum ECCurve: Int, Sendable, CaseIterable {
         case "prime256v1", "P-256", "secp256r1": self = .p256
         case "secp384r1", "P-384": self = .p384
         case "secp521r1", "P-521": self = .p521
+        case "secp256k1": self = .secp256k1
         default: return nil
         }
     }
@@ -318,4 +362,35 @@ package enum OKPCurve: Int, Sendable, CaseIterable {
     package var name: String { self == .ed25519 ? "Ed25519" : "Ed448" }
     package var keySize: Int { self == .ed25519 ? 32 : 57 }
     package var opensslType: Int32 { self == .ed25519 ? EVP_PKEY_ED25519 : EVP_PKEY_ED448 }
+}
+
+/// ML-DSA parameter sets (FIPS 204) for COSE AKP keys; the raw values are COSE `alg` values.
+package enum MLDSAParameterSet: Int, Sendable, CaseIterable {
+    case mlDSA44 = -48, mlDSA65 = -49, mlDSA87 = -50
+
+    package var name: String {
+        switch self {
+        case .mlDSA44: return "ML-DSA-44"
+        case .mlDSA65: return "ML-DSA-65"
+        case .mlDSA87: return "ML-DSA-87"
+        }
+    }
+    package var algorithm: COSEAlgorithm { COSEAlgorithm(rawValue) }
+    /// Bytes of a public key (FIPS 204 Table 2).
+    package var publicKeySize: Int {
+        switch self {
+        case .mlDSA44: return 1312
+        case .mlDSA65: return 1952
+        case .mlDSA87: return 2592
+        }
+    }
+    /// Whether the linked OpenSSL has ML-DSA, asked once at run time (it fetches the algorithm).
+    package static let available: Bool = {
+        guard let fetched = EVP_SIGNATURE_fetch(nil, "ML-DSA-44", nil) else {
+            OpenSSL.clearErrors()
+            return false
+        }
+        EVP_SIGNATURE_free(fetched)
+        return true
+    }()
 }

@@ -22,9 +22,10 @@ package final class SigningKey: @unchecked Sendable {
         let type: String
         var group: String?
         switch algorithm {
-        case .es256: type = "EC"; group = "P-256"
-        case .es384: type = "EC"; group = "P-384"
-        case .es512: type = "EC"; group = "P-521"
+        case .es256, .esp256: type = "EC"; group = "P-256"
+        case .es384, .esp384: type = "EC"; group = "P-384"
+        case .es512, .esp512: type = "EC"; group = "P-521"
+        case .es256K: type = "EC"; group = "secp256k1"
         case .edDSA, .ed25519: type = "ED25519"
         case .ed448: type = "ED448"
         case .rs256, .rs384, .rs512, .ps256, .ps384, .ps512, .rs1: type = "RSA"
@@ -99,13 +100,13 @@ package final class SigningKey: @unchecked Sendable {
     package func coseKey() throws(WebAuthnError) -> CBOR {
         let alg = CBORPair(CBOR(COSE.Label.alg), CBOR(algorithm.rawValue))
         switch algorithm {
-        case .es256, .es384, .es512:
+        case .es256, .es384, .es512, .esp256, .esp384, .esp512, .es256K:
             var buffer = [UInt8](repeating: 0, count: 200)
             var length = 0
             guard EVP_PKEY_get_octet_string_param(pkey, OSSL_PKEY_PARAM_PUB_KEY, &buffer, buffer.count, &length) == 1 else {
                 throw OpenSSL.failure("reading the EC public key")
             }
-            let curve: ECCurve = algorithm == .es256 ? .p256 : algorithm == .es384 ? .p384 : .p521
+            guard let curve = ECCurve(signing: algorithm) else { throw WebAuthnError(.algorithmUnsupported, "no curve for \(algorithm)") }
             let n = curve.coordinateSize
             guard length == curve.uncompressedPointSize, buffer[0] == ECCurve.uncompressedPointPrefix else {
                 throw WebAuthnError(.cryptoFailure, "unexpected EC point encoding")

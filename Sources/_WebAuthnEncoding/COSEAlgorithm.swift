@@ -13,6 +13,20 @@ public struct COSEAlgorithm: RawRepresentable, Hashable, Sendable, CustomStringC
     public static let es384 = COSEAlgorithm(-35)
     /// ECDSA with SHA-512, on P-521 keys (-36).
     public static let es512 = COSEAlgorithm(-36)
+    /// ECDSA with SHA-256 on secp256k1 keys (-47, RFC 8812).
+    public static let es256K = COSEAlgorithm(-47)
+    /// ECDSA with SHA-256 on P-256 keys, fully specified (-9, RFC 9864): ES256 by its unambiguous name.
+    public static let esp256 = COSEAlgorithm(-9)
+    /// ECDSA with SHA-384 on P-384 keys, fully specified (-51, RFC 9864).
+    public static let esp384 = COSEAlgorithm(-51)
+    /// ECDSA with SHA-512 on P-521 keys, fully specified (-52, RFC 9864).
+    public static let esp512 = COSEAlgorithm(-52)
+    /// ML-DSA-44 (-48, FIPS 204): verified only when the linked OpenSSL is 3.5 or newer.
+    public static let mlDSA44 = COSEAlgorithm(-48)
+    /// ML-DSA-65 (-49, FIPS 204): verified only when the linked OpenSSL is 3.5 or newer.
+    public static let mlDSA65 = COSEAlgorithm(-49)
+    /// ML-DSA-87 (-50, FIPS 204): verified only when the linked OpenSSL is 3.5 or newer.
+    public static let mlDSA87 = COSEAlgorithm(-50)
     /// EdDSA; the curve (Ed25519 or Ed448) comes from the key.
     public static let edDSA = COSEAlgorithm(-8)
     /// Ed25519, fully specified (RFC 9864).
@@ -36,8 +50,11 @@ public struct COSEAlgorithm: RawRepresentable, Hashable, Sendable, CustomStringC
 
     /// Every algorithm the engine can verify, in the order offered by default.
     public static let supported: [COSEAlgorithm] = [
-        .es256, .edDSA, .ed25519, .es384, .es512, .ed448, .ps256, .ps384, .ps512, .rs256, .rs384, .rs512, .rs1,
+        .es256, .esp256, .edDSA, .ed25519, .es384, .esp384, .es512, .esp512, .es256K, .ed448, .ps256, .ps384, .ps512, .rs256, .rs384, .rs512, .rs1,
     ]
+
+    /// ML-DSA-44, -65 and -87: supported when the linked OpenSSL has ML-DSA (3.5 or newer; checked at run time).
+    public static let postQuantum: [COSEAlgorithm] = [.mlDSA44, .mlDSA65, .mlDSA87]
 
     /// The registry name, such as `ES256`; `COSE(<value>)` for an algorithm the engine does not know.
     public var name: String {
@@ -45,6 +62,13 @@ public struct COSEAlgorithm: RawRepresentable, Hashable, Sendable, CustomStringC
         case .es256: return "ES256"
         case .es384: return "ES384"
         case .es512: return "ES512"
+        case .es256K: return "ES256K"
+        case .esp256: return "ESP256"
+        case .esp384: return "ESP384"
+        case .esp512: return "ESP512"
+        case .mlDSA44: return "ML-DSA-44"
+        case .mlDSA65: return "ML-DSA-65"
+        case .mlDSA87: return "ML-DSA-87"
         case .edDSA: return "EdDSA"
         case .ed25519: return "Ed25519"
         case .ed448: return "Ed448"

@@ -25,6 +25,10 @@ package enum COSE {
         package static let rsaD = -3
         /// RSA `p`: the first prime factor.
         package static let rsaP = -4
+        /// AKP `pub`: the ML-DSA public key.
+        package static let akpPub = -1
+        /// AKP `priv`: the private key (seed).
+        package static let akpPriv = -2
     }
 
     /// `kty` values (IANA "COSE Key Types").

@@ -194,6 +194,14 @@ extension WebAuthnError.Code {
     /// Another ceremony updated the credential at the same time (compare-and-set lost).
     public static let concurrentUpdate: Self = "concurrent_update"
 
+    // MARK: Extensions and requested properties
+    /// The options required a discoverable credential and the client reported one that is not (`credProps.rk` false).
+    public static let discoverableCredentialMissing: Self = "discoverable_credential_missing"
+    /// The options enforced a credProtect level and the authenticator data reports a weaker one, or none.
+    public static let credentialProtectionWeaker: Self = "credential_protection_weaker"
+    /// An extension output has the wrong type or an out-of-range value.
+    public static let extensionOutputInvalid: Self = "extension_output_invalid"
+
     // MARK: Sessions, accounts and the server
     /// The response did not come with the session (binding) that asked for its options.
     public static let sessionMismatch: Self = "session_mismatch"
@@ -203,6 +211,10 @@ extension WebAuthnError.Code {
     public static let usernameUnavailable: Self = "username_unavailable"
     /// The action needs a signed-in session.
     public static let signInRequired: Self = "sign_in_required"
+    /// The action needs the signed-in account to have verified the user recently (a fresh assertion with user verification).
+    public static let reauthenticationRequired: Self = "reauthentication_required"
+    /// A credential's name is empty, too long or holds control characters.
+    public static let credentialNameInvalid: Self = "credential_name_invalid"
     /// What the server tells a client for any failed sign-in whose detail would help an attacker
     /// (unknown credential, another account's credential, user handle mismatch, bad signature).
     public static let authenticationFailed: Self = "authentication_failed"
@@ -239,7 +251,9 @@ extension WebAuthnError.Code {
         .aaguidNotAllowed, .aaguidUnverified, .authenticatorCompromised, .metadataInvalid, .metadataUntrusted, .metadataStale,
         .credentialAlreadyRegistered, .credentialNotAllowed, .credentialUnknown, .credentialNotOwnedByUser, .userHandleMissing,
         .userHandleMismatch, .signatureInvalid, .counterRegression, .concurrentUpdate,
-        .sessionMismatch, .usernameInvalid, .usernameUnavailable, .signInRequired, .authenticationFailed, .rateLimited,
+        .discoverableCredentialMissing, .credentialProtectionWeaker, .extensionOutputInvalid,
+        .sessionMismatch, .usernameInvalid, .usernameUnavailable, .signInRequired, .reauthenticationRequired, .credentialNameInvalid,
+        .authenticationFailed, .rateLimited,
         .tooManyPendingCeremonies, .contentTypeUnsupported, .internalError,
         .configurationInvalid, .storageFailure, .cryptoFailure,
         .appleTokenMalformed, .appleTokenSignatureInvalid, .appleKeyUnknown, .appleKeyInvalid, .appleJWKSInvalid, .appleJWKSUnavailable,

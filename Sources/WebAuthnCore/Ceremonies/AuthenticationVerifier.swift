@@ -37,7 +37,7 @@ public enum AuthenticationVerifier {
         try ClientDataChecks.verifyCrossOrigin(c, policy: rp.policy.crossOrigin, step: step(13))
         try ClientDataChecks.verifyTopOrigin(c, policy: rp.policy.crossOrigin, step: step(14))
         let authData = try AuthenticatorData(bytes: response.authenticatorData)
-        try AuthenticatorDataChecks.verifyRpIdHash(authData, rp: rp, step: step(15))
+        let usedAppID = try verifyRpIdHash(authData, ceremony: ceremony, credential: credential, rp: rp)  // step 15
         try AuthenticatorDataChecks.verifyUserPresent(authData, conditionalCreate: false, step: step(16))  // always, whatever the mediation
         let uvRequirement: UserVerificationRequirement = rp.policy.userVerification == .required ? .required : ceremony.userVerification
         try AuthenticatorDataChecks.verifyUserVerified(authData, requirement: uvRequirement, step: step(17))
@@ -59,9 +59,9 @@ public enum AuthenticationVerifier {
         updated.lastUsedAt = rp.clock.now()
         return AuthenticationResult(
             credentialId: credential.id, userHandle: credential.userHandle, signCount: authData.signCount,
-            previousSignCount: credential.signCount, flags: authData.flags, userVerified: authData.userVerified,
+            previousSignCount: credential.signCount, usedAppID: usedAppID, flags: authData.flags, userVerified: authData.userVerified,
             backupEligible: authData.backupEligible, backedUp: authData.backedUp,
-            authenticatorExtensions: authData.extensions, clientExtensionResults: response.clientExtensionResults,
+            authenticatorExtensions: authData.extensions, clientExtensionResults: response.clientExtensionResults.sanitizedOutputs(),
             riskSignals: risks, updatedCredential: updated)
     }
 
@@ -99,6 +99,22 @@ public enum AuthenticationVerifier {
                 throw WebAuthnError(.userHandleMismatch, "response.userHandle is not the user handle of the credential's owner", step: step(6))
             }
         }
+    }
+
+    /// Step 15: rpIdHash is SHA-256 of the RP ID or, with the `appid` extension (L3
+    /// §10.1.1), of the AppID the options offered: accepted only for a credential
+    /// registered through U2F (`fido-u2f`), which is bound to the AppID it was made for.
+    /// Returns whether the AppID was used.
+    static func verifyRpIdHash(_ authData: AuthenticatorData, ceremony: PendingCeremony, credential: CredentialRecord, rp: RelyingParty)
+        throws(WebAuthnError) -> Bool
+    {
+        if let appID = ceremony.appID, credential.attestationFormat == .fidoU2F, !Bytes.constantTimeEqual(authData.rpIdHash, rp.rpIdHash),
+            Bytes.constantTimeEqual(authData.rpIdHash, Digest.sha256(Array(appID.utf8)))
+        {
+            return true
+        }
+        try AuthenticatorDataChecks.verifyRpIdHash(authData, rp: rp, step: step(15))
+        return false
     }
 
     /// Step 19: BE must equal the value recorded at registration.

@@ -46,8 +46,10 @@ public enum RegistrationVerifier {
         try AuthenticatorDataChecks.verifyBackupFlags(authData, step: step(17))
         // Steps 18–19 (use BE/BS in policy): reported in the result.
         try verifyAlgorithmRequested(credential.publicKey.algorithm, ceremony: ceremony, policy: rp.policy)
-        // Step 21 (extension outputs): the authenticator's outputs must be a
-        // well-formed map (checked while parsing); their meaning is the RP's.
+        // Step 21 (extension outputs): the authenticator's outputs are a well-formed
+        // map (checked while parsing); those with server-side meaning are checked
+        // against what the options asked for, and recorded.
+        let properties = try verifyExtensionOutputs(authData, response: response, ceremony: ceremony, policy: rp.policy)
         let verifier = try AttestationFormats.verifier(for: attestation.format)  // step 22
         let verification = try verifier.verify(
             AttestationInput(  // step 23
@@ -68,12 +70,12 @@ public enum RegistrationVerifier {
             id: credential.credentialId, userHandle: user.id, publicKey: credential.publicKey,
             signCount: authData.signCount, transports: response.transports, uvInitialized: authData.userVerified,
             backupEligible: authData.backupEligible, backupState: authData.backedUp, aaguid: credential.aaguid,
-            attestationFormat: attestation.format, createdAt: rp.clock.now())
+            attestationFormat: attestation.format, createdAt: rp.clock.now(), properties: properties)
         return RegistrationResult(
             credential: record, format: attestation.format, attestationType: attestationType, trust: trust,
             flags: authData.flags, signCount: authData.signCount, userVerified: authData.userVerified,
             backupEligible: authData.backupEligible, backedUp: authData.backedUp,
-            authenticatorExtensions: authData.extensions, clientExtensionResults: response.clientExtensionResults,
+            authenticatorExtensions: authData.extensions, clientExtensionResults: response.clientExtensionResults.sanitizedOutputs(),
             riskSignals: risks)
     }
 
@@ -96,6 +98,27 @@ public enum RegistrationVerifier {
                 step: step(13))
         }
         return credential
+    }
+
+    /// Step 21: the extension outputs and requested properties with server-side meaning.
+    /// credProtect, when the options enforced a level, must be at least that level;
+    /// `credProps.rk: false` when a discoverable credential was required is refused
+    /// (or recorded, per policy); the rest (attachment, PRF, large blob, minimum PIN
+    /// length) is recorded. Client outputs decide nothing else: they are not signed.
+    static func verifyExtensionOutputs(
+        _ authData: AuthenticatorData, response: RegistrationResponse, ceremony: PendingCeremony, policy: VerificationPolicy
+    ) throws(WebAuthnError) -> CredentialProperties {
+        let outputs = response.clientExtensionResults
+        let protection = try ExtensionChecks.reportedCredentialProtection(authData.extensions)
+        try ExtensionChecks.verifyCredentialProtection(reported: protection, requested: ceremony.credentialProtection)
+        let discoverable = try ExtensionChecks.verifyDiscoverable(
+            reported: try ExtensionChecks.reportedDiscoverable(outputs), required: ceremony.residentKey == .required,
+            refuse: policy.refuseNonDiscoverableWhenRequired)
+        return CredentialProperties(
+            discoverable: discoverable, authenticatorAttachment: response.authenticatorAttachment, credentialProtection: protection,
+            prfEnabled: try ExtensionChecks.reportedFlag(outputs, "prf", "enabled"),
+            largeBlobSupported: try ExtensionChecks.reportedFlag(outputs, "largeBlob", "supported"),
+            minPinLength: try ExtensionChecks.reportedMinPinLength(authData.extensions))
     }
 
     /// Step 20: the credential key's alg is one of `pubKeyCredParams`.

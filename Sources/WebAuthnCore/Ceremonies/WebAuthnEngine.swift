@@ -86,7 +86,11 @@ public struct WebAuthnEngine: Sendable {
     ///   - attestation: the attestation conveyance preference sent to the
     ///     client. Default `.none`.
     ///   - hints: hints for the client's UI (WebAuthn L3 §5.8.7), sent as given.
-    ///   - extensions: extension inputs, sent as given. Default none.
+    ///   - attestationFormats: the attestation formats preferred, most preferred first
+    ///     (`attestationFormats`, L3 §5.4), sent as given. Default none (the client chooses).
+    ///   - extensions: extension inputs, sent as given. Default none. A credProtect
+    ///     request (``ClientExtensions/requestCredentialProtection(_:enforce:)``) is kept
+    ///     with the ceremony and, when enforced, checked against the authenticator data.
     ///   - newAccount: the registration creates `user` together with its first
     ///     credential (through ``accounts``), atomically, when it finishes; no
     ///     account or name exists before that.
@@ -105,6 +109,7 @@ public struct WebAuthnEngine: Sendable {
         authenticatorSelection: AuthenticatorSelection? = nil,
         attestation: AttestationConveyancePreference = .none,
         hints: [PublicKeyCredentialHint] = [],
+        attestationFormats: [AttestationFormat] = [],
         extensions: ClientExtensions = ClientExtensions(),
         newAccount: Bool = false,
         conditionalCreate: Bool = false,
@@ -118,13 +123,16 @@ public struct WebAuthnEngine: Sendable {
         let ceremony = PendingCeremony(
             kind: .registration, challenge: challenge, user: user, algorithms: rp.policy.algorithms,
             userVerification: selection.userVerification, conditionalCreate: conditionalCreate, newAccount: newAccount,
+            residentKey: selection.residentKey, authenticatorAttachment: selection.authenticatorAttachment,
+            credentialProtection: extensions.credentialProtectionRequest,
             binding: binding, expiresAt: rp.clock.now().addingTimeInterval(rp.challengeLifetime))
         try await remember(ceremony)
         return CreationOptions(
             rpId: rp.id, rpName: rp.name, user: user, challenge: challenge, algorithms: rp.policy.algorithms,
             timeout: Int(rp.challengeLifetime * 1000),
             excludeCredentials: existing.map { CredentialDescriptor(id: $0.id, transports: $0.transports) },
-            authenticatorSelection: selection, attestation: attestation, hints: hints, extensions: extensions)
+            authenticatorSelection: selection, attestation: attestation, hints: hints, attestationFormats: attestationFormats,
+            extensions: extensions)
     }
 
     /// Finishes a registration: verifies the response (WebAuthn L3 §7.1) and
@@ -192,7 +200,8 @@ public struct WebAuthnEngine: Sendable {
     ///   - userHandle: the account signing in; nil for a discoverable login.
     ///   - userVerification: the user verification to ask for; nil: the policy's.
     ///   - hints: hints for the client's UI (WebAuthn L3 §5.8.7), sent as given.
-    ///   - extensions: extension inputs, sent as given. Default none.
+    ///   - extensions: extension inputs, sent as given, except an `appid` that is not the
+    ///     policy's ``VerificationPolicy/u2fAppID`` (dropped). Default none.
     ///   - binding: an opaque value of the session asking; the response must present the same.
     ///   - allowCredentials: the descriptors to list, when the caller has
     ///     already looked up the user's credentials, or lists stand-ins for a
@@ -220,9 +229,12 @@ public struct WebAuthnEngine: Sendable {
             allowed = records.map { CredentialDescriptor(id: $0.id, transports: $0.transports) }
         }
         let uv = userVerification ?? rp.policy.userVerification
+        // appid (L3 §10.1.1): only the AppID the relying party configured.
+        let appID = extensions.appID.flatMap { $0 == rp.policy.u2fAppID ? $0 : nil }
+        let extensions = appID == nil ? extensions.removingAppID() : extensions
         let ceremony = PendingCeremony(
             kind: .authentication, challenge: challenge, userHandle: userHandle, allowCredentials: allowed.map(\.id),
-            userVerification: uv, binding: binding, expiresAt: rp.clock.now().addingTimeInterval(rp.challengeLifetime))
+            userVerification: uv, appID: appID, binding: binding, expiresAt: rp.clock.now().addingTimeInterval(rp.challengeLifetime))
         try await remember(ceremony)
         return RequestOptions(
             rpId: rp.id, challenge: challenge, timeout: Int(rp.challengeLifetime * 1000),

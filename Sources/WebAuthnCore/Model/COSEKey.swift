@@ -4,8 +4,10 @@ package import _WebAuthnCrypto
 /// A credential public key in COSE_Key form (RFC 9052 §7, WebAuthn L3 §6.5.1.1),
 /// validated and imported into OpenSSL.
 ///
-/// Accepted: EC2 on P-256/P-384/P-521 with ES256/ES384/ES512 (exact
-/// coordinate lengths, point on the curve), OKP Ed25519/Ed448 with EdDSA (or
+/// Accepted: EC2 on P-256/P-384/P-521 with ES256/ES384/ES512 or their fully
+/// specified names ESP256/ESP384/ESP512, and on secp256k1 with ES256K (exact
+/// coordinate lengths, point on the curve); AKP ML-DSA-44/65/87 when the linked
+/// OpenSSL has ML-DSA (3.5 or newer, found at run time); OKP Ed25519/Ed448 with EdDSA (or
 /// the fully specified Ed25519/Ed448), and RSA (2048 to 8192 bits) with
 /// RS256/384/512, PS256/384/512 and RS1. The algorithm must match the key
 /// type, and private key parameters are refused.
@@ -13,8 +15,8 @@ public struct COSEKey: Sendable {
     /// COSE key types.
     public enum KeyType: Int, Sendable {
         /// `OKP` (1): octet key pairs (Ed25519, Ed448); `EC2` (2): elliptic-curve keys
-        /// with x and y (P-256, P-384, P-521); `RSA` (3).
-        case okp = 1, ec2 = 2, rsa = 3
+        /// with x and y (P-256, P-384, P-521, secp256k1); `RSA` (3); `AKP` (7): ML-DSA.
+        case okp = 1, ec2 = 2, rsa = 3, akp = 7
     }
 
     /// COSE_Key labels (RFC 9052 §7.1, RFC 9053, RFC 8230).
@@ -26,6 +28,8 @@ public struct COSEKey: Sendable {
         case okp(curve: OKPCurve, x: [UInt8])
         /// Big-endian modulus and public exponent, as encoded (leading zeros kept).
         case rsa(n: [UInt8], e: [UInt8])
+        /// An ML-DSA public key (FIPS 204 encoding).
+        case akp(MLDSAParameterSet, [UInt8])
     }
 
     /// The key type (`kty`).
@@ -34,6 +38,7 @@ public struct COSEKey: Sendable {
         case .ec2: return .ec2
         case .okp: return .okp
         case .rsa: return .rsa
+        case .akp: return .akp
         }
     }
     /// The algorithm (`alg`); it matches the key type and curve.
@@ -71,8 +76,10 @@ public struct COSEKey: Sendable {
             guard let x = cbor[Label.x]?.bytesValue else { throw Self.invalid("x (-2) is missing or not a byte string") }
             guard let y = cbor[Label.y]?.bytesValue else { throw Self.invalid("y (-3) is missing or not a byte string (compressed points are not accepted)") }
             let expected = curve.algorithm
-            guard alg == expected else {
-                throw Self.mismatch(alg, "an EC2 \(curve.name) key", expected: expected.name)
+            guard alg == expected || alg == curve.fullySpecifiedAlgorithm else {
+                throw Self.mismatch(
+                    alg, "an EC2 \(curve.name) key",
+                    expected: ([expected] + [curve.fullySpecifiedAlgorithm].compactMap { $0 }).map(\.name).joined(separator: " or "))
             }
             publicKey = try PublicKey.ec(curve: curve, x: x, y: y)
             parameters = .ec2(curve: curve, x: x, y: y)
@@ -99,7 +106,13 @@ public struct COSEKey: Sendable {
             publicKey = try PublicKey.rsa(n: n, e: e)
             parameters = .rsa(n: n, e: e)
         case COSE.KeyType.akp:
-            throw WebAuthnError(.algorithmUnsupported, "AKP keys (ML-DSA, alg \(algValue)) need OpenSSL 3.5 or later; this engine links OpenSSL 3.0")
+            guard let set = MLDSAParameterSet(rawValue: algValue) else {
+                throw WebAuthnError(.algorithmUnsupported, "AKP key with alg \(alg): only ML-DSA-44, -65 and -87 are supported")
+            }
+            guard cbor[Label.akpPriv] == nil else { throw Self.invalid("the key contains private key material (priv)") }
+            guard let pub = cbor[Label.akpPub]?.bytesValue else { throw Self.invalid("pub (-1) is missing or not a byte string") }
+            publicKey = try PublicKey.mlDSA(set, publicKey: pub)
+            parameters = .akp(set, pub)
         default:
             throw WebAuthnError(.algorithmUnsupported, "COSE key type \(ktyValue) is not supported")
         }

@@ -45,6 +45,17 @@ public struct PendingCeremony: Sendable {
     /// Registration only: the ceremony creates the account `user` together with
     /// its first credential (atomically, through ``AccountStore/create(_:firstCredential:)``).
     public let newAccount: Bool
+    /// Registration: the `residentKey` the options asked for; `.required` makes a
+    /// response reporting `credProps.rk: false` fail (`discoverable_credential_missing`).
+    public let residentKey: ResidentKeyRequirement
+    /// Registration: the `authenticatorAttachment` the options asked for, if any
+    /// (the attachment that came back is recorded with the credential).
+    public let authenticatorAttachment: AuthenticatorAttachment?
+    /// Registration: the credProtect level the options asked for, if any.
+    public let credentialProtection: CredentialProtectionRequest?
+    /// Authentication: the U2F AppID the options offered (`appid`); an assertion whose
+    /// rpIdHash is SHA-256 of it is accepted, for a credential registered through U2F only.
+    public let appID: String?
     /// What the response must come with: an opaque value derived from the
     /// session that asked for the options (for example a hash of its cookie).
     /// When set, a response that does not present the same binding is refused
@@ -67,12 +78,18 @@ public struct PendingCeremony: Sendable {
     ///   - userVerification: The user verification the options asked for.
     ///   - conditionalCreate: Registration: the options are for a conditional create.
     ///   - newAccount: Registration: the ceremony creates `user` with its first credential.
+    ///   - residentKey: Registration: the `residentKey` the options asked for.
+    ///   - authenticatorAttachment: Registration: the attachment the options asked for, if any.
+    ///   - credentialProtection: Registration: the credProtect request of the options, if any.
+    ///   - appID: Authentication: the U2F AppID the options offered, if any.
     ///   - binding: The opaque session binding the response must present, if any.
     ///   - expiresAt: When the ceremony expires.
     public init(
         kind: Kind, challenge: [UInt8], user: UserEntity? = nil, userHandle: [UInt8]? = nil,
         allowCredentials: [[UInt8]] = [], algorithms: [COSEAlgorithm] = [],
         userVerification: UserVerificationRequirement, conditionalCreate: Bool = false, newAccount: Bool = false,
+        residentKey: ResidentKeyRequirement = .discouraged, authenticatorAttachment: AuthenticatorAttachment? = nil,
+        credentialProtection: CredentialProtectionRequest? = nil, appID: String? = nil,
         binding: [UInt8]? = nil, expiresAt: Date
     ) {
         self.kind = kind
@@ -84,6 +101,10 @@ public struct PendingCeremony: Sendable {
         self.userVerification = userVerification
         self.conditionalCreate = kind == .registration && conditionalCreate
         self.newAccount = kind == .registration && newAccount
+        self.residentKey = residentKey
+        self.authenticatorAttachment = authenticatorAttachment
+        self.credentialProtection = credentialProtection
+        self.appID = kind == .authentication ? appID : nil
         self.binding = binding
         self.expiresAt = expiresAt
     }
@@ -143,6 +164,8 @@ public struct AuthenticationResult: Sendable {
     public let signCount: UInt32
     /// The counter stored before this ceremony.
     public let previousSignCount: UInt32
+    /// The assertion was signed over the U2F AppID the options offered (`appid`), not the RP ID.
+    public let usedAppID: Bool
     /// The flags of the authenticator data.
     public let flags: AuthenticatorFlags
     /// UV: the authenticator verified the user.

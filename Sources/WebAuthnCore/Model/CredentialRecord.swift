@@ -29,13 +29,19 @@ public struct CredentialRecord: Sendable {
     public let createdAt: Date
     /// When the credential last authenticated; nil if never.
     public var lastUsedAt: Date?
+    /// The name its owner gave it ("Work laptop"), nil for none: shown in account settings.
+    public var name: String?
+    /// What the registration established beyond the key: discoverable, attachment,
+    /// credProtect level, PRF and large-blob support, minimum PIN length.
+    public var properties: CredentialProperties
 
     /// A credential record. The engine builds these from verified registrations;
     /// stores build them from their rows. Each parameter sets the property of the same name.
     public init(
         id: [UInt8], userHandle: [UInt8], publicKey: COSEKey, signCount: UInt32, transports: [AuthenticatorTransport] = [],
         uvInitialized: Bool, backupEligible: Bool, backupState: Bool, aaguid: AAGUID = .zero,
-        attestationFormat: AttestationFormat = .none, createdAt: Date, lastUsedAt: Date? = nil
+        attestationFormat: AttestationFormat = .none, createdAt: Date, lastUsedAt: Date? = nil, name: String? = nil,
+        properties: CredentialProperties = CredentialProperties()
     ) {
         self.id = id
         self.userHandle = userHandle
@@ -49,6 +55,8 @@ public struct CredentialRecord: Sendable {
         self.attestationFormat = attestationFormat
         self.createdAt = createdAt
         self.lastUsedAt = lastUsedAt
+        self.name = name
+        self.properties = properties
     }
 }
 

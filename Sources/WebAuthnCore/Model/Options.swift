@@ -82,6 +82,8 @@ public struct CreationOptions: Sendable {
     public let attestation: AttestationConveyancePreference
     /// `security-key`, `client-device`, `hybrid`.
     public let hints: [PublicKeyCredentialHint]
+    /// The attestation formats preferred, most preferred first (`attestationFormats`); empty: any.
+    public let attestationFormats: [AttestationFormat]
     /// The extension inputs (`extensions`).
     public let extensions: ClientExtensions
 
@@ -95,6 +97,7 @@ public struct CreationOptions: Sendable {
         o["excludeCredentials"] = .array(excludeCredentials.map(Self.descriptor))
         o["authenticatorSelection"] = authenticatorSelection.json
         o["attestation"] = .string(attestation.rawValue)
+        if !attestationFormats.isEmpty { o["attestationFormats"] = .array(attestationFormats.map { .string($0.rawValue) }) }
         o["hints"] = .array(hints.map { .string($0.rawValue) })
         o["extensions"] = .object(extensions.object)
         return .object(o)

@@ -130,6 +130,14 @@ public struct VerificationPolicy: Sendable, Equatable {
     public var allowInsecureRS1: Bool
     /// What attestation is accepted. Default: every type, no trust required.
     public var attestation: AttestationPolicy
+    /// When the options required a discoverable credential and the client reports
+    /// `credProps.rk: false`: refuse the registration (`discoverable_credential_missing`, the
+    /// default) or, when false, store it with ``CredentialProperties/discoverable`` false.
+    public var refuseNonDiscoverableWhenRequired: Bool
+    /// The AppID of a former U2F deployment (`https://example.com/app-id.json`) whose
+    /// credentials may still sign in through the `appid` extension. Default nil: an
+    /// `appid` input is dropped from options, and every assertion is over the RP ID.
+    public var u2fAppID: String?
 
     /// A policy; every parameter defaults to the property's documented default.
     public init(
@@ -138,7 +146,9 @@ public struct VerificationPolicy: Sendable, Equatable {
         counter: CounterPolicy = .reject,
         algorithms: [COSEAlgorithm] = [.es256, .edDSA, .es384, .es512, .ps256, .rs256],
         allowInsecureRS1: Bool = false,
-        attestation: AttestationPolicy = AttestationPolicy()
+        attestation: AttestationPolicy = AttestationPolicy(),
+        refuseNonDiscoverableWhenRequired: Bool = true,
+        u2fAppID: String? = nil
     ) {
         self.userVerification = userVerification
         self.crossOrigin = crossOrigin
@@ -146,6 +156,8 @@ public struct VerificationPolicy: Sendable, Equatable {
         self.algorithms = algorithms
         self.allowInsecureRS1 = allowInsecureRS1
         self.attestation = attestation
+        self.refuseNonDiscoverableWhenRequired = refuseNonDiscoverableWhenRequired
+        self.u2fAppID = u2fAppID
     }
 }
 

@@ -21,6 +21,12 @@ extension PendingCeremony {
         }
         if let userHandle { o["userHandle"] = .string(Base64URL.encode(userHandle)) }
         if let binding { o["binding"] = .string(Base64URL.encode(binding)) }
+        if residentKey != .discouraged { o["residentKey"] = .string(residentKey.rawValue) }
+        if let authenticatorAttachment { o["authenticatorAttachment"] = .string(authenticatorAttachment.rawValue) }
+        if let credentialProtection {
+            o["credProtect"] = ["level": .number(Double(credentialProtection.policy.rawValue)), "enforce": .bool(credentialProtection.enforce)]
+        }
+        if let appID { o["appid"] = .string(appID) }
         return .object(o)
     }
 
@@ -56,6 +62,14 @@ extension PendingCeremony {
             algorithms: (json["algorithms"]?.arrayValue ?? []).compactMap { $0.intValue.map { COSEAlgorithm($0) } },
             userVerification: uv, conditionalCreate: json["conditionalCreate"]?.boolValue ?? false,
             newAccount: json["newAccount"]?.boolValue ?? false,
+            residentKey: json["residentKey"]?.stringValue.map(ResidentKeyRequirement.init(rawValue:)) ?? .discouraged,
+            authenticatorAttachment: json["authenticatorAttachment"]?.stringValue.map(AuthenticatorAttachment.init(rawValue:)),
+            credentialProtection: json["credProtect"].flatMap { p in
+                p["level"]?.intValue.flatMap(CredentialProtectionPolicy.init(rawValue:)).map {
+                    CredentialProtectionRequest(policy: $0, enforce: p["enforce"]?.boolValue ?? false)
+                }
+            },
+            appID: json["appid"]?.stringValue,
             binding: json["binding"]?.stringValue.flatMap(Base64URL.decode),
             expiresAt: Date(timeIntervalSince1970: expires))
     }

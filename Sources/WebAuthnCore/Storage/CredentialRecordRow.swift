@@ -1,4 +1,5 @@
 import Foundation
+package import _WebAuthnEncoding
 
 /// The `credentials` table of the SQL stores (SQLite and PostgreSQL): one
 /// codec between a row and a ``CredentialRecord``, so both stores name the
@@ -19,6 +20,10 @@ package enum CredentialColumn: String, CaseIterable, Sendable {
     case createdAt = "created_at"
     /// Seconds since 1970; NULL when never used.
     case lastUsedAt = "last_used_at"
+    /// The owner's name for it; NULL for none.
+    case name
+    /// ``CredentialProperties`` as JSON text (`{}` when nothing was reported).
+    case properties
 
     /// Every column, comma-separated, in declaration order (for `SELECT` and `INSERT`).
     package static let list = allCases.map(\.rawValue).joined(separator: ", ")
@@ -69,6 +74,10 @@ extension CredentialRecord {
         guard let aaguid = AAGUID(bytes: try row.bytes(name(.aaguid))) else { throw row.unreadable(name(.aaguid), "is not 16 bytes") }
         let transports = try row.text(name(.transports))
         let lastUsedAt: Date? = row.isNull(name(.lastUsedAt)) ? nil : Date(timeIntervalSince1970: try row.double(name(.lastUsedAt)))
+        let label: String? = row.isNull(name(.name)) ? nil : try row.text(name(.name))
+        let propertiesText = try row.text(name(.properties))
+        // Bounded, shallow JSON the engine wrote; anything unreadable is no properties rather than a lost credential.
+        let properties = (try? JSONValue.parse(propertiesText, limits: JSONLimits(maxBytes: 4096, maxDepth: 2))).map(CredentialProperties.init(json:))
         self.init(
             id: try row.bytes(name(.id)), userHandle: try row.bytes(name(.userHandle)),
             publicKey: try Self.keyCache.key(try row.bytes(name(.publicKey))), signCount: signCount,
@@ -76,7 +85,8 @@ extension CredentialRecord {
             uvInitialized: try row.bool(name(.uvInitialized)), backupEligible: try row.bool(name(.backupEligible)),
             backupState: try row.bool(name(.backupState)), aaguid: aaguid,
             attestationFormat: AttestationFormat(rawValue: try row.text(name(.attestationFormat))),
-            createdAt: Date(timeIntervalSince1970: try row.double(name(.createdAt))), lastUsedAt: lastUsedAt)
+            createdAt: Date(timeIntervalSince1970: try row.double(name(.createdAt))), lastUsedAt: lastUsedAt, name: label,
+            properties: properties ?? CredentialProperties())
     }
 
     /// The value this record stores in `column`.
@@ -94,6 +104,8 @@ extension CredentialRecord {
         case .attestationFormat: .text(attestationFormat.rawValue)
         case .createdAt: .double(createdAt.timeIntervalSince1970)
         case .lastUsedAt: lastUsedAt.map { .double($0.timeIntervalSince1970) } ?? .null
+        case .name: name.map { .text($0) } ?? .null
+        case .properties: .text(properties.json.serialized())
         }
     }
 

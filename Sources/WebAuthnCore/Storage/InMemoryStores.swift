@@ -61,6 +61,17 @@ public final class InMemoryCredentialStore: CredentialStore {
         state.withLock { $0.removeValue(forKey: ByteKey(id)) != nil }
     }
 
+    /// Sets or clears the owner's name of a credential of `userHandle`; returns whether it did.
+    public func rename(id: [UInt8], ofUser userHandle: [UInt8], to name: String?) async throws -> Bool {
+        state.withLock { records in
+            let key = ByteKey(id)
+            guard var record = records[key], record.userHandle == userHandle else { return false }
+            record.name = name
+            records[key] = record
+            return true
+        }
+    }
+
     func deleteAll(userHandle: [UInt8]) {
         state.withLock { records in records = records.filter { $0.value.userHandle != userHandle } }
     }

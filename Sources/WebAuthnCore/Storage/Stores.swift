@@ -22,6 +22,16 @@ public protocol CredentialStore: Sendable {
     func update(_ record: CredentialRecord, expectedSignCount: UInt32) async throws -> Bool
     /// Removes a credential; returns whether it existed.
     func delete(id: [UInt8]) async throws -> Bool
+    /// Sets (or, with nil, clears) the owner's name for the credential `id` if it belongs
+    /// to `userHandle`; writes nothing else, and returns whether it did.
+    func rename(id: [UInt8], ofUser userHandle: [UInt8], to name: String?) async throws -> Bool
+}
+
+extension CredentialStore {
+    /// A store written before credentials had names: renaming is refused with `configuration_invalid`.
+    public func rename(id: [UInt8], ofUser userHandle: [UInt8], to name: String?) async throws -> Bool {
+        throw WebAuthnError(.configurationInvalid, "this credential store cannot rename credentials")
+    }
 }
 
 /// Where pending ceremonies wait for their response.
