@@ -132,6 +132,11 @@ extension PostgresStore {
 
     // MARK: Account deletion and linked identities
 
+    /// Sets the account's display name, in one `UPDATE`; false when there is no such account.
+    public func setDisplayName(_ displayName: String, handle: [UInt8]) async throws -> Bool {
+        !(try await pool.query("UPDATE accounts SET display_name = $1 WHERE handle = $2 RETURNING handle", [displayName, PGText.bytea(handle)])).isEmpty
+    }
+
     /// Deletes the account with its credentials, linked identities and sessions
     /// in one statement; false when there is none.
     public func deleteAccount(handle: [UInt8]) async throws -> Bool {

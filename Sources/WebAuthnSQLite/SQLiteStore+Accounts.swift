@@ -123,6 +123,11 @@ extension SQLiteStore {
         !(try await query("DELETE FROM accounts WHERE handle = ? RETURNING handle", [.blob(handle)])).isEmpty
     }
 
+    /// Sets the account's display name, in one `UPDATE`; false when there is no such account.
+    public func setDisplayName(_ displayName: String, handle: [UInt8]) async throws -> Bool {
+        !(try await query("UPDATE accounts SET display_name = ? WHERE handle = ? RETURNING handle", [.text(displayName), .blob(handle)])).isEmpty
+    }
+
     static let identityColumns = "provider, subject, user_handle, email, email_verified, is_private_email, refresh_token, created_at, updated_at"
 
     /// The identity of `subject` at `provider`, if linked.

@@ -112,7 +112,7 @@ extension WebAuthnRoutes {
             let (handle, created) = try await appleAccount(
                 identity, refreshToken: exchange.tokens.refreshToken, user: user, request: request,
                 token: token, apple)
-            let signedIn = try await sessions.signIn(handle, replacing: token, now: now)
+            let signedIn = try await sessions.signIn(handle, replacing: token, now: now, verified: true)
             let metadata: Logger.Metadata = ["account": .string(Audit.hash(handle)), "method": "apple", "created": .string(created ? "true" : "false")]
             Audit.event("signed_in", context, metadata)
             var payload: JSONObject = ["sub": .string(identity.sub), "created": .bool(created)]
@@ -327,7 +327,7 @@ extension WebAuthnRoutes {
         let (handle, created) = try await appleAccount(
             identity, refreshToken: exchange.tokens.refreshToken, user: user, request: request,
             token: token, apple)
-        let signedIn = try await sessions.signIn(handle, replacing: token, now: now)
+        let signedIn = try await sessions.signIn(handle, replacing: token, now: now, verified: true)
         let metadata: Logger.Metadata = ["account": .string(Audit.hash(handle)), "method": "apple-web", "created": .string(created ? "true" : "false")]
         Audit.event("signed_in", context, metadata)
         var response = Response(status: .seeOther, headers: [.location: "/", .cacheControl: "no-store"])

@@ -20,15 +20,19 @@ extension WebAuthnRoutes {
         router.get("/demo/session") { request, context in
             await handle(request, context) {
                 try throttle(request, context)
-                guard let handle = try await signedInAccount(request, token: sessions.token(request)),
+                let token = sessions.token(request)
+                guard let handle = try await signedInAccount(request, token: token),
                     let account = try await accounts.account(handle: handle)
                 else {
                     var anonymous: JSONObject = ["user": .null]
                     anonymous["apple"] = .bool(appleWebFlow)
                     return HTTP.ok(anonymous)
                 }
-                var payload: JSONObject = ["user": .string(account.name)]
+                var payload: JSONObject = ["user": .string(account.name), "displayName": .string(account.displayName)]
                 payload["apple"] = .bool(appleWebFlow)
+                let session = try await sessions.signedIn(token, now: now)
+                payload["recentlyVerified"] = .bool(session.map { (try? requireRecent($0)) != nil } ?? false)
+                payload["providerList"] = .number(Double(configuration.passkeyProviders.providers.count))
                 return HTTP.ok(payload)
             }
         }
@@ -37,45 +41,100 @@ extension WebAuthnRoutes {
                 try throttle(request, context)
                 let handle = try await requireSignedIn(request)
                 let iso = ISO8601DateFormatter()
+                let names = providerNames
                 let list = try await engine.credentials.credentials(forUser: handle).map { c -> JSONValue in
-                    let entry = engine.relyingParty.trustAnchors.entry(aaguid: c.aaguid, attestationCertificate: nil)
-                    return [
+                    let label = names.label(for: c)
+                    var o: JSONObject = [
                         "id": .string(Base64URL.encode(c.id)),
-                        "authenticator": .string(entry?.description ?? "Unknown authenticator"),
+                        "name": c.name.map(JSONValue.string) ?? .null,
+                        "provider": .string(label.provider),
+                        "providerSource": .string(label.source.rawValue),
                         "aaguid": .string(c.aaguid.description),
                         "format": .string(c.attestationFormat.rawValue),
+                        // Synced (a multi-device passkey) or bound to one device.
+                        "synced": .bool(c.backupEligible),
                         "backupEligible": .bool(c.backupEligible),
                         "backedUp": .bool(c.backupState),
+                        "discoverable": c.properties.discoverable.map(JSONValue.bool) ?? .null,
                         "signCount": .number(Double(c.signCount)),
                         "createdAt": .string(iso.string(from: c.createdAt)),
                         "lastUsedAt": c.lastUsedAt.map { .string(iso.string(from: $0)) } ?? .null,
                         "transports": .array(c.transports.map { .string($0.rawValue) }),
                     ]
+                    o["iconLight"] = label.iconLight.map(JSONValue.string) ?? .null
+                    o["iconDark"] = label.iconDark.map(JSONValue.string) ?? .null
+                    o["prf"] = c.properties.prfEnabled.map(JSONValue.bool) ?? .null
+                    return .object(o)
                 }
                 return HTTP.ok(["credentials": .array(list)])
+            }
+        }
+        router.patch("/demo/credentials/:id") { request, context in
+            await handle(request, context) {
+                try HTTP.requireJSON(request)
+                try throttle(request, context)
+                let handle = try await requireSignedIn(request)
+                let id = try credentialID(context)
+                let body = try await HTTP.body(request, limit: 4096)
+                let raw = body["name"]?.stringValue ?? ""
+                let name: String?
+                if raw.isEmpty {
+                    name = nil
+                } else {
+                    do throws(WebAuthnError) { name = try UserName.normalize(displayName: raw) } catch {
+                        throw WebAuthnError(.credentialNameInvalid, "the name must be 1 to 64 characters without control characters: \(error.message)")
+                    }
+                }
+                guard try await engine.credentials.rename(id: id, ofUser: handle, to: name) else {
+                    throw WebAuthnError(.credentialUnknown, "you have no such credential")
+                }
+                Audit.event("credential_renamed", context, ["account": .string(Audit.hash(handle)), "credential": .string(Audit.hash(id))])
+                return HTTP.ok(["name": name.map(JSONValue.string) ?? .null])
             }
         }
         router.delete("/demo/credentials/:id") { request, context in
             await handle(request, context) {
                 try throttle(request, context)
-                let handle = try await requireSignedIn(request)
-                guard let text = context.parameters.get("id"), text.utf8.count <= 2048, let id = Base64URL.decode(text),
-                    let credential = try await engine.credentials.credential(id: id), credential.userHandle == handle
-                else {
+                let handle = try await requireRecentVerification(request)
+                let id = try credentialID(context)
+                guard let credential = try await engine.credentials.credential(id: id), credential.userHandle == handle else {
                     throw WebAuthnError(.credentialUnknown, "you have no such credential")
                 }
                 _ = try await engine.credentials.delete(id: id)
                 Audit.event("credential_deleted", context, ["account": .string(Audit.hash(handle)), "credential": .string(Audit.hash(id))])
-                return HTTP.ok()
+                // The provider should stop offering it: the account's credentials as they are now.
+                let signal = try await engine.allAcceptedCredentialsSignal(userHandle: handle)
+                return HTTP.ok(["signal": signal.payload(rpId: engine.relyingParty.id)])
+            }
+        }
+        router.patch("/demo/account") { request, context in
+            await handle(request, context) {
+                try HTTP.requireJSON(request)
+                try throttle(request, context)
+                let handle = try await requireSignedIn(request)
+                let body = try await HTTP.body(request, limit: 4096)
+                let displayName = try UserName.normalize(displayName: body["displayName"]?.stringValue ?? "")
+                guard try await accounts.setDisplayName(displayName, handle: handle), let account = try await accounts.account(handle: handle) else {
+                    throw WebAuthnError(.signInRequired, "sign in first")
+                }
+                Audit.event("account_renamed", context, ["account": .string(Audit.hash(handle))])
+                // The provider should show the new name with the account's passkeys.
+                return HTTP.ok([
+                    "displayName": .string(account.displayName),
+                    "signal": CredentialSignal.currentUserDetails(user: account).payload(rpId: engine.relyingParty.id),
+                ])
             }
         }
         router.delete("/demo/account") { request, context in
             await handle(request, context) {
                 try throttle(request, context)
-                let handle = try await requireSignedIn(request)
+                let handle = try await requireRecentVerification(request)
                 try await deleteAccount(handle)
                 Audit.event("account_deleted", context, ["account": .string(Audit.hash(handle))])
-                var response = HTTP.ok()
+                // Every passkey of the account is gone: the provider may drop them all.
+                var response = HTTP.ok([
+                    "signal": CredentialSignal.allAcceptedCredentials(userHandle: handle, credentialIds: []).payload(rpId: engine.relyingParty.id)
+                ])
                 response.setCookie(sessions.expiredCookie)
                 return response
             }
@@ -100,6 +159,20 @@ extension WebAuthnRoutes {
 
     static func file(_ text: String, type: String) -> Response {
         Response(status: .ok, headers: [.contentType: type, .cacheControl: "no-cache"], body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
+    }
+
+    /// How credentials are named: FIDO metadata, then the community provider list, then "Passkey" / "Security key".
+    var providerNames: ProviderNames {
+        let anchors = engine.relyingParty.trustAnchors
+        return ProviderNames(metadata: { anchors.entry(aaguid: $0, attestationCertificate: nil) }, list: configuration.passkeyProviders)
+    }
+
+    /// The `:id` of a credential route, decoded (at most 2 KiB of text).
+    func credentialID<Context: RequestContext>(_ context: Context) throws -> [UInt8] {
+        guard let text = context.parameters.get("id"), text.utf8.count <= 2048, let id = Base64URL.decode(text), !id.isEmpty else {
+            throw WebAuthnError(.credentialUnknown, "you have no such credential")
+        }
+        return id
     }
 
     /// The signed-in account's handle, or `sign_in_required`.

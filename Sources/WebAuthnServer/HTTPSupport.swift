@@ -23,8 +23,10 @@ enum HTTP {
     }
 
     /// `{"status":"failed","errorMessage":"<code>: <message>"}` with a 4xx status.
-    static func failed(_ error: WebAuthnError, status: HTTPResponse.Status = .badRequest) -> Response {
-        json(["status": "failed", "errorMessage": .string("\(error.code.rawValue): \(error.message)")], status: status)
+    static func failed(_ error: WebAuthnError, status: HTTPResponse.Status = .badRequest, extra: JSONObject = JSONObject()) -> Response {
+        var object: JSONObject = ["status": "failed", "errorMessage": .string("\(error.code.rawValue): \(error.message)")]
+        for member in extra.members { object[member.key] = member.value }
+        return json(.object(object), status: status)
     }
 
     /// The status a failure answers with.
@@ -32,7 +34,8 @@ enum HTTP {
         switch error.code {
         case .inputTooLarge: return .contentTooLarge
         case .storageFailure, .cryptoFailure, .internalError, .configurationInvalid: return .internalServerError
-        case .signatureInvalid, .credentialNotOwnedByUser, .userHandleMismatch, .counterRegression, .authenticationFailed, .signInRequired:
+        case .signatureInvalid, .credentialNotOwnedByUser, .userHandleMismatch, .counterRegression, .authenticationFailed, .signInRequired,
+            .reauthenticationRequired:
             return .unauthorized
         case .sessionMismatch: return .forbidden
         case .usernameUnavailable: return .conflict

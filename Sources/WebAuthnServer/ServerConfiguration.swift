@@ -48,6 +48,14 @@ public struct ServerConfiguration: Sendable {
     public var signedInAccount: (@Sendable (Request) async -> [UInt8]?)?
     /// Sign in with Apple (`/apple/...` routes), when configured; nil: off.
     public var apple: AppleConfiguration?
+    /// How recently the signed-in account must have verified the user (a sign-in or
+    /// re-authentication with user verification, or Sign in with Apple) for deleting a
+    /// credential or the account, and for adding a passkey to an account that has one.
+    /// Default 5 minutes; at least 30 seconds.
+    public var reauthenticationWindow: TimeInterval
+    /// The community passkey-provider list, for naming credentials (``ProviderNames``);
+    /// loaded at run time (`webauthn serve --passkey-providers`). Default empty.
+    public var passkeyProviders: PasskeyProviderList
 
     /// A configuration; each parameter defaults to its property's documented
     /// default. A nil `secret` draws 32 random bytes (a longer one is cut to 1024
@@ -57,9 +65,12 @@ public struct ServerConfiguration: Sendable {
         secureCookies: Bool = false, demo: Bool = false, secret: [UInt8]? = nil, conformance: Bool = false,
         rateLimit: RateLimit? = RateLimit(), trustedProxies: [CIDR] = [], sessionLifetime: TimeInterval = 12 * 3600,
         mayEnroll: @escaping @Sendable (EnrollmentRequest) async -> Bool = EnrollmentRequest.signedInOwnerOrNewName,
-        signedInAccount: (@Sendable (Request) async -> [UInt8]?)? = nil, apple: AppleConfiguration? = nil
+        signedInAccount: (@Sendable (Request) async -> [UInt8]?)? = nil, apple: AppleConfiguration? = nil,
+        reauthenticationWindow: TimeInterval = 300, passkeyProviders: PasskeyProviderList = .empty
     ) {
         self.apple = apple
+        self.reauthenticationWindow = max(30, reauthenticationWindow)
+        self.passkeyProviders = passkeyProviders
         self.relatedOrigins = relatedOrigins
         self.appleWebCredentialApps = appleWebCredentialApps
         self.maxBodySize = maxBodySize

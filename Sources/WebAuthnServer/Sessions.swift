@@ -66,13 +66,17 @@ struct BrowserSessions: Sendable {
     }
 
     /// Signs `userHandle` in: a new token (never the one that asked), stored
-    /// as signed in; the old token's signed-in state, if any, ends.
-    func signIn(_ userHandle: [UInt8], replacing old: Token?, now: Date) async throws -> Token {
+    /// as signed in; the old token's signed-in state, if any, ends. The session's
+    /// `authenticatedAt` is `now` when the sign-in `verified` the user (user
+    /// verification, or an identity provider), else `Date.distantPast`: only a
+    /// verified sign-in or re-authentication counts for step-up (``recentlyVerified``).
+    /// `since` keeps the original sign-in time across a re-authentication.
+    func signIn(_ userHandle: [UInt8], replacing old: Token?, now: Date, verified: Bool, since: Date? = nil) async throws -> Token {
         let token = mint()
         try await store.insert(
             SignedInSession(
-                idHash: token.binding, userHandle: userHandle, createdAt: now, authenticatedAt: now,
-                expiresAt: now.addingTimeInterval(lifetime)))
+                idHash: token.binding, userHandle: userHandle, createdAt: since ?? now, authenticatedAt: verified ? now : .distantPast,
+                expiresAt: (since ?? now).addingTimeInterval(lifetime)))
         if let old { try await store.delete(idHash: old.binding) }
         let due = lastSweep.time.withLock { last -> Bool in
             guard now.timeIntervalSince(last) >= Self.sweepInterval || now < last else { return false }

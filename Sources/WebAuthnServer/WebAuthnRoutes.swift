@@ -86,6 +86,7 @@ public struct WebAuthnRoutes: Sendable {
         router.post("/assertion/result") { request, context in
             await ceremony(request, context) { try await assertionResult(request, context) }
         }
+        if !configuration.conformance { addReauthentication(to: router) }
         if !configuration.relatedOrigins.isEmpty {
             router.get("/.well-known/webauthn") { _, _ in HTTP.json(["origins": .array(configuration.relatedOrigins.map { .string($0) })]) }
         }
@@ -120,6 +121,10 @@ public struct WebAuthnRoutes: Sendable {
             return try await body()
         } catch let error as WebAuthnError {
             return failure(error, request, context)
+        } catch let signalled as SignalledFailure {
+            var response = failure(signalled.error, request, context)
+            response = HTTP.failed(signalled.error, status: response.status, extra: ["signal": signalled.signal])
+            return response
         } catch let throttled as Throttled {
             var response = HTTP.failed(WebAuthnError(.rateLimited, "too many requests; retry in \(throttled.seconds) s"), status: .tooManyRequests)
             response.headers[.retryAfter] = String(throttled.seconds)
@@ -231,11 +236,23 @@ public struct WebAuthnRoutes: Sendable {
             throw WebAuthnError(.responseMalformed, "attestation \"\(attestation.rawValue.prefix(32))\" is not none, indirect, direct or enterprise")
         }
         let extensions = ClientExtensions(body["extensions"]?.objectValue ?? JSONObject())
+        // Typed, known values only, echoed in the order asked (at most a handful).
+        let hints = (body["hints"]?.arrayValue ?? []).prefix(8).compactMap(\.stringValue).map(PublicKeyCredentialHint.init(rawValue:))
+            .filter(PublicKeyCredentialHint.specified.contains)
+        let formats = (body["attestationFormats"]?.arrayValue ?? []).prefix(16).compactMap(\.stringValue).map(AttestationFormat.init(rawValue:))
+            .filter(AttestationFormat.specified.contains)
+        // Adding a passkey to an account that has one is a sensitive action: step-up.
+        if !configuration.conformance, let existing, signedIn == existing.id, configuration.signedInAccount == nil || token != nil,
+            !(try await engine.credentials.credentials(forUser: existing.id)).isEmpty
+        {
+            guard let session = try await sessions.signedIn(token, now: now) else { throw WebAuthnError(.signInRequired, "sign in first") }
+            try requireRecent(session)
+        }
         // Conditional create (a quiet passkey upgrade) only for the signed-in owner of an existing account.
         let conditionalCreate = body["mediation"]?.stringValue == "conditional" && existing != nil && signedIn == existing?.id
         let session = token ?? sessions.mint()
         let options = try await engine.startRegistration(
-            user: user, authenticatorSelection: selection, attestation: attestation,
+            user: user, authenticatorSelection: selection, attestation: attestation, hints: Array(hints), attestationFormats: Array(formats),
             extensions: extensions, newAccount: existing == nil,
             conditionalCreate: conditionalCreate, binding: session.binding)
         var payload = options.json.objectValue ?? JSONObject()
@@ -264,7 +281,17 @@ public struct WebAuthnRoutes: Sendable {
             if let token { try noteFailure(token) }
             throw error
         }
-        let signedIn = try await sessions.signIn(result.credential.userHandle, replacing: token, now: now)
+        // A registration that verified the user counts as a verified sign-in; one that added a
+        // passkey to a signed-in account keeps that session's standing.
+        // A new account's first credential is the account's only proof so far: verified.
+        let previous = try await sessions.signedIn(token, now: now)
+        let keepsVerification =
+            previous.map { $0.userHandle == result.credential.userHandle && now.timeIntervalSince($0.authenticatedAt) <= configuration.reauthenticationWindow }
+            ?? false
+        let newAccount = previous?.userHandle != result.credential.userHandle
+        let signedIn = try await sessions.signIn(
+            result.credential.userHandle, replacing: token, now: now, verified: result.userVerified || keepsVerification || newAccount,
+            since: newAccount ? nil : previous?.createdAt)
         Audit.event(
             "registered", context,
             [
@@ -274,6 +301,7 @@ public struct WebAuthnRoutes: Sendable {
         return HTTP.ok(
             [
                 "credentialId": .string(Base64URL.encode(result.credential.id)),
+                "discoverable": result.credential.properties.discoverable.map(JSONValue.bool) ?? .null,
                 "fmt": .string(result.format.rawValue),
                 "attestationType": .string(result.attestationType.rawValue),
                 "trusted": .bool(result.trust.trusted),
@@ -329,17 +357,28 @@ public struct WebAuthnRoutes: Sendable {
         let body = try await HTTP.body(request, limit: configuration.maxBodySize)
         let token = sessions.token(request)
         let result: AuthenticationResult
+        var presented: [UInt8]?
         do throws(WebAuthnError) {
-            result = try await engine.finishAuthentication(AuthenticationResponse(json: body), binding: token?.binding)
+            let response = try AuthenticationResponse(json: body)
+            presented = response.id
+            result = try await engine.finishAuthentication(response, binding: token?.binding)
         } catch {
             Audit.event("sign_in_failed", context, ["code": .string(error.code.rawValue)])
             if let token { try noteFailure(token) }
             if !configuration.conformance && !Self.shownBeforeLookup.contains(error.code) {
-                throw WebAuthnError(.authenticationFailed, "the credential could not be verified for this sign-in")
+                let failed = WebAuthnError(.authenticationFailed, "the credential could not be verified for this sign-in")
+                // A credential the server does not know (deleted, or never registered): the page
+                // asks the provider to hide it (Signals API). Only after the ceremony's own checks.
+                if error.code == .credentialUnknown, let presented {
+                    throw SignalledFailure(
+                        error: failed, signal: CredentialSignal.unknownCredential(credentialId: presented).payload(rpId: engine.relyingParty.id))
+                }
+                throw failed
             }
             throw error
         }
-        let signedIn = try await sessions.signIn(result.userHandle, replacing: token, now: now)
+        let signedIn = try await sessions.signIn(
+            result.userHandle, replacing: token, now: now, verified: try await verifiesUser(result.userVerified, account: result.userHandle))
         Audit.event(
             "signed_in", context,
             [
@@ -382,4 +421,10 @@ public struct WebAuthnRequestContext: RequestContext, RemoteAddressRequestContex
         coreContext = .init(source: source)
         remoteAddress = source.channel.remoteAddress
     }
+}
+
+/// A failure whose answer also carries a Signals API call for the page (``CredentialSignal``).
+struct SignalledFailure: Error {
+    let error: WebAuthnError
+    let signal: JSONValue
 }

@@ -466,6 +466,14 @@ public enum StoreContract {
             await errorCode { try await accounts.create(carol, firstCredential: try record(winner.1, user: carol.id)) } == "credential_already_registered")
         try expect(try await accounts.account(named: "carol") == nil)
         try expect(try await accounts.account(named: "nobody") == nil)
+        // A display name changes; the name (the account's key) does not.
+        let dave = UserEntity.new(name: "dave", displayName: "Dave")
+        try await accounts.create(dave, firstCredential: try record(user: dave.id))
+        try expect(try await accounts.setDisplayName("David Q. ✓", handle: dave.id), "the display name was not changed")
+        let renamed = try require(try await accounts.account(handle: dave.id), "dave")
+        try expect(renamed.displayName == "David Q. ✓" && renamed.name == "dave", "read back \(renamed.name) / \(renamed.displayName)")
+        try expect(try await accounts.account(named: "dave")?.displayName == "David Q. ✓")
+        try expect(!(try await accounts.setDisplayName("x", handle: SecureRandom.bytes(32))), "renamed an account that does not exist")
     }
 
     static func sessionsCheck(_ stores: Stores) async throws {

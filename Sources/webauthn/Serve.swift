@@ -72,6 +72,22 @@ struct Serve: AsyncParsableCommand {
     var conformance = false
     @Flag(name: .customLong("no-demo"), help: "Do not serve the demo page (/) and its API (/demo/).") var noDemo = false
     @Option(
+        name: .customLong("passkey-providers"), parsing: .unconditional,
+        help: ArgumentHelp(
+            "The community passkey-provider list (AAGUID to name and icon, for naming credentials): a file, e.g. a copy of https://raw.githubusercontent.com/passkeydeveloper/passkey-authenticator-aaguids/main/aaguid.json. Default: none (FIDO metadata, then \"Passkey\" / \"Security key\")."
+        ))
+    var passkeyProviders: String?
+    @Option(
+        name: .customLong("reauthentication-window"),
+        help:
+            "Seconds within which the account must have verified the user (a UV passkey assertion, Sign in with Apple) to delete a credential or the account, or add a passkey. Default 300."
+    )
+    var reauthenticationWindow: Double = 300
+    @Option(
+        name: .customLong("u2f-appid"), parsing: .unconditional,
+        help: "The AppID of a former U2F deployment whose credentials may still sign in (the appid extension). Default: none.")
+    var u2fAppID: String?
+    @Option(
         name: .customLong("apple-client-id"), parsing: .unconditionalSingleValue, help: "Sign in with Apple: an app's bundle ID (native sign-in; repeatable).")
     var appleClientIDs: [String] = []
     @Option(name: .customLong("apple-services-id"), parsing: .unconditional, help: "Sign in with Apple: the Services ID the web flow uses as client_id.")
@@ -177,7 +193,7 @@ struct Serve: AsyncParsableCommand {
         let policy = VerificationPolicy(
             userVerification: requireUserVerification ? .required : .preferred, crossOrigin: crossOrigin,
             algorithms: try Self.parseAlgorithms(algorithms) ?? VerificationPolicy().algorithms,
-            attestation: AttestationPolicy(acceptedTypes: types, requireTrustedAttestation: requireTrustedAttestation))
+            attestation: AttestationPolicy(acceptedTypes: types, requireTrustedAttestation: requireTrustedAttestation), u2fAppID: u2fAppID)
         let store: any CredentialStore & ChallengeStore & AccountStore & LinkedIdentityStore & SessionStore & Service
         let sqlite: SQLiteStore?
         if isPostgres {
@@ -191,6 +207,22 @@ struct Serve: AsyncParsableCommand {
         let anchors = try trust.anchors(at: Date()) { path, error in
             logger.error(
                 "metadata BLOB rejected, not used", metadata: ["file": .string(path), "code": .string(error.code.rawValue), "reason": .string(error.message)])
+        }
+        var providers = PasskeyProviderList.empty
+        if let passkeyProviders {
+            do {
+                providers = try PasskeyProviderList.load(path: passkeyProviders)
+            } catch {
+                throw ValidationError("--passkey-providers \(passkeyProviders): \(error.message)")
+            }
+            if providers.isEmpty {
+                // The list's maintainers retire it by emptying it: say so rather than silently show nothing.
+                logger.warning("the passkey-provider list names no provider (retired, or not the list?)", metadata: ["file": .string(passkeyProviders)])
+            } else {
+                logger.info(
+                    "passkey-provider list loaded",
+                    metadata: ["providers": .stringConvertible(providers.providers.count), "skipped": .stringConvertible(providers.skipped)])
+            }
         }
         let allowed = origins.isEmpty ? ["http://localhost:\(port)"] : origins
         let rp: RelyingParty
@@ -228,7 +260,7 @@ struct Serve: AsyncParsableCommand {
                         AppleConfiguration(
                             signIn: AppleSignIn(configuration: apple, clock: rp.clock), identities: store,
                             servicesID: appleServicesID, redirectURI: appleRedirectURI)
-                    }),
+                    }, reauthenticationWindow: reauthenticationWindow, passkeyProviders: providers),
                 logger: logger,
                 onServerRunning: { bound in
                     let line = "webauthn: listening on http://\(host):\(bound) for RP ID \(rp.id) (origins \(rp.origins.joined(separator: " "))), store \(db)\n"

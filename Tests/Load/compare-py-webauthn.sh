@@ -7,12 +7,13 @@
 # Environment:
 #   LT_BIN             folder holding the release binaries webauthn and webauthn-dev (default /tmp/lt-bin)
 #   ORDER              ours-first (default) or py-first
+#   PY_WORKERS         uvicorn worker processes (default 2)
 #   PY_WEBAUTHN_VENV   an existing venv with the pinned packages to reuse (kept); otherwise a venv is
 #                      made in this run's temporary folder (and removed with it)
 #
 # Prints, per server: sign-ins/s, p50/p99 latency, failures and server CPU µs per sign-in, then the
 # ratios ours/py. Server CPU is utime+stime of the server's whole process tree (for uvicorn: the
-# master and its 2 workers) from /proc, sampled when the load client prints "registered N users"
+# master and its workers) from /proc, sampled when the load client prints "registered N users"
 # (the start of its timed phase) and after it exits. For ours, the load client's own --server-pid
 # figure is shown beside it as a cross-check. Exits non-zero if either server had a failure.
 set -euo pipefail
@@ -20,6 +21,7 @@ set -euo pipefail
 DURATION=${1:-${DURATION:-20}}
 LT_BIN=${LT_BIN:-/tmp/lt-bin}
 ORDER=${ORDER:-ours-first}
+PY_WORKERS=${PY_WORKERS:-2}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 RP_ID=example.com
 ORIGIN=https://example.com
@@ -183,13 +185,13 @@ run_py() {
         "$VENV/bin/python" -c 'import py_webauthn_server as s; s.get_store()')
     WEBAUTHN_RP_ID=$RP_ID WEBAUTHN_ORIGIN=$ORIGIN WEBAUTHN_DB="$TMP/py.sqlite" \
         "$VENV/bin/uvicorn" --app-dir "$HERE" py_webauthn_server:app --host 127.0.0.1 --port "$port" \
-        --workers 2 --no-access-log --log-level warning >"$TMP/py.log" 2>&1 &
+        --workers "$PY_WORKERS" --no-access-log --log-level warning >"$TMP/py.log" 2>&1 &
     pid=$!
     PIDS+=("$pid")
     wait_ready "$port" "$pid"
-    # Both workers up (each opens its connection at startup) before the load starts.
+    # The workers up (each opens its connection at startup) before the load starts.
     for _ in $(seq 100); do
-        [[ $(ps -o pid= --ppid "$pid" | wc -l) -ge 2 ]] && break
+        [[ $(ps -o pid= --ppid "$pid" | wc -l) -ge $PY_WORKERS ]] && break
         sleep 0.1
     done
     sleep 1
@@ -221,9 +223,9 @@ py-first) run_py; run_ours ;;
 *) echo "ORDER must be ours-first or py-first" >&2; exit 2 ;;
 esac
 
-python3 - "$TMP" <<'EOF'
+python3 - "$TMP" "$PY_WORKERS" <<'EOF'
 import json, sys
-tmp = sys.argv[1]
+tmp, workers = sys.argv[1], sys.argv[2]
 rows = {}
 for name in ("ours", "py"):
     report = json.load(open(f"{tmp}/{name}.json"))
@@ -237,7 +239,7 @@ for name in ("ours", "py"):
     )
 print()
 print(f"{'server':<34} {'sign-ins/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'failures':>8} {'CPU µs/sign-in':>15} {'RSS MiB':>8}")
-labels = {"ours": "ours (webauthn serve, SQLite)", "py": "py_webauthn (uvicorn 2 workers)"}
+labels = {"ours": "ours (webauthn serve, SQLite)", "py": f"py_webauthn (uvicorn {workers} worker{'s' if workers != '1' else ''})"}
 for name, r in rows.items():
     print(f"{labels[name]:<34} {r['rate']:>10.0f} {r['p50']:>8.2f} {r['p99']:>8.2f} {r['failures']:>8d} {r['cpu']:>15.0f} {r['rss']:>8.1f}")
 if rows["ours"]["own"] is not None:

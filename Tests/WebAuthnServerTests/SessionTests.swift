@@ -27,11 +27,11 @@ struct SessionTests {
         let t0 = Date(timeIntervalSince1970: 1_800_000_000)
         let stale = SignedInSession(idHash: SecureRandom.bytes(32), userHandle: [1], createdAt: t0, authenticatedAt: t0, expiresAt: t0.addingTimeInterval(10))
         try await store.insert(stale)
-        _ = try await sessions.signIn([2], replacing: nil, now: t0.addingTimeInterval(5))
+        _ = try await sessions.signIn([2], replacing: nil, now: t0.addingTimeInterval(5), verified: false)
         #expect(try await store.session(idHash: stale.idHash) != nil)  // not expired yet
-        _ = try await sessions.signIn([3], replacing: nil, now: t0.addingTimeInterval(30))
+        _ = try await sessions.signIn([3], replacing: nil, now: t0.addingTimeInterval(30), verified: false)
         #expect(try await store.session(idHash: stale.idHash) != nil)  // expired, but swept less than a minute ago
-        _ = try await sessions.signIn([4], replacing: nil, now: t0.addingTimeInterval(70))
+        _ = try await sessions.signIn([4], replacing: nil, now: t0.addingTimeInterval(70), verified: false)
         #expect(try await store.session(idHash: stale.idHash) == nil)
     }
 
@@ -55,10 +55,10 @@ struct SessionTests {
     func rotation() async throws {
         let now = Date()
         let anonymous = sessions.mint()
-        let first = try await sessions.signIn([1, 2, 3], replacing: anonymous, now: now)
+        let first = try await sessions.signIn([1, 2, 3], replacing: anonymous, now: now, verified: true)
         #expect(first != anonymous)
         #expect(try await sessions.signedIn(first, now: now)?.userHandle == [1, 2, 3])
-        let second = try await sessions.signIn([1, 2, 3], replacing: first, now: now)
+        let second = try await sessions.signIn([1, 2, 3], replacing: first, now: now, verified: true)
         #expect(second != first)
         #expect(try await sessions.signedIn(first, now: now) == nil)
         #expect(try await sessions.signedIn(second, now: now.addingTimeInterval(3601)) == nil)  // expired

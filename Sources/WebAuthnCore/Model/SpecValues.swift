@@ -118,6 +118,8 @@ public struct PublicKeyCredentialHint: RawRepresentable, Hashable, Sendable, Cus
     public static let clientDevice: Self = "client-device"
     /// `hybrid`: another device, such as a phone, over the hybrid transport.
     public static let hybrid: Self = "hybrid"
+    /// The values the spec defines.
+    package static let specified: [Self] = [.securityKey, .clientDevice, .hybrid]
 
     /// The raw value.
     public var description: String { rawValue }
@@ -190,6 +192,8 @@ public struct AttestationFormat: RawRepresentable, Hashable, Sendable, CustomStr
     public static let apple: Self = "apple"
     /// `compound`: several statements of other formats (§8.9).
     public static let compound: Self = "compound"
+    /// The formats the spec defines.
+    package static let specified: [Self] = [.none, .packed, .tpm, .androidKey, .androidSafetyNet, .fidoU2F, .apple, .compound]
 
     /// The raw value.
     public var description: String { rawValue }

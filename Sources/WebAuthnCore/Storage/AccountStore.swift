@@ -22,6 +22,15 @@ public protocol AccountStore: Sendable {
     /// Deletes the account with its credentials and linked identities (and, in a
     /// store that also keeps sessions, its sessions), atomically; false when there is none.
     func deleteAccount(handle: [UInt8]) async throws -> Bool
+    /// Sets the account's display name (not its user name, which is its key); false when there is no such account.
+    func setDisplayName(_ displayName: String, handle: [UInt8]) async throws -> Bool
+}
+
+extension AccountStore {
+    /// A store written before display names could change: refused with `configuration_invalid`.
+    public func setDisplayName(_ displayName: String, handle: [UInt8]) async throws -> Bool {
+        throw WebAuthnError(.configurationInvalid, "this account store cannot change display names")
+    }
 }
 
 /// A thread-safe in-memory ``AccountStore`` and ``LinkedIdentityStore`` that
@@ -87,6 +96,18 @@ public final class InMemoryAccountStore: AccountStore, LinkedIdentityStore {
         }
         if removed { credentials.deleteAll(userHandle: handle) }
         return removed
+    }
+
+    /// Sets the account's display name; false when there is no such account.
+    public func setDisplayName(_ displayName: String, handle: [UInt8]) async throws -> Bool {
+        state.withLock { s -> Bool in
+            guard let user = s.byHandle[ByteKey(handle)], let renamed = try? UserEntity(id: user.id, name: user.name, displayName: displayName) else {
+                return false
+            }
+            s.byHandle[ByteKey(handle)] = renamed
+            s.byKey[UserName.lookalikeKey(user.name)] = renamed
+            return true
+        }
     }
 
     // MARK: LinkedIdentityStore

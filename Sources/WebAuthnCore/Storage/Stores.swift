@@ -100,7 +100,9 @@ public struct SignedInSession: Sendable, Equatable {
     public let userHandle: [UInt8]
     /// When the session signed in.
     public let createdAt: Date
-    /// When the account last proved possession of a credential in this session.
+    /// When the user was last verified in this session (a sign-in or re-authentication with
+    /// user verification, or through an identity provider); `Date.distantPast` when the
+    /// session's sign-in did not verify the user. Step-up checks it.
     public let authenticatedAt: Date
     /// When the session expires (callers judge expiry with their clock; a sweep removes it after).
     public let expiresAt: Date

@@ -1,0 +1,149 @@
+public import Foundation
+public import WebAuthnCore
+package import _WebAuthnEncoding
+
+/// A passkey provider's display name and icons, for account settings.
+public struct PasskeyProvider: Sendable, Equatable {
+    /// The name people recognise, such as "iCloud Keychain".
+    public let name: String
+    /// An icon for light backgrounds: a `data:image/…` URI, or nil.
+    public let iconLight: String?
+    /// An icon for dark backgrounds: a `data:image/…` URI, or nil.
+    public let iconDark: String?
+
+    /// A provider; icons that are not `data:image/png`, `jpeg`, `webp` or `svg+xml` URIs are dropped.
+    public init(name: String, iconLight: String? = nil, iconDark: String? = nil) {
+        self.name = name
+        self.iconLight = iconLight.flatMap(Self.safeIcon)
+        self.iconDark = iconDark.flatMap(Self.safeIcon)
+    }
+
+    /// Icons are shown in `<img src>` (where an SVG runs no script); only image data URIs
+    /// of at most 64 KiB pass, so a list cannot point a page at a tracker or a script.
+    static func safeIcon(_ uri: String) -> String? {
+        let prefixes = ["data:image/png;base64,", "data:image/jpeg;base64,", "data:image/webp;base64,", "data:image/svg+xml;base64,"]
+        guard uri.utf8.count <= 64 * 1024, prefixes.contains(where: { uri.hasPrefix($0) }) else { return nil }
+        return uri
+    }
+}
+
+/// The community list of passkey-provider AAGUIDs
+/// (github.com/passkeydeveloper/passkey-authenticator-aaguids, `aaguid.json`):
+/// AAGUID → name and icons of iCloud Keychain, Google Password Manager, Windows
+/// Hello, 1Password and others. For naming credentials only, never for trust
+/// (FIDO metadata stays the authority). Its repository has no licence file, so
+/// the list is loaded at run time from a file or its URL, never compiled in.
+public struct PasskeyProviderList: Sendable {
+    /// The providers by AAGUID.
+    public let providers: [AAGUID: PasskeyProvider]
+    /// Entries skipped because they were malformed (a bad AAGUID, no name, a name over 64 characters).
+    public let skipped: Int
+
+    /// The published list.
+    public static let publishedURL = URL(string: "https://raw.githubusercontent.com/passkeydeveloper/passkey-authenticator-aaguids/main/aaguid.json")!
+    /// The largest list accepted (the list was about 200 KiB in 2026).
+    public static let maxSize = 4 << 20
+    /// An empty list (a retired list is an empty object: report it, do not hide it).
+    public static let empty = PasskeyProviderList(providers: [:], skipped: 0)
+
+    /// A list of the given providers.
+    public init(providers: [AAGUID: PasskeyProvider], skipped: Int = 0) {
+        self.providers = providers
+        self.skipped = skipped
+    }
+
+    /// Parses the list's JSON: an object of lowercase AAGUIDs to `{name, icon_light?, icon_dark?}`.
+    /// Throws `metadata_invalid` for anything that is not such an object, or over ``maxSize``.
+    public init(json bytes: [UInt8]) throws(WebAuthnError) {
+        guard bytes.count <= Self.maxSize else {
+            throw WebAuthnError(.inputTooLarge, "the passkey provider list is \(bytes.count) bytes; at most \(Self.maxSize) are read")
+        }
+        let value: JSONValue
+        do { value = try JSONValue.parse(bytes, limits: JSONLimits(maxBytes: Self.maxSize, maxDepth: 4)) } catch {
+            throw WebAuthnError(.metadataInvalid, "the passkey provider list is not JSON: \(error.message)")
+        }
+        guard let object = value.objectValue else { throw WebAuthnError(.metadataInvalid, "the passkey provider list is not a JSON object") }
+        var providers: [AAGUID: PasskeyProvider] = [:]
+        var skipped = 0
+        for key in object.keys {
+            guard let aaguid = AAGUID(key), let entry = object[key], let name = entry["name"]?.stringValue,
+                !name.isEmpty, name.count <= 64, !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+            else {
+                skipped += 1
+                continue
+            }
+            providers[aaguid] = PasskeyProvider(name: name, iconLight: entry["icon_light"]?.stringValue, iconDark: entry["icon_dark"]?.stringValue)
+        }
+        self.init(providers: providers, skipped: skipped)
+    }
+
+    /// Reads the list from a file.
+    public static func load(path: String) throws(WebAuthnError) -> PasskeyProviderList {
+        try PasskeyProviderList(json: FIDOMetadata.read(path))
+    }
+
+    /// Whether the list names no provider (a retired list, or a failed load).
+    public var isEmpty: Bool { providers.isEmpty }
+}
+
+/// How a credential is named in account settings: its owner's name for it, and
+/// the provider's name and icon found from its AAGUID.
+public struct CredentialLabel: Sendable, Equatable {
+    /// Where the provider name came from.
+    public enum Source: String, Sendable {
+        /// The FIDO metadata statement of the AAGUID (`friendlyNames`, else `description`).
+        case metadata
+        /// The community passkey-provider list.
+        case providerList = "provider-list"
+        /// Neither knows the AAGUID: "Passkey" or "Security key", from the attachment and transports.
+        case fallback
+    }
+
+    /// The provider's name ("iCloud Keychain", "YubiKey 5 Series", "Passkey").
+    public let provider: String
+    /// The provider's icon for light backgrounds (a data URI), if known.
+    public let iconLight: String?
+    /// The provider's icon for dark backgrounds (a data URI), if known.
+    public let iconDark: String?
+    /// Where ``provider`` came from.
+    public let source: Source
+}
+
+/// Names credentials for people: FIDO metadata first, then the community
+/// passkey-provider list, then "Passkey" or "Security key".
+public struct ProviderNames: Sendable {
+    /// Looks up the metadata entry of an AAGUID (for example the engine's trust anchors).
+    public let metadata: @Sendable (AAGUID) -> MetadataEntry?
+    /// The community list (``PasskeyProviderList/empty`` when none is loaded).
+    public let list: PasskeyProviderList
+
+    /// A resolver over a metadata lookup and a provider list.
+    public init(metadata: @escaping @Sendable (AAGUID) -> MetadataEntry? = { _ in nil }, list: PasskeyProviderList = .empty) {
+        self.metadata = metadata
+        self.list = list
+    }
+
+    /// The label of `credential`.
+    public func label(for credential: CredentialRecord) -> CredentialLabel {
+        if credential.aaguid != .zero {
+            if let entry = metadata(credential.aaguid) {
+                return CredentialLabel(provider: entry.description, iconLight: nil, iconDark: nil, source: .metadata)
+            }
+            if let provider = list.providers[credential.aaguid] {
+                return CredentialLabel(provider: provider.name, iconLight: provider.iconLight, iconDark: provider.iconDark, source: .providerList)
+            }
+        }
+        return CredentialLabel(provider: Self.fallbackName(credential), iconLight: nil, iconDark: nil, source: .fallback)
+    }
+
+    /// "Passkey" for a credential that is synced, discoverable or on a platform authenticator;
+    /// "Security key" for one that came over USB, NFC or BLE from a roaming authenticator.
+    static func fallbackName(_ c: CredentialRecord) -> String {
+        if c.backupEligible || c.properties.authenticatorAttachment == .platform || c.transports.contains(.internal) || c.transports.contains(.hybrid) {
+            return "Passkey"
+        }
+        let roaming: [AuthenticatorTransport] = [.usb, .nfc, .ble, .smartCard]
+        if c.properties.authenticatorAttachment == .crossPlatform || c.transports.contains(where: roaming.contains) { return "Security key" }
+        return "Passkey"
+    }
+}

@@ -1,0 +1,110 @@
+public import Foundation
+public import Hummingbird
+public import WebAuthnCore
+package import _WebAuthnEncoding
+package import _WebAuthnCrypto
+
+/// Step-up: the server side of an app's biometric re-check. Sensitive actions
+/// (deleting a credential or the account, adding a passkey to an account that
+/// has one) need the signed-in account to have verified the user within
+/// ``ServerConfiguration/reauthenticationWindow``: a sign-in with user
+/// verification, Sign in with Apple, or a re-authentication through
+/// `POST /reauthentication/options` and `/reauthentication/result` (an
+/// assertion with `userVerification: "required"`, limited to the account's
+/// credentials). The session records when (`SignedInSession.authenticatedAt`).
+extension WebAuthnRoutes {
+    /// For a host app's own routes: the handle of the signed-in account, if it verified
+    /// the user within ``ServerConfiguration/reauthenticationWindow``.
+    ///
+    /// ```swift
+    /// router.post("/payments") { request, context in
+    ///     let account = try await webauthn.requireRecentVerification(request)  // reauthentication_required otherwise
+    ///     ...
+    /// }
+    /// ```
+    ///
+    /// - Throws: `sign_in_required` without a signed-in session; `reauthentication_required`
+    ///   when the account has not verified the user recently (the page then runs
+    ///   `/reauthentication/options` and `/result`, and tries again).
+    public func requireRecentVerification(_ request: Request) async throws -> [UInt8] {
+        guard let session = try await sessions.signedIn(sessions.token(request), now: now) else {
+            throw WebAuthnError(.signInRequired, "sign in first")
+        }
+        try requireRecent(session)
+        return session.userHandle
+    }
+
+    func requireRecent(_ session: SignedInSession) throws {
+        let age = now.timeIntervalSince(session.authenticatedAt)
+        guard age >= -60, age <= configuration.reauthenticationWindow else {
+            throw WebAuthnError(
+                .reauthenticationRequired,
+                "confirm it is you: verify with a passkey (or sign in again) within \(Int(configuration.reauthenticationWindow / 60)) minutes of this action")
+        }
+    }
+
+    /// ``verifiesUser(_:account:)`` for a finished assertion, with store failures as `storage_failure`.
+    func verifiesUserOrFail(_ result: AuthenticationResult) async throws(WebAuthnError) -> Bool {
+        do { return try await verifiesUser(result.userVerified, account: result.userHandle) } catch let error as WebAuthnError { throw error } catch {
+            throw WebAuthnError(.storageFailure, "the store failed: \(error)")
+        }
+    }
+
+    /// Whether an assertion counts as verifying the user for step-up: one with UV does; one
+    /// without does only when none of the account's credentials has ever verified the user
+    /// (security keys without a PIN or biometric), so such an account is not locked out of
+    /// its own settings: for it, a fresh sign-in is the strongest proof there is.
+    func verifiesUser(_ userVerified: Bool, account: [UInt8]) async throws -> Bool {
+        if userVerified { return true }
+        return !(try await engine.credentials.credentials(forUser: account)).contains(where: \.uvInitialized)
+    }
+
+    /// `POST /reauthentication/options` and `/reauthentication/result`.
+    func addReauthentication<Context: RequestContext>(to router: RouteCollection<Context>) {
+        router.post("/reauthentication/options") { request, context in
+            await ceremony(request, context, starts: true) {
+                let token = sessions.token(request)
+                guard let token, let session = try await sessions.signedIn(token, now: now) else {
+                    throw WebAuthnError(.signInRequired, "sign in first")
+                }
+                let records = try await engine.credentials.credentials(forUser: session.userHandle)
+                guard !records.isEmpty else {
+                    throw WebAuthnError(.credentialUnknown, "the account has no passkey to verify with; sign in again instead")
+                }
+                // UV required, unless no credential of the account has ever verified the user (see verifiesUser).
+                let uv: UserVerificationRequirement = records.contains(where: \.uvInitialized) ? .required : .preferred
+                let options = try await engine.startAuthentication(
+                    userHandle: session.userHandle, userVerification: uv, binding: token.binding,
+                    allowCredentials: records.map { CredentialDescriptor(id: $0.id, transports: $0.transports) })
+                return HTTP.ok(options.json.objectValue ?? JSONObject())
+            }
+        }
+        router.post("/reauthentication/result") { request, context in
+            await ceremony(request, context) {
+                let body = try await HTTP.body(request, limit: configuration.maxBodySize)
+                let token = sessions.token(request)
+                guard let token, let session = try await sessions.signedIn(token, now: now) else {
+                    throw WebAuthnError(.signInRequired, "sign in first")
+                }
+                let result: AuthenticationResult
+                do throws(WebAuthnError) {
+                    result = try await engine.finishAuthentication(AuthenticationResponse(json: body), binding: token.binding)
+                    // The account signed in, with user verification (also when the options came from a plain sign-in).
+                    guard result.userHandle == session.userHandle, try await verifiesUserOrFail(result) else {
+                        throw WebAuthnError(.reauthenticationRequired, "the assertion did not verify the signed-in account's user")
+                    }
+                } catch {
+                    Audit.event("reauthentication_failed", context, ["code": .string(error.code.rawValue)])
+                    try noteFailure(token)
+                    if error.code == .reauthenticationRequired || Self.shownBeforeLookup.contains(error.code) { throw error }
+                    throw WebAuthnError(.authenticationFailed, "the credential could not be verified")
+                }
+                let renewed = try await sessions.signIn(session.userHandle, replacing: token, now: now, verified: true, since: session.createdAt)
+                Audit.event("reauthenticated", context, ["account": .string(Audit.hash(session.userHandle))])
+                return HTTP.ok(
+                    ["verifiedUntil": .string(ISO8601DateFormatter().string(from: now.addingTimeInterval(configuration.reauthenticationWindow)))],
+                    cookie: sessions.cookie(renewed))
+            }
+        }
+    }
+}

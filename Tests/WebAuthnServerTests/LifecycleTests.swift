@@ -1,0 +1,249 @@
+import Foundation
+import Testing
+@testable import WebAuthnCore
+import WebAuthnTesting
+import WebAuthnMetadata
+import _WebAuthnEncoding
+import _WebAuthnCrypto
+
+/// The passkey lifecycle over HTTP: step-up before sensitive actions, rename,
+/// Signals, provider names, conditional create, hints.
+@Suite("Passkey lifecycle over HTTP", .serialized)
+struct LifecycleTests {
+    let rpId = ServeProcess.rpId
+    let origin = ServeProcess.origin
+
+    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let providerSample = repository.appendingPathComponent("TestVectors/passkey-providers/sample.json").path
+    /// The iCloud Keychain AAGUID, as the sample (and the community list) name it.
+    static let iCloudKeychain: [UInt8] = Bytes.fromHex("fbfc3007154e4ecc8c0b6e020557d7bd")!
+
+    /// A passkey that verifies the user, with the iCloud Keychain AAGUID.
+    static func passkey() -> SoftwareAuthenticator {
+        var profile = SoftwareAuthenticator.Profile.platformPasskey
+        profile.aaguid = iCloudKeychain
+        return SoftwareAuthenticator(profile: profile)
+    }
+
+    func start() throws -> ServeProcess {
+        try ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--passkey-providers", Self.providerSample, "--rate-limit", "off"])
+    }
+
+    /// Registers `username` (a new account); returns the credential id and the signed-in cookie.
+    func register(
+        _ server: ServeProcess, _ authenticator: SoftwareAuthenticator, username: String, cookie: String? = nil, extra: JSONObject = [:],
+        change: (inout RegistrationParts) -> Void = { _ in }
+    ) async throws -> (id: [UInt8], cookie: String?, reply: ServeProcess.Reply) {
+        var body: JSONObject = ["username": .string(username)]
+        for member in extra.members { body[member.key] = member.value }
+        let options = try await server.request("/attestation/options", .object(body), cookie: cookie)
+        guard options.ok else { return ([], nil, options) }
+        let challenge = Base64URL.decode(options.json["challenge"]!.stringValue!)!
+        let user = Base64URL.decode(options.json["user"]!["id"]!.stringValue!)!
+        var parts = try authenticator.register(rpId: rpId, origin: origin, challenge: challenge, userHandle: user)
+        change(&parts)
+        let result = try await server.request("/attestation/result", parts.json, cookie: options.cookie ?? cookie)
+        return (parts.id, result.cookie ?? options.cookie ?? cookie, result)
+    }
+
+    /// Signs in by name; `verified` false strips UV from the assertion (as a sign-in that only checks presence).
+    func signIn(_ server: ServeProcess, _ authenticator: SoftwareAuthenticator, username: String, id: [UInt8], verified: Bool) async throws -> String? {
+        let options = try await server.request("/assertion/options", ["username": .string(username), "userVerification": "discouraged"])
+        var parts = try authenticator.authenticate(
+            rpId: rpId, origin: origin, challenge: Base64URL.decode(options.json["challenge"]!.stringValue!)!, credentialId: id)
+        if !verified {
+            parts.authenticatorData.flags.remove(.userVerified)
+            parts = try authenticator.resign(parts)
+        }
+        let result = try await server.request("/assertion/result", parts.json, cookie: options.cookie)
+        #expect(result.ok, "\(result.errorMessage)")
+        return result.cookie
+    }
+
+    @Test("step-up: deleting needs a recent UV assertion by the signed-in account; re-authentication gives it, and the answer carries the signal")
+    func stepUp() async throws {
+        let server = try start()
+        defer { server.stop() }
+        let authenticator = Self.passkey()
+        let (first, _, _) = try await register(server, authenticator, username: "alice")
+        // Signed in again without user verification: not recent enough for a deletion.
+        var cookie = try await signIn(server, authenticator, username: "alice", id: first, verified: false)
+        let (second, added, reply) = try await register(server, authenticator, username: "alice", cookie: cookie)
+        #expect(!reply.ok && reply.errorMessage.hasPrefix("reauthentication_required"), "adding a passkey: \(reply.errorMessage)")
+        #expect(second.isEmpty && added == nil)
+        let refused = try await server.request("/demo/credentials/\(Base64URL.encode(first))", cookie: cookie, method: "DELETE")
+        #expect(refused.status == 401 && refused.errorMessage.hasPrefix("reauthentication_required"))
+        // Re-authenticate: the options ask for UV and list the account's credentials only.
+        let options = try await server.request("/reauthentication/options", [:], cookie: cookie)
+        #expect(options.json["userVerification"]?.stringValue == "required")
+        #expect(options.json["allowCredentials"]?.arrayValue?.compactMap { $0["id"]?.stringValue } == [Base64URL.encode(first)])
+        var assertion = try authenticator.authenticate(
+            rpId: rpId, origin: origin, challenge: Base64URL.decode(options.json["challenge"]!.stringValue!)!, credentialId: first)
+        // Without UV it does not count.
+        assertion.authenticatorData.flags.remove(.userVerified)
+        let weak = try await server.request("/reauthentication/result", try authenticator.resign(assertion).json, cookie: cookie)
+        #expect(!weak.ok)
+        let again = try await server.request("/reauthentication/options", [:], cookie: cookie)
+        let strong = try authenticator.authenticate(
+            rpId: rpId, origin: origin, challenge: Base64URL.decode(again.json["challenge"]!.stringValue!)!, credentialId: first)
+        let done = try await server.request("/reauthentication/result", strong.json, cookie: cookie)
+        #expect(done.ok, "\(done.errorMessage)")
+        #expect(done.cookie != nil && done.cookie != cookie, "a re-authentication rotates the session")
+        cookie = done.cookie
+        // Now a second passkey can be added, and the first deleted.
+        let (third, thirdCookie, ok) = try await register(server, authenticator, username: "alice", cookie: cookie)
+        #expect(ok.ok, "\(ok.errorMessage)")
+        cookie = thirdCookie
+        let deleted = try await server.request("/demo/credentials/\(Base64URL.encode(first))", cookie: cookie, method: "DELETE")
+        #expect(deleted.ok, "\(deleted.errorMessage)")
+        #expect(deleted.json["signal"]?["method"]?.stringValue == "signalAllAcceptedCredentials")
+        #expect(deleted.json["signal"]?["options"]?["allAcceptedCredentialIds"]?.arrayValue?.compactMap(\.stringValue) == [Base64URL.encode(third)])
+        #expect(deleted.json["signal"]?["options"]?["rpId"]?.stringValue == rpId)
+        // Without a session at all: sign in first.
+        let anonymous = try await server.request("/reauthentication/options", [:])
+        #expect(anonymous.errorMessage.hasPrefix("sign_in_required"))
+    }
+
+    @Test("a re-authentication by another account's credential does not count")
+    func stepUpOtherAccount() async throws {
+        let server = try start()
+        defer { server.stop() }
+        let alice = Self.passkey(), mallory = Self.passkey()
+        let (aliceID, _, _) = try await register(server, alice, username: "alice")
+        let (malloryID, _, _) = try await register(server, mallory, username: "mallory")
+        let cookie = try await signIn(server, alice, username: "alice", id: aliceID, verified: false)
+        let options = try await server.request("/reauthentication/options", [:], cookie: cookie)
+        let foreign = try mallory.authenticate(
+            rpId: rpId, origin: origin, challenge: Base64URL.decode(options.json["challenge"]!.stringValue!)!, credentialId: malloryID)
+        let reply = try await server.request("/reauthentication/result", foreign.json, cookie: cookie)
+        #expect(!reply.ok)
+        let refused = try await server.request("/demo/account", cookie: cookie, method: "DELETE")
+        #expect(refused.errorMessage.hasPrefix("reauthentication_required"))
+    }
+
+    @Test("rename: the owner names a credential; a bad name or another account's credential is refused")
+    func rename() async throws {
+        let server = try start()
+        defer { server.stop() }
+        let authenticator = Self.passkey()
+        let (id, cookie, _) = try await register(server, authenticator, username: "alice")
+        let (otherID, _, _) = try await register(server, Self.passkey(), username: "bob")
+        let path = "/demo/credentials/\(Base64URL.encode(id))"
+        let renamed = try await server.request(path, ["name": "  Work   laptop "], cookie: cookie, method: "PATCH")
+        #expect(renamed.ok && renamed.json["name"]?.stringValue == "Work laptop", "\(renamed.errorMessage)")
+        let list = try await server.request("/demo/credentials", cookie: cookie)
+        let entry = list.json["credentials"]?.arrayValue?.first
+        #expect(entry?["name"]?.stringValue == "Work laptop")
+        let bad = try await server.request(path, ["name": .string("tab\tname")], cookie: cookie, method: "PATCH")
+        #expect(bad.errorMessage.hasPrefix("credential_name_invalid"), "\(bad.errorMessage)")
+        let long = try await server.request(path, ["name": .string(String(repeating: "x", count: 65))], cookie: cookie, method: "PATCH")
+        #expect(long.errorMessage.hasPrefix("credential_name_invalid"), "\(long.errorMessage)")
+        let foreign = try await server.request("/demo/credentials/\(Base64URL.encode(otherID))", ["name": "mine"], cookie: cookie, method: "PATCH")
+        #expect(foreign.errorMessage.hasPrefix("credential_unknown"))
+        let anonymous = try await server.request(path, ["name": "x"], method: "PATCH")
+        #expect(anonymous.errorMessage.hasPrefix("sign_in_required"))
+        let cleared = try await server.request(path, ["name": ""], cookie: cookie, method: "PATCH")
+        #expect(cleared.ok && cleared.json["name"] == .null)
+    }
+
+    @Test("provider names: the community list names a known AAGUID with its icon; others fall back to Passkey or Security key")
+    func providerNames() async throws {
+        let server = try start()
+        defer { server.stop() }
+        let (_, cookie, _) = try await register(server, Self.passkey(), username: "alice")
+        let key = SoftwareAuthenticator(
+            profile: .init(
+                userVerified: true, backupEligible: false, backedUp: false, counterStep: 1, aaguid: [UInt8](repeating: 0x42, count: 16),
+                attachment: .crossPlatform, transports: [.usb]))
+        // A second credential needs a verified session: the new account's registration gave it.
+        let (_, cookie2, added) = try await register(server, key, username: "alice", cookie: cookie)
+        #expect(added.ok, "\(added.errorMessage)")
+        let list = try await server.request("/demo/credentials", cookie: cookie2)
+        let entries = list.json["credentials"]?.arrayValue ?? []
+        #expect(entries.count == 2)
+        #expect(entries.first?["provider"]?.stringValue == "iCloud Keychain" && entries.first?["providerSource"]?.stringValue == "provider-list")
+        #expect(entries.first?["iconLight"]?.stringValue?.hasPrefix("data:image/svg+xml;base64,") == true)
+        #expect(entries.first?["synced"]?.boolValue == true)
+        #expect(entries.last?["provider"]?.stringValue == "Security key" && entries.last?["providerSource"]?.stringValue == "fallback")
+        #expect(entries.last?["synced"]?.boolValue == false)
+        let session = try await server.request("/demo/session", cookie: cookie2)
+        #expect(session.json["providerList"]?.intValue == 4)
+    }
+
+    @Test("the provider list loader: bounded, malformed entries skipped, only image data URIs kept; the real list when it is beside the checkout")
+    func providerList() throws {
+        let sample = try PasskeyProviderList.load(path: Self.providerSample)
+        #expect(sample.providers.count == 4 && sample.skipped == 2)
+        #expect(sample.providers[AAGUID("bada5566-a7aa-401f-bd96-45619a55120d")!]?.iconLight == nil, "a tracker URL must not pass as an icon")
+        #expect(throws: WebAuthnError.self) { try PasskeyProviderList(json: Array("[1,2]".utf8)) }
+        #expect(throws: WebAuthnError.self) { try PasskeyProviderList(json: [UInt8](repeating: 0x20, count: PasskeyProviderList.maxSize + 1)) }
+        #expect(try PasskeyProviderList(json: Array("{}".utf8)).isEmpty)
+        let shared = Self.repository.deletingLastPathComponent().appendingPathComponent("shared/data/passkey-provider-aaguids.json").path
+        if FileManager.default.fileExists(atPath: shared) {
+            let real = try PasskeyProviderList.load(path: shared)
+            // (Apple's entry is named "Apple Passwords" there since 2025.)
+            #expect(real.providers[AAGUID("ea9b8d66-4d01-1d21-3ce4-b6b48cb575d4")!]?.name == "Google Password Manager")
+            #expect(real.providers[AAGUID(bytes: Self.iCloudKeychain)!] != nil)
+            #expect(real.providers.count >= 40)
+        }
+    }
+
+    @Test("Signals: an unknown credential's sign-in answers signalUnknownCredential; a display-name change answers signalCurrentUserDetails")
+    func signals() async throws {
+        let server = try start()
+        defer { server.stop() }
+        let authenticator = Self.passkey()
+        let (id, cookie, _) = try await register(server, authenticator, username: "alice")
+        // A credential the server never saw (the provider still holds it, say, after a deletion elsewhere).
+        let stray = Self.passkey()
+        let options = try await server.request("/assertion/options", [:])
+        let parts0 = try stray.register(rpId: rpId, origin: origin, challenge: SecureRandom.bytes(32), userHandle: [1])
+        let assertion = try stray.authenticate(
+            rpId: rpId, origin: origin, challenge: Base64URL.decode(options.json["challenge"]!.stringValue!)!, credentialId: parts0.id)
+        let unknown = try await server.request("/assertion/result", assertion.json, cookie: options.cookie)
+        #expect(unknown.errorMessage.hasPrefix("authentication_failed"))
+        #expect(unknown.json["signal"]?["method"]?.stringValue == "signalUnknownCredential")
+        #expect(unknown.json["signal"]?["options"]?["credentialId"]?.stringValue == Base64URL.encode(parts0.id))
+        // A known credential with a bad signature says nothing of the kind.
+        let options2 = try await server.request("/assertion/options", [:])
+        var bad = try authenticator.authenticate(
+            rpId: rpId, origin: origin, challenge: Base64URL.decode(options2.json["challenge"]!.stringValue!)!, credentialId: id)
+        bad.signature[bad.signature.count - 1] ^= 1
+        let failed = try await server.request("/assertion/result", bad.json, cookie: options2.cookie)
+        #expect(failed.errorMessage.hasPrefix("authentication_failed") && failed.json["signal"] == nil)
+        let renamed = try await server.request("/demo/account", ["displayName": "Alice Liddell"], cookie: cookie, method: "PATCH")
+        #expect(renamed.ok, "\(renamed.errorMessage)")
+        #expect(renamed.json["signal"]?["method"]?.stringValue == "signalCurrentUserDetails")
+        #expect(renamed.json["signal"]?["options"]?["displayName"]?.stringValue == "Alice Liddell")
+        #expect(renamed.json["signal"]?["options"]?["name"]?.stringValue == "alice")
+        let session = try await server.request("/demo/session", cookie: cookie)
+        #expect(session.json["displayName"]?.stringValue == "Alice Liddell")
+    }
+
+    @Test("conditional create: a registration without user presence is accepted only for the signed-in owner who asked for it")
+    func conditionalCreate() async throws {
+        let server = try start()
+        defer { server.stop() }
+        let authenticator = Self.passkey()
+        let (_, cookie, _) = try await register(server, authenticator, username: "alice")
+        let noPresence: (inout RegistrationParts) -> Void = { $0.authenticatorData.flags.remove(.userPresent) }
+        let quiet = try await register(server, authenticator, username: "alice", cookie: cookie, extra: ["mediation": "conditional"], change: noPresence)
+        #expect(quiet.reply.ok, "\(quiet.reply.errorMessage)")
+        // Without asking for conditional mediation, presence is required.
+        let loud = try await register(server, authenticator, username: "alice", cookie: quiet.cookie, change: noPresence)
+        #expect(loud.reply.errorMessage.hasPrefix("user_presence_missing"), "\(loud.reply.errorMessage)")
+        // A stranger asking for conditional create on a new name gets ordinary options.
+        let stranger = try await register(server, authenticator, username: "carol", extra: ["mediation": "conditional"], change: noPresence)
+        #expect(stranger.reply.errorMessage.hasPrefix("user_presence_missing"), "\(stranger.reply.errorMessage)")
+    }
+
+    @Test("hints and attestationFormats pass through typed; unknown values are dropped")
+    func hints() async throws {
+        let server = try start()
+        defer { server.stop() }
+        let options = try await server.request(
+            "/attestation/options", ["username": "dora", "hints": ["security-key", "telepathy", "hybrid"], "attestationFormats": ["packed", "x", "tpm"]])
+        #expect(options.json["hints"]?.arrayValue?.compactMap(\.stringValue) == ["security-key", "hybrid"])
+        #expect(options.json["attestationFormats"]?.arrayValue?.compactMap(\.stringValue) == ["packed", "tpm"])
+    }
+}
