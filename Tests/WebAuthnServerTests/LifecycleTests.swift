@@ -167,13 +167,13 @@ struct LifecycleTests {
         #expect(entries.last?["provider"]?.stringValue == "Security key" && entries.last?["providerSource"]?.stringValue == "fallback")
         #expect(entries.last?["synced"]?.boolValue == false)
         let session = try await server.request("/demo/session", cookie: cookie2)
-        #expect(session.json["providerList"]?.intValue == 4)
+        #expect(session.json["providerList"]?.intValue == 5)
     }
 
     @Test("the provider list loader: bounded, malformed entries skipped, only image data URIs kept; the real list when it is beside the checkout")
     func providerList() throws {
         let sample = try PasskeyProviderList.load(path: Self.providerSample)
-        #expect(sample.providers.count == 4 && sample.skipped == 2)
+        #expect(sample.providers.count == 5 && sample.skipped == 2)
         #expect(sample.providers[AAGUID("bada5566-a7aa-401f-bd96-45619a55120d")!]?.iconLight == nil, "a tracker URL must not pass as an icon")
         #expect(throws: WebAuthnError.self) { try PasskeyProviderList(json: Array("[1,2]".utf8)) }
         #expect(throws: WebAuthnError.self) { try PasskeyProviderList(json: [UInt8](repeating: 0x20, count: PasskeyProviderList.maxSize + 1)) }
