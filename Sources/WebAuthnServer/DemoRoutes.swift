@@ -38,10 +38,10 @@ extension WebAuthnRoutes {
                 let handle = try await requireSignedIn(request)
                 let iso = ISO8601DateFormatter()
                 let list = try await engine.credentials.credentials(forUser: handle).map { c -> JSONValue in
-                    let entry = engine.relyingParty.trustAnchors.entry(aaguid: c.aaguid, attestationCertificate: nil)
+                    let entry = engine.trustAnchors.metadataEntry(for: c.aaguid)  // the metadata installed now
                     return [
                         "id": .string(Base64URL.encode(c.id)),
-                        "authenticator": .string(entry?.description ?? "Unknown authenticator"),
+                        "authenticator": .string(entry?.displayName() ?? "Unknown authenticator"),
                         "aaguid": .string(c.aaguid.description),
                         "format": .string(c.attestationFormat.rawValue),
                         "backupEligible": .bool(c.backupEligible),
