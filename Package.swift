@@ -84,7 +84,6 @@ let package = Package(
             dependencies: [
                 "WebAuthnCore", "_WebAuthnEncoding", "_WebAuthnCrypto", "_WebAuthnHTTP",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict
@@ -138,7 +137,7 @@ let package = Package(
                 "WebAuthnCore", "WebAuthnMetadata", "SignInWithApple", "_WebAuthnEncoding", "_WebAuthnCrypto",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: strict

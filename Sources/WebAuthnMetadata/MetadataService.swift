@@ -1,4 +1,3 @@
-public import CoreMetrics
 public import Foundation
 public import Logging
 public import ServiceLifecycle
@@ -99,24 +98,29 @@ public final class MetadataService: Service, Sendable {
     /// What is installed, and how fetching goes.
     public struct Status: Sendable {
         /// The installed BLOB's serial number (`no`); nil until a BLOB is installed.
-        public internal(set) var serial: Int?
+        public package(set) var serial: Int?
         /// The installed BLOB's `nextUpdate`.
-        public internal(set) var nextUpdate: Date?
+        public package(set) var nextUpdate: Date?
         /// The installed BLOB's number of entries.
-        public internal(set) var entries = 0
+        public package(set) var entries = 0
         /// Whether the installed BLOB came from the disk cache (and no fetch has installed one since).
-        public internal(set) var fromCache = false
+        public package(set) var fromCache = false
         /// When the installed BLOB was last confirmed current: installed from the service, or
         /// the service answered 304 or the same `no` (for a cached BLOB, the cache file's time).
-        public internal(set) var confirmedAt: Date?
+        public package(set) var confirmedAt: Date?
         /// When the last fetch started.
-        public internal(set) var lastAttempt: Date?
+        public package(set) var lastAttempt: Date?
         /// What the last fetch did.
-        public internal(set) var lastOutcome: Outcome?
+        public package(set) var lastOutcome: Outcome?
         /// Failed fetches since the last success.
-        public internal(set) var consecutiveFailures = 0
+        public package(set) var consecutiveFailures = 0
+        /// Fetches since the service was made, by ``Outcome/label`` (`installed`, `unchanged`, an error code).
+        public package(set) var fetches: [String: Int] = [:]
         /// When ``MetadataService/run()`` fetches next.
-        public internal(set) var nextAttempt: Date?
+        public package(set) var nextAttempt: Date?
+
+        /// No BLOB, no fetch yet.
+        package init() {}
 
         /// Whether a verified BLOB is installed.
         public var isInstalled: Bool { serial != nil }
@@ -132,7 +136,6 @@ public final class MetadataService: Service, Sendable {
     let clock: WebAuthnClock
     let sleep: @Sendable (Duration) async throws -> Void
     let logger: Logger
-    let metrics: (any MetricsFactory)?
     let onInstall: @Sendable (FIDOMetadata) async -> Void
     let state = Locked(State())
     let inflight = Locked<Task<Outcome, Never>?>(nil)
@@ -168,14 +171,12 @@ public final class MetadataService: Service, Sendable {
     ///   - clock: the time BLOBs are verified at and fetches are dated by; nil: the engine's clock.
     ///   - sleep: how ``run()`` waits between fetches (tests pass one that does not wait).
     ///   - logger: where installs and failures are logged.
-    ///   - metricsFactory: where `webauthn_metadata_fetches_total{result}` is counted; nil: the
-    ///     process's `MetricsSystem` factory.
     ///   - onInstall: called after each BLOB is installed (a cached one included).
     /// - Throws: `configuration_invalid` when the URL is neither `https` nor `http` to a loopback address.
     public init(
         configuration: Configuration, engine: WebAuthnEngine, clock: WebAuthnClock? = nil,
         sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) },
-        logger: Logger = Logger(label: "webauthn.metadata"), metricsFactory: (any MetricsFactory)? = nil,
+        logger: Logger = Logger(label: "webauthn.metadata"),
         onInstall: @escaping @Sendable (FIDOMetadata) async -> Void = { _ in }
     ) throws(WebAuthnError) {
         let url = configuration.url
@@ -190,7 +191,6 @@ public final class MetadataService: Service, Sendable {
         self.clock = clock ?? engine.relyingParty.clock
         self.sleep = sleep
         self.logger = logger
-        self.metrics = metricsFactory
         self.onInstall = onInstall
     }
 
@@ -335,9 +335,9 @@ public final class MetadataService: Service, Sendable {
             s.status.lastAttempt = started
             s.status.lastOutcome = outcome
             if case .failed = outcome { s.status.consecutiveFailures += 1 } else { s.status.consecutiveFailures = 0 }
+            s.status.fetches[outcome.label, default: 0] += 1
             return (s.status.serial, s.status.consecutiveFailures)
         }
-        Counter(label: "webauthn_metadata_fetches_total", dimensions: [("result", outcome.label)], factory: metrics ?? MetricsSystem.factory).increment()
         let kept: Logger.MetadataValue = serial.map { .stringConvertible($0) } ?? "none"
         switch outcome {
         case .installed(let serial):
