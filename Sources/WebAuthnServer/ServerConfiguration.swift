@@ -1,3 +1,4 @@
+public import CoreMetrics
 public import Foundation
 public import Hummingbird
 public import WebAuthnCore
@@ -48,6 +49,10 @@ public struct ServerConfiguration: Sendable {
     public var signedInAccount: (@Sendable (Request) async -> [UInt8]?)?
     /// Sign in with Apple (`/apple/...` routes), when configured; nil: off.
     public var apple: AppleConfiguration?
+    /// Where the ceremony routes count ceremonies by outcome and code, their durations,
+    /// throttled requests and store errors (swift-metrics); nil: the process's `MetricsSystem`.
+    /// ``buildApplication(engine:accounts:sessions:configuration:)`` sets its own when it serves `/metrics`.
+    public var metricsFactory: (any MetricsFactory)?
 
     /// A configuration; each parameter defaults to its property's documented
     /// default. A nil `secret` draws 32 random bytes (a longer one is cut to 1024
@@ -57,9 +62,11 @@ public struct ServerConfiguration: Sendable {
         secureCookies: Bool = false, demo: Bool = false, secret: [UInt8]? = nil, conformance: Bool = false,
         rateLimit: RateLimit? = RateLimit(), trustedProxies: [CIDR] = [], sessionLifetime: TimeInterval = 12 * 3600,
         mayEnroll: @escaping @Sendable (EnrollmentRequest) async -> Bool = EnrollmentRequest.signedInOwnerOrNewName,
-        signedInAccount: (@Sendable (Request) async -> [UInt8]?)? = nil, apple: AppleConfiguration? = nil
+        signedInAccount: (@Sendable (Request) async -> [UInt8]?)? = nil, apple: AppleConfiguration? = nil,
+        metricsFactory: (any MetricsFactory)? = nil
     ) {
         self.apple = apple
+        self.metricsFactory = metricsFactory
         self.relatedOrigins = relatedOrigins
         self.appleWebCredentialApps = appleWebCredentialApps
         self.maxBodySize = maxBodySize
