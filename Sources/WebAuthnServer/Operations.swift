@@ -59,6 +59,9 @@ struct OperationsRoutes: Sendable {
     let metadata: MetadataService?
     let exposure: MetricsExposure
     let export: PrometheusExport?
+    /// The last store probe and when it ran: probes within a second share it, so a flood of
+    /// `/readyz` costs the store at most one lookup a second.
+    let lastProbe = Locked<(at: ContinuousClock.Instant, ok: Bool)?>(nil)
 
     /// A probe credential ID no credential has (a primary-key lookup that finds nothing).
     static let probe = Array("webauthn readiness probe".utf8)
@@ -82,7 +85,13 @@ struct OperationsRoutes: Sendable {
     /// Ready (200) once the store answers a lookup within two seconds and, when a metadata
     /// service is configured, a verified BLOB is installed; otherwise 503 with what is missing.
     func readiness() async -> Response {
-        let store = await Self.answers(within: Self.storeTimeout) { [engine] in _ = try await engine.credentials.credential(id: Self.probe) }
+        let store: Bool
+        if let last = lastProbe.withLock({ $0 }), ContinuousClock.now - last.at < .seconds(1) {
+            store = last.ok
+        } else {
+            store = await Self.answers(within: Self.storeTimeout) { [engine] in _ = try await engine.credentials.credential(id: Self.probe) }
+            lastProbe.withLock { $0 = (ContinuousClock.now, store) }
+        }
         let metadataReady = metadata?.status.isInstalled ?? true
         var body: JSONObject = ["status": .string(store && metadataReady ? "ready" : "not_ready"), "store": .string(store ? "ok" : "failed")]
         if let metadata { body["metadata"] = .string(metadata.status.isInstalled ? "installed" : "missing") }
@@ -91,15 +100,22 @@ struct OperationsRoutes: Sendable {
 
     /// Whether `operation` finishes without throwing within `limit` (it is left to finish alone if it does not).
     static func answers(within limit: Duration, _ operation: @escaping @Sendable () async throws -> Void) async -> Bool {
-        let done = Locked(false)
+        let state = Locked<(done: Bool, timer: Task<Void, Never>?)>((false, nil))
         return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
             @Sendable func finish(_ value: Bool) {
-                if done.withLock({ d in
-                    defer { d = true }; return !d
-                }) {
-                    continuation.resume(returning: value)
+                let (first, timer) = state.withLock { s -> (Bool, Task<Void, Never>?) in
+                    defer { s.done = true }
+                    return (!s.done, s.timer)
                 }
+                guard first else { return }
+                timer?.cancel()
+                continuation.resume(returning: value)
             }
+            let timer = Task {
+                try? await Task.sleep(for: limit)
+                finish(false)
+            }
+            state.withLock { $0.timer = timer }
             Task {
                 do {
                     try await operation()
@@ -107,10 +123,6 @@ struct OperationsRoutes: Sendable {
                 } catch {
                     finish(false)
                 }
-            }
-            Task {
-                try? await Task.sleep(for: limit)
-                finish(false)
             }
         }
     }
