@@ -33,6 +33,9 @@ let package = Package(
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.4.0"),
         // `webauthn-dev loadtest`: latency percentiles in an HDR histogram.
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.1.0"),
+        // `webauthn serve`'s /metrics: swift-metrics counters and timers, in Prometheus text format.
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.1.0"),
     ],
     targets: [
         // The only two C libraries of the engine, each imported by one target only
@@ -61,6 +64,13 @@ let package = Package(
             dependencies: ["_WebAuthnEncoding", "COpenSSL"],
             swiftSettings: strict
         ),
+        // One capped HTTP exchange through URLSession (libcurl over the system OpenSSL on Linux),
+        // for Sign in with Apple's endpoints and the FIDO metadata service: `package` access.
+        .target(
+            name: "_WebAuthnHTTP",
+            dependencies: ["_WebAuthnEncoding"],
+            swiftSettings: strict
+        ),
         // Release builds keep every safety check: no unsafe flags (see Docs/Safety.md),
         // which also lets other packages depend on this one by version.
         .target(
@@ -68,17 +78,21 @@ let package = Package(
             dependencies: ["_WebAuthnEncoding", "_WebAuthnCrypto", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
             swiftSettings: strict
         ),
-        // FIDO Metadata Service BLOBs and statements, read from files.
+        // FIDO Metadata Service BLOBs and statements, read from files or fetched on schedule.
         .target(
             name: "WebAuthnMetadata",
-            dependencies: ["WebAuthnCore", "_WebAuthnEncoding", "_WebAuthnCrypto"],
+            dependencies: [
+                "WebAuthnCore", "_WebAuthnEncoding", "_WebAuthnCrypto", "_WebAuthnHTTP",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
             swiftSettings: strict
         ),
         // Sign in with Apple, server side: identity tokens, Apple's keys, the client secret,
         // code exchange and revocation, server-to-server notifications (HTTP through URLSession).
         .target(
             name: "SignInWithApple",
-            dependencies: ["WebAuthnCore", "_WebAuthnEncoding", "_WebAuthnCrypto"],
+            dependencies: ["WebAuthnCore", "_WebAuthnEncoding", "_WebAuthnCrypto", "_WebAuthnHTTP"],
             swiftSettings: strict
         ),
         // A software authenticator, a test CA, the store contract suite and a stand-in for
@@ -123,6 +137,8 @@ let package = Package(
                 "WebAuthnCore", "WebAuthnMetadata", "SignInWithApple", "_WebAuthnEncoding", "_WebAuthnCrypto",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: strict
         ),
@@ -170,8 +186,11 @@ let package = Package(
             name: "WebAuthnServerTests",
             dependencies: [
                 "WebAuthnCore", "WebAuthnMetadata", "WebAuthnTesting", "WebAuthnServer", "WebAuthnSQLite", "WebAuthnPostgres",
-                "WebAuthnConformance", "_WebAuthnEncoding", "_WebAuthnCrypto",
+                "WebAuthnConformance", "_WebAuthnEncoding", "_WebAuthnCrypto", "_WebAuthnHTTP",
+                // The metadata stand-in's TLS server side (test code only; see Support/LoopbackTLSServer.swift).
+                "COpenSSL",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .target(name: "webauthn"), .target(name: "webauthn-dev"),
             ]

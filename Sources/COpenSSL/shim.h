@@ -22,6 +22,8 @@
 #include <openssl/pem.h>
 #include <openssl/rand.h>
 #include <openssl/rsa.h>
+/* TLS: only the tests' loopback HTTPS stand-in uses it (the engine fetches over URLSession/libcurl). */
+#include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 #include <openssl/x509_vfy.h>

@@ -134,11 +134,7 @@ public struct FIDOMetadata: Sendable {
         var skipped = 0
         for item in list {
             guard let statement = item["metadataStatement"] else { skipped += 1; continue }
-            let reports = (item["statusReports"]?.arrayValue ?? []).compactMap { report -> (String, String)? in
-                guard let status = report["status"]?.stringValue else { return nil }
-                return (report["effectiveDate"]?.stringValue ?? "", status)
-            }
-            let latest = reports.max { $0.0 < $1.0 }.map { AuthenticatorStatus(rawValue: $0.1) }
+            let reports = statusReports(item["statusReports"])
             var merged = statement
             if case .object(var object) = statement {
                 if object["aaguid"] == nil, let aaguid = item["aaguid"] { object["aaguid"] = aaguid }
@@ -147,7 +143,7 @@ public struct FIDOMetadata: Sendable {
                 }
                 merged = .object(object)
             }
-            if let entry = try? statementEntry(merged, status: latest) { entries.append(entry) } else { skipped += 1 }
+            if let entry = try? statementEntry(merged, status: nil, reports: reports) { entries.append(entry) } else { skipped += 1 }
         }
         var nextUpdate: Date?
         if let text = json["nextUpdate"]?.stringValue {
@@ -160,8 +156,54 @@ public struct FIDOMetadata: Sendable {
         return FIDOMetadata(serial: json["no"]?.intValue, nextUpdate: nextUpdate, entries: entries, skipped: skipped)
     }
 
-    /// One metadata statement (MDS3 §4) as an entry.
-    package static func statementEntry(_ json: JSONValue, status: AuthenticatorStatus?) throws(WebAuthnError) -> MetadataEntry {
+    /// The most status reports read per entry (FIDO's entries hold a handful).
+    static let maxStatusReports = 64
+
+    /// An entry's `statusReports`: each with a `status` string, dated by its `effectiveDate`
+    /// when that is a day (`YYYY-MM-DD`, optionally followed by a time, which is ignored);
+    /// a report without a readable date applies at any time (a compromise is never lost to a
+    /// malformed date). At most ``maxStatusReports``; the rest are ignored.
+    static func statusReports(_ json: JSONValue?) -> [StatusReport] {
+        (json?.arrayValue ?? []).prefix(maxStatusReports).compactMap { report -> StatusReport? in
+            guard let status = report["status"]?.stringValue, !status.isEmpty, status.utf8.count <= 64 else { return nil }
+            return StatusReport(status: AuthenticatorStatus(rawValue: status), effectiveDate: report["effectiveDate"]?.stringValue.flatMap(day))
+        }
+    }
+
+    /// Midnight UTC of a `YYYY-MM-DD` day (the proleptic Gregorian calendar), or nil.
+    package static func day(_ text: String) -> Date? {
+        let bytes = Array(text.utf8)
+        guard bytes.count == 10 || (bytes.count > 10 && bytes[10] == UInt8(ascii: "T")), bytes.count <= 40,
+            bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-")
+        else { return nil }
+        func number(_ range: Range<Int>) -> Int? {
+            var value = 0
+            for byte in bytes[range] {
+                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+                value = value * 10 + Int(byte - UInt8(ascii: "0"))
+            }
+            return value
+        }
+        guard let year = number(0..<4), let month = number(5..<7), let dayOfMonth = number(8..<10), (1...12).contains(month) else { return nil }
+        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+        let lengths = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+        guard (1...lengths[month - 1]).contains(dayOfMonth) else { return nil }
+        // Days since 1970-01-01 (H. Hinnant's days_from_civil).
+        let y = month <= 2 ? year - 1 : year
+        let era = y / 400
+        let yoe = y - era * 400
+        let doy = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + dayOfMonth - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return Date(timeIntervalSince1970: TimeInterval(era * 146_097 + doe - 719_468) * 86_400)
+    }
+
+    /// The largest icon kept (a `data:` URL; FIDO's are a few KiB).
+    static let maxIconSize = 128 * 1024
+
+    /// One metadata statement (MDS3 §4) as an entry, with an undated `status` if given and the entry's dated `reports`.
+    package static func statementEntry(_ json: JSONValue, status: AuthenticatorStatus?, reports: [StatusReport] = []) throws(WebAuthnError)
+        -> MetadataEntry
+    {
         guard json.objectValue != nil else { throw WebAuthnError(.metadataInvalid, "a metadata statement is not a JSON object") }
         var roots: [X509Certificate] = []
         for item in json["attestationRootCertificates"]?.arrayValue ?? [] {
@@ -179,7 +221,18 @@ public struct FIDOMetadata: Sendable {
             aaguid: aaguid, attestationCertificateKeyIdentifiers: ids,
             description: json["description"]?.stringValue ?? "(no description)",
             attestationTypes: json["attestationTypes"]?.arrayValue?.compactMap(\.stringValue) ?? [],
-            attestationRootCertificates: roots, status: status)
+            attestationRootCertificates: roots, status: status, statusReports: reports, friendlyNames: friendlyNames(json["friendlyNames"]),
+            icon: json["icon"]?.stringValue.flatMap { $0.hasPrefix("data:image/") && $0.utf8.count <= maxIconSize ? $0 : nil })
+    }
+
+    /// `friendlyNames`: language tag to name, at most 64 of each at most 256 bytes; others are ignored.
+    static func friendlyNames(_ json: JSONValue?) -> [String: String] {
+        var names: [String: String] = [:]
+        for (tag, value) in json?.objectValue?.members.prefix(64) ?? [] {
+            guard let name = value.stringValue, !tag.isEmpty, tag.utf8.count <= 35, !name.isEmpty, name.utf8.count <= 256 else { continue }
+            names[tag] = name
+        }
+        return names
     }
 
     package static func read(_ path: String) throws(WebAuthnError) -> [UInt8] {

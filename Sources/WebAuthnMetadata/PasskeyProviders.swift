@@ -127,7 +127,9 @@ public struct ProviderNames: Sendable {
     public func label(for credential: CredentialRecord) -> CredentialLabel {
         if credential.aaguid != .zero {
             if let entry = metadata(credential.aaguid) {
-                return CredentialLabel(provider: entry.description, iconLight: nil, iconDark: nil, source: .metadata)
+                // MDS3 icons are data URIs (PNG); anything else is dropped as for the list.
+                let icon = entry.icon.flatMap(PasskeyProvider.safeIcon)
+                return CredentialLabel(provider: entry.displayName(), iconLight: icon, iconDark: icon, source: .metadata)
             }
             if let provider = list.providers[credential.aaguid] {
                 return CredentialLabel(provider: provider.name, iconLight: provider.iconLight, iconDark: provider.iconDark, source: .providerList)

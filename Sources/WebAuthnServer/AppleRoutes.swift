@@ -42,10 +42,10 @@ extension WebAuthnRoutes {
 
     func addApple<Context: RequestContext>(to router: RouteCollection<Context>, _ apple: AppleConfiguration) {
         router.post("/apple/nonce") { request, context in
-            await ceremony(request, context, starts: true) { try await appleNonce(request) }
+            await ceremony(request, context, as: "apple_nonce", starts: true) { try await appleNonce(request) }
         }
         router.post("/apple/signin") { request, context in
-            await ceremony(request, context) { try await appleSignIn(request, context, apple) }
+            await ceremony(request, context, as: "apple_sign_in") { try await appleSignIn(request, context, apple) }
         }
         router.post("/apple/notifications") { request, context in
             await handle(request, context) {

@@ -2,6 +2,7 @@ public import Foundation
 public import Hummingbird
 public import Logging
 public import WebAuthnCore
+public import WebAuthnMetadata
 
 /// How ``buildApplication(engine:accounts:sessions:configuration:)`` serves.
 public struct ApplicationConfiguration: Sendable {
@@ -19,6 +20,12 @@ public struct ApplicationConfiguration: Sendable {
     public var logger: Logger
     /// Called once the server listens, with the port it is bound to.
     public var onServerRunning: @Sendable (Int) async -> Void
+    /// The metadata service keeping the engine's FIDO metadata current, if any: `/readyz` waits
+    /// for its first verified BLOB, and `/metrics` reports its state. Run it in the same
+    /// `ServiceGroup`. Default nil.
+    public var metadata: MetadataService?
+    /// Who may read `GET /metrics`. Default ``MetricsExposure/loopback``.
+    public var metrics: MetricsExposure
 
     /// A configuration; each parameter sets the property of the same name.
     /// Defaults: `127.0.0.1:8080`, a 30-second idle timeout, the default
@@ -26,8 +33,11 @@ public struct ApplicationConfiguration: Sendable {
     public init(
         host: String = "127.0.0.1", port: Int = 8080, idleTimeout: Duration = .seconds(30),
         routes: ServerConfiguration = ServerConfiguration(), path: String = "",
-        logger: Logger = Logger(label: "webauthn"), onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+        logger: Logger = Logger(label: "webauthn"), onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in },
+        metadata: MetadataService? = nil, metrics: MetricsExposure = .loopback
     ) {
+        self.metadata = metadata
+        self.metrics = metrics
         self.host = host
         self.port = port
         self.idleTimeout = idleTimeout
@@ -41,18 +51,25 @@ public struct ApplicationConfiguration: Sendable {
 /// The relying-party server that `webauthn serve` runs: one request log line per
 /// request (Hummingbird's `LogRequestsMiddleware`; never bodies or headers), the
 /// security headers on every answer (404s included), the ceremony routes under
-/// `configuration.path`, and the demo when `configuration.routes.demo` is set.
-/// Run it with `try await app.runService()`, or add it to a `ServiceGroup`
-/// with the stores.
+/// `configuration.path`, and the demo when `configuration.routes.demo` is set;
+/// `GET /healthz` (the process answers), `GET /readyz` (the store answers and the
+/// metadata service, if any, has installed a verified BLOB; 503 until then) and
+/// `GET /metrics` (Prometheus text; ``ApplicationConfiguration/metrics`` says to whom),
+/// at the root. Run it with `try await app.runService()`, or add it to a `ServiceGroup`
+/// with the stores and the metadata service.
 public func buildApplication(
     engine: WebAuthnEngine, accounts: any AccountStore, sessions: any SessionStore,
     configuration: ApplicationConfiguration
 ) -> some ApplicationProtocol {
-    let routes = WebAuthnRoutes(engine: engine, accounts: accounts, sessions: sessions, configuration: configuration.routes)
+    let export = configuration.metrics == .off ? nil : PrometheusExport()
+    var routesConfiguration = configuration.routes
+    if let export { routesConfiguration.metricsFactory = export.factory }
+    let routes = WebAuthnRoutes(engine: engine, accounts: accounts, sessions: sessions, configuration: routesConfiguration)
     let router = Router(context: WebAuthnRequestContext.self)
     router.add(middleware: LogRequestsMiddleware(.info))
     router.add(middleware: SecurityHeadersMiddleware(secure: configuration.routes.secureCookies))
     routes.add(to: router, atPath: configuration.path)
+    OperationsRoutes(engine: engine, metadata: configuration.metadata, exposure: configuration.metrics, export: export).add(to: router)
     let port = configuration.port
     let callback = configuration.onServerRunning
     return Application(

@@ -163,8 +163,8 @@ extension WebAuthnRoutes {
 
     /// How credentials are named: FIDO metadata, then the community provider list, then "Passkey" / "Security key".
     var providerNames: ProviderNames {
-        let anchors = engine.relyingParty.trustAnchors
-        return ProviderNames(metadata: { anchors.entry(aaguid: $0, attestationCertificate: nil) }, list: configuration.passkeyProviders)
+        let anchors = engine.trustAnchors  // the metadata installed now
+        return ProviderNames(metadata: { anchors.metadataEntry(for: $0) }, list: configuration.passkeyProviders)
     }
 
     /// The `:id` of a credential route, decoded (at most 2 KiB of text).

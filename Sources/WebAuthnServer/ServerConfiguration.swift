@@ -1,3 +1,4 @@
+public import CoreMetrics
 public import Foundation
 public import Hummingbird
 public import WebAuthnCore
@@ -56,6 +57,10 @@ public struct ServerConfiguration: Sendable {
     /// The community passkey-provider list, for naming credentials (``ProviderNames``);
     /// loaded at run time (`webauthn serve --passkey-providers`). Default empty.
     public var passkeyProviders: PasskeyProviderList
+    /// Where the ceremony routes count ceremonies by outcome and code, their durations,
+    /// throttled requests and store errors (swift-metrics); nil: the process's `MetricsSystem`.
+    /// ``buildApplication(engine:accounts:sessions:configuration:)`` sets its own when it serves `/metrics`.
+    public var metricsFactory: (any MetricsFactory)?
 
     /// A configuration; each parameter defaults to its property's documented
     /// default. A nil `secret` draws 32 random bytes (a longer one is cut to 1024
@@ -66,11 +71,12 @@ public struct ServerConfiguration: Sendable {
         rateLimit: RateLimit? = RateLimit(), trustedProxies: [CIDR] = [], sessionLifetime: TimeInterval = 12 * 3600,
         mayEnroll: @escaping @Sendable (EnrollmentRequest) async -> Bool = EnrollmentRequest.signedInOwnerOrNewName,
         signedInAccount: (@Sendable (Request) async -> [UInt8]?)? = nil, apple: AppleConfiguration? = nil,
-        reauthenticationWindow: TimeInterval = 300, passkeyProviders: PasskeyProviderList = .empty
+        reauthenticationWindow: TimeInterval = 300, passkeyProviders: PasskeyProviderList = .empty, metricsFactory: (any MetricsFactory)? = nil
     ) {
         self.apple = apple
         self.reauthenticationWindow = max(30, reauthenticationWindow)
         self.passkeyProviders = passkeyProviders
+        self.metricsFactory = metricsFactory
         self.relatedOrigins = relatedOrigins
         self.appleWebCredentialApps = appleWebCredentialApps
         self.maxBodySize = maxBodySize

@@ -62,7 +62,7 @@ extension WebAuthnRoutes {
     /// `POST /reauthentication/options` and `/reauthentication/result`.
     func addReauthentication<Context: RequestContext>(to router: RouteCollection<Context>) {
         router.post("/reauthentication/options") { request, context in
-            await ceremony(request, context, starts: true) {
+            await ceremony(request, context, as: "reauthentication_options", starts: true) {
                 let token = sessions.token(request)
                 guard let token, let session = try await sessions.signedIn(token, now: now) else {
                     throw WebAuthnError(.signInRequired, "sign in first")
@@ -80,7 +80,7 @@ extension WebAuthnRoutes {
             }
         }
         router.post("/reauthentication/result") { request, context in
-            await ceremony(request, context) {
+            await ceremony(request, context, as: "reauthentication") {
                 let body = try await HTTP.body(request, limit: configuration.maxBodySize)
                 let token = sessions.token(request)
                 guard let token, let session = try await sessions.signedIn(token, now: now) else {

@@ -4,6 +4,7 @@ public import Logging
 public import NIOCore
 public import WebAuthnCore
 public import WebAuthnMetadata
+internal import CoreMetrics
 package import _WebAuthnEncoding
 package import _WebAuthnCrypto
 
@@ -32,6 +33,7 @@ public struct WebAuthnRoutes: Sendable {
     let sessions: BrowserSessions
     let standIns: StandIns
     let limiter: RateLimiter?
+    let metrics: RouteMetrics
 
     /// Routes over `engine` and its stores.
     ///
@@ -54,6 +56,7 @@ public struct WebAuthnRoutes: Sendable {
             lifetime: configuration.sessionLifetime)
         self.standIns = StandIns(secret: configuration.secret)
         self.limiter = configuration.rateLimit.map { RateLimiter(maxTracked: $0.maxTracked) }
+        self.metrics = RouteMetrics(factory: configuration.metricsFactory ?? MetricsSystem.factory)
     }
 
     var now: Date { engine.relyingParty.clock.now() }
@@ -75,16 +78,16 @@ public struct WebAuthnRoutes: Sendable {
         let router = RouteCollection(context: Context.self)
         router.add(middleware: SecurityHeadersMiddleware<Context>(secure: configuration.secureCookies))
         router.post("/attestation/options") { request, context in
-            await ceremony(request, context, starts: true) { try await attestationOptions(request, context) }
+            await ceremony(request, context, as: "registration_options", starts: true) { try await attestationOptions(request, context) }
         }
         router.post("/attestation/result") { request, context in
-            await ceremony(request, context) { try await attestationResult(request, context) }
+            await ceremony(request, context, as: "registration") { try await attestationResult(request, context) }
         }
         router.post("/assertion/options") { request, context in
-            await ceremony(request, context, starts: true) { try await assertionOptions(request, context) }
+            await ceremony(request, context, as: "authentication_options", starts: true) { try await assertionOptions(request, context) }
         }
         router.post("/assertion/result") { request, context in
-            await ceremony(request, context) { try await assertionResult(request, context) }
+            await ceremony(request, context, as: "authentication") { try await assertionResult(request, context) }
         }
         if !configuration.conformance { addReauthentication(to: router) }
         if !configuration.relatedOrigins.isEmpty {
@@ -102,14 +105,39 @@ public struct WebAuthnRoutes: Sendable {
     // MARK: Request handling
 
     /// A ceremony endpoint: JSON only, throttled, every error turned into the
-    /// conformance API's failure envelope without internal detail.
+    /// conformance API's failure envelope without internal detail; counted by the code
+    /// the client is answered with, and timed.
     func ceremony<Context: RequestContext>(
-        _ request: Request, _ context: Context, starts: Bool = false, _ body: () async throws -> Response
+        _ request: Request, _ context: Context, as name: String, starts: Bool = false, _ body: () async throws -> Response
     ) async -> Response {
-        await handle(request, context) {
-            try HTTP.requireJSON(request)
-            try throttle(request, context, starts: starts)
-            return try await body()
+        let started = ContinuousClock.now
+        var code = "ok"
+        let response = await handle(request, context) {
+            do {
+                try HTTP.requireJSON(request)
+                try throttle(request, context, starts: starts)
+                return try await body()
+            } catch {
+                code = Self.answeredCode(error)
+                throw error
+            }
+        }
+        metrics.ceremony(name, code: code, duration: ContinuousClock.now - started)
+        return response
+    }
+
+    /// The code a failure is answered with (see ``failure(_:_:_:)``).
+    static func answeredCode(_ error: any Error) -> String {
+        switch error {
+        case let signalled as SignalledFailure:
+            return answeredCode(signalled.error)
+        case let error as WebAuthnError:
+            switch error.code {
+            case .storageFailure, .cryptoFailure, .configurationInvalid: return WebAuthnError.Code.internalError.rawValue
+            default: return error.code.rawValue
+            }
+        case is Throttled: return WebAuthnError.Code.rateLimited.rawValue
+        default: return WebAuthnError.Code.internalError.rawValue
         }
     }
 
@@ -128,6 +156,7 @@ public struct WebAuthnRoutes: Sendable {
         } catch let throttled as Throttled {
             var response = HTTP.failed(WebAuthnError(.rateLimited, "too many requests; retry in \(throttled.seconds) s"), status: .tooManyRequests)
             response.headers[.retryAfter] = String(throttled.seconds)
+            metrics.throttled(scope: throttled.scope)
             Audit.event("throttled", context, ["scope": .string(throttled.scope), "path": .string(request.uri.path)])
             return response
         } catch {
@@ -139,6 +168,7 @@ public struct WebAuthnRoutes: Sendable {
         let id = context.id
         switch error.code {
         case .storageFailure, .cryptoFailure, .configurationInvalid:
+            if error.code == .storageFailure { metrics.storeError() }
             context.logger.error("internal error", metadata: ["code": .string(error.code.rawValue), "detail": .string(error.message)])
             return HTTP.failed(WebAuthnError(.internalError, "the server failed; quote request id \(id)"), status: .internalServerError)
         case .appleEndpointUnavailable:

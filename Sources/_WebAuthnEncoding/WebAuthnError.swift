@@ -171,6 +171,9 @@ extension WebAuthnError.Code {
     public static let metadataUntrusted: Self = "metadata_untrusted"
     /// The metadata BLOB is past its nextUpdate, or older (`no`) than one already loaded.
     public static let metadataStale: Self = "metadata_stale"
+    /// The metadata service could not be reached, timed out, answered a status other than 200 or 304,
+    /// or sent a body over the size cap or shorter than it announced; the last good BLOB stays in use.
+    public static let metadataUnavailable: Self = "metadata_unavailable"
 
     // MARK: Credentials and users
     /// A credential with this ID is already registered.
@@ -249,6 +252,7 @@ extension WebAuthnError.Code {
         .attestationAAGUIDMismatch, .attestationTypeNotAllowed, .certificateExpired, .attestationUntrusted, .certificateRevoked,
         .attestationNonceMismatch, .attestationKeyMismatch, .attestationTimestampInvalid, .attestationIntegrityFailed,
         .aaguidNotAllowed, .aaguidUnverified, .authenticatorCompromised, .metadataInvalid, .metadataUntrusted, .metadataStale,
+        .metadataUnavailable,
         .credentialAlreadyRegistered, .credentialNotAllowed, .credentialUnknown, .credentialNotOwnedByUser, .userHandleMissing,
         .userHandleMismatch, .signatureInvalid, .counterRegression, .concurrentUpdate,
         .discoverableCredentialMissing, .credentialProtectionWeaker, .extensionOutputInvalid,

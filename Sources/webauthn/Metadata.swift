@@ -99,7 +99,7 @@ struct MetadataCommand: AsyncParsableCommand {
 
     struct Inspect: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Verify and list the entries of FIDO metadata: AAGUID, name, attestation types, latest status.")
+            abstract: "Verify and list the entries of FIDO metadata: AAGUID, name, attestation types, the status in effect at --at.")
 
         @OptionGroup var trust: MetadataOptions
         @Option(parsing: .unconditional, help: "Verify as of this time (ISO 8601).") var at: String?
@@ -130,7 +130,7 @@ struct MetadataCommand: AsyncParsableCommand {
                             "attestationCertificateKeyIdentifiers": .array(entry.attestationCertificateKeyIdentifiers.map { .string($0) }),
                             "description": .string(entry.description),
                             "attestationTypes": .array(entry.attestationTypes.map { .string($0) }),
-                            "status": entry.status.map { .string($0.rawValue) } ?? .null,
+                            "status": entry.status(at: time).map { .string($0.rawValue) } ?? .null,
                             "roots": .number(Double(entry.attestationRootCertificates.count)),
                         ]
                     }),

@@ -101,6 +101,21 @@ struct Serve: AsyncParsableCommand {
     var appleRedirectURI: String?
     @Option(name: .customLong("apple-base-url"), parsing: .unconditional, help: "Sign in with Apple: Apple's base URL (default https://appleid.apple.com).")
     var appleBaseURL: String?
+    @Option(
+        name: .customLong("mds-url"), parsing: .unconditional,
+        help: "Fetch the FIDO MDS3 BLOB from this URL on schedule, verified and swapped in without a restart (FIDO's: https://mds3.fidoalliance.org/).")
+    var mdsURL: String?
+    @Option(
+        name: .customLong("mds-root"), parsing: .unconditional,
+        help: "A PEM root for the fetched BLOB's signing chain (default: --metadata-root, else the FIDO MDS root).")
+    var mdsRoot: String?
+    @Option(
+        name: .customLong("mds-cache"), parsing: .unconditional,
+        help: "A folder for the last good fetched BLOB: written atomically, verified again at start (a restart without network starts from it).")
+    var mdsCache: String?
+    @Option(
+        name: .customLong("metrics"), help: "Who may read GET /metrics: off, loopback (default: loopback clients that came through no proxy) or anyone.")
+    var metrics = "loopback"
 
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
@@ -114,6 +129,31 @@ struct Serve: AsyncParsableCommand {
         for proxy in trustedProxies where CIDR(proxy) == nil { throw ValidationError("--trusted-proxy \(proxy) is not an address range such as 10.0.0.0/8") }
         _ = try secret()
         _ = try appleConfiguration()
+        guard MetricsExposure(rawValue: metrics) != nil else { throw ValidationError("--metrics must be off, loopback or anyone") }
+        guard mdsURL != nil || (mdsRoot == nil && mdsCache == nil) else { throw ValidationError("--mds-root and --mds-cache need --mds-url") }
+        if let mdsURL {
+            guard let url = URL(string: mdsURL), url.scheme == "https" || (url.scheme == "http" && ["127.0.0.1", "localhost", "::1"].contains(url.host ?? ""))
+            else { throw ValidationError("--mds-url must be an https URL (or http on loopback, for a stand-in)") }
+        }
+    }
+
+    /// The metadata service of `--mds-url`, installing into `engine`; nil without the flag.
+    func metadataService(engine: WebAuthnEngine, logger: Logger) throws -> MetadataService? {
+        guard let mdsURL, let url = URL(string: mdsURL) else { return nil }
+        var verification = try trust.blobOptions()
+        if let mdsRoot {
+            guard let text = try? String(contentsOfFile: mdsRoot, encoding: .utf8) else { throw ValidationError("cannot read \(mdsRoot)") }
+            do { verification.roots = [try X509Certificate(pem: text)] } catch { throw ValidationError("--mds-root: \(error.message)") }
+        }
+        var metadataLogger = logger
+        metadataLogger[metadataKey: "component"] = "metadata"
+        do {
+            return try MetadataService(
+                configuration: MetadataService.Configuration(url: url, verification: verification, cacheDirectory: mdsCache), engine: engine,
+                logger: metadataLogger)
+        } catch {
+            throw ValidationError("--mds-url: \(error.message)")
+        }
     }
 
     /// Sign in with Apple from the `--apple-*` flags; nil when no client id is given.
@@ -232,6 +272,7 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError(error.message)
         }
         let engine = WebAuthnEngine(relyingParty: rp, credentials: store, challenges: store, accounts: store)
+        let metadata = try metadataService(engine: engine, logger: logger)
         var secret = try self.secret()
         if secret == nil {
             // Kept with the data: stable across restarts, shared by instances on one database.
@@ -265,10 +306,11 @@ struct Serve: AsyncParsableCommand {
                 onServerRunning: { bound in
                     let line = "webauthn: listening on http://\(host):\(bound) for RP ID \(rp.id) (origins \(rp.origins.joined(separator: " "))), store \(db)\n"
                     FileHandle.standardOutput.write(Data(line.utf8))
-                }))
+                }, metadata: metadata, metrics: MetricsExposure(rawValue: metrics) ?? .loopback))
         // The store first: a group shuts its services down in reverse order, so the HTTP server
-        // drains before the store closes.
-        let group = ServiceGroup(configuration: .init(services: [store, app], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        // drains before the store closes (and the metadata service stops before either).
+        let services: [any Service] = [store, app] + (metadata.map { [$0] } ?? [])
+        let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
     }
 }

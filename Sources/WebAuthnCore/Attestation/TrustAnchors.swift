@@ -1,3 +1,4 @@
+public import Foundation
 public import _WebAuthnEncoding
 package import _WebAuthnCrypto
 
@@ -20,8 +21,24 @@ public struct AuthenticatorStatus: RawRepresentable, Hashable, Sendable, CustomS
     public var isCompromised: Bool { Self.compromised.contains(rawValue) }
 }
 
+/// One FIDO metadata status report (MDS3 §3.1.3): a status and the day it takes effect.
+public struct StatusReport: Sendable, Hashable {
+    /// The status reported.
+    public let status: AuthenticatorStatus
+    /// When the status takes effect (MDS3 `effectiveDate`, a day, read as midnight UTC);
+    /// nil: the report gives no date and applies at any time.
+    public let effectiveDate: Date?
+
+    /// A report of `status` that applies from `effectiveDate` (nil: at any time).
+    public init(status: AuthenticatorStatus, effectiveDate: Date? = nil) {
+        self.status = status
+        self.effectiveDate = effectiveDate
+    }
+}
+
 /// What the engine uses of a FIDO metadata entry (an MDS3 BLOB entry or a
-/// metadata statement): which authenticator, its attestation roots, its status.
+/// metadata statement): which authenticator, its attestation roots, its dated
+/// status reports, and how to name it to users.
 public struct MetadataEntry: Sendable {
     /// The authenticator model; nil for U2F authenticators, which are identified by key identifiers.
     public let aaguid: AAGUID?
@@ -32,11 +49,53 @@ public struct MetadataEntry: Sendable {
     /// `basic_full`, `basic_surrogate`, `attca`, `anonca`, `none`.
     public let attestationTypes: [String]
     package let attestationRootCertificates: [X509Certificate]
-    /// The latest status report's status, if any.
-    public let status: AuthenticatorStatus?
+    /// The status reports, as listed; ``status(at:)`` says which one applies at a time.
+    public let statusReports: [StatusReport]
+    /// The authenticator's name by language tag (MDS3 `friendlyNames`, such as `"en-US"`), for showing to users.
+    public let friendlyNames: [String: String]
+    /// The authenticator's icon as the metadata gives it: a `data:` URL (PNG), or nil.
+    public let icon: String?
 
     /// The attestation roots of this authenticator (they apply to it only).
     public var rootCertificates: [Certificate] { attestationRootCertificates.map(Certificate.init) }
+
+    /// The status of the latest report (by effective date, an undated report counting as
+    /// the earliest), whether or not it has taken effect; see ``status(at:)`` for the one that applies.
+    public var status: AuthenticatorStatus? { Self.latest(statusReports)?.status }
+
+    /// The status that applies at `time`: that of the latest report whose effective date is
+    /// not after `time` (an undated report applies at any time, before every dated one). A
+    /// report dated in the future does not apply yet. Of reports with the same date, a
+    /// compromised status wins, then the one listed last.
+    public func status(at time: Date) -> AuthenticatorStatus? {
+        Self.latest(statusReports.filter { ($0.effectiveDate ?? .distantPast) <= time })?.status
+    }
+
+    static func latest(_ reports: [StatusReport]) -> StatusReport? {
+        var best: StatusReport?
+        for report in reports {
+            guard let current = best else {
+                best = report
+                continue
+            }
+            let (date, bestDate) = (report.effectiveDate ?? .distantPast, current.effectiveDate ?? .distantPast)
+            if date > bestDate || (date == bestDate && (report.status.isCompromised || !current.status.isCompromised)) { best = report }
+        }
+        return best
+    }
+
+    /// The name to show for `language` (a BCP 47 tag such as `de-CH`): the friendly name of
+    /// that exact tag, else of its language (`de`, or any `de-…`), else of English, else the
+    /// ``description``.
+    public func displayName(language: String = "en-US") -> String {
+        let lower = language.lowercased()
+        let primary = lower.split(separator: "-").first.map(String.init) ?? lower
+        let names = friendlyNames.map { (tag: $0.key.lowercased(), name: $0.value) }.sorted { $0.tag < $1.tag }
+        return names.first { $0.tag == lower }?.name
+            ?? names.first { $0.tag == primary || $0.tag.hasPrefix(primary + "-") }?.name
+            ?? names.first { $0.tag == "en" || $0.tag.hasPrefix("en-") }?.name
+            ?? description
+    }
 
     /// An entry; key identifiers are lowercased.
     ///
@@ -46,26 +105,34 @@ public struct MetadataEntry: Sendable {
     ///   - description: The authenticator's name.
     ///   - attestationTypes: The MDS3 attestation type names.
     ///   - rootCertificates: The attestation roots of this authenticator.
-    ///   - status: The latest status report's status, if any.
+    ///   - status: A status that applies at any time (an undated report), if any.
+    ///   - statusReports: Dated status reports (after `status`'s, if given).
+    ///   - friendlyNames: Names by language tag.
+    ///   - icon: A `data:` URL of the icon.
     public init(
         aaguid: AAGUID?, attestationCertificateKeyIdentifiers: [String] = [], description: String,
-        attestationTypes: [String] = [], rootCertificates: [Certificate], status: AuthenticatorStatus? = nil
+        attestationTypes: [String] = [], rootCertificates: [Certificate], status: AuthenticatorStatus? = nil,
+        statusReports: [StatusReport] = [], friendlyNames: [String: String] = [:], icon: String? = nil
     ) {
         self.init(
             aaguid: aaguid, attestationCertificateKeyIdentifiers: attestationCertificateKeyIdentifiers, description: description,
-            attestationTypes: attestationTypes, attestationRootCertificates: rootCertificates.map(\.x509), status: status)
+            attestationTypes: attestationTypes, attestationRootCertificates: rootCertificates.map(\.x509), status: status,
+            statusReports: statusReports, friendlyNames: friendlyNames, icon: icon)
     }
 
     package init(
         aaguid: AAGUID?, attestationCertificateKeyIdentifiers: [String] = [], description: String,
-        attestationTypes: [String] = [], attestationRootCertificates: [X509Certificate], status: AuthenticatorStatus? = nil
+        attestationTypes: [String] = [], attestationRootCertificates: [X509Certificate], status: AuthenticatorStatus? = nil,
+        statusReports: [StatusReport] = [], friendlyNames: [String: String] = [:], icon: String? = nil
     ) {
         self.aaguid = aaguid
         self.attestationCertificateKeyIdentifiers = attestationCertificateKeyIdentifiers.map { $0.lowercased() }
         self.description = description
         self.attestationTypes = attestationTypes
         self.attestationRootCertificates = attestationRootCertificates
-        self.status = status
+        self.statusReports = (status.map { [StatusReport(status: $0)] } ?? []) + statusReports
+        self.friendlyNames = friendlyNames
+        self.icon = icon
     }
 }
 
@@ -129,6 +196,13 @@ public struct TrustAnchors: Sendable {
 
     /// No anchors at all: every certificate chain is untrusted.
     public static let empty = TrustAnchors()
+
+    /// The metadata entry of an authenticator model, if any: its names (``MetadataEntry/displayName(language:)``,
+    /// friendly names, icon) and dated status reports. Nil for the zero AAGUID (U2F authenticators
+    /// are found by their attestation certificate during registration).
+    public func metadataEntry(for aaguid: AAGUID) -> MetadataEntry? {
+        aaguid.isZero ? nil : entry(aaguid: aaguid, attestationCertificate: nil)
+    }
 
     /// The metadata entry for an authenticator: by AAGUID, or for U2F (zero
     /// AAGUID) by the SHA-1 key identifier of its attestation certificate.

@@ -167,7 +167,7 @@ public enum RegistrationVerifier {
                 step: step(25))
         }
         try verifyAAGUIDProven(aaguid, proven: proven != nil, type: type, policy: policy)
-        let objection = try metadataObjection(v.type, claimed: claimed, policy: policy)
+        let objection = try metadataObjection(v.type, claimed: claimed, policy: policy, at: now)
         switch anchoring {
         case .noChain:
             let reason = type == .none ? "no attestation was provided" : "self attestation: the credential key signed its own attestation"
@@ -245,9 +245,13 @@ public enum RegistrationVerifier {
 
     /// Step 25: what the claimed FIDO metadata entry says against this
     /// attestation: a type the entry does not list (the response is not from
-    /// the authenticator it names), or a compromised status. Fatal when trust
-    /// is required; otherwise the reason the attestation is reported untrusted.
-    static func metadataObjection(_ rawType: AttestationType, claimed: MetadataEntry?, policy: AttestationPolicy) throws(WebAuthnError) -> String? {
+    /// the authenticator it names), or a compromised status in effect at `now`
+    /// (the latest report whose effective date has come; one dated later does not
+    /// apply yet). Fatal when trust is required; otherwise the reason the
+    /// attestation is reported untrusted.
+    static func metadataObjection(
+        _ rawType: AttestationType, claimed: MetadataEntry?, policy: AttestationPolicy, at now: Date
+    ) throws(WebAuthnError) -> String? {
         guard let entry = claimed else { return nil }
         var objection: String?
         let type = refinedType(rawType, entry: entry)
@@ -256,7 +260,7 @@ public enum RegistrationVerifier {
             if policy.requireTrustedAttestation { throw WebAuthnError(.attestationTypeNotAllowed, reason, step: step(25)) }
             objection = reason
         }
-        if let status = entry.status, status.isCompromised {
+        if let status = entry.status(at: now), status.isCompromised {
             if policy.requireTrustedAttestation {
                 throw WebAuthnError(.authenticatorCompromised, "FIDO metadata reports \(entry.description) as \(status)", step: step(25))
             }

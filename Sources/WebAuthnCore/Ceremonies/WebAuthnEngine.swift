@@ -11,8 +11,19 @@ package import _WebAuthnCrypto
 /// ceremony changes nothing stored; of two concurrent submissions of one
 /// response, exactly one succeeds.
 public struct WebAuthnEngine: Sendable {
-    /// Who the engine verifies for: RP ID, origins, policies and clock.
-    public let relyingParty: RelyingParty
+    /// Who the engine verifies for: RP ID, origins, policies and clock, with the trust
+    /// anchors installed now (those it was made with, until ``updateTrustAnchors(_:)``).
+    /// A ceremony reads it once, so it finishes with the anchors it started with.
+    public var relyingParty: RelyingParty {
+        var rp = configuredRelyingParty
+        rp.trustAnchors = installedTrustAnchors.withLock { $0 }
+        return rp
+    }
+    /// The trust anchors new ceremonies use (see ``updateTrustAnchors(_:)``).
+    public var trustAnchors: TrustAnchors { installedTrustAnchors.withLock { $0 } }
+    let configuredRelyingParty: RelyingParty
+    /// Shared by every copy of the engine: one swap reaches them all.
+    let installedTrustAnchors: Locked<TrustAnchors>
     /// Where registered credentials are stored and looked up.
     public let credentials: any CredentialStore
     /// Where pending ceremonies wait for their response.
@@ -57,7 +68,8 @@ public struct WebAuthnEngine: Sendable {
         relyingParty: RelyingParty, credentials: any CredentialStore, challenges: any ChallengeStore,
         accounts: (any AccountStore)? = nil, limits: Limits = Limits()
     ) {
-        self.relyingParty = relyingParty
+        self.configuredRelyingParty = relyingParty
+        self.installedTrustAnchors = Locked(relyingParty.trustAnchors)
         self.credentials = credentials
         self.challenges = challenges
         self.accounts = accounts
@@ -70,6 +82,14 @@ public struct WebAuthnEngine: Sendable {
         self.init(
             relyingParty: relyingParty, credentials: credentials,
             challenges: InMemoryChallengeStore(clock: relyingParty.clock), accounts: InMemoryAccountStore(credentials: credentials))
+    }
+
+    /// Installs new trust anchors (format roots, FIDO metadata, CRLs) atomically, for every
+    /// copy of this engine: ceremonies that finish after the call use them, and one that
+    /// has already begun finishing completes with the anchors it read. `MetadataService`
+    /// calls it with each verified metadata BLOB.
+    public func updateTrustAnchors(_ anchors: TrustAnchors) {
+        installedTrustAnchors.withLock { $0 = anchors }
     }
 
     // MARK: Registration
@@ -116,7 +136,7 @@ public struct WebAuthnEngine: Sendable {
         binding: [UInt8]? = nil,
         challengeLength: Int = 32
     ) async throws(WebAuthnError) -> CreationOptions {
-        let rp = relyingParty
+        let rp = configuredRelyingParty
         let selection = authenticatorSelection ?? AuthenticatorSelection(userVerification: rp.policy.userVerification)
         let challenge = try Self.newChallenge(length: challengeLength)
         let existing = newAccount ? [] : try await store { try await credentials.credentials(forUser: user.id) }
@@ -154,10 +174,11 @@ public struct WebAuthnEngine: Sendable {
         _ response: RegistrationResponse, expectedChallenge: [UInt8]? = nil,
         binding: [UInt8]? = nil
     ) async throws(WebAuthnError) -> RegistrationResult {
+        let rp = relyingParty  // one snapshot of the trust anchors for the whole ceremony
         let clientData = try CollectedClientData(bytes: response.clientDataJSON)
         let ceremony = try await pendingCeremony(for: clientData, kind: .registration, expected: expectedChallenge)
         try Self.verifyBinding(ceremony, presented: binding)
-        let result = try RegistrationVerifier.verify(response, clientData: clientData, ceremony: ceremony, relyingParty: relyingParty)
+        let result = try RegistrationVerifier.verify(response, clientData: clientData, ceremony: ceremony, relyingParty: rp)
         let record = result.credential
         // §7.1 step 27: the credential ID is not yet registered for any user.
         if try await store({ try await credentials.credential(id: record.id) }) != nil {
@@ -221,7 +242,7 @@ public struct WebAuthnEngine: Sendable {
         allowCredentials: [CredentialDescriptor]? = nil,
         challengeLength: Int = 32
     ) async throws(WebAuthnError) -> RequestOptions {
-        let rp = relyingParty
+        let rp = configuredRelyingParty
         let challenge = try Self.newChallenge(length: challengeLength)
         var allowed: [CredentialDescriptor] = allowCredentials ?? []
         if let userHandle, allowCredentials == nil {
@@ -270,7 +291,8 @@ public struct WebAuthnEngine: Sendable {
             throw WebAuthnError(
                 .credentialUnknown, "no credential with id \(Base64URL.encode(response.id).prefix(96)) is registered", step: "WebAuthn L3 §7.2 step 6")
         }
-        let result = try AuthenticationVerifier.verify(response, clientData: clientData, ceremony: ceremony, credential: credential, relyingParty: relyingParty)
+        let result = try AuthenticationVerifier.verify(
+            response, clientData: clientData, ceremony: ceremony, credential: credential, relyingParty: configuredRelyingParty)
         let conflict = WebAuthnError(.concurrentUpdate, "another authentication updated this credential at the same time; try again")
         if let committing = challenges as? any SignInCommitting, (challenges as AnyObject) === (credentials as AnyObject) {
             // One transaction: the challenge consumed and the counter compare-and-set, one durable write.
@@ -324,13 +346,13 @@ public struct WebAuthnEngine: Sendable {
         try await remember(
             PendingCeremony(
                 kind: kind, challenge: key, userVerification: .discouraged, binding: binding,
-                expiresAt: relyingParty.clock.now().addingTimeInterval(lifetime)))
+                expiresAt: configuredRelyingParty.clock.now().addingTimeInterval(lifetime)))
     }
 
     /// Whether an unexpired single-use value of this kind is stored under `key`, without consuming it.
     public func isSingleUsePending(_ kind: PendingCeremony.Kind, key: [UInt8]) async throws(WebAuthnError) -> Bool {
         guard let value = try await store({ try await challenges.pending(challenge: key) }) else { return false }
-        return value.kind == kind && relyingParty.clock.now() <= value.expiresAt
+        return value.kind == kind && configuredRelyingParty.clock.now() <= value.expiresAt
     }
 
     /// Consumes the single-use value under `key`: it must exist with this kind, be
@@ -344,7 +366,7 @@ public struct WebAuthnEngine: Sendable {
         guard pending.kind == kind else {
             throw WebAuthnError(.ceremonyMismatch, "the value was issued as \(pending.kind.rawValue), not \(kind.rawValue)")
         }
-        let now = relyingParty.clock.now()
+        let now = configuredRelyingParty.clock.now()
         if now <= pending.expiresAt { try Self.verifyBinding(pending, presented: binding) }
         // Of two concurrent consumers, the store's atomic consume lets exactly one through.
         guard let value = try await store({ try await challenges.consume(challenge: key) }), value.kind == kind else { throw unknown }
@@ -375,7 +397,7 @@ public struct WebAuthnEngine: Sendable {
         guard ceremony.kind == kind else {
             throw WebAuthnError(.ceremonyMismatch, "the challenge was issued for \(ceremony.kind.rawValue), not \(kind.rawValue)")
         }
-        let now = relyingParty.clock.now()
+        let now = configuredRelyingParty.clock.now()
         guard now <= ceremony.expiresAt else {
             throw WebAuthnError(
                 .challengeExpired,
@@ -403,7 +425,7 @@ public struct WebAuthnEngine: Sendable {
     /// clock every `limits.sweepInterval`, and refusing once
     /// `limits.maxPendingCeremonies` are pending even after a sweep.
     func remember(_ ceremony: PendingCeremony) async throws(WebAuthnError) {
-        let now = relyingParty.clock.now()
+        let now = configuredRelyingParty.clock.now()
         if housekeeping.sweepDue(now: now, limits: limits) {
             do {
                 let remaining = try await store { try await challenges.sweep(expiredBefore: now) }

@@ -21,7 +21,8 @@ public struct RelyingParty: Sendable {
     /// How long an issued challenge stays valid. Default 5 minutes.
     public let challengeLifetime: TimeInterval
     /// Attestation trust anchors. Default: the roots that ship with the engine.
-    public let trustAnchors: TrustAnchors
+    /// (``WebAuthnEngine/relyingParty`` carries the anchors installed in the engine now.)
+    public internal(set) var trustAnchors: TrustAnchors
     /// SHA-256 of the RP ID, computed once.
     public let rpIdHash: [UInt8]
 

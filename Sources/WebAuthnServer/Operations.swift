@@ -1,0 +1,201 @@
+internal import CoreMetrics
+internal import Foundation
+internal import Hummingbird
+internal import Prometheus
+internal import WebAuthnCore
+internal import WebAuthnMetadata
+internal import NIOCore
+internal import _WebAuthnEncoding
+
+/// Who may read `GET /metrics` (Prometheus text format). The metrics hold counts, durations
+/// and metadata state, never a name, credential, key, cookie or address; the codes of failed
+/// sign-ins are counted as the client saw them (`authentication_failed`), so the metrics are no
+/// better an oracle than the answers.
+public enum MetricsExposure: String, Sendable, CaseIterable {
+    /// Not served (404).
+    case off
+    /// Only to a client on a loopback address whose request came through no proxy (no
+    /// `X-Forwarded-For` or `Forwarded` header); 404 to anyone else. The default: a
+    /// Prometheus agent on the same host, while a reverse proxy in front relays nobody to it.
+    case loopback
+    /// To anyone who reaches the port: restrict it in front of the server.
+    case anyone
+}
+
+/// The counters and timers the routes record, in swift-metrics, through one factory.
+struct RouteMetrics: Sendable {
+    let factory: any MetricsFactory
+
+    /// The duration buckets of `webauthn_ceremony_duration_seconds` (a ceremony takes about a millisecond).
+    static let durationBuckets: [Duration] = [
+        .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10),
+        .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(5),
+    ]
+
+    /// One ceremony request: `ceremony` (registration_options, registration, authentication_options,
+    /// authentication), its outcome and the code the client was answered with (`ok` on success).
+    func ceremony(_ ceremony: String, code: String, duration: Duration) {
+        let outcome = code == "ok" ? "success" : "failure"
+        CoreMetrics.Counter(label: "webauthn_ceremonies_total", dimensions: [("ceremony", ceremony), ("outcome", outcome), ("code", code)], factory: factory)
+            .increment()
+        CoreMetrics.Timer(label: "webauthn_ceremony_duration_seconds", dimensions: [("ceremony", ceremony)], factory: factory).recordNanoseconds(
+            Int64(duration.components.seconds) * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
+    }
+
+    /// A request refused by a token bucket; `scope` address, session or failures.
+    func throttled(scope: String) {
+        CoreMetrics.Counter(label: "webauthn_throttled_total", dimensions: [("scope", scope)], factory: factory).increment()
+    }
+
+    /// A store or driver failure answered with `internal_error`.
+    func storeError() {
+        CoreMetrics.Counter(label: "webauthn_store_errors_total", dimensions: [("kind", "storage")], factory: factory).increment()
+    }
+}
+
+/// `GET /healthz`, `/readyz` and `/metrics`, for orchestrators and monitoring.
+struct OperationsRoutes: Sendable {
+    let engine: WebAuthnEngine
+    let metadata: MetadataService?
+    let exposure: MetricsExposure
+    let export: PrometheusExport?
+    /// The last store probe and when it ran: probes within a second share it, so a flood of
+    /// `/readyz` costs the store at most one lookup a second.
+    let lastProbe = Locked<(at: ContinuousClock.Instant, ok: Bool)?>(nil)
+
+    /// A probe credential ID no credential has (a primary-key lookup that finds nothing).
+    static let probe = Array("webauthn readiness probe".utf8)
+    /// How long the store may take to answer the readiness probe.
+    static let storeTimeout: Duration = .seconds(2)
+
+    func add<Context: RequestContext>(to router: Router<Context>) {
+        router.get("/healthz") { _, _ in Self.json(["status": "ok"]) }
+        router.get("/readyz") { _, _ in await readiness() }
+        router.get("/metrics") { request, context in
+            guard let export, Self.mayRead(exposure, request: request, peer: (context as? any RemoteAddressRequestContext)?.remoteAddress) else {
+                return Response(status: .notFound, headers: [.cacheControl: "no-store"])
+            }
+            recordMetadata()
+            return Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],
+                body: ResponseBody(byteBuffer: ByteBuffer(bytes: export.registry.emitToBuffer())))
+        }
+    }
+
+    /// Ready (200) once the store answers a lookup within two seconds and, when a metadata
+    /// service is configured, a verified BLOB is installed; otherwise 503 with what is missing.
+    func readiness() async -> Response {
+        let store: Bool
+        if let last = lastProbe.withLock({ $0 }), ContinuousClock.now - last.at < .seconds(1) {
+            store = last.ok
+        } else {
+            store = await Self.answers(within: Self.storeTimeout) { [engine] in _ = try await engine.credentials.credential(id: Self.probe) }
+            lastProbe.withLock { $0 = (ContinuousClock.now, store) }
+        }
+        let metadataReady = metadata?.status.isInstalled ?? true
+        var body: JSONObject = ["status": .string(store && metadataReady ? "ready" : "not_ready"), "store": .string(store ? "ok" : "failed")]
+        if let metadata { body["metadata"] = .string(metadata.status.isInstalled ? "installed" : "missing") }
+        return Self.json(.object(body), status: store && metadataReady ? .ok : .serviceUnavailable)
+    }
+
+    /// Whether `operation` finishes without throwing within `limit` (it is left to finish alone if it does not).
+    static func answers(within limit: Duration, _ operation: @escaping @Sendable () async throws -> Void) async -> Bool {
+        let state = Locked<(done: Bool, timer: Task<Void, Never>?)>((false, nil))
+        return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            @Sendable func finish(_ value: Bool) {
+                let (first, timer) = state.withLock { s -> (Bool, Task<Void, Never>?) in
+                    defer { s.done = true }
+                    return (!s.done, s.timer)
+                }
+                guard first else { return }
+                timer?.cancel()
+                continuation.resume(returning: value)
+            }
+            let timer = Task {
+                try? await Task.sleep(for: limit)
+                finish(false)
+            }
+            state.withLock { $0.timer = timer }
+            Task {
+                do {
+                    try await operation()
+                    finish(true)
+                } catch {
+                    finish(false)
+                }
+            }
+        }
+    }
+
+    /// The metadata gauges, set as of now (each scrape).
+    func recordMetadata() {
+        guard let metadata, let export else { return }
+        let factory = export.factory
+        let status = metadata.status
+        export.count(fetches: status.fetches)
+        let now = engine.relyingParty.clock.now()
+        func gauge(_ name: String, _ value: Double) { CoreMetrics.Gauge(label: name, factory: factory).record(value) }
+        gauge("webauthn_metadata_installed", status.isInstalled ? 1 : 0)
+        gauge("webauthn_metadata_age_seconds", status.age(at: now) ?? 0)
+        gauge("webauthn_metadata_blob_number", Double(status.serial ?? 0))
+        gauge("webauthn_metadata_next_update_timestamp_seconds", status.nextUpdate?.timeIntervalSince1970 ?? 0)
+        gauge("webauthn_metadata_entries", Double(status.entries))
+        let succeeded: Double =
+            switch status.lastOutcome {
+            case .installed, .unchanged: 1
+            case .failed, nil: 0
+            }
+        gauge("webauthn_metadata_last_fetch_success", succeeded)
+        gauge("webauthn_metadata_last_fetch_timestamp_seconds", status.lastAttempt?.timeIntervalSince1970 ?? 0)
+        gauge("webauthn_metadata_consecutive_failures", Double(status.consecutiveFailures))
+    }
+
+    /// `exposure` applied to a request from `peer`.
+    static func mayRead(_ exposure: MetricsExposure, request: Request, peer: SocketAddress?) -> Bool {
+        switch exposure {
+        case .off: return false
+        case .anyone: return true
+        case .loopback:
+            guard request.headers[values: .init("X-Forwarded-For")!].isEmpty, request.headers[values: .init("Forwarded")!].isEmpty,
+                let address = peer?.ipAddress
+            else { return false }
+            return ["127.0.0.0/8", "::1/128"].compactMap(CIDR.init).contains { $0.contains(address) }
+        }
+    }
+
+    static func json(_ value: JSONValue, status: HTTPResponse.Status = .ok) -> Response {
+        Response(
+            status: status, headers: [.contentType: "application/json", .cacheControl: "no-store"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: value.serializedBytes())))
+    }
+}
+
+/// A Prometheus registry and the swift-metrics factory over it, one per application.
+struct PrometheusExport: Sendable {
+    let registry: PrometheusCollectorRegistry
+    let factory: any MetricsFactory
+    /// The metadata fetches counted so far, by result.
+    let counted = Locked<[String: Int]>([:])
+
+    init() {
+        registry = PrometheusCollectorRegistry()
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.durationHistogramBuckets["webauthn_ceremony_duration_seconds"] = RouteMetrics.durationBuckets
+        self.factory = factory
+    }
+
+    /// `webauthn_metadata_fetches_total{result}`: the service's counts since its start, added as increments.
+    func count(fetches: [String: Int]) {
+        let increments = counted.withLock { counted -> [(String, Int)] in
+            var increments: [(String, Int)] = []
+            for (result, total) in fetches where total > counted[result, default: 0] {
+                increments.append((result, total - counted[result, default: 0]))
+                counted[result] = total
+            }
+            return increments
+        }
+        for (result, increment) in increments {
+            CoreMetrics.Counter(label: "webauthn_metadata_fetches_total", dimensions: [("result", result)], factory: factory).increment(by: increment)
+        }
+    }
+}

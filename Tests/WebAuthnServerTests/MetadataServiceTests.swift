@@ -1,0 +1,264 @@
+import Foundation
+import Logging
+import Testing
+import WebAuthnCore
+import WebAuthnMetadata
+import WebAuthnTesting
+import _WebAuthnEncoding
+import _WebAuthnCrypto
+
+/// `MetadataService` against a metadata service stand-in on loopback: BLOBs signed under a test
+/// PKI, picked up without a restart, every kind of failure keeping the last good BLOB, the disk
+/// cache, the schedule, and HTTPS through the system TLS.
+@Suite("Metadata service: fetch, verify, swap, cache")
+struct MetadataServiceTests {
+    /// 2030-01-01T00:00:00Z: within the test certificates' validity, before the BLOBs' nextUpdate.
+    static let now = Date(timeIntervalSince1970: 1_893_456_000)
+    static let pki = MDSTestPKI.shared
+
+    /// What the stand-in answers next; the same answer until changed.
+    final class Script: Sendable {
+        let answer = Locked<MetadataStandIn.Answer>(.respond(status: 404, headers: [], body: []))
+        func set(_ answer: MetadataStandIn.Answer) { self.answer.withLock { $0 = answer } }
+    }
+
+    /// A stand-in that answers as `script` says, and 304 to an `If-None-Match` naming `etag` when given.
+    static func standIn(_ script: Script, tls: MetadataStandIn.TLSIdentity? = nil) throws -> MetadataStandIn {
+        try MetadataStandIn(tls: tls) { _ in script.answer.withLock { $0 } }
+    }
+
+    /// An engine that requires trusted attestation, at ``now``.
+    static func engine() throws -> WebAuthnEngine {
+        let rp = try RelyingParty(
+            id: "example.com", origins: ["https://example.com"],
+            policy: VerificationPolicy(attestation: AttestationPolicy(requireTrustedAttestation: true)), clock: .fixed(now))
+        return WebAuthnEngine(relyingParty: rp)
+    }
+
+    static func service(
+        _ url: URL, engine: WebAuthnEngine, cache: String? = nil, deadline: TimeInterval = 10,
+        sleep: @escaping @Sendable (Duration) async throws -> Void = { _ in }
+    ) throws -> MetadataService {
+        var logger = Logger(label: "test.metadata")
+        logger.logLevel = .critical
+        return try MetadataService(
+            configuration: MetadataService.Configuration(
+                url: url, verification: pki.options, cacheDirectory: cache, requestTimeout: 5, deadline: deadline),
+            engine: engine, sleep: sleep, logger: logger)
+    }
+
+    /// Registers a full packed attestation of the model the BLOBs name.
+    static func register(_ engine: WebAuthnEngine) async throws -> RegistrationResult {
+        var profile = SoftwareAuthenticator.Profile.securityKey
+        profile.aaguid = MDSTestPKI.aaguid.bytes
+        let user = UserEntity.new(name: "user-\(UUID().uuidString.prefix(8))")
+        let options = try await engine.startRegistration(user: user, attestation: .direct)
+        let parts = try SoftwareAuthenticator(profile: profile).register(
+            rpId: "example.com", origin: "https://example.com", challenge: options.challenge, userHandle: user.id,
+            attestation: .packedFull(pki.authority))
+        return try await engine.finishRegistration(json: parts.jsonBytes)
+    }
+
+    static func installedName(_ engine: WebAuthnEngine) -> String? { engine.trustAnchors.metadataEntry(for: MDSTestPKI.aaguid)?.description }
+
+    static func code(_ outcome: MetadataService.Outcome) -> String { outcome.label }
+
+    static func temporaryDirectory() -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("mds-cache-\(UUID().uuidString)").path
+    }
+
+    @Test("a newer BLOB is picked up without a restart; requests are conditional")
+    func newerBLOB() async throws {
+        let script = Script()
+        let server = try Self.standIn(script)
+        defer { server.stop() }
+        let engine = try Self.engine()
+        let service = try Self.service(server.url, engine: engine)
+        // No metadata for the model yet: its attestation leads to no root.
+        #expect(await errorCode { _ = try await Self.register(engine) } == "attestation_untrusted")
+        script.set(.blob(try Self.pki.blob(no: 1), etag: "\"v1\""))
+        #expect(Self.code(await service.refresh()) == "installed")
+        #expect(try await Self.register(engine).trust.metadata?.description == "stand-in key 1")
+        script.set(.blob(try Self.pki.blob(no: 2), etag: "\"v2\""))
+        #expect(Self.code(await service.refresh()) == "installed")
+        #expect(Self.installedName(engine) == "stand-in key 2" && service.status.serial == 2)
+        #expect(server.requests.first?.header("If-None-Match") == nil)
+        #expect(server.requests.last?.header("If-None-Match") == "\"v1\"")
+        #expect(service.status.fetches["installed"] == 2 && service.status.consecutiveFailures == 0)
+    }
+
+    @Test("an older or equal no, a bad signature, a revoked signer, a stale or malformed BLOB, a truncated body, a 500 and a 304 keep the last good BLOB")
+    func failuresKeepTheLastGood() async throws {
+        let script = Script()
+        let server = try Self.standIn(script)
+        defer { server.stop() }
+        let engine = try Self.engine()
+        let service = try Self.service(server.url, engine: engine)
+        script.set(.blob(try Self.pki.blob(no: 5), etag: "\"v5\""))
+        #expect(Self.code(await service.refresh()) == "installed")
+        let newer = try Self.pki.blob(no: 6, description: "must not be installed")
+        let cases: [(String, MetadataStandIn.Answer, String)] = [
+            ("older no", .blob(try Self.pki.blob(no: 4, description: "older")), "metadata_stale"),
+            ("the same no", .blob(try Self.pki.blob(no: 5, description: "same")), "unchanged"),
+            ("a bad signature", .blob(try Self.pki.blob(no: 6, badSignature: true)), "metadata_untrusted"),
+            ("a revoked signer", .blob(try Self.pki.blob(no: 6, revoked: true)), "metadata_untrusted"),
+            ("past nextUpdate", .blob(try Self.pki.blob(no: 6, nextUpdate: "2029-06-01")), "metadata_stale"),
+            ("not a JWT", .blob(Array("<html>maintenance</html>".utf8)), "metadata_invalid"),
+            ("a truncated body", .truncated(body: newer, sent: newer.count / 2), "metadata_unavailable"),
+            ("a 500", .respond(status: 500, headers: [], body: Array("oops".utf8)), "metadata_unavailable"),
+            ("a redirect to http", .respond(status: 302, headers: [("Location", "http://127.0.0.1:1/")], body: []), "metadata_unavailable"),
+            ("a 304", .respond(status: 304, headers: [], body: []), "unchanged"),
+        ]
+        for (name, answer, expected) in cases {
+            script.set(answer)
+            let outcome = await service.refresh()
+            #expect(Self.code(outcome) == expected, "\(name): \(outcome)")
+            #expect(service.status.serial == 5 && Self.installedName(engine) == "stand-in key 5", "\(name)")
+        }
+        // Each 304 and each failure left the installed BLOB in use; the failures are counted.
+        #expect(service.status.fetches["metadata_unavailable"] == 3 && service.status.fetches["unchanged"] == 2)
+        #expect(try await Self.register(engine).trust.trusted)
+    }
+
+    @Test("a server that hangs fails at the deadline; one fetch runs at a time")
+    func deadlineAndOneAtATime() async throws {
+        let script = Script()
+        script.set(.hang)
+        let server = try Self.standIn(script)
+        defer { server.stop() }
+        let service = try Self.service(server.url, engine: try Self.engine(), deadline: 0.5)
+        let started = Date()
+        async let first = service.refresh()
+        async let second = service.refresh()
+        let outcomes = await [first, second]
+        #expect(outcomes.map(Self.code) == ["metadata_unavailable", "metadata_unavailable"])
+        #expect(Date().timeIntervalSince(started) < 5)
+        #expect(server.requests.count == 1)
+        #expect(service.status.serial == nil && service.status.consecutiveFailures == 1)
+    }
+
+    @Test("the disk cache: written atomically, verified again at start, serves a restart with the network down")
+    func diskCache() async throws {
+        let directory = Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let script = Script()
+        let server = try Self.standIn(script)
+        script.set(.blob(try Self.pki.blob(no: 7), etag: "\"v7\""))
+        #expect(Self.code(await try Self.service(server.url, engine: try Self.engine(), cache: directory).refresh()) == "installed")
+        let files = try FileManager.default.contentsOfDirectory(atPath: directory).sorted()
+        #expect(files == ["mds-blob.jwt", "mds-blob.validators.json"], "no temporary file is left: \(files)")
+        // A restart with the service up: the cached BLOB, then a conditional request answered 304.
+        script.set(.respond(status: 304, headers: [], body: []))
+        let restarted = try Self.engine()
+        let again = try Self.service(server.url, engine: restarted, cache: directory)
+        #expect(await again.loadCache())
+        #expect(Self.code(await again.refresh()) == "unchanged")
+        #expect(server.requests.last?.header("If-None-Match") == "\"v7\"")
+        server.stop()
+        // A restart with the network down starts from the cached BLOB and keeps it.
+        let offline = try Self.engine()
+        let down = try Self.service(server.url, engine: offline, cache: directory)
+        #expect(await down.loadCache() && down.status.fromCache && down.status.serial == 7)
+        #expect(Self.code(await down.refresh()) == "metadata_unavailable")
+        #expect(Self.installedName(offline) == "stand-in key 7")
+        #expect(try await Self.register(offline).trust.trusted)
+        // A cache file that does not verify is not used.
+        let path = (directory as NSString).appendingPathComponent("mds-blob.jwt")
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        bytes[bytes.count - 5] ^= 0x01
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        let tampered = try Self.service(server.url, engine: try Self.engine(), cache: directory)
+        #expect(await !tampered.loadCache() && tampered.status.serial == nil)
+    }
+
+    @Test("run(): loads the cache, fetches, sleeps as scheduled, picks up the next BLOB, stops when cancelled")
+    func runLoop() async throws {
+        let script = Script()
+        let server = try Self.standIn(script)
+        defer { server.stop() }
+        script.set(.blob(try Self.pki.blob(no: 1)))
+        let waits = Locked<[Duration]>([])
+        let service = try Self.service(server.url, engine: try Self.engine()) { duration in
+            let count = waits.withLock {
+                $0.append(duration); return $0.count
+            }
+            if count == 1 { script.set(.blob(try Self.pki.blob(no: 2))) }
+            if count == 2 { script.set(.respond(status: 500, headers: [], body: [])) }
+            if count == 3 { throw CancellationError() }
+        }
+        try await service.run()
+        #expect(service.status.serial == 2 && service.status.consecutiveFailures == 1)
+        let seconds = waits.withLock { $0 }.map { Double($0.components.seconds) }
+        // nextUpdate 2099: the longest interval (a day, plus up to 30 minutes); then a retry (30 to 60 s).
+        #expect(seconds.count == 3 && (86_400...88_200).contains(seconds[0]) && (86_400...88_200).contains(seconds[1]) && (30...60).contains(seconds[2]))
+        #expect(service.status.nextAttempt != nil)
+    }
+
+    @Test("the schedule: from nextUpdate within the bounds, plus jitter; an exponential back-off after failures")
+    func schedule() throws {
+        let c = MetadataService.Configuration()
+        var status = MetadataService.Status()
+        func delay(_ outcome: MetadataService.Outcome, random: Double = 0) -> TimeInterval {
+            MetadataService.delay(after: outcome, status: status, now: Self.now, configuration: c, random: random)
+        }
+        status.nextUpdate = Self.now.addingTimeInterval(2 * 3600)
+        #expect(delay(.installed(serial: 1)) == 2 * 3600)
+        #expect(delay(.unchanged, random: 0.5) == 2 * 3600 + 900)
+        status.nextUpdate = Self.now.addingTimeInterval(-86_400)
+        #expect(delay(.unchanged) == 3600)
+        status.nextUpdate = Self.now.addingTimeInterval(30 * 86_400)
+        #expect(delay(.unchanged, random: 1) == 86_400 + 1800)
+        let failure = MetadataService.Outcome.failed(WebAuthnError(.metadataUnavailable, "down"))
+        var waits: [TimeInterval] = []
+        for failures in 1...8 {
+            status.consecutiveFailures = failures
+            waits.append(delay(failure, random: 1))
+        }
+        #expect(waits == [60, 120, 240, 480, 960, 1920, 3600, 3600])
+        #expect(delay(failure, random: 0) == 1800)
+    }
+
+    @Test("over HTTPS: the stand-in serves its BLOB to a client that trusts its CA; URLSession trusts the system roots only and keeps the last good BLOB")
+    func https() async throws {
+        let identity = MetadataStandIn.TLSIdentity.loopback
+        let script = Script()
+        let blob = try Self.pki.blob(no: 3)
+        script.set(.blob(blob))
+        let server = try Self.standIn(script, tls: identity)
+        defer { server.stop() }
+        // A client given the stand-in's CA (OpenSSL's own) gets the BLOB over TLS.
+        let caFile = FileManager.default.temporaryDirectory.appendingPathComponent("standin-ca-\(UUID().uuidString).pem")
+        try Data(identity.authority.pem.utf8).write(to: caFile)
+        defer { try? FileManager.default.removeItem(at: caFile) }
+        let client = Process()
+        client.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        client.arguments = ["openssl", "s_client", "-connect", "127.0.0.1:\(server.port)", "-CAfile", caFile.path, "-verify_return_error", "-quiet"]
+        let input = Pipe(), output = Pipe()
+        client.standardInput = input
+        client.standardOutput = output
+        client.standardError = FileHandle.nullDevice
+        try client.run()
+        input.fileHandleForWriting.write(Data("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8))
+        let answer = output.fileHandleForReading.readDataToEndOfFile()
+        client.waitUntilExit()
+        #expect(String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.1 200 OK"))
+        #expect(answer.suffix(blob.count) == Data(blob))
+        // URLSession (libcurl over OpenSSL) verifies the server against the system roots, which do not
+        // know the stand-in's CA: the fetch fails before any request is sent, and nothing is installed.
+        let engine = try Self.engine()
+        let service = try Self.service(server.url, engine: engine)
+        let outcome = await service.refresh()
+        #expect(Self.code(outcome) == "metadata_unavailable")
+        if case .failed(let error) = outcome { #expect(error.message.lowercased().contains("certificate"), "\(error.message)") }
+        #expect(server.requests.count == 1 && service.status.serial == nil)
+    }
+
+    @Test("the service URL is https, or http to loopback only")
+    func urlRule() throws {
+        let engine = try Self.engine()
+        for url in ["http://mds.example.com/", "ftp://127.0.0.1/", "https://user:pw@mds.example.com/"] {
+            #expect(throws: WebAuthnError.self, "\(url)") { _ = try Self.service(URL(string: url)!, engine: engine) }
+        }
+        #expect(try Self.service(MetadataService.Configuration.fidoMDS3, engine: engine).configuration.url.absoluteString == "https://mds3.fidoalliance.org/")
+    }
+}
