@@ -212,6 +212,14 @@ struct Serve: AsyncParsableCommand {
         guard let list else { return nil }
         var result: [COSEAlgorithm] = []
         for name in list.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) {
+            if let pq = COSEAlgorithm.postQuantum.first(where: { $0.name.caseInsensitiveCompare(name) == .orderedSame }) {
+                // ML-DSA: offered only when the linked OpenSSL verifies it.
+                guard MLDSAParameterSet.available else {
+                    throw ValidationError("--algorithms: \(pq.name) needs OpenSSL 3.5 or newer; this process runs \(OpenSSL.versionText)")
+                }
+                if !result.contains(pq) { result.append(pq) }
+                continue
+            }
             guard let alg = COSEAlgorithm.supported.first(where: { $0.name.caseInsensitiveCompare(name) == .orderedSame }), alg != .rs1 else {
                 throw ValidationError(
                     "--algorithms: unknown or refused algorithm \"\(name)\"; use \(COSEAlgorithm.supported.filter { $0 != .rs1 }.map(\.name).joined(separator: ","))"

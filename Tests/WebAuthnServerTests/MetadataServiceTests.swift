@@ -132,7 +132,9 @@ struct MetadataServiceTests {
         async let second = service.refresh()
         let outcomes = await [first, second]
         #expect(outcomes.map(Self.code) == ["metadata_unavailable", "metadata_unavailable"])
-        #expect(Date().timeIntervalSince(started) < 5)
+        // The stand-in never answers: finishing at all is the deadline at work (the bound is loose
+        // because a loaded CI machine can starve the test's threads for seconds).
+        #expect(Date().timeIntervalSince(started) < 30)
         #expect(server.requests.count == 1)
         #expect(service.status.serial == nil && service.status.consecutiveFailures == 1)
     }

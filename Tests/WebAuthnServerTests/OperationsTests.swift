@@ -117,7 +117,7 @@ struct OperationsTests {
 
     /// Polls `path` until it answers `status` (at most 15 s).
     static func await(_ server: ServeProcess, _ path: String, status: Int) async throws -> ServeProcess.Reply {
-        let deadline = Date().addingTimeInterval(15)
+        let deadline = Date().addingTimeInterval(45)
         while true {
             let reply = try await server.request(path)
             if reply.status == status || Date() > deadline { return reply }
@@ -148,7 +148,7 @@ struct OperationsTests {
         #expect(try await Self.await(second, "/readyz", status: 200).status == 200)
         // Its first fetch fails (connection refused) and is counted; the cached BLOB stays.
         var text = ""
-        let deadline = Date().addingTimeInterval(15)
+        let deadline = Date().addingTimeInterval(45)
         while !text.contains("metadata_unavailable") && Date() < deadline {
             text = try await second.request("/metrics").json.stringValue ?? ""
             try await Task.sleep(for: .milliseconds(20))

@@ -109,6 +109,10 @@ public struct COSEKey: Sendable {
             guard let set = MLDSAParameterSet(rawValue: algValue) else {
                 throw WebAuthnError(.algorithmUnsupported, "AKP key with alg \(alg): only ML-DSA-44, -65 and -87 are supported")
             }
+            guard MLDSAParameterSet.available else {
+                throw WebAuthnError(
+                    .algorithmUnsupported, "\(set.name) needs OpenSSL 3.5 or newer; this process runs \(OpenSSL.versionText), which has no ML-DSA")
+            }
             guard cbor[Label.akpPriv] == nil else { throw Self.invalid("the key contains private key material (priv)") }
             guard let pub = cbor[Label.akpPub]?.bytesValue else { throw Self.invalid("pub (-1) is missing or not a byte string") }
             publicKey = try PublicKey.mlDSA(set, publicKey: pub)
