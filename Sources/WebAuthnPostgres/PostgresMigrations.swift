@@ -69,6 +69,15 @@ enum PostgresMigrations {
                 "ALTER TABLE credentials ADD COLUMN properties TEXT NOT NULL DEFAULT '{}'",
             ]
         ),
+        // What a re-audit needs: the attestation certificates a credential was registered with,
+        // and the flag an audit sets when metadata reports its authenticator compromised.
+        (
+            6,
+            [
+                "ALTER TABLE credentials ADD COLUMN attestation_chain BYTEA NOT NULL DEFAULT ''::bytea",
+                "ALTER TABLE credentials ADD COLUMN flag TEXT",
+            ]
+        ),
     ]
 
     /// Work a migration needs beyond SQL, in its transaction: look-alike keys

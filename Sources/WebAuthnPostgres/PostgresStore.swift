@@ -12,7 +12,9 @@ internal import _WebAuthnCrypto
 ///
 /// A `Service`: run in a `ServiceGroup` (before the services that use it,
 /// which shut down first), it closes its connections on graceful shutdown.
-public final class PostgresStore: CredentialStore, ChallengeStore, SignInCommitting, AccountStore, LinkedIdentityStore, SessionStore, Service {
+public final class PostgresStore: CredentialStore, CredentialAuditing, ChallengeStore, SignInCommitting, AccountStore, LinkedIdentityStore, SessionStore,
+    Service
+{
     let pool: PostgresPool
 
     /// Connects with a libpq URL (`postgres://user@host:port/db`) and migrates.
@@ -88,6 +90,19 @@ public final class PostgresStore: CredentialStore, ChallengeStore, SignInCommitt
     /// Removes a credential; returns whether it existed.
     public func delete(id: [UInt8]) async throws -> Bool {
         !(try await pool.query("DELETE FROM credentials WHERE id = $1 RETURNING id", [PGText.bytea(id)])).isEmpty
+    }
+
+    /// Up to `limit` credentials whose IDs sort after `cursor` (bytea compares bytewise), in that order.
+    public func credentials(after cursor: [UInt8]?, limit: Int) async throws -> [CredentialRecord] {
+        try await pool.query(
+            "SELECT \(CredentialColumn.list) FROM credentials WHERE id > $1 ORDER BY id LIMIT $2",
+            [PGText.bytea(cursor ?? []), String(max(0, min(limit, 100_000)))], retry: .idempotent
+        ).map(Self.record)
+    }
+
+    /// Sets or clears the flag of credential `id`, in one `UPDATE`; returns whether it exists.
+    public func setFlag(_ flag: CredentialFlag?, id: [UInt8]) async throws -> Bool {
+        !(try await pool.query("UPDATE credentials SET flag = $1 WHERE id = $2 RETURNING id", [flag.map { $0.json.serialized() }, PGText.bytea(id)])).isEmpty
     }
 
     /// Sets or clears the owner's name of a credential of `userHandle`, in one `UPDATE`; returns whether it did.

@@ -203,6 +203,36 @@ enum SQLiteMigrations {
                 """,
             ]
         ),
+        // What a re-audit needs: the attestation certificates a credential was registered with,
+        // and the flag an audit sets when metadata reports its authenticator compromised.
+        (
+            7,
+            [
+                "ALTER TABLE credentials ADD COLUMN attestation_chain BLOB NOT NULL DEFAULT x''",
+                "ALTER TABLE credentials ADD COLUMN flag TEXT",
+                "DROP TRIGGER new_accounts_insert",
+                "DROP VIEW new_accounts",
+                """
+                CREATE VIEW new_accounts AS SELECT
+                    a.name AS name, a.name_key AS name_key, a.handle AS handle, a.display_name AS display_name,
+                    c.id AS id, c.public_key AS public_key, c.sign_count AS sign_count, c.transports AS transports,
+                    c.uv_initialized AS uv_initialized, c.backup_eligible AS backup_eligible, c.backup_state AS backup_state,
+                    c.aaguid AS aaguid, c.attestation_format AS attestation_format, c.created_at AS created_at, c.last_used_at AS last_used_at,
+                    c.name AS credential_name, c.properties AS properties, c.attestation_chain AS attestation_chain, c.flag AS flag
+                FROM accounts a JOIN credentials c ON c.user_handle = a.handle
+                """,
+                """
+                CREATE TRIGGER new_accounts_insert INSTEAD OF INSERT ON new_accounts BEGIN
+                    INSERT INTO accounts (name, name_key, handle, display_name) VALUES (NEW.name, NEW.name_key, NEW.handle, NEW.display_name);
+                    INSERT INTO credentials (id, user_handle, public_key, sign_count, transports, uv_initialized, backup_eligible, backup_state,
+                                             aaguid, attestation_format, created_at, last_used_at, name, properties, attestation_chain, flag)
+                    VALUES (NEW.id, NEW.handle, NEW.public_key, NEW.sign_count, NEW.transports, NEW.uv_initialized, NEW.backup_eligible,
+                            NEW.backup_state, NEW.aaguid, NEW.attestation_format, NEW.created_at, NEW.last_used_at, NEW.credential_name,
+                            NEW.properties, NEW.attestation_chain, NEW.flag);
+                END
+                """,
+            ]
+        ),
     ]
 
     /// Work a migration needs beyond SQL, run in its transaction after its statements.

@@ -20,7 +20,8 @@ internal import _WebAuthnCrypto
 ///
 /// A `Service`: run in a `ServiceGroup` (before the services that use it,
 /// which shut down first), it closes the database on graceful shutdown.
-public final class SQLiteStore: CredentialStore, ChallengeStore, SignInCommitting, AccountStore, LinkedIdentityStore, SessionStore, Service {
+public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeStore, SignInCommitting, AccountStore, LinkedIdentityStore, SessionStore, Service
+{
     /// The connection that writes (and migrates).
     let connection: SQLiteConnection
     /// The connection that reads: in WAL mode it sees every committed write and never an
@@ -187,6 +188,20 @@ public final class SQLiteStore: CredentialStore, ChallengeStore, SignInCommittin
     /// Removes a credential; returns whether it existed.
     public func delete(id: [UInt8]) async throws -> Bool {
         !(try await query("DELETE FROM credentials WHERE id = ? RETURNING id", [.blob(id)])).isEmpty
+    }
+
+    /// Up to `limit` credentials whose IDs sort after `cursor` (BLOBs compare bytewise), in that order.
+    public func credentials(after cursor: [UInt8]?, limit: Int) async throws -> [CredentialRecord] {
+        try await query(
+            "SELECT \(CredentialColumn.list) FROM credentials WHERE id > ? ORDER BY id LIMIT ?",
+            [.blob(cursor ?? []), .integer(SQLiteInt64(max(0, min(limit, 100_000))))]
+        ).map(Self.record)
+    }
+
+    /// Sets or clears the flag of credential `id`, in one `UPDATE`; returns whether it exists.
+    public func setFlag(_ flag: CredentialFlag?, id: [UInt8]) async throws -> Bool {
+        !(try await query(
+            "UPDATE credentials SET flag = ? WHERE id = ? RETURNING id", [flag.map { .text($0.json.serialized()) } ?? .null, .blob(id)])).isEmpty
     }
 
     /// Sets or clears the owner's name of a credential of `userHandle`, in one `UPDATE`; returns whether it did.

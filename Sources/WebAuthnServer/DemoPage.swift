@@ -98,6 +98,7 @@ enum DemoPage {
           .credential .facts { color: var(--muted); font-size: .82rem; margin-top: .15rem; }
           .badge { display: inline-block; font-size: .72rem; padding: .05rem .45rem; border-radius: 1rem; background: #eef2ff; color: #3046a8; margin-right: .3rem; }
           .badge.device { background: #f1f1f1; color: #444; }
+          .badge.flag { background: #fdecec; color: var(--danger); }
           .danger-zone { margin-top: 1.5rem; } .danger-zone summary { cursor: pointer; color: var(--danger); font-size: .9rem; }
           dialog { border: 1px solid var(--line); border-radius: .75rem; padding: 1.25rem; max-width: 26rem; }
           dialog::backdrop { background: rgba(0,0,0,.3); }
@@ -262,6 +263,7 @@ enum DemoPage {
           badge(c.synced ? 'Synced' : 'This device only', c.synced ? '' : 'device');
           if (c.discoverable === true) badge('Sign in without a user name');
           if (c.prf === true) badge('PRF');
+          if (c.flag) { badge('Reported compromised', 'flag'); badges.lastChild.title = c.flag.reason; }
           const facts = document.createElement('div'); facts.className = 'facts';
           facts.textContent = `Added ${when(c.createdAt)} · last used ${when(c.lastUsedAt)}` + (c.transports.length ? ' · ' + c.transports.join(', ') : '');
           body.append(title, badges, facts);

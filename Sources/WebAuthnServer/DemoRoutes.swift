@@ -64,6 +64,7 @@ extension WebAuthnRoutes {
                     o["iconLight"] = label.iconLight.map(JSONValue.string) ?? .null
                     o["iconDark"] = label.iconDark.map(JSONValue.string) ?? .null
                     o["prf"] = c.properties.prfEnabled.map(JSONValue.bool) ?? .null
+                    o["flag"] = c.flag.map { .object(["status": .string($0.status.rawValue), "reason": .string($0.reason)]) } ?? .null
                     return .object(o)
                 }
                 return HTTP.ok(["credentials": .array(list)])

@@ -420,6 +420,8 @@ public struct WebAuthnRoutes: Sendable {
                 "credentialId": .string(Base64URL.encode(result.credentialId)),
                 "signCount": .number(Double(result.signCount)),
                 "userVerified": .bool(result.userVerified),
+                // A re-audit flagged the credential (its authenticator is reported compromised): it signed in, per policy.
+                "flagged": result.flag.map { .string($0.reason) } ?? .null,
             ], cookie: sessions.cookie(signedIn))
     }
 }

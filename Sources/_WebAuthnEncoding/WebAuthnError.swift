@@ -196,6 +196,8 @@ extension WebAuthnError.Code {
     public static let counterRegression: Self = "counter_regression"
     /// Another ceremony updated the credential at the same time (compare-and-set lost).
     public static let concurrentUpdate: Self = "concurrent_update"
+    /// The credential is flagged (FIDO metadata reports its authenticator compromised) and the policy refuses flagged credentials.
+    public static let credentialFlagged: Self = "credential_flagged"
 
     // MARK: Extensions and requested properties
     /// The options required a discoverable credential and the client reported one that is not (`credProps.rk` false).
@@ -254,7 +256,7 @@ extension WebAuthnError.Code {
         .aaguidNotAllowed, .aaguidUnverified, .authenticatorCompromised, .metadataInvalid, .metadataUntrusted, .metadataStale,
         .metadataUnavailable,
         .credentialAlreadyRegistered, .credentialNotAllowed, .credentialUnknown, .credentialNotOwnedByUser, .userHandleMissing,
-        .userHandleMismatch, .signatureInvalid, .counterRegression, .concurrentUpdate,
+        .userHandleMismatch, .signatureInvalid, .counterRegression, .concurrentUpdate, .credentialFlagged,
         .discoverableCredentialMissing, .credentialProtectionWeaker, .extensionOutputInvalid,
         .sessionMismatch, .usernameInvalid, .usernameUnavailable, .signInRequired, .reauthenticationRequired, .credentialNameInvalid,
         .authenticationFailed, .rateLimited,

@@ -2,6 +2,9 @@ import ArgumentParser
 import Foundation
 import WebAuthnCore
 import WebAuthnMetadata
+import WebAuthnSQLite
+import WebAuthnPostgres
+import ServiceLifecycle
 import _WebAuthnEncoding
 import _WebAuthnCrypto
 
@@ -95,7 +98,7 @@ struct MetadataOptions: ParsableArguments {
 
 struct MetadataCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "metadata", abstract: "Work with FIDO metadata (MDS3).", subcommands: [Inspect.self])
+        commandName: "metadata", abstract: "Work with FIDO metadata (MDS3).", subcommands: [Inspect.self, Audit.self])
 
     struct Inspect: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -135,6 +138,54 @@ struct MetadataCommand: AsyncParsableCommand {
                         ]
                     }),
             ])
+        }
+    }
+
+    struct Audit: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract:
+                "Re-audit the stored credentials against FIDO metadata: flag those whose authenticator it reports compromised (clear those it no longer does), and print the report as JSON.",
+            discussion: """
+                The server does this itself after each metadata change (--mds-url) and at start; this command is for a one-off
+                check, a cron job or a dry run. The report names credentials by ID and accounts by a hash of their handle only.
+                """)
+
+        @OptionGroup var trust: MetadataOptions
+        @Option(parsing: .unconditional, help: "Storage: sqlite:PATH or postgres://USER@HOST:PORT/DB (the server's --db).") var db: String
+        @Option(parsing: .unconditional, help: "Judge as of this time (ISO 8601). Default: now.") var at: String?
+        @Flag(name: .customLong("dry-run"), help: "Report what would change; write no flag.") var dryRun = false
+
+        mutating func validate() throws {
+            guard trust.metadata != nil || !trust.mdsBlobs.isEmpty else { throw ValidationError("give --metadata PATH or --mds-blob PATH") }
+            if let at, CommonVerifyOptions.parseDate(at) == nil { throw ValidationError("--at is not an ISO 8601 time") }
+            guard db.hasPrefix("sqlite:") || db.hasPrefix("postgres://") || db.hasPrefix("postgresql://") else {
+                throw ValidationError("--db must be sqlite:PATH or postgres://...")
+            }
+        }
+
+        func run() async throws {
+            let time = at.flatMap(CommonVerifyOptions.parseDate) ?? Date()
+            let anchors = try trust.anchors(at: time)
+            let store: any CredentialAuditing & Service
+            if db.hasPrefix("sqlite:") {
+                store = try await SQLiteStore.open(path: String(db.dropFirst("sqlite:".count)))
+            } else {
+                store = try await PostgresStore.open(url: db)
+            }
+            let report: CredentialAudit.Report
+            do {
+                report = try await CredentialAudit.run(store: store, anchors: anchors, at: time, write: !dryRun)
+            } catch {
+                try? await Self.close(store)
+                throw error
+            }
+            try await Self.close(store)
+            print(report.json)
+        }
+
+        static func close(_ store: any CredentialAuditing & Service) async throws {
+            if let sqlite = store as? SQLiteStore { try await sqlite.close() }
+            if let postgres = store as? PostgresStore { await postgres.close() }
         }
     }
 }

@@ -138,7 +138,7 @@ struct Serve: AsyncParsableCommand {
     }
 
     /// The metadata service of `--mds-url`, installing into `engine`; nil without the flag.
-    func metadataService(engine: WebAuthnEngine, logger: Logger) throws -> MetadataService? {
+    func metadataService(engine: WebAuthnEngine, logger: Logger, onInstall: @escaping @Sendable (FIDOMetadata) async -> Void) throws -> MetadataService? {
         guard let mdsURL, let url = URL(string: mdsURL) else { return nil }
         var verification = try trust.blobOptions()
         if let mdsRoot {
@@ -150,7 +150,7 @@ struct Serve: AsyncParsableCommand {
         do {
             return try MetadataService(
                 configuration: MetadataService.Configuration(url: url, verification: verification, cacheDirectory: mdsCache), engine: engine,
-                logger: metadataLogger)
+                logger: metadataLogger, onInstall: onInstall)
         } catch {
             throw ValidationError("--mds-url: \(error.message)")
         }
@@ -242,7 +242,7 @@ struct Serve: AsyncParsableCommand {
             userVerification: requireUserVerification ? .required : .preferred, crossOrigin: crossOrigin,
             algorithms: try Self.parseAlgorithms(algorithms) ?? VerificationPolicy().algorithms,
             attestation: AttestationPolicy(acceptedTypes: types, requireTrustedAttestation: requireTrustedAttestation), u2fAppID: u2fAppID)
-        let store: any CredentialStore & ChallengeStore & AccountStore & LinkedIdentityStore & SessionStore & Service
+        let store: any CredentialAuditing & ChallengeStore & AccountStore & LinkedIdentityStore & SessionStore & Service
         let sqlite: SQLiteStore?
         if isPostgres {
             store = try await PostgresStore.open(url: db)
@@ -280,7 +280,13 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError(error.message)
         }
         let engine = WebAuthnEngine(relyingParty: rp, credentials: store, challenges: store, accounts: store)
-        let metadata = try metadataService(engine: engine, logger: logger)
+        // Stored credentials are re-audited after each metadata change (in the background, one
+        // audit at a time), and once at start against the metadata loaded from files.
+        var auditLogger = logger
+        auditLogger[metadataKey: "component"] = "audit"
+        let auditor = CredentialAuditor(store: store, engine: engine, logger: auditLogger)
+        let metadata = try metadataService(engine: engine, logger: logger, onInstall: { _ in auditor.requestAudit() })
+        if !engine.trustAnchors.metadata.isEmpty { auditor.requestAudit() }
         var secret = try self.secret()
         if secret == nil {
             // Kept with the data: stable across restarts, shared by instances on one database.

@@ -257,3 +257,60 @@ extension CBOR {
         return .map(pairs.map { $0.key == CBOR(label) ? CBORPair($0.key, value) : $0 })
     }
 }
+
+/// Credentials a re-audit flagged: they sign in by default, and the result says so; a policy refuses them.
+@Suite("Engine: flagged credentials")
+struct FlaggedCredentialTests {
+    @Test("a flagged credential signs in with the flag and the risk signal; under .refuse it is refused after the signature")
+    func flagged() async throws {
+        for policy in [FlaggedCredentialPolicy.allow, .refuse] {
+            let store = InMemoryCredentialStore()
+            let rp = try RelyingParty(id: "example.com", origins: ["https://example.com"], policy: VerificationPolicy(flaggedCredentials: policy))
+            let engine = WebAuthnEngine(relyingParty: rp, credentials: store, challenges: InMemoryChallengeStore(clock: rp.clock))
+            let user = UserEntity.new(name: "alice")
+            let authenticator = SoftwareAuthenticator(profile: .securityKey)
+            let options = try await engine.startRegistration(user: user)
+            let parts = try authenticator.register(rpId: "example.com", origin: "https://example.com", challenge: options.challenge, userHandle: user.id)
+            let id = try await engine.finishRegistration(parts.response).credential.id
+            let flag = CredentialFlag(status: AuthenticatorStatus(rawValue: "USER_KEY_REMOTE_COMPROMISE"), authenticator: "Key", since: nil, attested: false)
+            #expect(try await store.setFlag(flag, id: id))
+            func signIn(tamper: Bool = false) async throws -> AuthenticationResult {
+                let request = try await engine.startAuthentication(userHandle: user.id)
+                var assertion = try authenticator.authenticate(
+                    rpId: "example.com", origin: "https://example.com", challenge: request.challenge, credentialId: id)
+                if tamper { assertion.signature[assertion.signature.count - 1] ^= 1 }
+                return try await engine.finishAuthentication(assertion.response)
+            }
+            // Whoever lacks the key learns nothing of the flag.
+            #expect(await errorCode { _ = try await signIn(tamper: true) } == "signature_invalid")
+            if policy == .allow {
+                let result = try await signIn()
+                #expect(result.flag == flag && result.riskSignals.contains(.authenticatorCompromised))
+            } else {
+                #expect(await errorCode { _ = try await signIn() } == "credential_flagged")
+                #expect(store.lookup(id: id)?.signCount == 0, "a refused sign-in changed the stored counter")
+            }
+        }
+    }
+
+    @Test("a registration keeps the attestation chain it presented")
+    func chainKept() async throws {
+        let engine = WebAuthnEngine(relyingParty: try RelyingParty(id: "example.com", origins: ["https://example.com"]))
+        let user = UserEntity.new(name: "bob")
+        let options = try await engine.startRegistration(user: user, attestation: .direct)
+        let authority = try AttestationAuthority.generate()
+        let parts = try SoftwareAuthenticator(profile: .securityKey).register(
+            rpId: "example.com", origin: "https://example.com", challenge: options.challenge, userHandle: user.id, attestation: .fidoU2F(authority))
+        let record = try await engine.finishRegistration(parts.response).credential
+        #expect(record.attestationChain.count == 1)
+        #expect(try X509Certificate(der: record.attestationChain[0]).der == record.attestationChain[0])
+        let audit = CredentialAudit.flag(
+            for: record,
+            anchors: TrustAnchors(metadata: [
+                MetadataEntry(
+                    aaguid: nil, attestationCertificateKeyIdentifiers: [try #require(X509Certificate(der: record.attestationChain[0]).publicKeyIdentifier)],
+                    description: "U2F key", rootCertificates: [], statusReports: [StatusReport(status: AuthenticatorStatus(rawValue: "REVOKED"))])
+            ]), at: Date())
+        #expect(audit?.status.rawValue == "REVOKED" && audit?.attested == true)
+    }
+}

@@ -67,8 +67,11 @@ public struct MetadataEntry: Sendable {
     /// not after `time` (an undated report applies at any time, before every dated one). A
     /// report dated in the future does not apply yet. Of reports with the same date, a
     /// compromised status wins, then the one listed last.
-    public func status(at time: Date) -> AuthenticatorStatus? {
-        Self.latest(statusReports.filter { ($0.effectiveDate ?? .distantPast) <= time })?.status
+    public func status(at time: Date) -> AuthenticatorStatus? { statusReport(at: time)?.status }
+
+    /// The report that applies at `time` (see ``status(at:)``), with its effective date.
+    public func statusReport(at time: Date) -> StatusReport? {
+        Self.latest(statusReports.filter { ($0.effectiveDate ?? .distantPast) <= time })
     }
 
     static func latest(_ reports: [StatusReport]) -> StatusReport? {

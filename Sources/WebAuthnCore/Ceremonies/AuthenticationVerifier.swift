@@ -47,8 +47,10 @@ public enum AuthenticationVerifier {
         try verifySignature(response, authData: authData, credential: credential, policy: rp.policy)  // steps 21–22
         let (newCount, counterRisk) = try verifySignCount(authData.signCount, stored: credential.signCount, policy: rp.policy.counter)  // step 23
 
+        try verifyFlagPolicy(credential, policy: rp.policy.flaggedCredentials)
         var risks: Set<RiskSignal> = []
         if counterRisk { risks.insert(.possibleClonedAuthenticator) }
+        if credential.flag != nil { risks.insert(.authenticatorCompromised) }
         if authData.backedUp != credential.backupState { risks.insert(.backupStateChanged) }
         if !authData.userVerified { risks.insert(.userNotVerified) }
         // Step 25: the updated credential record.
@@ -59,7 +61,7 @@ public enum AuthenticationVerifier {
         updated.lastUsedAt = rp.clock.now()
         return AuthenticationResult(
             credentialId: credential.id, userHandle: credential.userHandle, signCount: authData.signCount,
-            previousSignCount: credential.signCount, usedAppID: usedAppID, flags: authData.flags, userVerified: authData.userVerified,
+            previousSignCount: credential.signCount, usedAppID: usedAppID, flag: credential.flag, flags: authData.flags, userVerified: authData.userVerified,
             backupEligible: authData.backupEligible, backedUp: authData.backedUp,
             authenticatorExtensions: authData.extensions, clientExtensionResults: response.clientExtensionResults.sanitizedOutputs(),
             riskSignals: risks, updatedCredential: updated)
@@ -115,6 +117,13 @@ public enum AuthenticationVerifier {
         }
         try AuthenticatorDataChecks.verifyRpIdHash(authData, rp: rp, step: step(15))
         return false
+    }
+
+    /// Policy, after the signature (so that it tells nothing to whoever lacks the key): a
+    /// credential a re-audit flagged is refused under ``FlaggedCredentialPolicy/refuse``.
+    static func verifyFlagPolicy(_ credential: CredentialRecord, policy: FlaggedCredentialPolicy) throws(WebAuthnError) {
+        guard let flag = credential.flag, policy == .refuse else { return }
+        throw WebAuthnError(.credentialFlagged, "the credential is flagged: \(flag.reason)")
     }
 
     /// Step 19: BE must equal the value recorded at registration.

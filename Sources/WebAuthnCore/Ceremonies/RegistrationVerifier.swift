@@ -70,7 +70,8 @@ public enum RegistrationVerifier {
             id: credential.credentialId, userHandle: user.id, publicKey: credential.publicKey,
             signCount: authData.signCount, transports: response.transports, uvInitialized: authData.userVerified,
             backupEligible: authData.backupEligible, backupState: authData.backedUp, aaguid: credential.aaguid,
-            attestationFormat: attestation.format, createdAt: rp.clock.now(), properties: properties)
+            attestationFormat: attestation.format, createdAt: rp.clock.now(), properties: properties,
+            attestationChain: trust.certificateChain.prefix(8).map(\.der))
         return RegistrationResult(
             credential: record, format: attestation.format, attestationType: attestationType, trust: trust,
             flags: authData.flags, signCount: authData.signCount, userVerified: authData.userVerified,

@@ -166,6 +166,9 @@ public struct AuthenticationResult: Sendable {
     public let previousSignCount: UInt32
     /// The assertion was signed over the U2F AppID the options offered (`appid`), not the RP ID.
     public let usedAppID: Bool
+    /// The credential's flag, when a re-audit found its authenticator reported compromised (it
+    /// signed in because ``VerificationPolicy/flaggedCredentials`` is `.allow`).
+    public let flag: CredentialFlag?
     /// The flags of the authenticator data.
     public let flags: AuthenticatorFlags
     /// UV: the authenticator verified the user.

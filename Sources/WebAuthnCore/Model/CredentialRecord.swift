@@ -34,6 +34,14 @@ public struct CredentialRecord: Sendable {
     /// What the registration established beyond the key: discoverable, attachment,
     /// credProtect level, PRF and large-blob support, minimum PIN length.
     public var properties: CredentialProperties
+    /// The attestation certificates the registration presented (DER, leaf first; when
+    /// trusted, the validated path): kept so that a later metadata change can re-judge
+    /// the credential (``CredentialAudit``). Empty for `none` and self attestation.
+    public let attestationChain: [[UInt8]]
+    /// Set by a ``CredentialAudit`` when FIDO metadata reports the credential's
+    /// authenticator compromised; nil otherwise. Whether a flagged credential still signs
+    /// in is ``VerificationPolicy/flaggedCredentials``.
+    public var flag: CredentialFlag?
 
     /// A credential record. The engine builds these from verified registrations;
     /// stores build them from their rows. Each parameter sets the property of the same name.
@@ -41,7 +49,7 @@ public struct CredentialRecord: Sendable {
         id: [UInt8], userHandle: [UInt8], publicKey: COSEKey, signCount: UInt32, transports: [AuthenticatorTransport] = [],
         uvInitialized: Bool, backupEligible: Bool, backupState: Bool, aaguid: AAGUID = .zero,
         attestationFormat: AttestationFormat = .none, createdAt: Date, lastUsedAt: Date? = nil, name: String? = nil,
-        properties: CredentialProperties = CredentialProperties()
+        properties: CredentialProperties = CredentialProperties(), attestationChain: [[UInt8]] = [], flag: CredentialFlag? = nil
     ) {
         self.id = id
         self.userHandle = userHandle
@@ -57,6 +65,8 @@ public struct CredentialRecord: Sendable {
         self.lastUsedAt = lastUsedAt
         self.name = name
         self.properties = properties
+        self.attestationChain = attestationChain
+        self.flag = flag
     }
 }
 

@@ -134,6 +134,10 @@ public struct VerificationPolicy: Sendable, Equatable {
     /// `credProps.rk: false`: refuse the registration (`discoverable_credential_missing`, the
     /// default) or, when false, store it with ``CredentialProperties/discoverable`` false.
     public var refuseNonDiscoverableWhenRequired: Bool
+    /// Whether a credential that a ``CredentialAudit`` flagged (FIDO metadata reports its
+    /// authenticator compromised) still signs in. Default `.allow`: it does, and the result
+    /// says so (``AuthenticationResult/flag``, ``RiskSignal/authenticatorCompromised``).
+    public var flaggedCredentials: FlaggedCredentialPolicy
     /// The AppID of a former U2F deployment (`https://example.com/app-id.json`) whose
     /// credentials may still sign in through the `appid` extension. Default nil: an
     /// `appid` input is dropped from options, and every assertion is over the RP ID.
@@ -148,7 +152,8 @@ public struct VerificationPolicy: Sendable, Equatable {
         allowInsecureRS1: Bool = false,
         attestation: AttestationPolicy = AttestationPolicy(),
         refuseNonDiscoverableWhenRequired: Bool = true,
-        u2fAppID: String? = nil
+        u2fAppID: String? = nil,
+        flaggedCredentials: FlaggedCredentialPolicy = .allow
     ) {
         self.userVerification = userVerification
         self.crossOrigin = crossOrigin
@@ -158,7 +163,16 @@ public struct VerificationPolicy: Sendable, Equatable {
         self.attestation = attestation
         self.refuseNonDiscoverableWhenRequired = refuseNonDiscoverableWhenRequired
         self.u2fAppID = u2fAppID
+        self.flaggedCredentials = flaggedCredentials
     }
+}
+
+/// What to do when a credential that a re-audit flagged signs in.
+public enum FlaggedCredentialPolicy: Sendable, Equatable {
+    /// It signs in; the result carries the flag and ``RiskSignal/authenticatorCompromised``. The default.
+    case allow
+    /// It is refused (`credential_flagged`).
+    case refuse
 }
 
 /// Signals a ceremony raises for the relying party's risk engine.
@@ -171,4 +185,6 @@ public enum RiskSignal: String, Sendable, Hashable {
     case attestationUntrusted = "attestation_untrusted"
     /// The user was present but not verified.
     case userNotVerified = "user_not_verified"
+    /// FIDO metadata reports the credential's authenticator compromised (a re-audit flagged it).
+    case authenticatorCompromised = "authenticator_compromised"
 }

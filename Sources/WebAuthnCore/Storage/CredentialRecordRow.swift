@@ -24,6 +24,10 @@ package enum CredentialColumn: String, CaseIterable, Sendable {
     case name
     /// ``CredentialProperties`` as JSON text (`{}` when nothing was reported).
     case properties
+    /// The attestation certificates, as a CBOR array of DER byte strings (empty: none).
+    case attestationChain = "attestation_chain"
+    /// ``CredentialFlag`` as JSON text; NULL when not flagged.
+    case flag
 
     /// Every column, comma-separated, in declaration order (for `SELECT` and `INSERT`).
     package static let list = allCases.map(\.rawValue).joined(separator: ", ")
@@ -78,6 +82,11 @@ extension CredentialRecord {
         let propertiesText = try row.text(name(.properties))
         // Bounded, shallow JSON the engine wrote; anything unreadable is no properties rather than a lost credential.
         let properties = (try? JSONValue.parse(propertiesText, limits: JSONLimits(maxBytes: 4096, maxDepth: 2))).map(CredentialProperties.init(json:))
+        let chainBytes = try row.bytes(name(.attestationChain))
+        guard let chain = Self.chain(chainBytes) else { throw row.unreadable(name(.attestationChain), "is not a CBOR array of byte strings") }
+        let flag: CredentialFlag? =
+            row.isNull(name(.flag))
+            ? nil : (try? JSONValue.parse(try row.text(name(.flag)), limits: JSONLimits(maxBytes: 4096, maxDepth: 2))).flatMap(CredentialFlag.init(json:))
         self.init(
             id: try row.bytes(name(.id)), userHandle: try row.bytes(name(.userHandle)),
             publicKey: try Self.keyCache.key(try row.bytes(name(.publicKey))), signCount: signCount,
@@ -86,7 +95,19 @@ extension CredentialRecord {
             backupState: try row.bool(name(.backupState)), aaguid: aaguid,
             attestationFormat: AttestationFormat(rawValue: try row.text(name(.attestationFormat))),
             createdAt: Date(timeIntervalSince1970: try row.double(name(.createdAt))), lastUsedAt: lastUsedAt, name: label,
-            properties: properties ?? CredentialProperties())
+            properties: properties ?? CredentialProperties(), attestationChain: chain, flag: flag)
+    }
+
+    /// The certificates of an `attestation_chain` value: at most 8, each at most 16 KiB.
+    static func chain(_ bytes: [UInt8]) -> [[UInt8]]? {
+        guard !bytes.isEmpty else { return [] }
+        guard let value = try? CBORDecoder.decode(bytes), let items = value.arrayValue, items.count <= 8 else { return nil }
+        var chain: [[UInt8]] = []
+        for item in items {
+            guard let der = item.bytesValue, der.count <= 16 * 1024 else { return nil }
+            chain.append(der)
+        }
+        return chain
     }
 
     /// The value this record stores in `column`.
@@ -106,6 +127,8 @@ extension CredentialRecord {
         case .lastUsedAt: lastUsedAt.map { .double($0.timeIntervalSince1970) } ?? .null
         case .name: name.map { .text($0) } ?? .null
         case .properties: .text(properties.json.serialized())
+        case .attestationChain: .bytes(CBOREncoder.encode(.array(attestationChain.map { .bytes($0) })))
+        case .flag: flag.map { .text($0.json.serialized()) } ?? .null
         }
     }
 

@@ -12,7 +12,7 @@ struct ByteKey: Hashable, Sendable {
 /// A thread-safe in-memory ``CredentialStore`` for tests, demos and single
 /// process deployments that keep nothing across restarts. Records keep their
 /// imported public keys, so verification never re-imports a key.
-public final class InMemoryCredentialStore: CredentialStore {
+public final class InMemoryCredentialStore: CredentialStore, CredentialAuditing {
     private let state = Locked<[ByteKey: CredentialRecord]>([:])
 
     /// An empty store.
@@ -68,6 +68,25 @@ public final class InMemoryCredentialStore: CredentialStore {
             guard var record = records[key], record.userHandle == userHandle else { return false }
             record.name = name
             records[key] = record
+            return true
+        }
+    }
+
+    /// Up to `limit` credentials whose IDs sort after `cursor`, in byte order.
+    public func credentials(after cursor: [UInt8]?, limit: Int) async throws -> [CredentialRecord] {
+        state.withLock { records in
+            let sorted = records.values.filter { cursor == nil || cursor!.lexicographicallyPrecedes($0.id) }
+                .sorted { $0.id.lexicographicallyPrecedes($1.id) }
+            return Array(sorted.prefix(max(0, limit)))
+        }
+    }
+
+    /// Sets or clears the flag of credential `id`; returns whether it exists.
+    public func setFlag(_ flag: CredentialFlag?, id: [UInt8]) async throws -> Bool {
+        state.withLock { records in
+            guard var record = records[ByteKey(id)] else { return false }
+            record.flag = flag
+            records[ByteKey(id)] = record
             return true
         }
     }

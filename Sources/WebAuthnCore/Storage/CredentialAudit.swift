@@ -1,0 +1,165 @@
+public import Foundation
+public import _WebAuthnEncoding
+package import _WebAuthnCrypto
+
+/// Why a stored credential is flagged: FIDO metadata reports its authenticator
+/// compromised (`REVOKED`, `ATTESTATION_KEY_COMPROMISE`, `USER_VERIFICATION_BYPASS`,
+/// `USER_KEY_REMOTE_COMPROMISE`, `USER_KEY_PHYSICAL_COMPROMISE`).
+public struct CredentialFlag: Sendable, Equatable {
+    /// The status in effect.
+    public let status: AuthenticatorStatus
+    /// The authenticator as the metadata names it.
+    public let authenticator: String
+    /// When the status took effect (its report's `effectiveDate`), nil when the report gives none.
+    public let since: Date?
+    /// Whether the credential's attestation proved its model (a certificate chain), or only claimed
+    /// it (an AAGUID in `none` or self attestation, which anyone can write).
+    public let attested: Bool
+
+    /// A flag; each parameter sets the property of the same name.
+    public init(status: AuthenticatorStatus, authenticator: String, since: Date?, attested: Bool) {
+        self.status = status
+        self.authenticator = authenticator
+        self.since = since
+        self.attested = attested
+    }
+
+    /// One sentence for logs, reports and the account page.
+    public var reason: String {
+        let day = since.map { " since " + ISO8601DateFormatter.day.string(from: $0) } ?? ""
+        return "FIDO metadata reports \(authenticator) as \(status)\(day)" + (attested ? "" : " (the model is claimed by the credential, not attested)")
+    }
+
+    package var json: JSONValue {
+        var o: JSONObject = ["status": .string(status.rawValue), "authenticator": .string(authenticator), "attested": .bool(attested)]
+        if let since { o["since"] = .number(since.timeIntervalSince1970) }
+        return .object(o)
+    }
+
+    package init?(json: JSONValue) {
+        guard let status = json["status"]?.stringValue, let authenticator = json["authenticator"]?.stringValue else { return nil }
+        self.init(
+            status: AuthenticatorStatus(rawValue: status), authenticator: authenticator,
+            since: json["since"]?.numberValue.map(Date.init(timeIntervalSince1970:)), attested: json["attested"]?.boolValue ?? false)
+    }
+}
+
+extension ISO8601DateFormatter {
+    /// `2026-11-24`.
+    static var day: ISO8601DateFormatter {
+        let f = ISO8601DateFormatter()
+        f.formatOptions = [.withFullDate]
+        return f
+    }
+}
+
+/// A store whose credentials can be scanned in batches and flagged: what
+/// ``CredentialAudit`` needs. The SQLite, PostgreSQL and in-memory stores are.
+public protocol CredentialAuditing: CredentialStore {
+    /// Up to `limit` credentials whose IDs sort after `cursor` (byte order; nil: from the start), in that order.
+    func credentials(after cursor: [UInt8]?, limit: Int) async throws -> [CredentialRecord]
+    /// Sets (or clears, with nil) the flag of credential `id` and nothing else; returns whether it exists.
+    func setFlag(_ flag: CredentialFlag?, id: [UInt8]) async throws -> Bool
+}
+
+/// The re-audit of stored credentials against FIDO metadata: after each metadata
+/// change, every credential's authenticator is looked up again (by AAGUID, or for a
+/// U2F credential by its attestation certificate's key identifier) and its status in
+/// effect at the engine's time decides the flag. A status that is no longer a
+/// compromise clears it. The store is read in batches, so memory does not grow with it.
+public enum CredentialAudit {
+    /// What one audit found.
+    public struct Report: Sendable {
+        /// One credential whose flag changed, or that stays flagged.
+        public struct Entry: Sendable {
+            /// The credential ID.
+            public let credentialId: [UInt8]
+            /// The owner's user handle.
+            public let userHandle: [UInt8]
+            /// The credential's AAGUID.
+            public let aaguid: AAGUID
+            /// The flag now (nil: cleared).
+            public let flag: CredentialFlag?
+        }
+        /// Credentials read.
+        public internal(set) var scanned = 0
+        /// Credentials flagged by this audit (not flagged before, or flagged for another status).
+        public internal(set) var flagged: [Entry] = []
+        /// Credentials whose flag this audit cleared.
+        public internal(set) var cleared: [Entry] = []
+        /// Credentials flagged before and still flagged for the same status.
+        public internal(set) var stillFlagged = 0
+        /// When the audit judged (the metadata time).
+        public let at: Date
+
+        /// The report as JSON: counts, and each change with the credential ID, a hash of its
+        /// owner's handle (not the handle itself), the AAGUID and the reason.
+        public var json: String {
+            func entry(_ e: Entry) -> JSONValue {
+                var o: JSONObject = [
+                    "credentialId": .string(Base64URL.encode(e.credentialId)),
+                    "account": .string(Base64URL.encode(Array(Digest.sha256(e.userHandle).prefix(12)))),
+                    "aaguid": .string(e.aaguid.description),
+                ]
+                if let flag = e.flag {
+                    o["status"] = .string(flag.status.rawValue)
+                    o["reason"] = .string(flag.reason)
+                }
+                return .object(o)
+            }
+            let o: JSONObject = [
+                "at": .string(ISO8601DateFormatter().string(from: at)), "scanned": .number(Double(scanned)),
+                "stillFlagged": .number(Double(stillFlagged)), "flagged": .array(flagged.map(entry)), "cleared": .array(cleared.map(entry)),
+            ]
+            return JSONValue.object(o).serialized()
+        }
+    }
+
+    /// The flag `record` deserves under `anchors` at `time`, if any.
+    public static func flag(for record: CredentialRecord, anchors: TrustAnchors, at time: Date) -> CredentialFlag? {
+        let leaf = record.attestationChain.first.flatMap { try? X509Certificate(der: $0) }
+        guard let entry = anchors.entry(aaguid: record.aaguid, attestationCertificate: leaf),
+            let report = entry.statusReport(at: time), report.status.isCompromised
+        else { return nil }
+        return CredentialFlag(
+            status: report.status, authenticator: entry.displayName(), since: report.effectiveDate, attested: !record.attestationChain.isEmpty)
+    }
+
+    /// Audits every credential of `store` against `anchors` at `time`, `batchSize` at a time;
+    /// writes the changed flags unless `write` is false (a dry run).
+    ///
+    /// - Throws: `storage_failure` when the store fails (flags written before stay written:
+    ///   each is right on its own, and the next audit finishes the work).
+    public static func run(
+        store: any CredentialAuditing, anchors: TrustAnchors, at time: Date, batchSize: Int = 500, write: Bool = true
+    ) async throws(WebAuthnError) -> Report {
+        var report = Report(at: time)
+        var cursor: [UInt8]?
+        let limit = max(1, min(batchSize, 10_000))
+        while true {
+            let batch: [CredentialRecord]
+            do { batch = try await store.credentials(after: cursor, limit: limit) } catch {
+                throw (error as? WebAuthnError) ?? WebAuthnError(.storageFailure, "the store failed: \(error)")
+            }
+            for record in batch {
+                report.scanned += 1
+                let now = flag(for: record, anchors: anchors, at: time)
+                let entry = Report.Entry(credentialId: record.id, userHandle: record.userHandle, aaguid: record.aaguid, flag: now)
+                switch (record.flag, now) {
+                case (nil, nil): continue
+                case (let before?, let after?) where before.status == after.status: report.stillFlagged += 1; continue
+                case (_, nil): report.cleared.append(entry)
+                case (_, .some): report.flagged.append(entry)
+                }
+                if write {
+                    do { _ = try await store.setFlag(now, id: record.id) } catch {
+                        throw (error as? WebAuthnError) ?? WebAuthnError(.storageFailure, "the store failed: \(error)")
+                    }
+                }
+            }
+            guard batch.count == limit, let last = batch.last else { break }
+            cursor = last.id
+        }
+        return report
+    }
+}

@@ -1,0 +1,100 @@
+import Foundation
+import Testing
+@testable import WebAuthnCore
+import WebAuthnTesting
+import WebAuthnMetadata
+import _WebAuthnEncoding
+import _WebAuthnCrypto
+
+/// The re-audit end to end: `webauthn serve` flags a stored credential once the metadata
+/// service installs a BLOB that reports its authenticator compromised; the sign-in result
+/// and the account page say so; `webauthn metadata audit` reports and clears it.
+@Suite("Credential re-audit over HTTP and the CLI", .serialized)
+struct AuditTests {
+    let rpId = ServeProcess.rpId
+    let origin = ServeProcess.origin
+
+    @Test("a status change flags the stored credential; the sign-in says so; the CLI reports, and clears it when the status is lifted")
+    func reaudit() async throws {
+        let pki = MetadataServiceTests.pki
+        let script = MetadataServiceTests.Script()
+        script.set(.blob(try pki.blob(no: 4), etag: "\"v4\""))
+        let standIn = try MetadataServiceTests.standIn(script)
+        defer { standIn.stop() }
+        let directory = MetadataServiceTests.temporaryDirectory()
+        let root = directory + "-root.pem"
+        try Data(pki.root.pem.utf8).write(to: URL(fileURLWithPath: root))
+        let database = ServeProcess.temporaryDatabase()
+        defer {
+            for path in [directory, root, database] { try? FileManager.default.removeItem(atPath: path) }
+        }
+        let flags = ["--mds-url", standIn.url.absoluteString, "--mds-root", root, "--mds-cache", directory]
+        var profile = SoftwareAuthenticator.Profile.securityKey
+        profile.aaguid = MDSTestPKI.aaguid.bytes
+        let key = SoftwareAuthenticator(profile: profile)
+
+        // Registered while the model is certified.
+        let first = try ServeProcess(database: database, extra: flags)
+        #expect(try await OperationsTests.await(first, "/readyz", status: 200).status == 200)
+        let options = try await first.request("/attestation/options", ["username": "ivy"])
+        let parts = try key.register(
+            rpId: rpId, origin: origin, challenge: Base64URL.decode(options.json["challenge"]!.stringValue!)!,
+            userHandle: Base64URL.decode(options.json["user"]!["id"]!.stringValue!)!)
+        let registered = try await first.request("/attestation/result", parts.json, cookie: options.cookie)
+        #expect(registered.ok, "\(registered.errorMessage)")
+        let cookie = registered.cookie
+        let listed = try await first.request("/demo/credentials", cookie: cookie)
+        #expect(listed.json["credentials"]?.arrayValue?.first?["flag"] == .null)
+        first.stop()
+
+        // The metadata service now reports the model compromised: the next server's audit flags it.
+        script.set(.blob(try pki.blob(no: 5, status: "USER_KEY_REMOTE_COMPROMISE"), etag: "\"v5\""))
+        let second = try ServeProcess(database: database, extra: flags)
+        defer { second.stop() }
+        #expect(try await OperationsTests.await(second, "/readyz", status: 200).status == 200)
+        var flag: JSONValue?
+        for _ in 0..<200 {
+            flag = try await second.request("/demo/credentials", cookie: cookie).json["credentials"]?.arrayValue?.first?["flag"]
+            if let flag, flag != .null { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(flag?["status"]?.stringValue == "USER_KEY_REMOTE_COMPROMISE", "\(String(describing: flag))")
+        #expect(flag?["reason"]?.stringValue?.contains("claimed") == true, "none attestation only claims its model")
+        // It still signs in (the default policy), and the result says so.
+        let request = try await second.request("/assertion/options", ["username": "ivy"])
+        let assertion = try key.authenticate(
+            rpId: rpId, origin: origin, challenge: Base64URL.decode(request.json["challenge"]!.stringValue!)!, credentialId: parts.id)
+        let signedIn = try await second.request("/assertion/result", assertion.json, cookie: request.cookie)
+        #expect(signedIn.ok && signedIn.json["flagged"]?.stringValue?.contains("USER_KEY_REMOTE_COMPROMISE") == true, "\(signedIn.json)")
+        second.stop()
+
+        // The CLI, against a BLOB that lifts the status: a dry run reports the clearing, writes nothing.
+        let blob = directory + "-6.jwt"
+        try Data(try pki.blob(no: 6, status: "FIDO_CERTIFIED_L2")).write(to: URL(fileURLWithPath: blob))
+        defer { try? FileManager.default.removeItem(atPath: blob) }
+        let audit = ["metadata", "audit", "--db", "sqlite:" + database, "--mds-blob", blob, "--metadata-root", root]
+        let dry = try Self.run(audit + ["--dry-run"])
+        let report = try JSONValue.parse(Array(dry.utf8))
+        #expect(report["scanned"]?.intValue == 1 && report["cleared"]?.arrayValue?.first?["credentialId"]?.stringValue == Base64URL.encode(parts.id), "\(dry)")
+        // Accounts appear as a hash, never as their user handle.
+        #expect(!dry.contains(options.json["user"]!["id"]!.stringValue!))
+        let again = try JSONValue.parse(Array(try Self.run(audit).utf8))
+        #expect(again["cleared"]?.arrayValue?.count == 1, "the dry run wrote the flag away")
+        let last = try JSONValue.parse(Array(try Self.run(audit).utf8))
+        #expect(last["cleared"]?.arrayValue?.isEmpty == true && last["flagged"]?.arrayValue?.isEmpty == true)
+    }
+
+    /// Runs `webauthn` with `arguments`; its standard output.
+    static func run(_ arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = ServeProcess.binary
+        process.arguments = arguments
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return String(decoding: data, as: UTF8.self)
+    }
+}
