@@ -1,6 +1,12 @@
 public import Foundation
+public import Logging
+public import ServiceLifecycle
 public import WebAuthnCore
 package import _WebAuthnEncoding
+internal import _WebAuthnHTTP
+#if canImport(FoundationNetworking)
+    internal import FoundationNetworking
+#endif
 
 /// A passkey provider's display name and icons, for account settings.
 public struct PasskeyProvider: Sendable, Equatable {
@@ -147,5 +153,89 @@ public struct ProviderNames: Sendable {
         let roaming: [AuthenticatorTransport] = [.usb, .nfc, .ble, .smartCard]
         if c.properties.authenticatorAttachment == .crossPlatform || c.transports.contains(where: roaming.contains) { return "Security key" }
         return "Passkey"
+    }
+}
+
+/// The passkey-provider list a server shows, replaceable while it runs: loaded from a
+/// file, or fetched from the list's URL at start and daily (``PasskeyProviderService``),
+/// with an optional cache file for starts without network.
+public final class PasskeyProviderDirectory: Sendable {
+    private let current: Locked<PasskeyProviderList>
+
+    /// A directory holding `list`.
+    public init(_ list: PasskeyProviderList = .empty) { current = Locked(list) }
+
+    /// The list in use.
+    public var list: PasskeyProviderList { current.withLock { $0 } }
+
+    /// Replaces the list.
+    public func install(_ list: PasskeyProviderList) { current.withLock { $0 = list } }
+
+    /// Fetches the list from `url` (https, or http to a loopback address) within 30 s and
+    /// ``PasskeyProviderList/maxSize`` bytes, installs it and, with `cache`, writes it there
+    /// (atomically). A failure keeps the list in use. An empty list is installed: it is how
+    /// the list's maintainers retire it, and the caller reports it.
+    @discardableResult
+    public func refresh(from url: URL, cache: String? = nil) async throws(WebAuthnError) -> PasskeyProviderList {
+        let scheme = url.scheme?.lowercased()
+        let loopback = ["127.0.0.1", "localhost", "::1", "[::1]"].contains(url.host?.lowercased() ?? "")
+        guard scheme == "https" || (scheme == "http" && loopback) else {
+            throw WebAuthnError(.configurationInvalid, "the passkey-provider list URL must be https (or http to a loopback address)")
+        }
+        let response = try await CappedHTTP.send(
+            URLRequest(url: url), maxBytes: PasskeyProviderList.maxSize, timeout: 30, deadline: 60, redirects: .httpsOnly, failure: .metadataUnavailable)
+        guard response.status == 200 else {
+            throw WebAuthnError(.metadataUnavailable, "the passkey-provider list answered HTTP \(response.status)")
+        }
+        let list = try PasskeyProviderList(json: response.body)
+        install(list)
+        if let cache {
+            do { try AtomicFile.save(response.body, to: cache) } catch {
+                throw WebAuthnError(.storageFailure, "the passkey-provider list was installed but not cached: \(error)")
+            }
+        }
+        return list
+    }
+}
+
+/// Keeps a ``PasskeyProviderDirectory`` current from the list's URL: a fetch at start and
+/// every day (an hour after a failure), logging what it installed or why it kept the old list.
+public struct PasskeyProviderService: Service {
+    let directory: PasskeyProviderDirectory
+    let url: URL
+    let cache: String?
+    let logger: Logger
+
+    /// A service fetching `url` into `directory`, caching to `cache` when given.
+    public init(directory: PasskeyProviderDirectory, url: URL, cache: String? = nil, logger: Logger = Logger(label: "webauthn.providers")) {
+        self.directory = directory
+        self.url = url
+        self.cache = cache
+        self.logger = logger
+    }
+
+    /// Fetches now, then daily, until cancelled or the group shuts down.
+    public func run() async throws {
+        try? await cancelWhenGracefulShutdown { await loop() }
+    }
+
+    func loop() async {
+        while !Task.isCancelled {
+            var wait: Duration = .seconds(24 * 3600)
+            do {
+                let list = try await directory.refresh(from: url, cache: cache)
+                if list.isEmpty {
+                    logger.warning("the passkey-provider list names no provider (retired?); credentials fall back to metadata and Passkey / Security key")
+                } else {
+                    logger.info("passkey-provider list installed", metadata: ["providers": .stringConvertible(list.providers.count)])
+                }
+            } catch {
+                wait = .seconds(3600)
+                logger.warning(
+                    "passkey-provider list not refreshed; keeping the one in use",
+                    metadata: ["code": .string(error.code.rawValue), "reason": .string(error.message)])
+            }
+            do { try await Task.sleep(for: wait) } catch { return }
+        }
     }
 }

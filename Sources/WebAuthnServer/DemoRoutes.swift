@@ -32,7 +32,7 @@ extension WebAuthnRoutes {
                 payload["apple"] = .bool(appleWebFlow)
                 let session = try await sessions.signedIn(token, now: now)
                 payload["recentlyVerified"] = .bool(session.map { (try? requireRecent($0)) != nil } ?? false)
-                payload["providerList"] = .number(Double(configuration.passkeyProviders.providers.count))
+                payload["providerList"] = .number(Double(configuration.passkeyProviders.list.providers.count))
                 return HTTP.ok(payload)
             }
         }
@@ -165,7 +165,7 @@ extension WebAuthnRoutes {
     /// How credentials are named: FIDO metadata, then the community provider list, then "Passkey" / "Security key".
     var providerNames: ProviderNames {
         let anchors = engine.trustAnchors  // the metadata installed now
-        return ProviderNames(metadata: { anchors.metadataEntry(for: $0) }, list: configuration.passkeyProviders)
+        return ProviderNames(metadata: { anchors.metadataEntry(for: $0) }, list: configuration.passkeyProviders.list)
     }
 
     /// The `:id` of a credential route, decoded (at most 2 KiB of text).

@@ -55,8 +55,9 @@ public struct ServerConfiguration: Sendable {
     /// Default 5 minutes; at least 30 seconds.
     public var reauthenticationWindow: TimeInterval
     /// The community passkey-provider list, for naming credentials (``ProviderNames``);
-    /// loaded at run time (`webauthn serve --passkey-providers`). Default empty.
-    public var passkeyProviders: PasskeyProviderList
+    /// loaded at run time (`webauthn serve --passkey-providers FILE|URL`), replaceable while the
+    /// server runs. Default: an empty list.
+    public var passkeyProviders: PasskeyProviderDirectory
     /// Where the ceremony routes count ceremonies by outcome and code, their durations,
     /// throttled requests and store errors (swift-metrics); nil: the process's `MetricsSystem`.
     /// ``buildApplication(engine:accounts:sessions:configuration:)`` sets its own when it serves `/metrics`.
@@ -71,7 +72,8 @@ public struct ServerConfiguration: Sendable {
         rateLimit: RateLimit? = RateLimit(), trustedProxies: [CIDR] = [], sessionLifetime: TimeInterval = 12 * 3600,
         mayEnroll: @escaping @Sendable (EnrollmentRequest) async -> Bool = EnrollmentRequest.signedInOwnerOrNewName,
         signedInAccount: (@Sendable (Request) async -> [UInt8]?)? = nil, apple: AppleConfiguration? = nil,
-        reauthenticationWindow: TimeInterval = 300, passkeyProviders: PasskeyProviderList = .empty, metricsFactory: (any MetricsFactory)? = nil
+        reauthenticationWindow: TimeInterval = 300, passkeyProviders: PasskeyProviderDirectory = PasskeyProviderDirectory(),
+        metricsFactory: (any MetricsFactory)? = nil
     ) {
         self.apple = apple
         self.reauthenticationWindow = max(30, reauthenticationWindow)

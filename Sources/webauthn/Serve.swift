@@ -74,9 +74,13 @@ struct Serve: AsyncParsableCommand {
     @Option(
         name: .customLong("passkey-providers"), parsing: .unconditional,
         help: ArgumentHelp(
-            "The community passkey-provider list (AAGUID to name and icon, for naming credentials): a file, e.g. a copy of https://raw.githubusercontent.com/passkeydeveloper/passkey-authenticator-aaguids/main/aaguid.json. Default: none (FIDO metadata, then \"Passkey\" / \"Security key\")."
+            "The community passkey-provider list (AAGUID to name and icon, for naming credentials): a file, or its URL (https://raw.githubusercontent.com/passkeydeveloper/passkey-authenticator-aaguids/main/aaguid.json), fetched at start and daily. Default: none (FIDO metadata, then \"Passkey\" / \"Security key\")."
         ))
     var passkeyProviders: String?
+    @Option(
+        name: .customLong("passkey-providers-cache"), parsing: .unconditional,
+        help: "With a --passkey-providers URL: a file that keeps the last list fetched, for starts without network.")
+    var passkeyProvidersCache: String?
     @Option(
         name: .customLong("reauthentication-window"),
         help:
@@ -256,20 +260,35 @@ struct Serve: AsyncParsableCommand {
             logger.error(
                 "metadata BLOB rejected, not used", metadata: ["file": .string(path), "code": .string(error.code.rawValue), "reason": .string(error.message)])
         }
-        var providers = PasskeyProviderList.empty
+        // The passkey-provider list: a file read now, or a URL fetched at start and daily (a
+        // cache file serves starts without network).
+        let providers = PasskeyProviderDirectory()
+        var providerService: PasskeyProviderService?
         if let passkeyProviders {
-            do {
-                providers = try PasskeyProviderList.load(path: passkeyProviders)
-            } catch {
-                throw ValidationError("--passkey-providers \(passkeyProviders): \(error.message)")
-            }
-            if providers.isEmpty {
-                // The list's maintainers retire it by emptying it: say so rather than silently show nothing.
-                logger.warning("the passkey-provider list names no provider (retired, or not the list?)", metadata: ["file": .string(passkeyProviders)])
+            if let url = URL(string: passkeyProviders), url.scheme == "https" || url.scheme == "http" {
+                if let cache = passkeyProvidersCache, FileManager.default.fileExists(atPath: cache) {
+                    do { providers.install(try PasskeyProviderList.load(path: cache)) } catch {
+                        logger.warning("the cached passkey-provider list is unreadable", metadata: ["file": .string(cache), "reason": .string(error.message)])
+                    }
+                }
+                var providerLogger = logger
+                providerLogger[metadataKey: "component"] = "providers"
+                providerService = PasskeyProviderService(directory: providers, url: url, cache: passkeyProvidersCache, logger: providerLogger)
             } else {
-                logger.info(
-                    "passkey-provider list loaded",
-                    metadata: ["providers": .stringConvertible(providers.providers.count), "skipped": .stringConvertible(providers.skipped)])
+                do {
+                    providers.install(try PasskeyProviderList.load(path: passkeyProviders))
+                } catch {
+                    throw ValidationError("--passkey-providers \(passkeyProviders): \(error.message)")
+                }
+                let list = providers.list
+                if list.isEmpty {
+                    // The list's maintainers retire it by emptying it: say so rather than silently show nothing.
+                    logger.warning("the passkey-provider list names no provider (retired, or not the list?)", metadata: ["file": .string(passkeyProviders)])
+                } else {
+                    logger.info(
+                        "passkey-provider list loaded",
+                        metadata: ["providers": .stringConvertible(list.providers.count), "skipped": .stringConvertible(list.skipped)])
+                }
             }
         }
         let allowed = origins.isEmpty ? ["http://localhost:\(port)"] : origins
@@ -323,7 +342,7 @@ struct Serve: AsyncParsableCommand {
                 }, metadata: metadata, metrics: MetricsExposure(rawValue: metrics) ?? .loopback))
         // The store first: a group shuts its services down in reverse order, so the HTTP server
         // drains before the store closes (and the metadata service stops before either).
-        let services: [any Service] = [store, app] + (metadata.map { [$0] } ?? [])
+        let services: [any Service] = [store, app] + (metadata.map { [$0] } ?? []) + (providerService.map { [$0] } ?? [])
         let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
     }

@@ -188,6 +188,50 @@ struct LifecycleTests {
         }
     }
 
+    @Test("the provider list from its URL: fetched, cached, kept on failure; served by webauthn serve from the URL and, offline, from the cache")
+    func providerListFromURL() async throws {
+        let script = MetadataServiceTests.Script()
+        let sample = try [UInt8](Data(contentsOf: URL(fileURLWithPath: Self.providerSample)))
+        script.set(.respond(status: 200, headers: [("Content-Type", "application/json")], body: sample))
+        let standIn = try MetadataServiceTests.standIn(script)
+        defer { standIn.stop() }
+        let url = standIn.url.appendingPathComponent("aaguid.json")
+        let cache = MetadataServiceTests.temporaryDirectory() + "-providers.json"
+        defer { try? FileManager.default.removeItem(atPath: cache) }
+        let directory = PasskeyProviderDirectory()
+        #expect(try await directory.refresh(from: url, cache: cache).providers.count == 5)
+        #expect(try PasskeyProviderList.load(path: cache).providers.count == 5, "the cache holds the list")
+        script.set(.respond(status: 500, headers: [], body: []))
+        await #expect(throws: WebAuthnError.self) { try await directory.refresh(from: url) }
+        script.set(.respond(status: 200, headers: [], body: Array("not json".utf8)))
+        await #expect(throws: WebAuthnError.self) { try await directory.refresh(from: url) }
+        #expect(directory.list.providers.count == 5, "a failed refresh kept the list")
+        await #expect(throws: WebAuthnError.self) { try await directory.refresh(from: URL(string: "http://example.com/aaguid.json")!) }
+        // A retired list (an empty object) is installed, and reported by isEmpty.
+        script.set(.respond(status: 200, headers: [], body: Array("{}".utf8)))
+        #expect(try await directory.refresh(from: url).isEmpty && directory.list.isEmpty)
+        // The server: from the URL, then with the URL failing, from the cache.
+        script.set(.respond(status: 200, headers: [], body: sample))
+        let online = try ServeProcess(
+            database: ServeProcess.temporaryDatabase(), extra: ["--passkey-providers", url.absoluteString, "--passkey-providers-cache", cache])
+        defer { online.stop() }
+        let (_, cookie, _) = try await register(online, Self.passkey(), username: "alice")
+        var count = 0
+        for _ in 0..<100 {
+            count = try await online.request("/demo/session", cookie: cookie).json["providerList"]?.intValue ?? 0
+            if count == 5 { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(count == 5)
+        online.stop()
+        script.set(.respond(status: 503, headers: [], body: []))
+        let offline = try ServeProcess(
+            database: ServeProcess.temporaryDatabase(), extra: ["--passkey-providers", url.absoluteString, "--passkey-providers-cache", cache])
+        defer { offline.stop() }
+        let (_, cookie2, _) = try await register(offline, Self.passkey(), username: "bob")
+        #expect(try await offline.request("/demo/session", cookie: cookie2).json["providerList"]?.intValue == 5)
+    }
+
     @Test("Signals: an unknown credential's sign-in answers signalUnknownCredential; a display-name change answers signalCurrentUserDetails")
     func signals() async throws {
         let server = try start()
