@@ -398,8 +398,10 @@ public struct WebAuthnRoutes: Sendable {
             if !configuration.conformance && !Self.shownBeforeLookup.contains(error.code) {
                 let failed = WebAuthnError(.authenticationFailed, "the credential could not be verified for this sign-in")
                 // A credential the server does not know (deleted, or never registered): the page
-                // asks the provider to hide it (Signals API). Only after the ceremony's own checks.
-                if error.code == .credentialUnknown, let presented {
+                // asks the provider to hide it (Signals API). Only after the ceremony's own checks,
+                // and never for a stand-in ID: those answer like a real credential's, or the signal
+                // would tell a stranger which names have no account (L3 §14.6.2).
+                if error.code == .credentialUnknown, let presented, !standIns.isStandIn(presented) {
                     throw SignalledFailure(
                         error: failed, signal: CredentialSignal.unknownCredential(credentialId: presented).payload(rpId: engine.relyingParty.id))
                 }

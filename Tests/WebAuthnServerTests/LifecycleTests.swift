@@ -248,6 +248,17 @@ struct LifecycleTests {
         #expect(unknown.errorMessage.hasPrefix("authentication_failed"))
         #expect(unknown.json["signal"]?["method"]?.stringValue == "signalUnknownCredential")
         #expect(unknown.json["signal"]?["options"]?["credentialId"]?.stringValue == Base64URL.encode(parts0.id))
+        // A name without an account gets stand-in credential IDs; a sign-in with one is answered as
+        // a real credential's would be: no signal, or the signal would reveal that the name is free.
+        let stranger = try await server.request("/assertion/options", ["username": "nobody-here"])
+        let standIn = try #require(stranger.json["allowCredentials"]?.arrayValue?.first?["id"]?.stringValue.flatMap(Base64URL.decode))
+        let forged = try stray.authenticate(
+            rpId: rpId, origin: origin, challenge: Base64URL.decode(stranger.json["challenge"]!.stringValue!)!, credentialId: parts0.id)
+        var forgedJSON = forged.json.objectValue!
+        forgedJSON["id"] = .string(Base64URL.encode(standIn))
+        forgedJSON["rawId"] = .string(Base64URL.encode(standIn))
+        let probe = try await server.request("/assertion/result", .object(forgedJSON), cookie: stranger.cookie)
+        #expect(probe.errorMessage.hasPrefix("authentication_failed") && probe.json["signal"] == nil, "\(probe.json)")
         // A known credential with a bad signature says nothing of the kind.
         let options2 = try await server.request("/assertion/options", [:])
         var bad = try authenticator.authenticate(
