@@ -180,6 +180,16 @@ public final class PostgresStore: CredentialStore, CredentialAuditing, Challenge
         return Int(try await pool.query("SELECT COUNT(*) AS n FROM challenges", retry: .idempotent).first?["n"] ?? "0") ?? 0
     }
 
+    /// Removes up to `count` of the ceremonies that expire first (through the expiry index), in one statement.
+    public func evictOldest(_ count: Int) async throws -> Int {
+        let rows = try await pool.query(
+            """
+            WITH gone AS (DELETE FROM challenges WHERE challenge IN (SELECT challenge FROM challenges ORDER BY expires_at LIMIT $1) RETURNING 1)
+            SELECT COUNT(*) AS n FROM gone
+            """, [String(max(0, min(count, 10_000)))])
+        return Int(rows.first?["n"] ?? "0") ?? 0
+    }
+
     static func ceremony(_ row: PostgresConnection.Row) throws -> PendingCeremony {
         guard let text = row["ceremony"] else { throw WebAuthnError(.storageFailure, "challenges.ceremony is NULL") }
         return try PendingCeremony(json: JSONValue.parse(text))

@@ -265,6 +265,14 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
         return Int(try await query("SELECT COUNT(*) AS n FROM challenges").first?.column("n")?.integer ?? 0)
     }
 
+    /// Removes up to `count` of the ceremonies that expire first (through the expiry index), in one statement.
+    public func evictOldest(_ count: Int) async throws -> Int {
+        try await query(
+            "DELETE FROM challenges WHERE challenge IN (SELECT challenge FROM challenges ORDER BY expires_at LIMIT ?) RETURNING 1 AS x",
+            [.integer(SQLiteInt64(max(0, min(count, 10_000))))]
+        ).count
+    }
+
     static func ceremony(_ row: SQLiteRow) throws -> PendingCeremony {
         guard let text = row.column("ceremony")?.string else { throw WebAuthnError(.storageFailure, "challenges.ceremony is not text") }
         return try PendingCeremony(json: JSONValue.parse(text))

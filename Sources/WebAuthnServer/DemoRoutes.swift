@@ -77,7 +77,12 @@ extension WebAuthnRoutes {
                 let handle = try await requireSignedIn(request)
                 let id = try credentialID(context)
                 let body = try await HTTP.body(request, limit: 4096)
-                let raw = body["name"]?.stringValue ?? ""
+                // A string names it; "" or null clears the name; anything else is refused.
+                let member = body["name"] ?? .null
+                guard member.isNull || member.stringValue != nil else {
+                    throw WebAuthnError(.credentialNameInvalid, "name must be a string (or null to clear it)")
+                }
+                let raw = member.stringValue ?? ""
                 let name: String?
                 if raw.isEmpty {
                     name = nil
@@ -142,6 +147,8 @@ extension WebAuthnRoutes {
         }
         router.post("/demo/logout") { request, context in
             await handle(request, context) {
+                // JSON only: a form on a sibling site (same-site, so SameSite=Strict lets the cookie through) cannot sign the user out.
+                try HTTP.requireJSON(request)
                 try throttle(request, context)
                 let token = sessions.token(request)
                 let signedIn = try await sessions.signedIn(token, now: now) != nil

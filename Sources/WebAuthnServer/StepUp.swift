@@ -39,7 +39,7 @@ extension WebAuthnRoutes {
         guard age >= -60, age <= configuration.reauthenticationWindow else {
             throw WebAuthnError(
                 .reauthenticationRequired,
-                "confirm it is you: verify with a passkey (or sign in again) within \(Int(configuration.reauthenticationWindow / 60)) minutes of this action")
+                "confirm it is you: verify with a passkey (or sign in again) within \(Self.duration(configuration.reauthenticationWindow)) of this action")
         }
     }
 
@@ -57,6 +57,11 @@ extension WebAuthnRoutes {
     func verifiesUser(_ userVerified: Bool, account: [UInt8]) async throws -> Bool {
         if userVerified { return true }
         return !(try await engine.credentials.credentials(forUser: account)).contains(where: \.uvInitialized)
+    }
+
+    /// "5 minutes", "45 seconds".
+    static func duration(_ seconds: TimeInterval) -> String {
+        seconds >= 120 ? "\(Int(seconds / 60)) minutes" : "\(Int(seconds)) seconds"
     }
 
     /// `POST /reauthentication/options` and `/reauthentication/result`.

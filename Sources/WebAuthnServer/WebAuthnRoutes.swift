@@ -271,12 +271,15 @@ public struct WebAuthnRoutes: Sendable {
             .filter(PublicKeyCredentialHint.specified.contains)
         let formats = (body["attestationFormats"]?.arrayValue ?? []).prefix(16).compactMap(\.stringValue).map(AttestationFormat.init(rawValue:))
             .filter(AttestationFormat.specified.contains)
-        // Adding a passkey to an account that has one is a sensitive action: step-up.
-        if !configuration.conformance, let existing, signedIn == existing.id, configuration.signedInAccount == nil || token != nil,
-            !(try await engine.credentials.credentials(forUser: existing.id)).isEmpty
-        {
-            guard let session = try await sessions.signedIn(token, now: now) else { throw WebAuthnError(.signInRequired, "sign in first") }
-            try requireRecent(session)
+        // Adding a passkey to an existing account is a sensitive action: the session must have
+        // verified the user recently (a UV sign-in or re-authentication, Sign in with Apple). An
+        // account signed in only through the host's own `signedInAccount` hook is the host's to vouch for.
+        if !configuration.conformance, let existing, signedIn == existing.id {
+            if let session = try await sessions.signedIn(token, now: now), session.userHandle == existing.id {
+                try requireRecent(session)
+            } else if configuration.signedInAccount == nil {
+                throw WebAuthnError(.signInRequired, "sign in first")
+            }
         }
         // Conditional create (a quiet passkey upgrade) only for the signed-in owner of an existing account.
         let conditionalCreate = body["mediation"]?.stringValue == "conditional" && existing != nil && signedIn == existing?.id
@@ -313,15 +316,18 @@ public struct WebAuthnRoutes: Sendable {
         }
         // A registration that verified the user counts as a verified sign-in; one that added a
         // passkey to a signed-in account keeps that session's standing.
-        // A new account's first credential is the account's only proof so far: verified.
+        // Who is signed in afterwards, and verified how: a new account's first credential is the
+        // account's only proof so far (verified). A credential added to an existing account proves
+        // nothing about its user (the authenticator is whoever's holds the session): the session
+        // keeps the standing it had, and one that is no longer signed in as the account is signed
+        // in unverified.
         let previous = try await sessions.signedIn(token, now: now)
-        let keepsVerification =
-            previous.map { $0.userHandle == result.credential.userHandle && now.timeIntervalSince($0.authenticatedAt) <= configuration.reauthenticationWindow }
-            ?? false
-        let newAccount = previous?.userHandle != result.credential.userHandle
+        let handle = result.credential.userHandle
+        let sameAccount = previous?.userHandle == handle
+        let stillVerified =
+            sameAccount && previous.map { now.timeIntervalSince($0.authenticatedAt) <= configuration.reauthenticationWindow } == true
         let signedIn = try await sessions.signIn(
-            result.credential.userHandle, replacing: token, now: now, verified: result.userVerified || keepsVerification || newAccount,
-            since: newAccount ? nil : previous?.createdAt)
+            handle, replacing: token, now: now, verified: result.createdAccount || stillVerified, since: sameAccount ? previous?.createdAt : nil)
         Audit.event(
             "registered", context,
             [

@@ -526,6 +526,22 @@ public enum StoreContract {
         try expect(try await challenges.pending(challenge: issued[5]) == nil)  // expired at ...005
         // Left: the bound ones expiring at ...006 to ...011 (`other` and `unbound` expired at ...000.5).
         try expect(remaining == 6)
+        // Eviction (stores that implement it): the ceremonies that expire first go first.
+        let evictable = stores.challenges
+        _ = try await evictable.sweep(expiredBefore: .distantFuture)
+        var queued: [PendingCeremony] = []
+        for i in 0..<5 {
+            let c = try ceremony(binding: [UInt8(i), 9], expiresAt: Date(timeIntervalSince1970: 1_950_000_000 + Double(i)))
+            try await evictable.insert(c)
+            queued.append(c)
+        }
+        let evicted = try await evictable.evictOldest(2)
+        if evicted > 0 {
+            try expect(evicted == 2, "evicted \(evicted), asked for 2")
+            for c in queued.prefix(2) { try expect(try await evictable.pending(challenge: c.challenge) == nil, "an early ceremony was kept") }
+            for c in queued.suffix(3) { try expect(try await evictable.pending(challenge: c.challenge) != nil, "a later ceremony was evicted") }
+            try expect(try await evictable.evictOldest(10) == 3)
+        }
     }
 
     static func accountsCheck(_ stores: Stores) async throws {

@@ -84,7 +84,7 @@ struct Serve: AsyncParsableCommand {
     @Option(
         name: .customLong("reauthentication-window"),
         help:
-            "Seconds within which the account must have verified the user (a UV passkey assertion, Sign in with Apple) to delete a credential or the account, or add a passkey. Default 300."
+            "Seconds within which the account must have verified the user (a UV passkey assertion, Sign in with Apple) to delete a credential or the account, or add a passkey. Default 300; at least 30."
     )
     var reauthenticationWindow: Double = 300
     @Option(

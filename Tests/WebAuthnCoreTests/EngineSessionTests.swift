@@ -111,9 +111,32 @@ struct EngineSessionTests {
         }
     }
 
-    @Test("pending ceremonies are bounded: refused at the limit, room again once a sweep on the engine's clock removes expired ones")
-    func bounded() async throws {
+    @Test("pending ceremonies are bounded: a full engine drops those that expire first, so a flood cannot block a new ceremony")
+    func evictsWhenFull() async throws {
         let (engine, challenges, _) = try engine(limits: .init(maxPendingCeremonies: 20, sweepInterval: 10))
+        var flood: [[UInt8]] = []
+        for _ in 0..<20 {
+            flood.append(try await engine.startAuthentication().challenge)
+            time.advance(0.01)
+        }
+        // One more: the oldest makes room; the store never holds more than the limit.
+        let user = UserEntity.new(name: "erin")
+        let key = SoftwareAuthenticator(profile: .platformPasskey)
+        _ = try await engine.startRegistration(user: user, newAccount: true)
+        #expect(challenges.count <= 20)
+        #expect(try await challenges.pending(challenge: flood[0]) == nil, "the oldest was not dropped")
+        #expect(try await challenges.pending(challenge: flood[19]) != nil, "a recent one was dropped")
+        for _ in 0..<100 { _ = try await engine.startAuthentication() }
+        #expect(challenges.count <= 20)
+        // The newest ceremony still finishes (a real user's, amid the flood, as long as it is not the oldest).
+        let recent = try await engine.startRegistration(user: user, newAccount: true)
+        let parts = try key.register(rpId: "example.com", origin: origin, challenge: recent.challenge, userHandle: user.id)
+        #expect(try await engine.finishRegistration(json: parts.jsonBytes).createdAccount)
+    }
+
+    @Test("pending ceremonies are bounded: with eviction off, refused at the limit, room again once a sweep on the engine's clock removes expired ones")
+    func bounded() async throws {
+        let (engine, challenges, _) = try engine(limits: .init(maxPendingCeremonies: 20, sweepInterval: 10, evictOldestWhenFull: false))
         for _ in 0..<20 { _ = try await engine.startAuthentication() }
         #expect(await errorCode { _ = try await engine.startAuthentication() } == "too_many_pending_ceremonies")
         #expect(challenges.count == 20)

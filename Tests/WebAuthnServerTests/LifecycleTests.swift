@@ -3,6 +3,7 @@ import Testing
 @testable import WebAuthnCore
 import WebAuthnTesting
 import WebAuthnMetadata
+@testable import WebAuthnSQLite
 import _WebAuthnEncoding
 import _WebAuthnCrypto
 
@@ -104,6 +105,53 @@ struct LifecycleTests {
         #expect(anonymous.errorMessage.hasPrefix("sign_in_required"))
     }
 
+    /// Makes every session of the server's database unverified, as if the window had passed.
+    func ageSessions(_ server: ServeProcess) async throws {
+        let store = try await SQLiteStore.open(path: server.database)
+        _ = try await store.connection.query("UPDATE sessions SET authenticated_at = -1e10")
+        try await store.close()
+    }
+
+    @Test("adding a passkey needs a recently verified session, also for an account without one; the addition grants no verification")
+    func additionsNeedVerification() async throws {
+        let server = try start()
+        defer { server.stop() }
+        let authenticator = Self.passkey()
+        let (first, cookie, _) = try await register(server, authenticator, username: "dana")
+        // The account's only passkey goes (recently verified: a new account's registration).
+        let deleted = try await server.request("/demo/credentials/\(Base64URL.encode(first))", cookie: cookie, method: "DELETE")
+        #expect(deleted.ok, "\(deleted.errorMessage)")
+        // A stolen cookie, the window past: adding a passkey (the thief's own, with UV) is refused.
+        try await ageSessions(server)
+        let thief = Self.passkey()
+        let (_, _, refused) = try await register(server, thief, username: "dana", cookie: cookie)
+        #expect(refused.errorMessage.hasPrefix("reauthentication_required"), "\(refused.errorMessage)")
+        #expect(try await server.request("/demo/session", cookie: cookie).json["recentlyVerified"]?.boolValue == false)
+    }
+
+    @Test("a passkey addition finished after sign-out signs in unverified")
+    func additionAfterSignOut() async throws {
+        let server = try start()
+        defer { server.stop() }
+        let (_, cookie, _) = try await register(server, Self.passkey(), username: "erin")
+        let options = try await server.request("/attestation/options", ["username": "erin"], cookie: cookie)
+        #expect(options.ok, "\(options.errorMessage)")
+        let out = try await server.request("/demo/logout", [:], cookie: cookie)
+        #expect(out.ok)
+        var parts = try Self.passkey().register(
+            rpId: rpId, origin: origin, challenge: Base64URL.decode(options.json["challenge"]!.stringValue!)!,
+            userHandle: Base64URL.decode(options.json["user"]!["id"]!.stringValue!)!)
+        parts.authenticatorData.flags.remove(.userVerified)
+        let result = try await server.request("/attestation/result", parts.json, cookie: options.cookie ?? cookie)
+        #expect(result.ok, "\(result.errorMessage)")
+        let session = try await server.request("/demo/session", cookie: result.cookie)
+        #expect(session.json["user"]?.stringValue == "erin" && session.json["recentlyVerified"]?.boolValue == false, "\(session.json)")
+        // Sign-out takes JSON only: a form from a sibling site cannot sign anyone out.
+        let form = try await server.request("/demo/logout", cookie: result.cookie, raw: Array("x=1".utf8), contentType: "application/x-www-form-urlencoded")
+        #expect(form.status == 415)
+        #expect(try await server.request("/demo/session", cookie: result.cookie).json["user"]?.stringValue == "erin")
+    }
+
     @Test("a re-authentication by another account's credential does not count")
     func stepUpOtherAccount() async throws {
         let server = try start()
@@ -140,6 +188,9 @@ struct LifecycleTests {
         #expect(long.errorMessage.hasPrefix("credential_name_invalid"), "\(long.errorMessage)")
         let foreign = try await server.request("/demo/credentials/\(Base64URL.encode(otherID))", ["name": "mine"], cookie: cookie, method: "PATCH")
         #expect(foreign.errorMessage.hasPrefix("credential_unknown"))
+        let typed = try await server.request(path, ["name": 123], cookie: cookie, method: "PATCH")
+        #expect(typed.errorMessage.hasPrefix("credential_name_invalid"), "\(typed.errorMessage)")
+        #expect(try await server.request("/demo/credentials", cookie: cookie).json["credentials"]?.arrayValue?.first?["name"]?.stringValue == "Work laptop")
         let anonymous = try await server.request(path, ["name": "x"], method: "PATCH")
         #expect(anonymous.errorMessage.hasPrefix("sign_in_required"))
         let cleared = try await server.request(path, ["name": ""], cookie: cookie, method: "PATCH")

@@ -43,15 +43,21 @@ public struct WebAuthnEngine: Sendable {
         public var maxPendingCeremonies: Int
         /// How often expired ceremonies are swept, on the engine's clock. Default 10 s.
         public var sweepInterval: TimeInterval
+        /// When ``maxPendingCeremonies`` are pending: drop those that expire first to make room
+        /// (true, the default: a flood of options from many addresses shortens how long a
+        /// ceremony waits instead of blocking everyone's), or refuse (`too_many_pending_ceremonies`).
+        public var evictOldestWhenFull: Bool
 
         /// Limits; values below the minimum are raised to it (1 ceremony, 0 seconds).
         ///
         /// - Parameters:
         ///   - maxPendingCeremonies: The most pending ceremonies kept. Default 100,000.
         ///   - sweepInterval: Seconds between sweeps of expired ceremonies. Default 10.
-        public init(maxPendingCeremonies: Int = 100_000, sweepInterval: TimeInterval = 10) {
+        ///   - evictOldestWhenFull: Whether a full engine drops the ceremonies that expire first. Default true.
+        public init(maxPendingCeremonies: Int = 100_000, sweepInterval: TimeInterval = 10, evictOldestWhenFull: Bool = true) {
             self.maxPendingCeremonies = max(1, maxPendingCeremonies)
             self.sweepInterval = max(0, sweepInterval)
+            self.evictOldestWhenFull = evictOldestWhenFull
         }
     }
 
@@ -178,7 +184,8 @@ public struct WebAuthnEngine: Sendable {
         let clientData = try CollectedClientData(bytes: response.clientDataJSON)
         let ceremony = try await pendingCeremony(for: clientData, kind: .registration, expected: expectedChallenge)
         try Self.verifyBinding(ceremony, presented: binding)
-        let result = try RegistrationVerifier.verify(response, clientData: clientData, ceremony: ceremony, relyingParty: rp)
+        var result = try RegistrationVerifier.verify(response, clientData: clientData, ceremony: ceremony, relyingParty: rp)
+        result.createdAccount = ceremony.newAccount
         let record = result.credential
         // §7.1 step 27: the credential ID is not yet registered for any user.
         if try await store({ try await credentials.credential(id: record.id) }) != nil {
@@ -435,8 +442,18 @@ public struct WebAuthnEngine: Sendable {
                 throw error
             }
         }
-        guard housekeeping.admit(limits: limits) else {
-            throw WebAuthnError(.tooManyPendingCeremonies, "\(limits.maxPendingCeremonies) ceremonies are pending; try again in a minute")
+        if !housekeeping.admit(limits: limits) {
+            // Full: by default the ceremonies that expire first make room (a flood shortens how
+            // long a ceremony waits; it cannot block new ones), a hundredth of the limit at a time.
+            var admitted = false
+            if limits.evictOldestWhenFull {
+                let evicted = try await store { try await challenges.evictOldest(max(1, min(limits.maxPendingCeremonies / 100, 1000))) }
+                housekeeping.evicted(evicted)
+                admitted = evicted > 0 && housekeeping.admit(limits: limits)
+            }
+            guard admitted else {
+                throw WebAuthnError(.tooManyPendingCeremonies, "\(limits.maxPendingCeremonies) ceremonies are pending; try again in a minute")
+            }
         }
         do {
             try await store { try await challenges.insert(ceremony) }
@@ -507,4 +524,7 @@ final class Housekeeping: Sendable {
     }
 
     func release() { state.withLock { $0.pending = max(0, $0.pending - 1) } }
+
+    /// Counts `count` ceremonies removed to make room.
+    func evicted(_ count: Int) { state.withLock { $0.pending = max(0, $0.pending - count) } }
 }

@@ -136,6 +136,9 @@ public struct RegistrationResult: Sendable {
     /// Signals for the relying party's risk engine: `attestationUntrusted` when a
     /// certificate chain was presented but not trusted, `userNotVerified` without UV.
     public let riskSignals: Set<RiskSignal>
+    /// The registration created its account (a ceremony started with `newAccount: true`);
+    /// false when it added a credential to an existing account. Set by ``WebAuthnEngine``.
+    public internal(set) var createdAccount = false
 }
 
 /// Whether an attestation is trusted, and why.

@@ -190,6 +190,21 @@ public final class InMemoryChallengeStore: ChallengeStore {
         }
     }
 
+    /// Removes up to `count` of the oldest ceremonies (in insertion order, which is expiry
+    /// order for one engine); returns how many it removed.
+    public func evictOldest(_ count: Int) async throws -> Int {
+        state.withLock { s in
+            var removed = 0
+            while removed < count, let old = s.order.popFirst() {
+                guard let ceremony = s.pending.removeValue(forKey: old) else { continue }
+                if let binding = ceremony.binding { s.forget(binding: binding) }
+                removed += 1
+            }
+            s.compactOrder()
+            return removed
+        }
+    }
+
     /// The number of pending ceremonies.
     public var count: Int { state.withLock { $0.pending.count } }
 

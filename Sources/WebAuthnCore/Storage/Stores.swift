@@ -58,6 +58,15 @@ public protocol ChallengeStore: Sendable {
     func consume(challenge: [UInt8]) async throws -> PendingCeremony?
     /// Removes every ceremony that expired before `date`; returns how many remain.
     func sweep(expiredBefore date: Date) async throws -> Int
+    /// Removes up to `count` of the ceremonies that expire first, to make room when the relying
+    /// party holds as many as it may (a flood then shortens lifetimes instead of blocking new
+    /// ceremonies); returns how many it removed.
+    func evictOldest(_ count: Int) async throws -> Int
+}
+
+extension ChallengeStore {
+    /// A store written before eviction: removes nothing, so a full engine refuses new ceremonies.
+    public func evictOldest(_ count: Int) async throws -> Int { 0 }
 }
 
 /// The outcome of ``SignInCommitting/commitSignIn(consuming:updating:expectedSignCount:)``.
