@@ -180,9 +180,7 @@ public final class MetadataService: Service, Sendable {
         onInstall: @escaping @Sendable (FIDOMetadata) async -> Void = { _ in }
     ) throws(WebAuthnError) {
         let url = configuration.url
-        let scheme = url.scheme?.lowercased()
-        let loopback = ["127.0.0.1", "localhost", "::1", "[::1]"].contains(url.host?.lowercased() ?? "")
-        guard scheme == "https" || (scheme == "http" && loopback), url.host != nil, url.user == nil, url.password == nil else {
+        guard CappedHTTP.isFetchable(url) else {
             throw WebAuthnError(.configurationInvalid, "the metadata service URL must be https (or http to a loopback address, for a stand-in)")
         }
         self.configuration = configuration

@@ -177,9 +177,7 @@ public final class PasskeyProviderDirectory: Sendable {
     /// the list's maintainers retire it, and the caller reports it.
     @discardableResult
     public func refresh(from url: URL, cache: String? = nil) async throws(WebAuthnError) -> PasskeyProviderList {
-        let scheme = url.scheme?.lowercased()
-        let loopback = ["127.0.0.1", "localhost", "::1", "[::1]"].contains(url.host?.lowercased() ?? "")
-        guard scheme == "https" || (scheme == "http" && loopback) else {
+        guard CappedHTTP.isFetchable(url) else {
             throw WebAuthnError(.configurationInvalid, "the passkey-provider list URL must be https (or http to a loopback address)")
         }
         let response = try await CappedHTTP.send(

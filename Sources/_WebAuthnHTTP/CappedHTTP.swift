@@ -35,6 +35,14 @@ package enum CappedHTTP {
         case httpsOnly
     }
 
+    /// Whether `url` may be fetched: `https`, or `http` to a loopback address (a local stand-in),
+    /// with a host and no user or password in it.
+    package static func isFetchable(_ url: URL) -> Bool {
+        let scheme = url.scheme?.lowercased()
+        let loopback = ["127.0.0.1", "localhost", "::1", "[::1]"].contains(url.host?.lowercased() ?? "")
+        return (scheme == "https" || (scheme == "http" && loopback)) && url.host != nil && url.user == nil && url.password == nil
+    }
+
     /// Sends `request` and collects the answer.
     ///
     /// - Parameters:
