@@ -4,7 +4,7 @@
 # Both install the system packages they need with apt-get when missing.
 
 SHELL := /bin/bash
-APT_PACKAGES := libssl-dev libcbor-dev libpq-dev pkg-config openssl
+APT_PACKAGES := libssl-dev libcbor-dev libpq-dev libsqlite3-dev pkg-config openssl
 # Only the tests need these: a throw-away PostgreSQL, and headless Chromium for the real-browser test.
 TEST_APT_PACKAGES := postgresql chromium chromium-driver binutils
 SELENIUM := selenium==4.45.0

@@ -23,7 +23,8 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
-        .package(url: "https://github.com/vapor/sqlite-nio", from: "1.10.0"),
+        // The SQLite store: statements prepared once per connection, a reader pool (WAL), the system SQLite.
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         // NIOConcurrencyHelpers: a pthread lock that ThreadSanitizer sees (Synchronization.Mutex
         // on Linux is a futex it cannot, so locked state showed false races under TSan).
         .package(url: "https://github.com/apple/swift-nio", from: "2.65.0"),
@@ -107,7 +108,7 @@ let package = Package(
             name: "WebAuthnSQLite",
             dependencies: [
                 "WebAuthnCore", "_WebAuthnEncoding", "_WebAuthnCrypto",
-                .product(name: "SQLiteNIO", package: "sqlite-nio"),
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -1,16 +1,15 @@
 import NIOConcurrencyHelpers
-import SQLiteNIO
 
-/// Group commit for the SQLite store's writes: one writer connection runs the write
-/// statements that arrive while it is busy as one transaction (`BEGIN IMMEDIATE` … `COMMIT`),
-/// so that concurrent ceremonies share one fsync instead of paying one each. Each statement
-/// keeps its own atomicity (it is still one statement; a constraint failure backs out that
-/// statement only and is reported to its caller alone), and no caller hears of success before
-/// the `COMMIT` that made its statement durable has returned. A failure that ends the
-/// transaction (I/O, a full disk, a busy database) fails the whole batch: nothing in it was
-/// committed.
+/// Group commit for the SQLite store's writes: the write statements that arrive while the
+/// writer is busy run as one transaction (`BEGIN IMMEDIATE` … `COMMIT`) in one hop to the
+/// writer connection, so that concurrent ceremonies share one fsync instead of paying one
+/// each. Each statement keeps its own atomicity (it is still one statement; a constraint
+/// failure backs out that statement only and is reported to its caller alone), and no caller
+/// hears of success before the `COMMIT` that made its statement durable has returned. A
+/// failure that ends the transaction (I/O, a full disk, a busy database) fails the whole
+/// batch: nothing in it was committed.
 final class GroupCommitWriter: Sendable {
-    private let connection: SQLiteConnection
+    private let database: SQLiteDatabase
     private let state = NIOLockedValueBox(State())
     /// The most statements one transaction takes.
     static let maxBatch = 128
@@ -26,7 +25,7 @@ final class GroupCommitWriter: Sendable {
         var draining = false
     }
 
-    init(connection: SQLiteConnection) { self.connection = connection }
+    init(database: SQLiteDatabase) { self.database = database }
 
     /// Runs one write statement in the next group; returns its rows once the group is committed.
     func write(_ sql: String, _ binds: [SQLiteData]) async throws -> [SQLiteRow] {
@@ -59,47 +58,10 @@ final class GroupCommitWriter: Sendable {
         if batch.count == 1 {
             // Alone: the statement is its own transaction.
             let job = batch[0]
-            do { job.continuation.resume(returning: try await connection.query(job.sql, job.binds)) } catch { job.continuation.resume(throwing: error) }
+            do { job.continuation.resume(returning: try await database.query(job.sql, job.binds)) } catch { job.continuation.resume(throwing: error) }
             return
         }
-        do {
-            _ = try await connection.query("BEGIN IMMEDIATE")
-        } catch {
-            for job in batch { job.continuation.resume(throwing: error) }
-            return
-        }
-        var results: [Result<[SQLiteRow], any Error>] = []
-        results.reserveCapacity(batch.count)
-        for job in batch {
-            do {
-                results.append(.success(try await connection.query(job.sql, job.binds)))
-            } catch let error as SQLiteError where Self.backsOutStatementOnly(error) {
-                results.append(.failure(error))
-            } catch {
-                // The transaction may be gone: roll back whatever is left and fail the group.
-                _ = try? await connection.query("ROLLBACK")
-                for job in batch { job.continuation.resume(throwing: error) }
-                return
-            }
-        }
-        do {
-            _ = try await connection.query("COMMIT")
-        } catch {
-            _ = try? await connection.query("ROLLBACK")
-            for job in batch { job.continuation.resume(throwing: error) }
-            return
-        }
+        let results = await database.group(batch.map { ($0.sql, $0.binds) })
         for (job, result) in zip(batch, results) { job.continuation.resume(with: result) }
-    }
-
-    /// Errors after which SQLite has backed out the failing statement alone and the
-    /// transaction goes on: constraint failures (including a trigger's `RAISE(ABORT)`).
-    static func backsOutStatementOnly(_ error: SQLiteError) -> Bool {
-        switch error.reason {
-        case .constraint, .constraintCheckFailed, .constraintForeignKeyFailed, .constraintNotNullFailed, .constraintPrimaryKeyFailed,
-            .constraintTriggerFailed, .constraintUniqueFailed, .constraintUniqueRowIDFailed, .constraintStrictDataTypeFailed:
-            true
-        default: false
-        }
     }
 }

@@ -1,4 +1,3 @@
-public import SQLiteNIO
 public import WebAuthnCore
 package import _WebAuthnEncoding
 
@@ -236,34 +235,37 @@ enum SQLiteMigrations {
     ]
 
     /// Work a migration needs beyond SQL, run in its transaction after its statements.
-    static func afterStatements(of version: Int, _ connection: SQLiteConnection) async throws {
+    static func afterStatements(of version: Int, _ connection: SQLiteConnectionHandle) throws {
         guard version == 2 else { return }
         // Look-alike keys for accounts made before version 2. Two old accounts
         // with one key keep distinct keys (the later one suffixed), so the
         // migration never fails; names made from now on cannot collide.
         var seen: Set<String> = []
-        for row in try await connection.query("SELECT rowid AS r, name FROM accounts ORDER BY rowid") {
+        for row in try connection.query("SELECT rowid AS r, name FROM accounts ORDER BY rowid") {
             guard let name = row.column("name")?.string, let rowid = row.column("r")?.integer else { continue }
             var key = UserName.lookalikeKey(name)
             if !seen.insert(key).inserted { key += "#legacy-\(rowid)" }
-            _ = try await connection.query("UPDATE accounts SET name_key = ? WHERE rowid = ?", [.text(key), .integer(rowid)])
+            _ = try connection.query("UPDATE accounts SET name_key = ? WHERE rowid = ?", [.text(key), .integer(Int64(rowid))])
         }
     }
 
-    static func migrate(_ connection: SQLiteConnection) async throws {
-        _ = try await connection.query("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-        _ = try await connection.query("BEGIN IMMEDIATE")
-        do {
-            let current = Int(try await connection.query("SELECT MAX(version) AS v FROM schema_version").first?.column("v")?.integer ?? 0)
-            for migration in migrations where migration.version > current {
-                for statement in migration.statements { _ = try await connection.query(statement) }
-                try await afterStatements(of: migration.version, connection)
-                _ = try await connection.query("INSERT INTO schema_version (version) VALUES (?)", [.integer(SQLiteInt64(migration.version))])
+    /// Runs the migrations not yet applied, in one transaction on the writer connection.
+    static func migrate(_ database: SQLiteDatabase) async throws {
+        try await database.withWriter { connection in
+            _ = try connection.query("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+            _ = try connection.query("BEGIN IMMEDIATE")
+            do {
+                let current = try connection.query("SELECT MAX(version) AS v FROM schema_version").first?.column("v")?.integer ?? 0
+                for migration in migrations where migration.version > current {
+                    for statement in migration.statements { _ = try connection.query(statement) }
+                    try afterStatements(of: migration.version, connection)
+                    _ = try connection.query("INSERT INTO schema_version (version) VALUES (?)", [.integer(Int64(migration.version))])
+                }
+                _ = try connection.query("COMMIT")
+            } catch {
+                _ = try? connection.query("ROLLBACK")
+                throw error
             }
-            _ = try await connection.query("COMMIT")
-        } catch {
-            _ = try? await connection.query("ROLLBACK")
-            throw error
         }
     }
 }

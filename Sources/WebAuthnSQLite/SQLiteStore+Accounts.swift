@@ -1,5 +1,4 @@
 public import Foundation
-public import SQLiteNIO
 public import WebAuthnCore
 package import _WebAuthnEncoding
 internal import _WebAuthnCrypto
@@ -32,7 +31,7 @@ extension SQLiteStore {
                 // (The view calls the credential's name `credential_name`: `name` is the account's.)
                 "INSERT INTO new_accounts (name, name_key, handle, display_name, \(columns.map { $0 == .name ? "credential_name" : $0.rawValue }.joined(separator: ", "))) VALUES (\(Self.placeholders(4 + columns.count)))",
                 [.text(user.name), .text(UserName.lookalikeKey(user.name)), .blob(user.id), .text(user.displayName)] + r.values(columns).map(SQLiteData.init))
-        } catch let error as SQLiteError where Self.isDuplicate(error) {
+        } catch let error as SQLiteError where error.isDuplicate {
             // The trigger inserts the account first, so the duplicate is the
             // credential only when no account has the name, key or handle
             // (accounts are never deleted).
@@ -48,10 +47,10 @@ extension SQLiteStore {
     }
 
     static func account(_ row: SQLiteRow) throws -> UserEntity {
-        guard let name = row.column("name")?.string, let handle = row.column("handle")?.blob else {
+        guard let name = row.column("name")?.string, let handle = row.column("handle")?.bytes else {
             throw WebAuthnError(.storageFailure, "accounts row is unreadable")
         }
-        return try UserEntity(id: Array(handle.readableBytesView), name: name, displayName: row.column("display_name")?.string)
+        return try UserEntity(id: handle, name: name, displayName: row.column("display_name")?.string)
     }
 
     // MARK: Settings
@@ -61,10 +60,10 @@ extension SQLiteStore {
     /// restart that opens this database. For servers given no secret of their own.
     public func serverSecret() async throws -> [UInt8] {
         _ = try await query("INSERT OR IGNORE INTO settings (name, value) VALUES ('server_secret', ?)", [.blob(SecureRandom.bytes(32))])
-        guard let value = try await query("SELECT value FROM settings WHERE name = 'server_secret'").first?.column("value")?.blob,
-            value.readableBytes >= 32
+        guard let value = try await query("SELECT value FROM settings WHERE name = 'server_secret'").first?.column("value")?.bytes,
+            value.count >= 32
         else { throw WebAuthnError(.storageFailure, "settings.server_secret is unreadable") }
-        return Array(value.readableBytesView)
+        return value
     }
 
     // MARK: SessionStore
@@ -88,13 +87,13 @@ extension SQLiteStore {
                 "SELECT id_hash, user_handle, created_at, authenticated_at, expires_at FROM sessions WHERE id_hash = ?", [.blob(idHash)]
             ).first
         else { return nil }
-        guard let handle = row.column("user_handle")?.blob, let created = row.column("created_at")?.double,
+        guard let handle = row.column("user_handle")?.bytes, let created = row.column("created_at")?.double,
             let authenticated = row.column("authenticated_at")?.double, let expires = row.column("expires_at")?.double
         else {
             throw WebAuthnError(.storageFailure, "sessions row is unreadable")
         }
         return SignedInSession(
-            idHash: idHash, userHandle: Array(handle.readableBytesView), createdAt: Date(timeIntervalSince1970: created),
+            idHash: idHash, userHandle: handle, createdAt: Date(timeIntervalSince1970: created),
             authenticatedAt: Date(timeIntervalSince1970: authenticated), expiresAt: Date(timeIntervalSince1970: expires))
     }
 
@@ -154,7 +153,7 @@ extension SQLiteStore {
                 VALUES (\(Self.placeholders(12)))
                 """,
                 [.text(user.name), .text(UserName.lookalikeKey(user.name)), .blob(user.id), .text(user.displayName)] + Self.identityValues(i))
-        } catch let error as SQLiteError where Self.isDuplicate(error) {
+        } catch let error as SQLiteError where error.isDuplicate {
             if try await identity(provider: i.provider, subject: i.subject) != nil { throw LinkedIdentity.alreadyLinked(i.provider) }
             throw WebAuthnError(.usernameUnavailable, "an account named \(user.name.prefix(64)) (or a name that looks the same) exists")
         }
@@ -172,7 +171,7 @@ extension SQLiteStore {
                 SELECT ?, ?, handle, ?, ?, ?, ?, ?, ? FROM accounts WHERE handle = ? RETURNING subject
                 """,
                 [.text(i.provider), .text(i.subject)] + Self.identityValues(i).dropFirst(2) + [.blob(i.userHandle)])
-        } catch let error as SQLiteError where Self.isDuplicate(error) {
+        } catch let error as SQLiteError where error.isDuplicate {
             throw LinkedIdentity.alreadyLinked(i.provider)
         }
         guard !inserted.isEmpty else { throw LinkedIdentity.unknownAccount() }
@@ -200,7 +199,7 @@ extension SQLiteStore {
                 !(try await query(
                     "UPDATE identities SET subject = ?, updated_at = ? WHERE provider = ? AND subject = ? RETURNING subject",
                     [.text(newSubject), .float(date.timeIntervalSince1970), .text(provider), .text(subject)])).isEmpty
-        } catch let error as SQLiteError where Self.isDuplicate(error) {
+        } catch let error as SQLiteError where error.isDuplicate {
             throw LinkedIdentity.alreadyLinked(provider)
         }
     }
@@ -221,18 +220,18 @@ extension SQLiteStore {
     }
 
     static func identity(_ row: SQLiteRow) throws -> LinkedIdentity {
-        // Matched, not converted: SQLiteNIO's `integer` traps on a REAL out of range.
+        // Matched, not converted: a REAL out of range must not trap.
         func bool(_ name: String) -> Bool? { if case .integer(let v) = row.column(name) { return v != 0 } else { return nil } }
         guard let provider = row.column("provider")?.string, let subject = row.column("subject")?.string,
-            let handle = row.column("user_handle")?.blob, let created = row.column("created_at")?.double,
+            let handle = row.column("user_handle")?.bytes, let created = row.column("created_at")?.double,
             let updated = row.column("updated_at")?.double
         else {
             throw WebAuthnError(.storageFailure, "identities row is unreadable")
         }
         return LinkedIdentity(
-            provider: provider, subject: subject, userHandle: Array(handle.readableBytesView), email: row.column("email")?.string,
+            provider: provider, subject: subject, userHandle: handle, email: row.column("email")?.string,
             emailVerified: bool("email_verified"), isPrivateEmail: bool("is_private_email"),
-            refreshToken: row.column("refresh_token")?.blob.map { Array($0.readableBytesView) },
+            refreshToken: row.column("refresh_token")?.bytes,
             createdAt: Date(timeIntervalSince1970: created), updatedAt: Date(timeIntervalSince1970: updated))
     }
 }

@@ -1,7 +1,6 @@
 public import Foundation
 public import Logging
 public import ServiceLifecycle
-public import SQLiteNIO
 import NIOConcurrencyHelpers
 public import WebAuthnCore
 package import _WebAuthnEncoding
@@ -22,17 +21,15 @@ internal import _WebAuthnCrypto
 /// which shut down first), it closes the database on graceful shutdown.
 public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeStore, SignInCommitting, AccountStore, LinkedIdentityStore, SessionStore, Service
 {
-    /// The connection that writes (and migrates).
-    let connection: SQLiteConnection
-    /// The connection that reads: in WAL mode it sees every committed write and never an
-    /// open group's. The writer's own connection for an in-memory database.
-    let reader: SQLiteConnection
+    /// The database (over GRDB): a writer connection and, for a file, a pool of readers
+    /// that see committed writes only. `connection` for the tests and migrations.
+    let connection: SQLiteDatabase
     /// Group commit of the writes (nil for an in-memory database, which has no fsync to share).
     let writer: GroupCommitWriter?
     /// The database file's path (`:memory:` for an in-memory database).
     public let path: String
-    /// A pthread lock (not `Synchronization.Mutex`): the statements finish on SQLiteNIO's
-    /// threads, and ThreadSanitizer must see the lock that orders them.
+    /// A pthread lock (not `Synchronization.Mutex`): the statements finish on GRDB's
+    /// queues, and ThreadSanitizer must see the lock that orders them.
     private let lifecycle = NIOLockedValueBox(Lifecycle())
 
     /// Statements running, and the close once asked for.
@@ -45,32 +42,22 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
 
     /// Opens (creating if needed) and migrates the database at `path`.
     public static func open(path: String, logger: Logger = Logger(label: "webauthn.sqlite")) async throws -> SQLiteStore {
-        let connection = try await SQLiteConnection.open(storage: path == ":memory:" ? .memory : .file(path: path), logger: logger)
+        let database: SQLiteDatabase
+        do { database = try SQLiteDatabase(path: path) } catch {
+            throw WebAuthnError(.storageFailure, "cannot open the SQLite database \(path): \(error)")
+        }
         do {
-            for pragma in ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON"] {
-                _ = try await connection.query(pragma)
-            }
-            try await SQLiteMigrations.migrate(connection)
+            try await SQLiteMigrations.migrate(database)
         } catch {
-            try? await connection.close()
+            try? database.close()
             throw error
         }
-        guard path != ":memory:" else { return SQLiteStore(connection: connection, reader: connection, grouped: false, path: path) }
-        let reader: SQLiteConnection
-        do {
-            reader = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
-            _ = try await reader.query("PRAGMA query_only=ON")
-        } catch {
-            try? await connection.close()
-            throw error
-        }
-        return SQLiteStore(connection: connection, reader: reader, grouped: true, path: path)
+        return SQLiteStore(database: database, path: path)
     }
 
-    init(connection: SQLiteConnection, reader: SQLiteConnection, grouped: Bool, path: String) {
-        self.connection = connection
-        self.reader = reader
-        self.writer = grouped ? GroupCommitWriter(connection: connection) : nil
+    init(database: SQLiteDatabase, path: String) {
+        self.connection = database
+        self.writer = database.isFile ? GroupCommitWriter(database: database) : nil
         self.path = path
     }
 
@@ -81,8 +68,7 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
             if let closing = state.closing { return closing }
             let closing = Task {
                 await self.idle()
-                if self.reader !== self.connection { try? await self.reader.close() }
-                try await self.connection.close()
+                try self.connection.close()
             }
             state.closing = closing
             return closing
@@ -111,8 +97,8 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
         guard open else { throw WebAuthnError(.storageFailure, "the SQLite store is closed") }
         defer { finished() }
         guard let writer else { return try await connection.query(sql, binds) }
-        // Reads on the reader; every other statement is a write, committed in a group.
-        return sql.hasPrefix("SELECT") ? try await reader.query(sql, binds) : try await writer.write(sql, binds)
+        // Reads on a reader; every other statement is a write, committed in a group.
+        return sql.hasPrefix("SELECT") ? try await connection.read(sql, binds) : try await writer.write(sql, binds)
     }
 
     private func finished() {
@@ -157,18 +143,9 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
             _ = try await query(
                 "INSERT INTO credentials (\(CredentialColumn.list)) VALUES (\(Self.placeholders(CredentialColumn.allCases.count)))",
                 r.values().map(SQLiteData.init))
-        } catch let error as SQLiteError where Self.isDuplicate(error) {
+        } catch let error as SQLiteError where error.isDuplicate {
             throw WebAuthnError(
                 .credentialAlreadyRegistered, "credential \(Base64URL.encode(r.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
-        }
-    }
-
-    /// Whether an error is a primary key or unique index violation, by SQLite's
-    /// extended result code (the connection is opened with extended codes on).
-    static func isDuplicate(_ error: SQLiteError) -> Bool {
-        switch error.reason {
-        case .constraintPrimaryKeyFailed, .constraintUniqueFailed: true
-        default: false
         }
     }
 
@@ -181,7 +158,7 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
     public func update(_ r: CredentialRecord, expectedSignCount: UInt32) async throws -> Bool {
         let rows = try await query(
             "UPDATE credentials SET sign_count = ?, backup_state = ?, uv_initialized = ?, last_used_at = ? WHERE id = ? AND sign_count = ? RETURNING id",
-            r.values([.signCount, .backupState, .uvInitialized, .lastUsedAt, .id]).map(SQLiteData.init) + [.integer(SQLiteInt64(expectedSignCount))])
+            r.values([.signCount, .backupState, .uvInitialized, .lastUsedAt, .id]).map(SQLiteData.init) + [.integer(Int64(expectedSignCount))])
         return !rows.isEmpty
     }
 
@@ -194,7 +171,7 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
     public func credentials(after cursor: [UInt8]?, limit: Int) async throws -> [CredentialRecord] {
         try await query(
             "SELECT \(CredentialColumn.list) FROM credentials WHERE id > ? ORDER BY id LIMIT ?",
-            [.blob(cursor ?? []), .integer(SQLiteInt64(max(0, min(limit, 100_000))))]
+            [.blob(cursor ?? []), .integer(Int64(max(0, min(limit, 100_000))))]
         ).map(Self.record)
     }
 
@@ -221,10 +198,10 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
                 INSERT INTO sign_in_commits (challenge, id, expected_sign_count, sign_count, backup_state, uv_initialized, last_used_at)
                 VALUES (?, ?, ?, ?, ?, ?, ?)
                 """,
-                [.blob(challenge)] + r.values([.id]).map(SQLiteData.init) + [.integer(SQLiteInt64(expectedSignCount))]
+                [.blob(challenge)] + r.values([.id]).map(SQLiteData.init) + [.integer(Int64(expectedSignCount))]
                     + r.values([.signCount, .backupState, .uvInitialized, .lastUsedAt]).map(SQLiteData.init))
             return .committed
-        } catch let error as SQLiteError where error.reason == .constraintTriggerFailed {
+        } catch let error as SQLiteError where error.isTriggerAbort {
             // Which check failed: the challenge is gone, or the counter moved (then the challenge is spent all the same).
             return try await consume(challenge: challenge) == nil ? .challengeGone : .counterChanged
         }
@@ -269,7 +246,7 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
     public func evictOldest(_ count: Int) async throws -> Int {
         try await query(
             "DELETE FROM challenges WHERE challenge IN (SELECT challenge FROM challenges ORDER BY expires_at LIMIT ?) RETURNING 1 AS x",
-            [.integer(SQLiteInt64(max(0, min(count, 10_000))))]
+            [.integer(Int64(max(0, min(count, 10_000))))]
         ).count
     }
 
@@ -280,12 +257,10 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
 }
 
 extension SQLiteData {
-    static func blob(_ bytes: [UInt8]) -> SQLiteData { .blob(ByteBuffer(bytes: bytes)) }
-
     init(_ value: CredentialColumnValue) {
         switch value {
         case .bytes(let bytes): self = .blob(bytes)
-        case .integer(let int): self = .integer(SQLiteInt64(int))  // SQLiteInt64 is 64 bits wide on every platform
+        case .integer(let int): self = .integer(int)
         case .text(let text): self = .text(text)
         case .double(let double): self = .float(double)
         case .bool(let bool): self = .integer(bool ? 1 : 0)
@@ -296,7 +271,7 @@ extension SQLiteData {
 
 /// A SQLite row read through the shared credential codec. Integers come
 /// from INTEGER values, or from REAL or TEXT ones that hold an exact
-/// integer (never SQLiteNIO's trapping conversion); booleans are integers, 0 for false.
+/// integer (never a trapping conversion); booleans are integers, 0 for false.
 struct SQLiteRowReader: CredentialRowReader {
     let row: SQLiteRow
 
@@ -306,8 +281,8 @@ struct SQLiteRowReader: CredentialRowReader {
     }
 
     func bytes(_ column: String) throws(WebAuthnError) -> [UInt8] {
-        guard case .blob(let buffer) = try value(column) else { throw unreadable(column, "is not a blob") }
-        return Array(buffer.readableBytesView)
+        guard case .blob(let bytes) = try value(column) else { throw unreadable(column, "is not a blob") }
+        return bytes
     }
 
     func integer(_ column: String) throws(WebAuthnError) -> Int64 {

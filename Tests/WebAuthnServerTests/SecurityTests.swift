@@ -1,8 +1,7 @@
 import Foundation
 import Testing
 @testable import WebAuthnCore
-import SQLiteNIO
-import WebAuthnSQLite
+@testable import WebAuthnSQLite
 import WebAuthnPostgres
 import WebAuthnTesting
 import WebAuthnMetadata
@@ -309,9 +308,9 @@ struct SecurityTests {
         defer { server.stop() }
         #expect(try await server.request("/assertion/options", [:]).ok)
         // Break the store under the running server.
-        let connection = try await SQLiteConnection.open(storage: .file(path: database))
-        _ = try await connection.query("ALTER TABLE challenges RENAME TO challenges_gone")
-        try await connection.close()
+        let breaker = try await SQLiteStore.open(path: database)
+        _ = try await breaker.connection.query("ALTER TABLE challenges RENAME TO challenges_gone")
+        try await breaker.close()
         let reply = try await server.request("/assertion/options", [:])
         #expect(reply.status == 500 && reply.errorMessage.hasPrefix("internal_error"), "\(reply.errorMessage)")
         for leak in ["challenges", "SQLite", "sqlite", "table", "storage_failure"] { #expect(!reply.errorMessage.contains(leak), "\(leak)") }
