@@ -167,7 +167,8 @@ struct StoreContractTests {
 
     /// Ends the server process of `application`'s connection running `pg_sleep` once it runs.
     static func terminateRunning(_ application: String, admin: PostgresPool) async throws {
-        for _ in 0..<500 {
+        // The statement sleeps 2 s: long enough to be seen running on a loaded CI machine.
+        for _ in 0..<3000 {
             let ended = try await admin.query(
                 "SELECT pg_terminate_backend(pid) AS t FROM pg_stat_activity WHERE application_name = $1 AND state = 'active' AND query LIKE '%pg_sleep%'",
                 [application])
@@ -199,14 +200,14 @@ struct StoreContractTests {
         for _ in 0..<2 { #expect(try await store.credential(id: r.id)?.id == r.id) }
 
         // Broken while a statement runs: a read is sent again on a new connection...
-        let read = Task { try await store.pool.query("SELECT 1 AS one, pg_sleep(0.3)", retry: .idempotent) }
+        let read = Task { try await store.pool.query("SELECT 1 AS one, pg_sleep(2)", retry: .idempotent) }
         try await Self.terminateRunning(application, admin: admin)
         #expect(try await read.value.first?["one"] == "1")
         // ...a statement that may have taken effect is not: one failed call, and the next call works.
         // (Prepared on both connections first: a session ended while a statement is being prepared
         // never ran it, and sends it again, which is right but not what this checks.)
-        for _ in 0..<2 { _ = try await store.pool.query("SELECT 1 AS one, pg_sleep(0.3)", retry: .idempotent) }
-        let write = Task { try await store.pool.query("SELECT 1 AS one, pg_sleep(0.3)") }
+        for _ in 0..<2 { _ = try await store.pool.query("SELECT 1 AS one, pg_sleep(2)", retry: .idempotent) }
+        let write = Task { try await store.pool.query("SELECT 1 AS one, pg_sleep(2)") }
         try await Self.terminateRunning(application, admin: admin)
         #expect(await errorCode { _ = try await write.value } == "storage_failure")
         for _ in 0..<2 { #expect(try await store.credential(id: r.id)?.id == r.id) }
