@@ -118,6 +118,32 @@ struct StoreContractTests {
         }
     }
 
+    @Test("credentials: hostile stored properties, flags and attestation chains read as nothing or storage_failure, never trap")
+    func unreadableNewColumns() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("columns-\(UUID().uuidString).sqlite").path
+        let sqlite = try await SQLiteStore.open(path: path)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let r = try Self.record()
+        try await sqlite.insert(r)
+        // properties and flag: JSON the engine wrote; anything else (or over 4 KiB, or deeper than 2) is no value.
+        let deep = String(repeating: "[", count: 5000) + String(repeating: "]", count: 5000)
+        for value in ["'not json'", "'\(deep)'", "'{\"credProtect\": 99, \"prf\": \"yes\"}'", "'" + String(repeating: " ", count: 5000) + "{}'"] {
+            _ = try await sqlite.connection.query("UPDATE credentials SET properties = \(value), flag = \(value)")
+            let read = try await sqlite.credential(id: r.id)
+            #expect(read?.flag == nil && read?.properties.credentialProtection == nil && read?.properties.prfEnabled == nil, "\(value.prefix(40))")
+        }
+        // attestation_chain: a CBOR array of at most 8 byte strings of at most 16 KiB; anything else is storage_failure.
+        let nine = "x'89" + String(repeating: "41" + "00", count: 9) + "'"
+        let big = "x'81" + "5940" + "01" + String(repeating: "00", count: 16385) + "'"  // one 16,385-byte string
+        for value in ["x'ff'", "x'a0'", "x'8101'", nine, big, "'text'"] {
+            _ = try await sqlite.connection.query("UPDATE credentials SET attestation_chain = \(value)")
+            #expect(await errorCode { _ = try await sqlite.credential(id: r.id) } == "storage_failure", "\(value.prefix(20))")
+        }
+        _ = try await sqlite.connection.query("UPDATE credentials SET attestation_chain = x''")
+        #expect(try await sqlite.credential(id: r.id)?.attestationChain == [])
+        try await sqlite.close()
+    }
+
     @Test("credentials: a stored counter outside UInt32, or not a number, reads as storage_failure, never traps")
     func unreadableCounter() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("counter-\(UUID().uuidString).sqlite").path
