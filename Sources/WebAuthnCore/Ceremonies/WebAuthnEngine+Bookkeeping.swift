@@ -1,0 +1,205 @@
+public import Foundation
+public import _WebAuthnEncoding
+package import _WebAuthnCrypto
+
+// The engine's bookkeeping: challenges, finding and consuming pending ceremonies, the
+// session binding, the count of pending ceremonies and their sweeps and eviction, and the
+// mapping of store errors.
+extension WebAuthnEngine {
+    static func newChallenge(length: Int) throws(WebAuthnError) -> [UInt8] {
+        guard (16...64).contains(length) else {
+            throw WebAuthnError(.configurationInvalid, "challenges must be 16 to 64 bytes; asked for \(length)")
+        }
+        return SecureRandom.bytes(length)
+    }
+
+    // MARK: Single-use values
+
+    /// Stores a single-use value (an Apple nonce or web-flow state, or the key of a
+    /// notification acted on) under `key`, for `lifetime` seconds on the engine's clock,
+    /// bound to `binding` when given. Counts against the pending-ceremony limits.
+    public func storeSingleUse(_ kind: PendingCeremony.Kind, key: [UInt8], binding: [UInt8]?, lifetime: TimeInterval = 600) async throws(WebAuthnError) {
+        guard kind == .appleNonce || kind == .appleState || kind == .appleNotification else {
+            throw WebAuthnError(
+                .configurationInvalid, "single-use values are Apple nonces, states and notifications; \(kind.rawValue) ceremonies start with their options")
+        }
+        guard (16...64).contains(key.count), lifetime > 0, lifetime <= 3600 else {
+            throw WebAuthnError(.configurationInvalid, "a single-use key is 16 to 64 bytes and lives at most an hour")
+        }
+        try await remember(
+            PendingCeremony(
+                kind: kind, challenge: key, userVerification: .discouraged, binding: binding,
+                expiresAt: configuredRelyingParty.clock.now().addingTimeInterval(lifetime)))
+    }
+
+    /// Whether an unexpired single-use value of this kind is stored under `key`, without consuming it.
+    public func isSingleUsePending(_ kind: PendingCeremony.Kind, key: [UInt8]) async throws(WebAuthnError) -> Bool {
+        guard let value = try await store({ try await challenges.pending(challenge: key) }) else { return false }
+        return value.kind == kind && configuredRelyingParty.clock.now() <= value.expiresAt
+    }
+
+    /// Consumes the single-use value under `key`: it must exist with this kind, be
+    /// unexpired and, when it was stored with a binding, be presented with the same
+    /// one (`challenge_unknown`, `ceremony_mismatch`, `challenge_expired`,
+    /// `session_mismatch`). A value of another kind, or presented from another session,
+    /// is left as it was: whoever learns a value cannot burn it; an expired one is removed.
+    public func consumeSingleUse(_ kind: PendingCeremony.Kind, key: [UInt8], binding: [UInt8]?) async throws(WebAuthnError) {
+        let unknown = WebAuthnError(.challengeUnknown, "no \(kind.rawValue) is waiting under this value; it was never issued or was already used")
+        guard let pending = try await store({ try await challenges.pending(challenge: key) }) else { throw unknown }
+        guard pending.kind == kind else {
+            throw WebAuthnError(.ceremonyMismatch, "the value was issued as \(pending.kind.rawValue), not \(kind.rawValue)")
+        }
+        let now = configuredRelyingParty.clock.now()
+        if now <= pending.expiresAt { try Self.verifyBinding(pending, presented: binding) }
+        // Of two concurrent consumers, the store's atomic consume lets exactly one through.
+        guard let value = try await store({ try await challenges.consume(challenge: key) }), value.kind == kind else { throw unknown }
+        guard now <= value.expiresAt else {
+            throw WebAuthnError(.challengeExpired, "the \(kind.rawValue) expired at \(ISO8601DateFormatter().string(from: value.expiresAt))")
+        }
+        try Self.verifyBinding(value, presented: binding)
+    }
+
+    /// Finds the pending ceremony a response answers, without consuming it.
+    func pendingCeremony(for c: CollectedClientData, kind: PendingCeremony.Kind, expected: [UInt8]?) async throws(WebAuthnError) -> PendingCeremony {
+        let key: [UInt8]
+        if let expected {
+            let step = kind == .registration ? "WebAuthn L3 §7.1 step 8" : "WebAuthn L3 §7.2 step 11"
+            try ClientDataChecks.verifyChallenge(c, expected: expected, step: step)
+            key = expected
+        } else {
+            guard let decoded = Base64URL.decode(c.challenge), !decoded.isEmpty else {
+                throw WebAuthnError(.challengeUnknown, "clientData.challenge is not base64url")
+            }
+            key = decoded
+        }
+        guard let ceremony = try await store({ try await challenges.pending(challenge: key) }) else {
+            throw WebAuthnError(
+                .challengeUnknown,
+                "no \(kind.rawValue) ceremony is waiting for challenge \(Base64URL.encode(key).prefix(96)); it was never issued or was already used")
+        }
+        guard ceremony.kind == kind else {
+            throw WebAuthnError(.ceremonyMismatch, "the challenge was issued for \(ceremony.kind.rawValue), not \(kind.rawValue)")
+        }
+        let now = configuredRelyingParty.clock.now()
+        guard now <= ceremony.expiresAt else {
+            throw WebAuthnError(
+                .challengeExpired,
+                "the challenge expired at \(ISO8601DateFormatter().string(from: ceremony.expiresAt)); the time is \(ISO8601DateFormatter().string(from: now))")
+        }
+        return ceremony
+    }
+
+    /// The ceremony is finished by the session that started it: a ceremony
+    /// started with a binding accepts only a response presenting the same
+    /// binding (compared in constant time). This stops a response from being
+    /// finished in another browser (login CSRF, a stolen challenge).
+    static func verifyBinding(_ ceremony: PendingCeremony, presented: [UInt8]?) throws(WebAuthnError) {
+        guard let bound = ceremony.binding else { return }
+        guard let presented, Bytes.constantTimeEqual(bound, presented) else {
+            throw WebAuthnError(
+                .sessionMismatch,
+                presented == nil
+                    ? "the response came without the session that asked for the options"
+                    : "the response came with another session than the one that asked for the options")
+        }
+    }
+
+    /// Stores a new pending ceremony, sweeping expired ones on the engine's
+    /// clock every `limits.sweepInterval`, and refusing once
+    /// `limits.maxPendingCeremonies` are pending even after a sweep.
+    func remember(_ ceremony: PendingCeremony) async throws(WebAuthnError) {
+        let now = configuredRelyingParty.clock.now()
+        if housekeeping.sweepDue(now: now, limits: limits) {
+            do {
+                let remaining = try await store { try await challenges.sweep(expiredBefore: now) }
+                housekeeping.swept(now: now, remaining: remaining)
+            } catch {
+                housekeeping.swept(now: now, remaining: nil)
+                throw error
+            }
+        }
+        if !housekeeping.admit(limits: limits) {
+            // Full: by default the ceremonies that expire first make room (a flood shortens how
+            // long a ceremony waits; it cannot block new ones), a hundredth of the limit at a time.
+            var admitted = false
+            if limits.evictOldestWhenFull {
+                let evicted = try await store { try await challenges.evictOldest(max(1, min(limits.maxPendingCeremonies / 100, 1000))) }
+                housekeeping.evicted(evicted)
+                admitted = evicted > 0 && housekeeping.admit(limits: limits)
+            }
+            guard admitted else {
+                throw WebAuthnError(.tooManyPendingCeremonies, "\(limits.maxPendingCeremonies) ceremonies are pending; try again in a minute")
+            }
+        }
+        do {
+            try await store { try await challenges.insert(ceremony) }
+        } catch {
+            housekeeping.release()
+            throw error
+        }
+    }
+
+    /// Consumes the challenge; exactly one concurrent caller succeeds.
+    func consume(_ ceremony: PendingCeremony) async throws(WebAuthnError) {
+        guard try await store({ try await challenges.consume(challenge: ceremony.challenge) }) != nil else { throw Self.challengeTaken }
+        housekeeping.release()
+    }
+
+    static let challengeTaken = WebAuthnError(.challengeUnknown, "the challenge was used by another response at the same time")
+
+    /// Runs a store operation, mapping foreign errors to `storage_failure`.
+    func store<T>(_ body: () async throws -> T) async throws(WebAuthnError) -> T {
+        do {
+            return try await body()
+        } catch let error as WebAuthnError {
+            throw error
+        } catch {
+            throw WebAuthnError(.storageFailure, "the store failed: \(error)")
+        }
+    }
+}
+/// The engine's count of pending ceremonies between sweeps: an estimate that
+/// each sweep resets to the store's true count (several instances sharing a
+/// store each keep their own), so no request ever counts or scans the table.
+final class Housekeeping: Sendable {
+    private struct State {
+        var lastSweep: Date?
+        var pending = 0
+        var sweeping = false
+    }
+    private let state = Locked(State())
+
+    /// Whether this caller should sweep now (one at a time).
+    func sweepDue(now: Date, limits: WebAuthnEngine.Limits) -> Bool {
+        state.withLock { s in
+            guard !s.sweeping else { return false }
+            let due = s.lastSweep.map { now.timeIntervalSince($0) >= limits.sweepInterval || now < $0 } ?? true
+            guard due || s.pending >= limits.maxPendingCeremonies else { return false }
+            s.sweeping = true
+            s.lastSweep = now
+            return true
+        }
+    }
+
+    /// Ends a sweep; `remaining` nil when it failed (the estimate stays).
+    func swept(now: Date, remaining: Int?) {
+        state.withLock { s in
+            if let remaining { s.pending = remaining }
+            s.sweeping = false
+        }
+    }
+
+    /// Counts one more pending ceremony, if there is room.
+    func admit(limits: WebAuthnEngine.Limits) -> Bool {
+        state.withLock { s in
+            guard s.pending < limits.maxPendingCeremonies else { return false }
+            s.pending += 1
+            return true
+        }
+    }
+
+    func release() { state.withLock { $0.pending = max(0, $0.pending - 1) } }
+
+    /// Counts `count` ceremonies removed to make room.
+    func evicted(_ count: Int) { state.withLock { $0.pending = max(0, $0.pending - count) } }
+}

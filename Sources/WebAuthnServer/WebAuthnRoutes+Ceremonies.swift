@@ -1,0 +1,211 @@
+public import Foundation
+public import Hummingbird
+public import WebAuthnCore
+package import _WebAuthnEncoding
+package import _WebAuthnCrypto
+
+// The four ceremony handlers of the FIDO2 server API: registration and authentication,
+// options and result.
+extension WebAuthnRoutes {
+    // MARK: Registration
+
+    func attestationOptions<Context: RequestContext>(_ request: Request, _ context: Context) async throws -> Response {
+        let body = try await HTTP.body(request, limit: configuration.maxBodySize)
+        guard let raw = body["username"]?.stringValue, !raw.isEmpty else {
+            throw WebAuthnError(.responseMalformed, "username is missing or empty")
+        }
+        let name = try UserName.normalize(name: raw)
+        let displayName = try body["displayName"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }.map { try UserName.normalize(displayName: $0) } ?? name
+        let token = sessions.token(request)
+        let signedIn = try await signedInAccount(request, token: token)
+        let existing = try await accounts.account(named: name)
+        let allowed =
+            configuration.conformance
+            ? true : await configuration.mayEnroll(EnrollmentRequest(name: name, existingAccount: existing, signedInAs: signedIn))
+        guard allowed else {
+            Audit.event("enrollment_refused", context, ["account": .string(Audit.hash(existing?.id ?? []))])
+            throw WebAuthnError(
+                .usernameUnavailable,
+                existing == nil
+                    ? "this server does not let this session create an account"
+                    : "the name is taken; sign in as its account to add a passkey")
+        }
+        // A new name creates nothing now: the account is made with its first credential.
+        let user = try existing ?? UserEntity(id: SecureRandom.bytes(32), name: name, displayName: displayName)
+        var selection = AuthenticatorSelection(userVerification: engine.relyingParty.policy.userVerification)
+        var requested: JSONObject?
+        if let asked = body["authenticatorSelection"]?.objectValue {
+            (selection, requested) = AuthenticatorSelection.requested(asked, over: selection)
+        }
+        let attestation = AttestationConveyancePreference(rawValue: body["attestation"]?.stringValue ?? "none")
+        guard AttestationConveyancePreference.specified.contains(attestation) else {
+            throw WebAuthnError(.responseMalformed, "attestation \"\(attestation.rawValue.prefix(32))\" is not none, indirect, direct or enterprise")
+        }
+        let extensions = ClientExtensions(body["extensions"]?.objectValue ?? JSONObject())
+        // Typed, known values only, echoed in the order asked (at most a handful).
+        let hints = (body["hints"]?.arrayValue ?? []).prefix(8).compactMap(\.stringValue).map(PublicKeyCredentialHint.init(rawValue:))
+            .filter(PublicKeyCredentialHint.specified.contains)
+        let formats = (body["attestationFormats"]?.arrayValue ?? []).prefix(16).compactMap(\.stringValue).map(AttestationFormat.init(rawValue:))
+            .filter(AttestationFormat.specified.contains)
+        // Adding a passkey to an existing account is a sensitive action: the session must have
+        // verified the user recently (a UV sign-in or re-authentication, Sign in with Apple). An
+        // account signed in only through the host's own `signedInAccount` hook is the host's to vouch for.
+        if !configuration.conformance, let existing, signedIn == existing.id {
+            if let session = try await sessions.signedIn(token, now: now), session.userHandle == existing.id {
+                try requireRecent(session)
+            } else if configuration.signedInAccount == nil {
+                throw WebAuthnError(.signInRequired, "sign in first")
+            }
+        }
+        // Conditional create (a quiet passkey upgrade) only for the signed-in owner of an existing account.
+        let conditionalCreate = body["mediation"]?.stringValue == "conditional" && existing != nil && signedIn == existing?.id
+        let session = token ?? sessions.mint()
+        let options = try await engine.startRegistration(
+            user: user, authenticatorSelection: selection, attestation: attestation, hints: Array(hints), attestationFormats: Array(formats),
+            extensions: extensions, newAccount: existing == nil,
+            conditionalCreate: conditionalCreate, binding: session.binding)
+        var payload = options.json.objectValue ?? JSONObject()
+        if let requested {
+            // The conformance API echoes the selection asked for; the ceremony uses its L3 effective values.
+            payload["authenticatorSelection"] = .object(requested)
+        }
+        return HTTP.ok(payload, cookie: sessions.cookie(session))
+    }
+
+    func attestationResult<Context: RequestContext>(_ request: Request, _ context: Context) async throws -> Response {
+        let body = try await HTTP.body(request, limit: configuration.maxBodySize)
+        let token = sessions.token(request)
+        let result: RegistrationResult
+        do throws(WebAuthnError) {
+            let response = try RegistrationResponse(json: body)
+            // A stand-in ID answers like one that is taken, so registration cannot tell stand-ins from real credentials.
+            if standIns.isStandIn(response.id) {
+                throw WebAuthnError(
+                    .credentialAlreadyRegistered, "credential \(Base64URL.encode(response.id).prefix(96)) is already registered",
+                    step: "WebAuthn L3 §7.1 step 27")
+            }
+            result = try await engine.finishRegistration(response, binding: token?.binding)
+        } catch {
+            Audit.event("registration_failed", context, ["code": .string(error.code.rawValue)])
+            if let token { try noteFailure(token) }
+            throw error
+        }
+        // A registration that verified the user counts as a verified sign-in; one that added a
+        // passkey to a signed-in account keeps that session's standing.
+        // Who is signed in afterwards, and verified how: a new account's first credential is the
+        // account's only proof so far (verified). A credential added to an existing account proves
+        // nothing about its user (the authenticator is whoever's holds the session): the session
+        // keeps the standing it had, and one that is no longer signed in as the account is signed
+        // in unverified.
+        let previous = try await sessions.signedIn(token, now: now)
+        let handle = result.credential.userHandle
+        let sameAccount = previous?.userHandle == handle
+        let stillVerified =
+            sameAccount && previous.map { now.timeIntervalSince($0.authenticatedAt) <= configuration.reauthenticationWindow } == true
+        let signedIn = try await sessions.signIn(
+            handle, replacing: token, now: now, verified: result.createdAccount || stillVerified, since: sameAccount ? previous?.createdAt : nil)
+        Audit.event(
+            "registered", context,
+            [
+                "account": .string(Audit.hash(result.credential.userHandle)),
+                "credential": .string(Audit.hash(result.credential.id)), "fmt": .string(result.format.rawValue),
+            ])
+        return HTTP.ok(
+            [
+                "credentialId": .string(Base64URL.encode(result.credential.id)),
+                "discoverable": result.credential.properties.discoverable.map(JSONValue.bool) ?? .null,
+                "fmt": .string(result.format.rawValue),
+                "attestationType": .string(result.attestationType.rawValue),
+                "trusted": .bool(result.trust.trusted),
+            ], cookie: sessions.cookie(signedIn))
+    }
+
+    // MARK: Authentication
+
+    func assertionOptions<Context: RequestContext>(_ request: Request, _ context: Context) async throws -> Response {
+        let body = try await HTTP.body(request, limit: configuration.maxBodySize)
+        var userHandle: [UInt8]?
+        var allow: [CredentialDescriptor]?
+        if let raw = body["username"]?.stringValue, !raw.isEmpty {
+            // The same work for every name: one account lookup, one credential lookup.
+            // A name that breaks the rules cannot exist: every such name gets one stand-in.
+            let name = (try? UserName.normalize(name: raw)) ?? "\u{FFFD}"
+            let account = try await accounts.account(named: name)
+            let handle = account?.id ?? standIns.userHandle(for: name)
+            let records = try await engine.credentials.credentials(forUser: handle)
+            if records.isEmpty {
+                if configuration.conformance {
+                    throw WebAuthnError(.credentialUnknown, "no account named \(raw.prefix(64)) with a credential")
+                }
+                userHandle = standIns.userHandle(for: name)
+                allow = standIns.credentials(for: name)
+            } else {
+                userHandle = handle
+                allow = records.map { CredentialDescriptor(id: $0.id, transports: $0.transports) }
+            }
+        }
+        let uv = body["userVerification"]?.stringValue.flatMap(UserVerificationRequirement.init(rawValue:))
+        let extensions = ClientExtensions(body["extensions"]?.objectValue ?? JSONObject())
+        let session = sessions.token(request) ?? sessions.mint()
+        // `mediation` is the page's business: user presence is required whatever it says.
+        let options = try await engine.startAuthentication(
+            userHandle: userHandle, userVerification: uv, extensions: extensions,
+            binding: session.binding, allowCredentials: allow)
+        return HTTP.ok(options.json.objectValue ?? JSONObject(), cookie: sessions.cookie(session))
+    }
+
+    /// Sign-in failures a client may see in detail: those decided before the
+    /// credential is looked up, which say nothing about which credentials or
+    /// accounts exist. Every other failure (unknown credential, another
+    /// account's, wrong origin or flags for a real one, bad signature, ...)
+    /// answers `authentication_failed`; the log has the code. `--conformance`
+    /// shows every code, as the conformance tools expect.
+    static let shownBeforeLookup: Set<WebAuthnError.Code> = [
+        .jsonMalformed, .responseMalformed, .base64urlInvalid, .inputTooLarge, .credentialTypeInvalid, .credentialIdMismatch,
+        .clientDataMalformed, .challengeUnknown, .challengeExpired, .ceremonyMismatch, .sessionMismatch,
+    ]
+
+    func assertionResult<Context: RequestContext>(_ request: Request, _ context: Context) async throws -> Response {
+        let body = try await HTTP.body(request, limit: configuration.maxBodySize)
+        let token = sessions.token(request)
+        let result: AuthenticationResult
+        var presented: [UInt8]?
+        do throws(WebAuthnError) {
+            let response = try AuthenticationResponse(json: body)
+            presented = response.id
+            result = try await engine.finishAuthentication(response, binding: token?.binding)
+        } catch {
+            Audit.event("sign_in_failed", context, ["code": .string(error.code.rawValue)])
+            if let token { try noteFailure(token) }
+            if !configuration.conformance && !Self.shownBeforeLookup.contains(error.code) {
+                let failed = WebAuthnError(.authenticationFailed, "the credential could not be verified for this sign-in")
+                // A credential the server does not know (deleted, or never registered): the page
+                // asks the provider to hide it (Signals API). Only after the ceremony's own checks,
+                // and never for a stand-in ID: those answer like a real credential's, or the signal
+                // would tell a stranger which names have no account (L3 §14.6.2).
+                if error.code == .credentialUnknown, let presented, !standIns.isStandIn(presented) {
+                    throw SignalledFailure(
+                        error: failed, signal: CredentialSignal.unknownCredential(credentialId: presented).payload(rpId: engine.relyingParty.id))
+                }
+                throw failed
+            }
+            throw error
+        }
+        let signedIn = try await sessions.signIn(
+            result.userHandle, replacing: token, now: now, verified: try await verifiesUser(result.userVerified, account: result.userHandle))
+        Audit.event(
+            "signed_in", context,
+            [
+                "account": .string(Audit.hash(result.userHandle)), "credential": .string(Audit.hash(result.credentialId)),
+                "uv": .string(String(result.userVerified)),
+            ])
+        return HTTP.ok(
+            [
+                "credentialId": .string(Base64URL.encode(result.credentialId)),
+                "signCount": .number(Double(result.signCount)),
+                "userVerified": .bool(result.userVerified),
+                // A re-audit flagged the credential (its authenticator is reported compromised): it signed in, per policy.
+                "flagged": result.flag.map { .string($0.reason) } ?? .null,
+            ], cookie: sessions.cookie(signedIn))
+    }
+}

@@ -1,0 +1,165 @@
+public import Foundation
+public import WebAuthnCore
+package import _WebAuthnEncoding
+package import _WebAuthnCrypto
+
+// The contract checks of account, session and linked-identity stores.
+extension StoreContract {
+    static func identity(_ subject: String, user: [UInt8], email: String? = "a@privaterelay.appleid.com") -> LinkedIdentity {
+        LinkedIdentity(
+            provider: "apple", subject: subject, userHandle: user, email: email, emailVerified: true, isPrivateEmail: true,
+            refreshToken: [1, 2, 3], createdAt: Date(timeIntervalSince1970: 1_800_000_000))
+    }
+
+    static func identitiesCheck(_ stores: Stores) async throws {
+        let identities = stores.identities
+        let dana = UserEntity.new(name: "dana")
+        let first = identity("001234.abc", user: dana.id)
+        try await identities.create(dana, firstIdentity: first)
+        try expect(try await stores.accounts.account(named: "dana")?.id == dana.id, "the account exists with its identity")
+        try expect(try await identities.identity(provider: "apple", subject: "001234.abc") == first, "the identity reads back field for field")
+        try expect(try await identities.identity(provider: "apple", subject: "001234.ABC") == nil, "subjects are case-sensitive")
+        try expect(try await identities.identity(provider: "google", subject: "001234.abc") == nil, "the provider is part of the key")
+        // The same subject again, for a new name: nothing is created.
+        let eve = UserEntity.new(name: "eve")
+        try expect(await errorCode { try await identities.create(eve, firstIdentity: identity("001234.abc", user: eve.id)) } == "identity_already_linked")
+        try expect(try await stores.accounts.account(named: "eve") == nil, "no account without its identity")
+        // A taken name: nothing is created either.
+        let dana2 = UserEntity.new(name: "DANA")
+        try expect(await errorCode { try await identities.create(dana2, firstIdentity: identity("999.x", user: dana2.id)) } == "username_unavailable")
+        try expect(try await identities.identity(provider: "apple", subject: "999.x") == nil, "no identity without its account")
+        // Link a second identity to the existing account; not to an unknown one, not twice.
+        try await identities.link(identity("002.def", user: dana.id, email: nil))
+        try expect(await errorCode { try await identities.link(identity("003.ghi", user: [9, 9, 9])) } == "account_unknown")
+        try expect(await errorCode { try await identities.link(identity("002.def", user: dana.id)) } == "identity_already_linked")
+        try expect(try await identities.identities(forUser: dana.id).map(\.subject).sorted() == ["001234.abc", "002.def"], "both identities listed")
+        try expect(await errorCode { try await identities.link(identity("", user: dana.id)) } == "identity_invalid")
+        // Update the mutable fields.
+        var changed = first
+        changed.email = "new@example.com"
+        changed.emailVerified = false
+        changed.refreshToken = nil
+        changed.updatedAt = Date(timeIntervalSince1970: 1_800_000_100)
+        try expect(try await identities.update(changed), "update finds the identity")
+        let back = try require(try await identities.identity(provider: "apple", subject: "001234.abc"), "the updated identity")
+        try expect(
+            back.email == "new@example.com" && back.emailVerified == false && back.refreshToken == nil && back.updatedAt == changed.updatedAt,
+            "updated fields read back")
+        try expect(back.createdAt == first.createdAt && back.userHandle == dana.id, "the link itself does not change")
+        try expect(!(try await identities.update(identity("nobody", user: dana.id))), "update of an unknown identity is false")
+        // Relink (a team transfer): same account, new subject; never onto a taken subject.
+        try expect(
+            try await identities.relink(provider: "apple", subject: "002.def", to: "777.new", at: Date(timeIntervalSince1970: 1_800_000_200)), "relinked")
+        try expect(try await identities.identity(provider: "apple", subject: "002.def") == nil, "the old subject is gone")
+        try expect(try await identities.identity(provider: "apple", subject: "777.new")?.userHandle == dana.id, "the new subject signs in to the account")
+        try expect(
+            await errorCode { _ = try await identities.relink(provider: "apple", subject: "777.new", to: "001234.abc", at: Date()) }
+                == "identity_already_linked")
+        try expect(!(try await identities.relink(provider: "apple", subject: "nobody", to: "x", at: Date())), "relink of an unknown subject is false")
+        // Unlink returns what it removed, once.
+        try expect(try await identities.unlink(provider: "apple", subject: "777.new")?.userHandle == dana.id, "unlink returns the link")
+        try expect(try await identities.unlink(provider: "apple", subject: "777.new") == nil, "a second unlink finds nothing")
+        try expect(try await stores.accounts.account(handle: dana.id) != nil, "unlinking keeps the account")
+    }
+
+    static func accountDeletionCheck(_ stores: Stores) async throws {
+        let frank = UserEntity.new(name: "frank"), gina = UserEntity.new(name: "gina")
+        let frankKey = try record(user: frank.id), ginaKey = try record(user: gina.id)
+        try await stores.accounts.create(frank, firstCredential: frankKey)
+        try await stores.accounts.create(gina, firstCredential: ginaKey)
+        let second = try record(user: frank.id)
+        try await stores.credentials.insert(second)
+        try await stores.identities.link(identity("frank.sub", user: frank.id))
+        let session = SignedInSession(
+            idHash: SecureRandom.bytes(32), userHandle: frank.id, createdAt: Date(timeIntervalSince1970: 1_800_000_000),
+            authenticatedAt: Date(timeIntervalSince1970: 1_800_000_000), expiresAt: Date(timeIntervalSince1970: 1_900_000_000))
+        try await stores.sessions.insert(session)
+        try expect(try await stores.accounts.deleteAccount(handle: frank.id), "the account is deleted")
+        _ = try await stores.sessions.deleteSessions(userHandle: frank.id)
+        try expect(try await stores.accounts.account(handle: frank.id) == nil, "the account is gone")
+        try expect(try await stores.accounts.account(named: "frank") == nil, "its name is gone")
+        try expect(try await stores.credentials.credential(id: frankKey.id) == nil, "its first credential is gone")
+        try expect(try await stores.credentials.credential(id: second.id) == nil, "its second credential is gone")
+        try expect(try await stores.identities.identity(provider: "apple", subject: "frank.sub") == nil, "its identity is gone")
+        try expect(try await stores.sessions.session(idHash: session.idHash) == nil, "its sessions are gone")
+        try expect(!(try await stores.accounts.deleteAccount(handle: frank.id)), "a second delete finds nothing")
+        try expect(try await stores.accounts.account(handle: gina.id) != nil, "another account is untouched")
+        try expect(try await stores.credentials.credential(id: ginaKey.id) != nil, "another account's credential is untouched")
+        // The name is free again.
+        let frank2 = UserEntity.new(name: "Frank")
+        try await stores.accounts.create(frank2, firstCredential: try record(user: frank2.id))
+    }
+
+    static func accountsCheck(_ stores: Stores) async throws {
+        let accounts = stores.accounts
+        // Sixteen concurrent sign-ups for one name: exactly one account, with its credential.
+        let outcomes = await withTaskGroup(of: ([UInt8], [UInt8], Bool).self) { group in
+            for _ in 0..<16 {
+                group.addTask {
+                    let user = UserEntity.new(name: "bob")
+                    guard let credential = try? record(user: user.id) else { return (user.id, [], false) }
+                    let ok = (try? await accounts.create(user, firstCredential: credential)) != nil
+                    return (user.id, credential.id, ok)
+                }
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        let winners = outcomes.filter(\.2)
+        try expect(winners.count == 1)
+        let winner = try require(winners.first, "a value")
+        try expect(try await accounts.account(named: "bob")?.id == winner.0)
+        try expect(try await accounts.account(handle: winner.0)?.name == "bob")
+        try expect(try await stores.credentials.credential(id: winner.1)?.userHandle == winner.0)
+        for loser in outcomes where !loser.2 {
+            try expect(try await stores.credentials.credential(id: loser.1) == nil)
+            try expect(try await accounts.account(handle: loser.0) == nil)
+        }
+        // Look-alikes are the same account: case and full-width forms.
+        try expect(try await accounts.account(named: "BOB")?.id == winner.0)
+        let lookalike = UserEntity.new(name: "ＢＯＢ")
+        try expect(await errorCode { try await accounts.create(lookalike, firstCredential: try record(user: lookalike.id)) } == "username_unavailable")
+        // A credential ID that exists: no account either.
+        let carol = UserEntity.new(name: "carol")
+        try expect(
+            await errorCode { try await accounts.create(carol, firstCredential: try record(winner.1, user: carol.id)) } == "credential_already_registered")
+        try expect(try await accounts.account(named: "carol") == nil)
+        try expect(try await accounts.account(named: "nobody") == nil)
+        // A display name changes; the name (the account's key) does not.
+        let dave = UserEntity.new(name: "dave", displayName: "Dave")
+        try await accounts.create(dave, firstCredential: try record(user: dave.id))
+        try expect(try await accounts.setDisplayName("David Q. ✓", handle: dave.id), "the display name was not changed")
+        let renamed = try require(try await accounts.account(handle: dave.id), "dave")
+        try expect(renamed.displayName == "David Q. ✓" && renamed.name == "dave", "read back \(renamed.name) / \(renamed.displayName)")
+        try expect(try await accounts.account(named: "dave")?.displayName == "David Q. ✓")
+        try expect(!(try await accounts.setDisplayName("x", handle: SecureRandom.bytes(32))), "renamed an account that does not exist")
+    }
+
+    static func sessionsCheck(_ stores: Stores) async throws {
+        let sessions = stores.sessions
+        let user = SecureRandom.bytes(32)
+        func session(_ i: Int, user: [UInt8], expires: Double = 1_900_000_000) -> SignedInSession {
+            SignedInSession(
+                idHash: SecureRandom.bytes(32), userHandle: user, createdAt: Date(timeIntervalSince1970: 1_800_000_000 + Double(i)),
+                authenticatedAt: Date(timeIntervalSince1970: 1_800_000_000 + Double(i)), expiresAt: Date(timeIntervalSince1970: expires))
+        }
+        let first = session(0, user: user)
+        try await sessions.insert(first)
+        try expect(try await sessions.session(idHash: first.idHash) == first)
+        try await sessions.delete(idHash: first.idHash)
+        try expect(try await sessions.session(idHash: first.idHash) == nil)
+        var made: [SignedInSession] = []
+        for i in 1...(SignedInSession.maxPerUser + 3) {
+            let s = session(i, user: user)
+            try await sessions.insert(s)
+            made.append(s)
+        }
+        for (i, s) in made.enumerated() {
+            try expect((try await sessions.session(idHash: s.idHash) != nil) == (i >= 3), "session \(i)")
+        }
+        let old = session(100, user: SecureRandom.bytes(32), expires: 1_000)
+        try await sessions.insert(old)
+        let remaining = try await sessions.sweepSessions(expiredBefore: Date(timeIntervalSince1970: 1_850_000_000))
+        try expect(try await sessions.session(idHash: old.idHash) == nil)
+        try expect(remaining == SignedInSession.maxPerUser)
+    }
+}
