@@ -207,16 +207,18 @@ enum DemoPage {
           const caps = await PublicKeyCredential.getClientCapabilities().catch(() => ({}));
           if (!caps.conditionalCreate) { upgrade.unsupported = true; return upgrade; }
           upgrade.attempted = true;
+          abortConditional();
+          const controller = new AbortController();
+          conditional = controller;
           try {
             const options = await post('/attestation/options', { username: name, mediation: 'conditional', extensions: registrationExtensions,
               authenticatorSelection: { residentKey: 'required', userVerification: 'preferred' } });
             upgrade.options = true;
             // The browser may keep a conditional create pending (until the password manager offers it):
             // like a conditional get, any other ceremony aborts it first.
-            abortConditional();
-            conditional = new AbortController();
-            const credential = await navigator.credentials.create({ publicKey: creationOptions(options), mediation: 'conditional', signal: conditional.signal });
-            conditional = null;
+            if (controller.signal.aborted) return upgrade;
+            const credential = await navigator.credentials.create({ publicKey: creationOptions(options), mediation: 'conditional', signal: controller.signal });
+            if (conditional === controller) conditional = null;
             await post('/attestation/result', toJSON(credential));
             upgrade.created = true;
             say('A passkey was added to your account.', 'ok');
@@ -228,12 +230,17 @@ enum DemoPage {
           const username = withName ? $('username').value.trim() : undefined;
           if (withName && !username) return say('Type a user name, or sign in without one.', 'error');
           if (!mediation) abortConditional();
+          // A conditional request claims its controller before it awaits anything, so that a
+          // ceremony started meanwhile can abort it (else it would stay pending behind that one).
+          const controller = mediation ? new AbortController() : null;
+          if (controller) conditional = controller;
           try {
             const options = await post('/assertion/options', mediation ? { mediation } : { username, userVerification: 'preferred' });
+            if (controller && controller.signal.aborted) return;
             let request = { publicKey: requestOptions(options) };
-            if (mediation) { conditional = new AbortController(); request = { ...request, mediation, signal: conditional.signal }; }
+            if (controller) request = { ...request, mediation, signal: controller.signal };
             const credential = await navigator.credentials.get(request);
-            conditional = null;
+            if (controller && conditional === controller) conditional = null;
             await post('/assertion/result', toJSON(credential));
             say('Signed in.', 'ok');
             await refresh();
