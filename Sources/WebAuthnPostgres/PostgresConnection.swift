@@ -50,8 +50,11 @@ final class PostgresConnection: @unchecked Sendable {
     private var prepared: [String: String] = [:]
     /// The most statements kept prepared per connection (the stores use a fixed few dozen).
     static let maxPrepared = 256
+    /// Counts the round trips to the server (statements and preparations sent), shared by a pool's connections.
+    let roundTrips: AtomicCounter
 
-    init(url: String, settings: PostgresSettings = PostgresSettings()) throws(WebAuthnError) {
+    init(url: String, settings: PostgresSettings = PostgresSettings(), roundTrips: AtomicCounter = AtomicCounter()) throws(WebAuthnError) {
+        self.roundTrips = roundTrips
         // libpq's keywords before the URL (`dbname`, expanded), so that the URL's own settings win.
         let parameters = [
             ("connect_timeout", String(settings.connectTimeout)),
@@ -233,6 +236,7 @@ final class PostgresConnection: @unchecked Sendable {
                 PQsendQueryParams(connection, sql, count, nil, values, nil, nil, 0)
             }
         guard sent == 1 else { return .notSent(Self.message(connection)) }
+        _ = roundTrips.increment()
         // Read every result, so the connection is ready for the next statement; the first error wins.
         var rows: [Row] = []
         var failure: Failure?
@@ -273,6 +277,7 @@ final class PostgresConnection: @unchecked Sendable {
         }
         let name = "webauthn_\(prepared.count)"
         guard PQsendPrepare(connection, name, sql, count, nil) == 1 else { return .failure(PrepareFailure(outcome: .notSent(Self.message(connection)))) }
+        _ = roundTrips.increment()
         var failure: Failure?
         while let result = PQgetResult(connection) {
             defer { PQclear(result) }
@@ -306,10 +311,12 @@ final class PostgresConnection: @unchecked Sendable {
 final class PostgresPool: Sendable {
     private let connections: [PostgresConnection]
     private let next = AtomicCounter()
+    /// Round trips to the server over every connection (the tests count them per ceremony step).
+    let roundTrips = AtomicCounter()
 
     init(url: String, size: Int, settings: PostgresSettings = PostgresSettings()) throws(WebAuthnError) {
         var connections: [PostgresConnection] = []
-        for _ in 0..<max(1, size) { connections.append(try PostgresConnection(url: url, settings: settings)) }
+        for _ in 0..<max(1, size) { connections.append(try PostgresConnection(url: url, settings: settings, roundTrips: roundTrips)) }
         self.connections = connections
     }
 
@@ -336,6 +343,12 @@ final class AtomicCounter: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         value &+= 1
+        return value & Int.max
+    }
+    /// The count now.
+    var current: Int {
+        lock.lock()
+        defer { lock.unlock() }
         return value & Int.max
     }
 }

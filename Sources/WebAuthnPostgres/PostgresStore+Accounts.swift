@@ -15,6 +15,27 @@ extension PostgresStore {
             .map(Self.account)
     }
 
+    /// The account named `name` with its credentials, in one round trip when `credentials` is this store.
+    public func account(named name: String, withCredentialsIn credentials: any CredentialStore) async throws -> (
+        account: UserEntity, credentials: [CredentialRecord]
+    )? {
+        guard (credentials as AnyObject) === self else {
+            guard let account = try await account(named: name) else { return nil }
+            return (account, try await credentials.credentials(forUser: account.id))
+        }
+        let rows = try await pool.query(
+            """
+            SELECT a.name AS account_name, a.handle AS account_handle, a.display_name AS account_display_name, \(CredentialColumn.qualifiedList("c"))
+            FROM accounts a LEFT JOIN credentials c ON c.user_handle = a.handle WHERE a.name_key = $1 ORDER BY c.created_at
+            """, [UserName.lookalikeKey(name)], retry: .idempotent)
+        guard let first = rows.first else { return nil }
+        guard let accountName = first["account_name"], let handle = PGText.bytes(first["account_handle"]) else {
+            throw WebAuthnError(.storageFailure, "accounts row is unreadable")
+        }
+        let account = try UserEntity(id: handle, name: accountName, displayName: first["account_display_name"])
+        return (account, try rows.filter { $0["id"] != nil }.map(Self.record))
+    }
+
     /// The account with this user handle, if any.
     public func account(handle: [UInt8]) async throws -> UserEntity? {
         try await pool.query("SELECT name, handle, display_name FROM accounts WHERE handle = $1", [PGText.bytea(handle)], retry: .idempotent).first.map(
@@ -94,6 +115,14 @@ extension PostgresStore {
                 PGText.bytea(session.idHash), u, PGText.double(session.createdAt.timeIntervalSince1970),
                 PGText.double(session.authenticatedAt.timeIntervalSince1970), PGText.double(session.expiresAt.timeIntervalSince1970),
             ],
+            retry: .idempotent)
+    }
+
+    /// Ends `old` (when given) and stores `session`, dropping the account's oldest beyond
+    /// ``SignedInSession/maxPerUser``: one statement, one round trip.
+    public func replace(_ old: [UInt8]?, with session: SignedInSession) async throws {
+        _ = try await pool.query(
+            "WITH \(Self.sessionReplacement(first: 1, when: "TRUE")) SELECT 1 AS done", Self.sessionValues(session, replacing: old),
             retry: .idempotent)
     }
 

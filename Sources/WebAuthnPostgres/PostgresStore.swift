@@ -131,6 +131,74 @@ public final class PostgresStore: CredentialStore, CredentialAuditing, Challenge
         return row["updated"] == "1" ? .committed : .counterChanged
     }
 
+    /// The same commit and, only if it committed, `oldSession` ended and `session` stored (with
+    /// the account's oldest beyond ``SignedInSession/maxPerUser`` dropped): one statement, one
+    /// transaction, one round trip.
+    public func commitSignIn(
+        consuming challenge: [UInt8], updating r: CredentialRecord, expectedSignCount: UInt32, signingIn session: SignedInSession,
+        replacing oldSession: [UInt8]?
+    ) async throws -> SignInCommit {
+        let rows = try await pool.query(
+            """
+            WITH consumed AS (DELETE FROM challenges WHERE challenge = $1 RETURNING challenge),
+            updated AS (
+                UPDATE credentials SET sign_count = $2, backup_state = $3, uv_initialized = $4, last_used_at = $5
+                WHERE id = $6 AND sign_count = $7 AND EXISTS (SELECT 1 FROM consumed) RETURNING id
+            ),
+            \(Self.sessionReplacement(first: 8, when: "EXISTS (SELECT 1 FROM updated)"))
+            SELECT (SELECT COUNT(*) FROM consumed) AS consumed, (SELECT COUNT(*) FROM updated) AS updated
+            """,
+            [PGText.bytea(challenge)] + r.values([.signCount, .backupState, .uvInitialized, .lastUsedAt, .id]).map(PGText.value)
+                + [String(expectedSignCount)] + Self.sessionValues(session, replacing: oldSession))
+        guard let row = rows.first, row["consumed"] == "1" else { return .challengeGone }
+        return row["updated"] == "1" ? .committed : .counterChanged
+    }
+
+    /// The ceremony under `challenge` and the credential `credentialId`, in one round trip.
+    public func pendingSignIn(challenge: [UInt8], credentialId: [UInt8]) async throws -> (ceremony: PendingCeremony?, credential: CredentialRecord?) {
+        guard
+            let row = try await pool.query(
+                """
+                SELECT (SELECT ceremony FROM challenges WHERE challenge = $1) AS pending_ceremony, \(CredentialColumn.qualifiedList("c"))
+                FROM (SELECT 1) AS one LEFT JOIN credentials c ON c.id = $2
+                """, [PGText.bytea(challenge), PGText.bytea(credentialId)], retry: .idempotent
+            ).first
+        else { return (nil, nil) }
+        let ceremony = try row["pending_ceremony"].map { try PendingCeremony(json: JSONValue.parse($0)) }
+        return (ceremony, row["id"] != nil ? try Self.record(row) : nil)
+    }
+
+    /// Data-modifying CTEs (comma-separated, none after the last) that, when `condition` holds, end the session
+    /// `$(first + 5)` and store the session `$first…$(first + 4)` (id hash, user, created, authenticated,
+    /// expires), dropping the account's oldest beyond ``SignedInSession/maxPerUser``. Every
+    /// sub-statement sees the table as it was, so the ended and the new session are left out of the count.
+    static func sessionReplacement(first n: Int, when condition: String) -> String {
+        """
+        old_session AS (DELETE FROM sessions WHERE id_hash = $\(n + 5)::bytea AND \(condition)),
+        new_session AS (
+            INSERT INTO sessions (id_hash, user_handle, created_at, authenticated_at, expires_at)
+            SELECT $\(n)::bytea, $\(n + 1)::bytea, $\(n + 2)::double precision, $\(n + 3)::double precision, $\(n + 4)::double precision WHERE \(condition)
+            ON CONFLICT (id_hash) DO UPDATE SET user_handle = EXCLUDED.user_handle, created_at = EXCLUDED.created_at,
+                authenticated_at = EXCLUDED.authenticated_at, expires_at = EXCLUDED.expires_at RETURNING id_hash
+        ),
+        trimmed_sessions AS (
+            DELETE FROM sessions WHERE user_handle = $\(n + 1)::bytea AND \(condition) AND id_hash NOT IN (SELECT id_hash FROM new_session)
+            AND id_hash IS DISTINCT FROM $\(n + 5)::bytea AND id_hash NOT IN (
+                SELECT id_hash FROM sessions WHERE user_handle = $\(n + 1)::bytea AND id_hash IS DISTINCT FROM $\(n + 5)::bytea
+                ORDER BY created_at DESC LIMIT \(SignedInSession.maxPerUser - 1))
+        )
+        """
+    }
+
+    /// The parameters of ``sessionReplacement(first:when:)``.
+    static func sessionValues(_ session: SignedInSession, replacing old: [UInt8]?) -> [String?] {
+        [
+            PGText.bytea(session.idHash), PGText.bytea(session.userHandle), PGText.double(session.createdAt.timeIntervalSince1970),
+            PGText.double(session.authenticatedAt.timeIntervalSince1970), PGText.double(session.expiresAt.timeIntervalSince1970),
+            old.map(PGText.bytea),
+        ]
+    }
+
     static func record(_ row: PostgresConnection.Row) throws(WebAuthnError) -> CredentialRecord {
         try CredentialRecord(row: row)
     }

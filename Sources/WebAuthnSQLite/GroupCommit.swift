@@ -1,6 +1,6 @@
 import NIOConcurrencyHelpers
 
-/// Group commit for the SQLite store's writes: the write statements that arrive while the
+/// Group commit for the SQLite store's writes: the write statements (or atomic units of them) that arrive while the
 /// writer is busy run as one transaction (`BEGIN IMMEDIATE` … `COMMIT`) in one hop to the
 /// writer connection, so that concurrent ceremonies share one fsync instead of paying one
 /// each. Each statement keeps its own atomicity (it is still one statement; a constraint
@@ -15,9 +15,8 @@ final class GroupCommitWriter: Sendable {
     static let maxBatch = 128
 
     struct Job {
-        let sql: String
-        let binds: [SQLiteData]
-        let continuation: CheckedContinuation<[SQLiteRow], any Error>
+        let unit: [SQLiteDatabase.Statement]
+        let continuation: CheckedContinuation<[[SQLiteRow]], any Error>
     }
 
     struct State {
@@ -29,9 +28,15 @@ final class GroupCommitWriter: Sendable {
 
     /// Runs one write statement in the next group; returns its rows once the group is committed.
     func write(_ sql: String, _ binds: [SQLiteData]) async throws -> [SQLiteRow] {
+        try await write([(sql, binds)])[0]
+    }
+
+    /// Runs statements as one atomic unit in the next group (all of them, or none, if one
+    /// fails a constraint); returns each one's rows once the group is committed.
+    func write(_ unit: [SQLiteDatabase.Statement]) async throws -> [[SQLiteRow]] {
         try await withCheckedThrowingContinuation { continuation in
             let start = state.withLockedValue { s in
-                s.queue.append(Job(sql: sql, binds: binds, continuation: continuation))
+                s.queue.append(Job(unit: unit, continuation: continuation))
                 guard !s.draining else { return false }
                 s.draining = true
                 return true
@@ -40,7 +45,7 @@ final class GroupCommitWriter: Sendable {
         }
     }
 
-    /// Takes the waiting statements in groups until none is left.
+    /// Takes the waiting units in groups until none is left.
     private func drain() async {
         while true {
             let batch = state.withLockedValue { s -> [Job] in
@@ -55,13 +60,15 @@ final class GroupCommitWriter: Sendable {
     }
 
     private func run(_ batch: [Job]) async {
-        if batch.count == 1 {
+        if batch.count == 1, batch[0].unit.count == 1 {
             // Alone: the statement is its own transaction.
             let job = batch[0]
-            do { job.continuation.resume(returning: try await database.query(job.sql, job.binds)) } catch { job.continuation.resume(throwing: error) }
+            do { job.continuation.resume(returning: [try await database.query(job.unit[0].sql, job.unit[0].binds)]) } catch {
+                job.continuation.resume(throwing: error)
+            }
             return
         }
-        let results = await database.group(batch.map { ($0.sql, $0.binds) })
+        let results = await database.group(batch.map(\.unit))
         for (job, result) in zip(batch, results) { job.continuation.resume(with: result) }
     }
 }

@@ -10,6 +10,8 @@ final class SQLiteDatabase: Sendable {
     private let writer: any DatabaseWriter
     /// Whether the database is a file (WAL, a reader pool) rather than in memory.
     let isFile: Bool
+    /// The reader connections of a file database.
+    static let maximumReaders = 4
 
     /// Opens (creating if needed) the database at `path` (`:memory:` for one in memory):
     /// WAL, `synchronous=FULL` (an acknowledged write survives a crash), foreign keys on,
@@ -19,7 +21,7 @@ final class SQLiteDatabase: Sendable {
         configuration.busyMode = .timeout(10)
         configuration.foreignKeysEnabled = true
         configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous=FULL") }
-        configuration.maximumReaderCount = 4
+        configuration.maximumReaderCount = Self.maximumReaders
         if path == ":memory:" {
             writer = try DatabaseQueue(configuration: configuration)
             isFile = false
@@ -31,8 +33,23 @@ final class SQLiteDatabase: Sendable {
 
     /// One statement on a reader (a file database) or the writer (in memory).
     func read(_ sql: String, _ binds: [SQLiteData] = []) async throws -> [SQLiteRow] {
+        guard isFile else {
+            do {
+                return try await writer.read { db in try Self.run(db, sql, binds) }
+            } catch let error as DatabaseError {
+                throw SQLiteError(error)
+            }
+        }
+        return try readHere(sql, binds)
+    }
+
+    /// A read on the calling thread, without a hop: a reader of the pool in WAL mode never
+    /// waits for a lock (it reads the last committed snapshot), and one indexed lookup takes
+    /// microseconds, less than the two thread switches an asynchronous access costs. The pool
+    /// holds at most ``maximumReaders`` connections; a caller beyond them waits for one.
+    private func readHere(_ sql: String, _ binds: [SQLiteData]) throws -> [SQLiteRow] {
         do {
-            return try await writer.read { db in try Self.run(db, sql, binds) }
+            return try writer.read { db in try Self.run(db, sql, binds) }
         } catch let error as DatabaseError {
             throw SQLiteError(error)
         }
@@ -47,24 +64,19 @@ final class SQLiteDatabase: Sendable {
         }
     }
 
-    /// Statements in one transaction (`BEGIN IMMEDIATE` … `COMMIT`), in one hop to the writer:
-    /// a statement that fails a constraint is backed out alone (SQLite's statement rollback)
-    /// and answered with its error; any other failure rolls the transaction back and fails
-    /// every statement (none was committed).
-    func group(_ statements: [(sql: String, binds: [SQLiteData])]) async -> [Result<[SQLiteRow], any Error>] {
+    /// Units of statements in one transaction (`BEGIN IMMEDIATE` … `COMMIT`), in one hop to the
+    /// writer. A unit is atomic on its own: a statement that fails a constraint backs out its
+    /// unit alone (SQLite's statement rollback for one statement, a savepoint for several), and
+    /// the unit is answered with that error; any other failure rolls the transaction back and
+    /// fails every unit (none was committed).
+    func group(_ units: [[Statement]]) async -> [Result<[[SQLiteRow]], any Error>] {
         do {
-            return try await writer.writeWithoutTransaction { db -> [Result<[SQLiteRow], any Error>] in
+            return try await writer.writeWithoutTransaction { db -> [Result<[[SQLiteRow]], any Error>] in
                 try db.execute(sql: "BEGIN IMMEDIATE")
-                var results: [Result<[SQLiteRow], any Error>] = []
-                results.reserveCapacity(statements.count)
+                var results: [Result<[[SQLiteRow]], any Error>] = []
+                results.reserveCapacity(units.count)
                 do {
-                    for statement in statements {
-                        do {
-                            results.append(.success(try Self.run(db, statement.sql, statement.binds)))
-                        } catch let error as DatabaseError where SQLiteError(error).backsOutStatementOnly {
-                            results.append(.failure(SQLiteError(error)))
-                        }
-                    }
+                    for unit in units { results.append(try Self.runUnit(db, unit)) }
                     try db.execute(sql: "COMMIT")
                 } catch {
                     try? db.execute(sql: "ROLLBACK")
@@ -74,7 +86,32 @@ final class SQLiteDatabase: Sendable {
             }
         } catch {
             let failure: any Error = (error as? DatabaseError).map(SQLiteError.init) ?? error
-            return statements.map { _ in .failure(failure) }
+            return units.map { _ in .failure(failure) }
+        }
+    }
+
+    /// A statement and its values.
+    typealias Statement = (sql: String, binds: [SQLiteData])
+
+    /// Runs one unit inside the group's transaction: its rows, statement by statement, or the
+    /// constraint failure that backed it out. Other failures are thrown (they end the transaction).
+    private static func runUnit(_ db: Database, _ unit: [Statement]) throws -> Result<[[SQLiteRow]], any Error> {
+        if unit.count == 1 {
+            do {
+                return .success([try run(db, unit[0].sql, unit[0].binds)])
+            } catch let error as DatabaseError where SQLiteError(error).backsOutStatementOnly {
+                return .failure(SQLiteError(error))
+            }
+        }
+        try db.execute(sql: "SAVEPOINT unit")
+        do {
+            let rows = try unit.map { try run(db, $0.sql, $0.binds) }
+            try db.execute(sql: "RELEASE unit")
+            return .success(rows)
+        } catch let error as DatabaseError where SQLiteError(error).backsOutStatementOnly {
+            try db.execute(sql: "ROLLBACK TO unit")
+            try db.execute(sql: "RELEASE unit")
+            return .failure(SQLiteError(error))
         }
     }
 

@@ -14,6 +14,27 @@ extension SQLiteStore {
         try await query("SELECT name, handle, display_name FROM accounts WHERE name_key = ?", [.text(UserName.lookalikeKey(name))]).first.map(Self.account)
     }
 
+    /// The account named `name` with its credentials, in one read when `credentials` is this store.
+    public func account(named name: String, withCredentialsIn credentials: any CredentialStore) async throws -> (
+        account: UserEntity, credentials: [CredentialRecord]
+    )? {
+        guard (credentials as AnyObject) === self else {
+            guard let account = try await account(named: name) else { return nil }
+            return (account, try await credentials.credentials(forUser: account.id))
+        }
+        let rows = try await query(
+            """
+            SELECT a.name AS account_name, a.handle AS account_handle, a.display_name AS account_display_name, \(CredentialColumn.qualifiedList("c"))
+            FROM accounts a LEFT JOIN credentials c ON c.user_handle = a.handle WHERE a.name_key = ? ORDER BY c.created_at
+            """, [.text(UserName.lookalikeKey(name))])
+        guard let first = rows.first else { return nil }
+        guard let accountName = first.column("account_name")?.string, let handle = first.column("account_handle")?.bytes else {
+            throw WebAuthnError(.storageFailure, "accounts row is unreadable")
+        }
+        let account = try UserEntity(id: handle, name: accountName, displayName: first.column("account_display_name")?.string)
+        return (account, try rows.filter { $0.column("id")?.isNull == false }.map(Self.record))
+    }
+
     /// The account with this user handle, if any.
     public func account(handle: [UInt8]) async throws -> UserEntity? {
         try await query("SELECT name, handle, display_name FROM accounts WHERE handle = ?", [.blob(handle)]).first.map(Self.account)
@@ -72,12 +93,26 @@ extension SQLiteStore {
     /// account's oldest beyond ``SignedInSession/maxPerUser`` in the same statement.
     public func insert(_ session: SignedInSession) async throws {
         // The sessions_per_user trigger keeps the account's newest sessions, in the same statement.
-        _ = try await query(
-            "INSERT OR REPLACE INTO sessions (id_hash, user_handle, created_at, authenticated_at, expires_at) VALUES (?, ?, ?, ?, ?)",
-            [
-                .blob(session.idHash), .blob(session.userHandle), .float(session.createdAt.timeIntervalSince1970),
-                .float(session.authenticatedAt.timeIntervalSince1970), .float(session.expiresAt.timeIntervalSince1970),
-            ])
+        let insert = Self.replacing(nil, with: session)[0]
+        _ = try await query(insert.sql, insert.binds)
+    }
+
+    /// Ends `old` (when given) and stores `session`, in one atomic write.
+    public func replace(_ old: [UInt8]?, with session: SignedInSession) async throws {
+        _ = try await write(Self.replacing(old, with: session))
+    }
+
+    /// The statements that end `old` and store `session` (the sessions_per_user trigger keeps the account's newest).
+    static func replacing(_ old: [UInt8]?, with session: SignedInSession) -> [SQLiteDatabase.Statement] {
+        (old.map { [("DELETE FROM sessions WHERE id_hash = ?", [SQLiteData.blob($0)])] } ?? []) + [
+            (
+                "INSERT OR REPLACE INTO sessions (id_hash, user_handle, created_at, authenticated_at, expires_at) VALUES (?, ?, ?, ?, ?)",
+                [
+                    .blob(session.idHash), .blob(session.userHandle), .float(session.createdAt.timeIntervalSince1970),
+                    .float(session.authenticatedAt.timeIntervalSince1970), .float(session.expiresAt.timeIntervalSince1970),
+                ]
+            )
+        ]
     }
 
     /// The session with this id hash, if stored (expired or not).

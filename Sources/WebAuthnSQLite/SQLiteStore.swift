@@ -87,18 +87,39 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
         try await close()
     }
 
+    /// How many reads and writes (a statement, or an atomic unit of them) the store has made: the
+    /// tests count them per ceremony step.
+    let accesses = NIOLockedValueBox((reads: 0, writes: 0))
+
     /// One statement, unless the store is closing or closed.
     func query(_ sql: String, _ binds: [SQLiteData] = []) async throws -> [SQLiteRow] {
+        try begin()
+        defer { finished() }
+        let isRead = sql.hasPrefix("SELECT")
+        accesses.withLockedValue { isRead ? ($0.reads += 1) : ($0.writes += 1) }
+        guard let writer else { return try await connection.query(sql, binds) }
+        // Reads on a reader; every other statement is a write, committed in a group.
+        return isRead ? try await connection.read(sql, binds) : try await writer.write(sql, binds)
+    }
+
+    /// Write statements as one atomic unit (all or, when one fails a constraint, none), in
+    /// the next group commit; each statement's rows.
+    func write(_ unit: [SQLiteDatabase.Statement]) async throws -> [[SQLiteRow]] {
+        try begin()
+        defer { finished() }
+        accesses.withLockedValue { $0.writes += 1 }
+        guard let writer else { return try await connection.group([unit])[0].get() }
+        return try await writer.write(unit)
+    }
+
+    /// Counts a statement as running, unless the store is closing or closed.
+    private func begin() throws {
         let open = lifecycle.withLockedValue { state in
             guard state.closing == nil else { return false }
             state.running += 1
             return true
         }
         guard open else { throw WebAuthnError(.storageFailure, "the SQLite store is closed") }
-        defer { finished() }
-        guard let writer else { return try await connection.query(sql, binds) }
-        // Reads on a reader; every other statement is a write, committed in a group.
-        return sql.hasPrefix("SELECT") ? try await connection.read(sql, binds) : try await writer.write(sql, binds)
     }
 
     private func finished() {
@@ -205,6 +226,44 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
             // Which check failed: the challenge is gone, or the counter moved (then the challenge is spent all the same).
             return try await consume(challenge: challenge) == nil ? .challengeGone : .counterChanged
         }
+    }
+
+    /// The same commit and, in the same unit of the same transaction, `oldSession` ended and
+    /// `session` stored: all of it, or (a check failed) none of it.
+    public func commitSignIn(
+        consuming challenge: [UInt8], updating r: CredentialRecord, expectedSignCount: UInt32, signingIn session: SignedInSession,
+        replacing oldSession: [UInt8]?
+    ) async throws -> SignInCommit {
+        do {
+            _ = try await write(
+                [
+                    (
+                        """
+                        INSERT INTO sign_in_commits (challenge, id, expected_sign_count, sign_count, backup_state, uv_initialized, last_used_at)
+                        VALUES (?, ?, ?, ?, ?, ?, ?)
+                        """,
+                        [.blob(challenge)] + r.values([.id]).map(SQLiteData.init) + [.integer(Int64(expectedSignCount))]
+                            + r.values([.signCount, .backupState, .uvInitialized, .lastUsedAt]).map(SQLiteData.init)
+                    )
+                ] + Self.replacing(oldSession, with: session))
+            return .committed
+        } catch let error as SQLiteError where error.isTriggerAbort {
+            return try await consume(challenge: challenge) == nil ? .challengeGone : .counterChanged
+        }
+    }
+
+    /// The ceremony under `challenge` and the credential `credentialId`, in one read.
+    public func pendingSignIn(challenge: [UInt8], credentialId: [UInt8]) async throws -> (ceremony: PendingCeremony?, credential: CredentialRecord?) {
+        guard
+            let row = try await query(
+                """
+                SELECT (SELECT ceremony FROM challenges WHERE challenge = ?) AS pending_ceremony, \(CredentialColumn.qualifiedList("c"))
+                FROM (SELECT 1 AS one) LEFT JOIN credentials c ON c.id = ?
+                """, [.blob(challenge), .blob(credentialId)]
+            ).first
+        else { return (nil, nil) }
+        let ceremony = try row.column("pending_ceremony").flatMap(\.string).map { try PendingCeremony(json: JSONValue.parse($0)) }
+        return (ceremony, row.column("id")?.isNull == false ? try Self.record(row) : nil)
     }
 
     static func record(_ row: SQLiteRow) throws(WebAuthnError) -> CredentialRecord {

@@ -66,26 +66,34 @@ struct BrowserSessions: Sendable {
     }
 
     /// Signs `userHandle` in: a new token (never the one that asked), stored
-    /// as signed in; the old token's signed-in state, if any, ends. The session's
-    /// `authenticatedAt` is `now` when the sign-in `verified` the user (user
-    /// verification, or an identity provider), else `Date.distantPast`: only a
-    /// verified sign-in or re-authentication counts for step-up (``recentlyVerified``).
-    /// `since` keeps the original sign-in time across a re-authentication.
+    /// as signed in; the old token's signed-in state, if any, ends, in the same write
+    /// (``SessionStore/replace(_:with:)``). See ``session(for:token:now:verified:since:)``.
     func signIn(_ userHandle: [UInt8], replacing old: Token?, now: Date, verified: Bool, since: Date? = nil) async throws -> Token {
         let token = mint()
-        try await store.insert(
-            SignedInSession(
-                idHash: token.binding, userHandle: userHandle, createdAt: since ?? now, authenticatedAt: verified ? now : .distantPast,
-                expiresAt: (since ?? now).addingTimeInterval(lifetime)))
-        if let old { try await store.delete(idHash: old.binding) }
+        try await store.replace(old?.binding, with: session(for: userHandle, token: token, now: now, verified: verified, since: since))
+        await sweepIfDue(now: now)
+        return token
+    }
+
+    /// The signed-in session `token` stands for. Its `authenticatedAt` is `now` when the
+    /// sign-in `verified` the user (user verification, or an identity provider), else
+    /// `Date.distantPast`: only a verified sign-in or re-authentication counts for step-up
+    /// (``recentlyVerified``). `since` keeps the original sign-in time across a re-authentication.
+    func session(for userHandle: [UInt8], token: Token, now: Date, verified: Bool, since: Date? = nil) -> SignedInSession {
+        SignedInSession(
+            idHash: token.binding, userHandle: userHandle, createdAt: since ?? now, authenticatedAt: verified ? now : .distantPast,
+            expiresAt: (since ?? now).addingTimeInterval(lifetime))
+    }
+
+    /// Sweeps expired sessions from the store, at most once a minute by the engine's clock,
+    /// so it never grows with sign-ins.
+    func sweepIfDue(now: Date) async {
         let due = lastSweep.time.withLock { last -> Bool in
             guard now.timeIntervalSince(last) >= Self.sweepInterval || now < last else { return false }
             last = now
             return true
         }
-        // Expired sessions leave the store as sign-ins happen, so it never grows with them.
         if due { _ = try? await store.sweepSessions(expiredBefore: now) }
-        return token
     }
 
     /// Ends the session of `token` on the server.

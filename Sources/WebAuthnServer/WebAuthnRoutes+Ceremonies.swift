@@ -127,12 +127,17 @@ extension WebAuthnRoutes {
         var userHandle: [UInt8]?
         var allow: [CredentialDescriptor]?
         if let raw = body["username"]?.stringValue, !raw.isEmpty {
-            // The same work for every name: one account lookup, one credential lookup.
+            // The same work for every name: one lookup of the account with its credentials.
             // A name that breaks the rules cannot exist: every such name gets one stand-in.
             let name = (try? UserName.normalize(name: raw)) ?? "\u{FFFD}"
-            let account = try await accounts.account(named: name)
-            let handle = account?.id ?? standIns.userHandle(for: name)
-            let records = try await engine.credentials.credentials(forUser: handle)
+            let found = try await accounts.account(named: name, withCredentialsIn: engine.credentials)
+            if found == nil, (accounts as AnyObject) !== (engine.credentials as AnyObject) {
+                // Separate stores read the account, then its credentials: a name without an
+                // account costs the same second read, for a stand-in's handle.
+                _ = try await engine.credentials.credentials(forUser: standIns.userHandle(for: name))
+            }
+            let handle = found?.account.id ?? standIns.userHandle(for: name)
+            let records = found?.credentials ?? []
             if records.isEmpty {
                 if configuration.conformance {
                     throw WebAuthnError(.credentialUnknown, "no account named \(raw.prefix(64)) with a credential")
@@ -170,10 +175,18 @@ extension WebAuthnRoutes {
         let token = sessions.token(request)
         let result: AuthenticationResult
         var presented: [UInt8]?
+        // The new session is stored with the sign-in, in its transaction when the session store is
+        // the engine's store: the result step is one read and one durable write.
+        let signedIn = sessions.mint()
+        let now = self.now
+        let signingIn = SessionSignIn(store: sessions.store, replacing: token?.binding) { [self] result in
+            sessions.session(
+                for: result.userHandle, token: signedIn, now: now, verified: try await verifiesUser(result.userVerified, account: result.userHandle))
+        }
         do throws(WebAuthnError) {
             let response = try AuthenticationResponse(json: body)
             presented = response.id
-            result = try await engine.finishAuthentication(response, binding: token?.binding)
+            result = try await engine.finishAuthentication(response, binding: token?.binding, signingIn: signingIn)
         } catch {
             Audit.event("sign_in_failed", context, ["code": .string(error.code.rawValue)])
             if let token { try noteFailure(token) }
@@ -191,8 +204,7 @@ extension WebAuthnRoutes {
             }
             throw error
         }
-        let signedIn = try await sessions.signIn(
-            result.userHandle, replacing: token, now: now, verified: try await verifiesUser(result.userVerified, account: result.userHandle))
+        await sessions.sweepIfDue(now: now)
         Audit.event(
             "signed_in", context,
             [

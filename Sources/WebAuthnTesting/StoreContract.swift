@@ -111,15 +111,27 @@ public enum StoreContract {
         return nil
     }
 
-    static func record(_ id: [UInt8] = SecureRandom.bytes(16), user: [UInt8] = Array("u1".utf8), count: UInt32 = 0) throws -> CredentialRecord {
+    static func record(
+        _ id: [UInt8] = SecureRandom.bytes(16), user: [UInt8] = Array("u1".utf8), count: UInt32 = 0,
+        createdAt: Date = Date(timeIntervalSince1970: 1_800_000_000)
+    ) throws -> CredentialRecord {
         let key = try COSEKey(bytes: CBOREncoder.encode(try SigningKey.generate(.es256).coseKey()))
         return CredentialRecord(
             id: id, userHandle: user, publicKey: key, signCount: count, transports: ["usb", "nfc"], uvInitialized: false,
             backupEligible: true, backupState: false, aaguid: AAGUID(bytes: SecureRandom.bytes(16))!, attestationFormat: "packed",
-            createdAt: Date(timeIntervalSince1970: 1_800_000_000),
+            createdAt: createdAt,
             properties: CredentialProperties(
                 discoverable: true, authenticatorAttachment: .crossPlatform, credentialProtection: .userVerificationRequired, prfEnabled: true,
                 largeBlobSupported: false, minPinLength: 6))
+    }
+
+    /// Whether a record read back is the one stored: every field a store keeps.
+    static func same(_ a: CredentialRecord?, _ b: CredentialRecord) -> Bool {
+        guard let a else { return false }
+        return a.id == b.id && a.userHandle == b.userHandle && a.publicKey.bytes == b.publicKey.bytes && a.signCount == b.signCount
+            && a.transports == b.transports && a.uvInitialized == b.uvInitialized && a.backupEligible == b.backupEligible
+            && a.backupState == b.backupState && a.aaguid == b.aaguid && a.attestationFormat == b.attestationFormat && a.createdAt == b.createdAt
+            && a.lastUsedAt == b.lastUsedAt && a.name == b.name && a.properties == b.properties
     }
 
     static func ceremony(
@@ -158,10 +170,21 @@ public enum StoreContract {
             summary: "sign-in commits (stores that are SignInCommitting): the challenge consumed and the counter compare-and-set together, exactly once",
             body: signInCommitCheck),
         Check(
+            name: "signInWithSession",
+            summary:
+                "sign-in reads and commits (SignInCommitting stores that keep sessions): ceremony and credential read together; the session replaced in the commit, only when it commits",
+            body: signInWithSessionCheck),
+        Check(
             name: "challengeBounds", summary: "challenges: a binding keeps its newest ceremonies only; a sweep removes the expired ones and counts the rest",
             body: challengeBoundsCheck),
         Check(name: "accounts", summary: "accounts: an account exists only with its first credential; names are unique by look-alike key", body: accountsCheck),
         Check(name: "sessions", summary: "sessions: stored by hash, read back, ended, at most maxPerUser per account, swept when expired", body: sessionsCheck),
+        Check(
+            name: "sessionReplace", summary: "sessions: a replacement ends the old session and stores the new one, within maxPerUser",
+            body: sessionReplaceCheck),
+        Check(
+            name: "accountWithCredentials", summary: "accounts: an account read with its credentials, oldest first, by look-alike key",
+            body: accountWithCredentialsCheck),
         Check(
             name: "identities", summary: "identities: an account created with its first identity, unique by provider and subject; link, update, relink, unlink",
             body: identitiesCheck),

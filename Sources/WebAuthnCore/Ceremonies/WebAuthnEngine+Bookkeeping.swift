@@ -61,18 +61,27 @@ extension WebAuthnEngine {
 
     /// Finds the pending ceremony a response answers, without consuming it.
     func pendingCeremony(for c: CollectedClientData, kind: PendingCeremony.Kind, expected: [UInt8]?) async throws(WebAuthnError) -> PendingCeremony {
-        let key: [UInt8]
+        let key = try Self.challengeKey(c, kind: kind, expected: expected)
+        return try checkPending(try await store({ try await challenges.pending(challenge: key) }), key: key, kind: kind)
+    }
+
+    /// The challenge under which a response's ceremony waits: the caller's expected one (which
+    /// the client data must carry), or the client data's.
+    static func challengeKey(_ c: CollectedClientData, kind: PendingCeremony.Kind, expected: [UInt8]?) throws(WebAuthnError) -> [UInt8] {
         if let expected {
             let step = kind == .registration ? "WebAuthn L3 §7.1 step 8" : "WebAuthn L3 §7.2 step 11"
             try ClientDataChecks.verifyChallenge(c, expected: expected, step: step)
-            key = expected
-        } else {
-            guard let decoded = Base64URL.decode(c.challenge), !decoded.isEmpty else {
-                throw WebAuthnError(.challengeUnknown, "clientData.challenge is not base64url")
-            }
-            key = decoded
+            return expected
         }
-        guard let ceremony = try await store({ try await challenges.pending(challenge: key) }) else {
+        guard let decoded = Base64URL.decode(c.challenge), !decoded.isEmpty else {
+            throw WebAuthnError(.challengeUnknown, "clientData.challenge is not base64url")
+        }
+        return decoded
+    }
+
+    /// The ceremony found under `key`, if it is one of `kind` that has not expired by the engine's clock.
+    func checkPending(_ found: PendingCeremony?, key: [UInt8], kind: PendingCeremony.Kind) throws(WebAuthnError) -> PendingCeremony {
+        guard let ceremony = found else {
             throw WebAuthnError(
                 .challengeUnknown,
                 "no \(kind.rawValue) ceremony is waiting for challenge \(Base64URL.encode(key).prefix(96)); it was never issued or was already used")

@@ -273,6 +273,11 @@ public struct WebAuthnEngine: Sendable {
     /// and updates the credential's counter, backup state and last use with a
     /// compare-and-set.
     ///
+    /// When the challenge store is also the credential store and a ``SignInCommitting``
+    /// one, the ceremony and the credential are read together and the challenge is consumed
+    /// with the counter update in one transaction (with `signingIn`'s session too, when its
+    /// store is the same object): the result step is one read and one durable write.
+    ///
     /// - Parameters:
     ///   - response: the client's response.
     ///   - expectedChallenge: the challenge bound to the client's session, if
@@ -280,6 +285,7 @@ public struct WebAuthnEngine: Sendable {
     ///     challenge in the client data.
     ///   - binding: the binding of the session presenting the response; it
     ///     must equal the one the ceremony was started with, if any.
+    ///   - signingIn: a signed-in session to store with the sign-in, only if it succeeds. Default none.
     /// - Returns: what was verified, with the updated credential record.
     /// - Throws: the first failed check's code (`challenge_unknown`,
     ///   `credential_unknown`, `signature_invalid`, `counter_regression`, ...; see
@@ -287,12 +293,22 @@ public struct WebAuthnEngine: Sendable {
     ///   updated the credential first, or `storage_failure`.
     public func finishAuthentication(
         _ response: AuthenticationResponse, expectedChallenge: [UInt8]? = nil,
-        binding: [UInt8]? = nil
+        binding: [UInt8]? = nil, signingIn: SessionSignIn? = nil
     ) async throws(WebAuthnError) -> AuthenticationResult {
         let clientData = try CollectedClientData(bytes: response.clientDataJSON)
-        let ceremony = try await pendingCeremony(for: clientData, kind: .authentication, expected: expectedChallenge)
+        let key = try Self.challengeKey(clientData, kind: .authentication, expected: expectedChallenge)
+        let committing = (challenges as AnyObject) === (credentials as AnyObject) ? challenges as? any SignInCommitting : nil
+        let found: PendingCeremony?
+        var stored: CredentialRecord?
+        if let committing {
+            (found, stored) = try await store { try await committing.pendingSignIn(challenge: key, credentialId: response.id) }
+        } else {
+            found = try await store { try await challenges.pending(challenge: key) }
+        }
+        let ceremony = try checkPending(found, key: key, kind: .authentication)
         try Self.verifyBinding(ceremony, presented: binding)
-        guard let credential = try await store({ try await credentials.credential(id: response.id) }) else {
+        if committing == nil { stored = try await store { try await credentials.credential(id: response.id) } }
+        guard let credential = stored else {
             // Step 5 first: an ID outside allowCredentials says so, known or not.
             try AuthenticationVerifier.verifyAllowedCredential(response.id, ceremony: ceremony)
             throw WebAuthnError(
@@ -300,14 +316,27 @@ public struct WebAuthnEngine: Sendable {
         }
         let result = try AuthenticationVerifier.verify(
             response, clientData: clientData, ceremony: ceremony, credential: credential, relyingParty: configuredRelyingParty)
+        var session: SignedInSession?
+        if let signingIn { session = try await store { try await signingIn.session(result) } }
         let conflict = WebAuthnError(.concurrentUpdate, "another authentication updated this credential at the same time; try again")
-        if let committing = challenges as? any SignInCommitting, (challenges as AnyObject) === (credentials as AnyObject) {
-            // One transaction: the challenge consumed and the counter compare-and-set, one durable write.
-            switch try await store({
-                try await committing.commitSignIn(consuming: ceremony.challenge, updating: result.updatedCredential, expectedSignCount: credential.signCount)
-            }) {
+        if let committing {
+            // One transaction: the challenge consumed and the counter compare-and-set (and the
+            // session, in the same store), one durable write.
+            let together = signingIn.map { ($0.store as AnyObject) === (committing as AnyObject) } ?? false
+            let outcome = try await store {
+                if let session, let signingIn, together {
+                    try await committing.commitSignIn(
+                        consuming: ceremony.challenge, updating: result.updatedCredential, expectedSignCount: credential.signCount,
+                        signingIn: session, replacing: signingIn.replacing)
+                } else {
+                    try await committing.commitSignIn(
+                        consuming: ceremony.challenge, updating: result.updatedCredential, expectedSignCount: credential.signCount)
+                }
+            }
+            switch outcome {
             case .committed:
                 housekeeping.release()
+                if !together { try await storeSession(session, signingIn) }
                 return result
             case .challengeGone: throw Self.challengeTaken
             case .counterChanged:
@@ -317,7 +346,14 @@ public struct WebAuthnEngine: Sendable {
         }
         try await consume(ceremony)
         guard try await store({ try await credentials.update(result.updatedCredential, expectedSignCount: credential.signCount) }) else { throw conflict }
+        try await storeSession(session, signingIn)
         return result
+    }
+
+    /// Stores a sign-in's session after its commit (a session store apart from the sign-in's).
+    private func storeSession(_ session: SignedInSession?, _ signingIn: SessionSignIn?) async throws(WebAuthnError) {
+        guard let session, let signingIn else { return }
+        try await store { try await signingIn.store.replace(signingIn.replacing, with: session) }
     }
 
     /// Decodes a JSON request body (`AuthenticationResponseJSON`) and finishes the

@@ -24,9 +24,22 @@ public protocol AccountStore: Sendable {
     func deleteAccount(handle: [UInt8]) async throws -> Bool
     /// Sets the account's display name (not its user name, which is its key); false when there is no such account.
     func setDisplayName(_ displayName: String, handle: [UInt8]) async throws -> Bool
+    /// The account named `name` (as ``account(named:)`` finds it) with its credentials in
+    /// `credentials`, oldest first; nil when there is no such account. A store that keeps both
+    /// answers in one read (one round trip for a database server); the default reads the
+    /// account, then its credentials.
+    func account(named name: String, withCredentialsIn credentials: any CredentialStore) async throws -> (account: UserEntity, credentials: [CredentialRecord])?
 }
 
 extension AccountStore {
+    /// Reads the account, then its credentials.
+    public func account(named name: String, withCredentialsIn credentials: any CredentialStore) async throws -> (
+        account: UserEntity, credentials: [CredentialRecord]
+    )? {
+        guard let account = try await account(named: name) else { return nil }
+        return (account, try await credentials.credentials(forUser: account.id))
+    }
+
     /// A store written before display names could change: refused with `configuration_invalid`.
     public func setDisplayName(_ displayName: String, handle: [UInt8]) async throws -> Bool {
         throw WebAuthnError(.configurationInvalid, "this account store cannot change display names")

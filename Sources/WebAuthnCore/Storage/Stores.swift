@@ -92,6 +92,39 @@ public protocol SignInCommitting: ChallengeStore, CredentialStore {
     /// writes `record`'s counter, backup state, UV-initialized flag and last use if the
     /// stored counter still equals `expectedSignCount`.
     func commitSignIn(consuming challenge: [UInt8], updating record: CredentialRecord, expectedSignCount: UInt32) async throws -> SignInCommit
+    /// The same commit and, in the same transaction and only if it is `.committed`, the
+    /// signed-in session replaced (``SessionStore/replace(_:with:)``): the whole result step of
+    /// a sign-in is one durable write. The engine calls it only on a store that is also the
+    /// ``SessionStore`` it signs in to. The default commits, then replaces (two writes).
+    func commitSignIn(
+        consuming challenge: [UInt8], updating record: CredentialRecord, expectedSignCount: UInt32, signingIn session: SignedInSession,
+        replacing oldSession: [UInt8]?
+    ) async throws -> SignInCommit
+    /// What a sign-in's result needs from the store, read together (one round trip for a
+    /// database server): the ceremony pending under `challenge` and the credential `credentialId`,
+    /// each nil when there is none. The default reads one, then the other.
+    func pendingSignIn(challenge: [UInt8], credentialId: [UInt8]) async throws -> (ceremony: PendingCeremony?, credential: CredentialRecord?)
+}
+
+extension SignInCommitting {
+    /// Commits, then replaces the session (a store without the one-transaction form).
+    public func commitSignIn(
+        consuming challenge: [UInt8], updating record: CredentialRecord, expectedSignCount: UInt32, signingIn session: SignedInSession,
+        replacing oldSession: [UInt8]?
+    ) async throws -> SignInCommit {
+        let outcome = try await commitSignIn(consuming: challenge, updating: record, expectedSignCount: expectedSignCount)
+        guard outcome == .committed else { return outcome }
+        guard let sessions = self as? any SessionStore else {
+            throw WebAuthnError(.configurationInvalid, "this store keeps no sessions; sign in through the session store")
+        }
+        try await sessions.replace(oldSession, with: session)
+        return outcome
+    }
+
+    /// Reads the ceremony, then the credential.
+    public func pendingSignIn(challenge: [UInt8], credentialId: [UInt8]) async throws -> (ceremony: PendingCeremony?, credential: CredentialRecord?) {
+        (try await pending(challenge: challenge), try await credential(id: credentialId))
+    }
 }
 
 extension PendingCeremony {
@@ -148,4 +181,37 @@ public protocol SessionStore: Sendable {
     func deleteSessions(userHandle: [UInt8]) async throws -> Int
     /// Removes every session that expired before `date`; returns how many remain.
     func sweepSessions(expiredBefore date: Date) async throws -> Int
+    /// A sign-in's session change: ends `old` (when given) and stores `session`, as one write
+    /// where the store can. The default deletes, then inserts.
+    func replace(_ old: [UInt8]?, with session: SignedInSession) async throws
+}
+
+/// A signed-in session for ``WebAuthnEngine/finishAuthentication(_:expectedChallenge:binding:signingIn:)``
+/// to store with the sign-in it follows: in the sign-in's own transaction when `store` is also the
+/// engine's ``SignInCommitting`` store, else right after the sign-in is committed. A sign-in that fails
+/// stores no session.
+public struct SessionSignIn: Sendable {
+    /// Where the session is kept.
+    public let store: any SessionStore
+    /// The id hash of the session it replaces (the browser's previous one), if any.
+    public let replacing: [UInt8]?
+    /// The session to store for a verified assertion; called once, after every check has passed
+    /// and before anything is written. An error it throws fails the sign-in (`storage_failure`
+    /// unless it is a ``WebAuthnError``), and nothing is written.
+    public let session: @Sendable (AuthenticationResult) async throws -> SignedInSession
+
+    /// A session to store with a sign-in. Each parameter sets the property of the same name.
+    public init(store: any SessionStore, replacing: [UInt8]?, session: @escaping @Sendable (AuthenticationResult) async throws -> SignedInSession) {
+        self.store = store
+        self.replacing = replacing
+        self.session = session
+    }
+}
+
+extension SessionStore {
+    /// Deletes `old`, then inserts `session` (two writes).
+    public func replace(_ old: [UInt8]?, with session: SignedInSession) async throws {
+        if let old, old != session.idHash { try await delete(idHash: old) }
+        try await insert(session)
+    }
 }

@@ -100,6 +100,15 @@ final class ServeProcess: @unchecked Sendable {
         _ path: String, _ body: JSONValue? = nil, cookie: String? = nil, method: String? = nil, raw: [UInt8]? = nil,
         contentType: String = "application/json", headers: [String: String] = [:]
     ) async throws -> Reply {
+        try await Self.request(
+            port: port, path, body, cookie: cookie, method: method, raw: raw, contentType: contentType, headers: headers)
+    }
+
+    /// The same, to any server on this host (one in the test's own process).
+    static func request(
+        port: Int, _ path: String, _ body: JSONValue? = nil, cookie: String? = nil, method: String? = nil, raw: [UInt8]? = nil,
+        contentType: String = "application/json", headers: [String: String] = [:]
+    ) async throws -> Reply {
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
         request.httpMethod = method ?? (body == nil && raw == nil ? "GET" : "POST")
         if let raw { request.httpBody = Data(raw) } else if let body { request.httpBody = Data(body.serializedBytes()) }

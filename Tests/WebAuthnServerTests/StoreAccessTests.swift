@@ -1,0 +1,105 @@
+import Foundation
+import Hummingbird
+import Testing
+import WebAuthnCore
+import WebAuthnServer
+import WebAuthnTesting
+@testable import WebAuthnSQLite
+@testable import WebAuthnPostgres
+import _WebAuthnEncoding
+import _WebAuthnCrypto
+
+/// What one sign-in asks of its store, step by step, through the real routes (issue 13): on
+/// SQLite one durable write per step, on PostgreSQL at most two round trips per step. Before
+/// the combined reads and the session stored in the sign-in's own transaction, the result step
+/// made three writes on SQLite and five round trips on PostgreSQL, and a sign-in by name made
+/// three round trips for its options.
+@Suite("Store accesses per ceremony step", .serialized)
+struct StoreAccessTests {
+    /// A store under test, with what it counts: (reads, writes) for SQLite, round trips for PostgreSQL.
+    struct Counted: Sendable {
+        let store: any CredentialStore & ChallengeStore & AccountStore & SessionStore
+        let count: @Sendable () -> (reads: Int, writes: Int, roundTrips: Int)
+        let close: @Sendable () async throws -> Void
+    }
+
+    static let kinds = ["sqlite"] + (StoreContractTests.postgresURL == nil ? [] : ["postgres"])
+
+    static func open(_ kind: String) async throws -> Counted {
+        if kind == "postgres", let url = StoreContractTests.postgresURL {
+            // One connection: each statement is prepared once, in the warm-up, whatever the round-robin.
+            let store = try await PostgresStore.open(url: url, connections: 1)
+            for table in ["challenges", "sessions", "credentials", "identities", "accounts"] {
+                _ = try await store.pool.query("DELETE FROM \(table)")
+            }
+            return Counted(store: store, count: { (0, 0, store.pool.roundTrips.current) }, close: { await store.close() })
+        }
+        let path = ServeProcess.temporaryDatabase()
+        let store = try await SQLiteStore.open(path: path)
+        return Counted(
+            store: store,
+            count: {
+                let a = store.accesses.withLockedValue { $0 }
+                return (a.reads, a.writes, 0)
+            },
+            close: {
+                try await store.close()
+                for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+            })
+    }
+
+    @Test("a sign-in's steps: options one write (and, by name, one read); the result one read and one write", arguments: kinds)
+    func signInSteps(kind: String) async throws {
+        let counted = try await Self.open(kind)
+        let store = counted.store
+        // A fixed clock: the sweeps of expired ceremonies and sessions run once, in the warm-up.
+        let rp = try RelyingParty(id: ServeProcess.rpId, origins: [ServeProcess.origin], clock: .fixed(Date(timeIntervalSince1970: 1_800_000_000)))
+        let engine = WebAuthnEngine(relyingParty: rp, credentials: store, challenges: store, accounts: store)
+        let routes = WebAuthnRoutes(
+            engine: engine, accounts: store, sessions: store, configuration: ServerConfiguration(secret: SecureRandom.bytes(32), rateLimit: nil))
+        let router = Router(context: WebAuthnRequestContext.self)
+        router.addRoutes(routes.routes())
+        try await EmbeddingTests.serving({ running in
+            Application(
+                router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), onServerRunning: { await running($0.localAddress?.port ?? 0) })
+        }) { port in
+            let authenticator = SoftwareAuthenticator()
+            let options = try await ServeProcess.request(port: port, "/attestation/options", ["username": "alice", "displayName": "Alice"])
+            let challenge = try #require(Base64URL.decode(options.json["challenge"]?.stringValue ?? ""))
+            let user = try #require(Base64URL.decode(options.json["user"]?["id"]?.stringValue ?? ""))
+            let parts = try authenticator.register(rpId: ServeProcess.rpId, origin: ServeProcess.origin, challenge: challenge, userHandle: user)
+            let registered = try await ServeProcess.request(port: port, "/attestation/result", parts.json, cookie: options.cookie)
+            #expect(registered.ok, "\(registered.errorMessage)")
+            var cookie = registered.cookie
+
+            /// One step: what it asked of the store.
+            func step(_ path: String, _ body: JSONValue, cookie: String?) async throws -> (ServeProcess.Reply, (reads: Int, writes: Int, roundTrips: Int)) {
+                let before = counted.count()
+                let reply = try await ServeProcess.request(port: port, path, body, cookie: cookie)
+                let after = counted.count()
+                #expect(reply.ok, "\(path): \(reply.errorMessage)")
+                return (reply, (after.reads - before.reads, after.writes - before.writes, after.roundTrips - before.roundTrips))
+            }
+            for round in 0..<3 {
+                for byName in [true, false] {
+                    let (options, started) = try await step("/assertion/options", byName ? ["username": "alice"] : [:], cookie: cookie)
+                    let challenge = try #require(Base64URL.decode(options.json["challenge"]?.stringValue ?? ""))
+                    let assertion = try authenticator.authenticate(
+                        rpId: ServeProcess.rpId, origin: ServeProcess.origin, challenge: challenge, credentialId: parts.id)
+                    let (result, finished) = try await step("/assertion/result", assertion.json, cookie: options.cookie ?? cookie)
+                    cookie = result.cookie ?? cookie
+                    guard round > 0 else { continue }  // the warm-up prepares statements and runs the sweeps
+                    let how = byName ? "by name" : "without a name"
+                    if kind == "postgres" {
+                        #expect(started.roundTrips <= 2, "options \(how): \(started.roundTrips) round trips")
+                        #expect(finished.roundTrips <= 2, "result \(how): \(finished.roundTrips) round trips")
+                    } else {
+                        #expect(started.writes == 1 && started.reads == (byName ? 1 : 0), "options \(how): \(started)")
+                        #expect(finished.writes == 1 && finished.reads == 1, "result \(how): \(finished)")
+                    }
+                }
+            }
+        }
+        try await counted.close()
+    }
+}
