@@ -108,7 +108,7 @@ let package = Package(
             name: "WebAuthnSQLite",
             dependencies: [
                 "WebAuthnCore", "_WebAuthnEncoding", "_WebAuthnCrypto",
-                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -1,5 +1,6 @@
 import Foundation
 internal import GRDB
+internal import GRDBSQLite
 
 /// The SQLite store's one door to SQLite, over GRDB: statements are prepared once per
 /// connection and kept (GRDB's statement cache), reads run on a pool of reader
@@ -49,7 +50,8 @@ final class SQLiteDatabase: Sendable {
     /// holds at most ``maximumReaders`` connections; a caller beyond them waits for one.
     private func readHere(_ sql: String, _ binds: [SQLiteData]) throws -> [SQLiteRow] {
         do {
-            return try writer.read { db in try Self.run(db, sql, binds) }
+            // One statement is its own snapshot: no transaction around it (GRDB's `read` opens one).
+            return try writer.unsafeRead { db in try Self.run(db, sql, binds) }
         } catch let error as DatabaseError {
             throw SQLiteError(error)
         }
@@ -99,8 +101,8 @@ final class SQLiteDatabase: Sendable {
         if unit.count == 1 {
             do {
                 return .success([try run(db, unit[0].sql, unit[0].binds)])
-            } catch let error as DatabaseError where SQLiteError(error).backsOutStatementOnly {
-                return .failure(SQLiteError(error))
+            } catch let error as SQLiteError where error.backsOutStatementOnly {
+                return .failure(error)
             }
         }
         try db.execute(sql: "SAVEPOINT unit")
@@ -108,10 +110,10 @@ final class SQLiteDatabase: Sendable {
             let rows = try unit.map { try run(db, $0.sql, $0.binds) }
             try db.execute(sql: "RELEASE unit")
             return .success(rows)
-        } catch let error as DatabaseError where SQLiteError(error).backsOutStatementOnly {
+        } catch let error as SQLiteError where error.backsOutStatementOnly {
             try db.execute(sql: "ROLLBACK TO unit")
             try db.execute(sql: "RELEASE unit")
-            return .failure(SQLiteError(error))
+            return .failure(error)
         }
     }
 
@@ -129,12 +131,48 @@ final class SQLiteDatabase: Sendable {
     }
 
     /// Runs `sql` with its cached statement; returns its rows (none for most writes).
+    ///
+    /// GRDB prepares the statement once per connection and keeps it; the values are bound and
+    /// the rows read with SQLite's own calls, which costs less than GRDB's generic arguments and
+    /// rows. Throws ``SQLiteError``.
     static func run(_ db: Database, _ sql: String, _ binds: [SQLiteData]) throws -> [SQLiteRow] {
-        let statement = try db.cachedStatement(sql: sql)
-        let arguments = StatementArguments(binds.map(\.databaseValue))
-        let rows = try Row.fetchAll(statement, arguments: arguments)
-        return rows.map(SQLiteRow.init)
+        let statement: GRDB.Statement
+        do { statement = try db.cachedStatement(sql: sql) } catch let error as DatabaseError { throw SQLiteError(error) }
+        let handle = statement.sqliteStatement
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
+        defer { sqlite3_reset(handle) }
+        guard Int(sqlite3_bind_parameter_count(handle)) == binds.count else {
+            throw SQLiteError(code: SQLITE_RANGE, message: "\(binds.count) values for \(sqlite3_bind_parameter_count(handle)) parameters")
+        }
+        for (offset, value) in binds.enumerated() {
+            let index = Int32(offset + 1)
+            let status: Int32
+            switch value {
+            case .integer(let i): status = sqlite3_bind_int64(handle, index, i)
+            case .float(let d): status = sqlite3_bind_double(handle, index, d)
+            case .text(let t): status = sqlite3_bind_text(handle, index, t, -1, transient)
+            // An empty blob is a zero-length blob, not NULL (which a nil base address would bind).
+            case .blob(let b) where b.isEmpty: status = sqlite3_bind_zeroblob(handle, index, 0)
+            case .blob(let b):
+                guard let count = Int32(exactly: b.count) else { throw SQLiteError(code: SQLITE_TOOBIG, message: "a blob of \(b.count) bytes") }
+                status = b.withUnsafeBytes { sqlite3_bind_blob(handle, index, $0.baseAddress, count, transient) }
+            case .null: status = sqlite3_bind_null(handle, index)
+            }
+            guard status == SQLITE_OK else { throw SQLiteError(connection: db.sqliteConnection) }
+        }
+        var rows: [SQLiteRow] = []
+        while true {
+            switch sqlite3_step(handle) {
+            case SQLITE_ROW: rows.append(SQLiteRow(statement: handle))
+            case SQLITE_DONE: return rows
+            default: throw SQLiteError(connection: db.sqliteConnection)
+            }
+        }
     }
+
+    /// SQLite copies bound text and blobs (`SQLITE_TRANSIENT`).
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 }
 
 /// The writer's connection, for synchronous work inside one writer access (migrations).
@@ -172,23 +210,19 @@ enum SQLiteData: Sendable, Equatable {
         }
     }
 
-    fileprivate var databaseValue: DatabaseValue {
-        switch self {
-        case .integer(let i): i.databaseValue
-        case .float(let d): d.databaseValue
-        case .text(let s): s.databaseValue
-        case .blob(let b): Data(b).databaseValue
-        case .null: .null
-        }
-    }
-
-    fileprivate init(_ value: DatabaseValue) {
-        switch value.storage {
-        case .null: self = .null
-        case .int64(let i): self = .integer(i)
-        case .double(let d): self = .float(d)
-        case .string(let s): self = .text(s)
-        case .blob(let data): self = .blob([UInt8](data))
+    /// Column `index` of the statement's current row.
+    fileprivate init(statement: OpaquePointer?, column index: Int32) {
+        switch sqlite3_column_type(statement, index) {
+        case SQLITE_INTEGER: self = .integer(sqlite3_column_int64(statement, index))
+        case SQLITE_FLOAT: self = .float(sqlite3_column_double(statement, index))
+        case SQLITE_TEXT:
+            let count = Int(sqlite3_column_bytes(statement, index))
+            self = .text(
+                sqlite3_column_text(statement, index).map { String(decoding: UnsafeBufferPointer(start: $0, count: count), as: UTF8.self) } ?? "")
+        case SQLITE_BLOB:
+            let count = Int(sqlite3_column_bytes(statement, index))
+            self = .blob(sqlite3_column_blob(statement, index).map { Array(UnsafeRawBufferPointer(start: $0, count: count)) } ?? [])
+        default: self = .null
         }
     }
 }
@@ -197,8 +231,15 @@ enum SQLiteData: Sendable, Equatable {
 struct SQLiteRow: Sendable {
     private let columns: [(name: String, value: SQLiteData)]
 
-    fileprivate init(_ row: Row) {
-        columns = zip(row.columnNames, row.databaseValues).map { ($0, SQLiteData($1)) }
+    /// The statement's current row.
+    fileprivate init(statement: OpaquePointer?) {
+        let count = sqlite3_column_count(statement)
+        var columns: [(name: String, value: SQLiteData)] = []
+        columns.reserveCapacity(Int(count))
+        for index in 0..<count {
+            columns.append((sqlite3_column_name(statement, index).map { String(cString: $0) } ?? "", SQLiteData(statement: statement, column: index)))
+        }
+        self.columns = columns
     }
 
     /// The value of the column named `name` (exactly), if the row has one.
@@ -213,6 +254,17 @@ struct SQLiteError: Error, CustomStringConvertible {
     init(_ error: DatabaseError) {
         extendedCode = error.extendedResultCode.rawValue
         message = error.message ?? "\(error)"
+    }
+
+    init(code: Int32, message: String) {
+        extendedCode = code
+        self.message = message
+    }
+
+    /// The connection's last error.
+    init(connection: OpaquePointer?) {
+        extendedCode = sqlite3_extended_errcode(connection)
+        message = sqlite3_errmsg(connection).map { String(cString: $0) } ?? "unknown"
     }
 
     /// SQLITE_CONSTRAINT (19) and its extended codes.

@@ -53,9 +53,9 @@ struct BrowserSessions: Sendable {
         guard let value = request.cookies[cookieName]?.value, value.utf8.count == 43,
             let bytes = Base64URL.decode(value), bytes.count == 32
         else { return nil }
-        let tag = Digest.hmacSHA256(key: secret, Array("webauthn session".utf8), Array(bytes[0..<16])).prefix(16)
+        let tag = Array(Digest.hmacSHA256(key: secret, Array("webauthn session".utf8), Array(bytes[0..<16])).prefix(16))
         // Constant time: every byte is compared whatever the first difference.
-        guard zip(tag, bytes[16...]).reduce(0, { $0 | ($1.0 ^ $1.1) }) == 0 else { return nil }
+        guard Bytes.constantTimeEqual(tag, Array(bytes[16...])) else { return nil }
         return Token(bytes: bytes)
     }
 

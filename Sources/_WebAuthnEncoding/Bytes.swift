@@ -3,6 +3,18 @@ public import Foundation
 /// Small byte helpers shared by the engine.
 package enum Bytes {
     /// Compares two byte sequences in time that depends only on their lengths.
+    package static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        // Arrays, the common case, without the generic path's per-byte witness calls.
+        guard a.count == b.count else { return false }
+        return a.withUnsafeBufferPointer { x in
+            b.withUnsafeBufferPointer { y in
+                var diff: UInt8 = 0
+                for i in 0..<x.count { diff |= x[i] ^ y[i] }
+                return diff == 0
+            }
+        }
+    }
+
     package static func constantTimeEqual(_ a: some Collection<UInt8>, _ b: some Collection<UInt8>) -> Bool {
         guard a.count == b.count else { return false }
         var diff: UInt8 = 0
