@@ -94,7 +94,10 @@ final class PostgresConnection: @unchecked Sendable {
     /// Session settings, set on every new or reset connection (not through the
     /// URL's `options`, which a URL may set for its own ends).
     private static func configure(_ connection: OpaquePointer, _ settings: PostgresSettings) throws(WebAuthnError) {
-        guard let result = PQexec(connection, "SET statement_timeout = \(settings.statementTimeout)") else {
+        // The stores' statements are prepared once per session and look rows up by key: a generic
+        // plan, made once, serves every execution (PostgreSQL would otherwise plan each of the
+        // first five again, and keep planning those whose generic plan it judges no cheaper).
+        guard let result = PQexec(connection, "SET statement_timeout = \(settings.statementTimeout); SET plan_cache_mode = force_generic_plan") else {
             throw WebAuthnError(.storageFailure, "cannot configure the PostgreSQL connection: \(message(connection))")
         }
         defer { PQclear(result) }
@@ -363,23 +366,14 @@ enum PGDiag {
 
 /// Text forms of values for libpq's text protocol.
 enum PGText {
-    static func bytea(_ bytes: [UInt8]) -> String { "\\x" + bytes.map { String(format: "%02x", $0) }.joined() }
+    static func bytea(_ bytes: [UInt8]) -> String { "\\x" + Bytes.hex(bytes) }
     static func bytes(_ text: String?) -> [UInt8]? {
         guard let text, text.hasPrefix("\\x") else { return nil }
-        let hex = Array(text.utf8.dropFirst(2))
-        guard hex.count % 2 == 0 else { return nil }
-        var out = [UInt8]()
-        out.reserveCapacity(hex.count / 2)
-        var i = 0
-        while i < hex.count {
-            guard let b = UInt8(String(decoding: hex[i..<i + 2], as: UTF8.self), radix: 16) else { return nil }
-            out.append(b)
-            i += 2
-        }
-        return out
+        return Bytes.fromHex(String(text.dropFirst(2)))
     }
     static func bool(_ b: Bool) -> String { b ? "true" : "false" }
-    static func double(_ d: Double) -> String { String(format: "%.6f", d) }
+    /// The shortest text that reads back as `d` exactly (PostgreSQL's float8 input takes it).
+    static func double(_ d: Double) -> String { d.description }
 
     /// The parameter for a credential column value; nil for NULL.
     static func value(_ value: CredentialColumnValue) -> String? {

@@ -207,15 +207,28 @@ public final class PostgresStore: CredentialStore, CredentialAuditing, Challenge
 
     /// Keeps a ceremony under its challenge (replacing one under the same challenge),
     /// dropping its binding's oldest beyond ``PendingCeremony/maxPerBinding`` in the same statement.
+    ///
+    /// A registration or authentication ceremony is committed without waiting for its WAL to
+    /// reach the disk (`synchronous_commit` off for this transaction alone): a PostgreSQL crash
+    /// may lose one written in the last moments, which only makes its user start again. Its
+    /// consumption is a durable commit, which flushes the WAL up to it, so a consumed ceremony
+    /// is never lost. Sign in with Apple's single-use values stay durable.
     public func insert(_ ceremony: PendingCeremony) async throws {
         let values: [String?] = [
             PGText.bytea(ceremony.challenge), ceremony.json.serialized(), PGText.double(ceremony.expiresAt.timeIntervalSince1970),
             ceremony.binding.map(PGText.bytea),
         ]
+        let relaxed = ceremony.kind == .registration || ceremony.kind == .authentication
+        let row =
+            relaxed
+            ? "SELECT $1::bytea, $2::text, $3::double precision, $4::bytea FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed"
+            : "VALUES ($1::bytea, $2::text, $3::double precision, $4::bytea)"
         guard ceremony.binding != nil else {
             _ = try await pool.query(
-                "INSERT INTO challenges (challenge, ceremony, expires_at, binding) VALUES ($1, $2, $3, $4) ON CONFLICT (challenge) DO UPDATE SET ceremony = EXCLUDED.ceremony, expires_at = EXCLUDED.expires_at",
-                values, retry: .idempotent)
+                """
+                INSERT INTO challenges (challenge, ceremony, expires_at, binding) \(row)
+                ON CONFLICT (challenge) DO UPDATE SET ceremony = EXCLUDED.ceremony, expires_at = EXCLUDED.expires_at
+                """, values, retry: .idempotent)
             return
         }
         // One statement: the insert, and the binding's oldest ceremonies beyond the limit dropped
@@ -223,7 +236,7 @@ public final class PostgresStore: CredentialStore, CredentialAuditing, Challenge
         _ = try await pool.query(
             """
             WITH inserted AS (
-                INSERT INTO challenges (challenge, ceremony, expires_at, binding) VALUES ($1, $2, $3, $4)
+                INSERT INTO challenges (challenge, ceremony, expires_at, binding) \(row)
                 ON CONFLICT (challenge) DO UPDATE SET ceremony = EXCLUDED.ceremony, expires_at = EXCLUDED.expires_at RETURNING challenge
             )
             DELETE FROM challenges WHERE binding = $4 AND challenge NOT IN (SELECT challenge FROM inserted) AND challenge NOT IN (

@@ -22,6 +22,19 @@ package enum Bytes {
         return diff == 0
     }
 
+    package static func hex(_ bytes: [UInt8]) -> String {
+        let digits: StaticString = "0123456789abcdef"
+        return String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+            digits.withUTF8Buffer { d in
+                for (i, b) in bytes.enumerated() {
+                    out[2 * i] = d[Int(b >> 4)]
+                    out[2 * i + 1] = d[Int(b & 0x0f)]
+                }
+            }
+            return bytes.count * 2
+        }
+    }
+
     package static func hex(_ bytes: some Sequence<UInt8>) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var out = [UInt8]()
