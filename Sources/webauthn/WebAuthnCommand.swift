@@ -12,8 +12,8 @@ struct WebAuthnCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "webauthn",
         abstract:
-            "Serve the relying party, verify WebAuthn registrations and authentications, inspect responses, check metadata, verify Sign in with Apple tokens. (Conformance runs and the demo: webauthn-dev; the benchmark: webauthn-bench.)",
-        subcommands: [Serve.self, Verify.self, Inspect.self, MetadataCommand.self, AppleCommand.self]
+            "Serve the relying party, verify WebAuthn registrations and authentications, inspect responses, check metadata, verify Sign in with Apple tokens. (Conformance runs and the demo: webauthn-dev; loadtest runs webauthn-dev's; the benchmark: webauthn-bench.)",
+        subcommands: [Serve.self, Verify.self, Inspect.self, MetadataCommand.self, AppleCommand.self, LoadTestPassThrough.self]
     )
 
     static func main() async {

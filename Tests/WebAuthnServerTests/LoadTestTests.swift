@@ -7,10 +7,11 @@ import _WebAuthnEncoding
 /// throughput, latency percentiles and the server's CPU per sign-in.
 @Suite("Load test", .serialized)
 struct LoadTestTests {
-    /// Runs `webauthn-dev loadtest` against `server` with `extra` arguments; its exit status and output.
-    static func loadTest(_ server: ServeProcess, _ extra: [String]) throws -> (Int32, String) {
+    /// Runs `webauthn-dev loadtest` (or, `through` the deployable binary, `webauthn loadtest`, which
+    /// runs the same) against `server` with `extra` arguments; its exit status and output.
+    static func loadTest(_ server: ServeProcess, _ extra: [String], through tool: String = "webauthn-dev") throws -> (Int32, String) {
         let process = Process()
-        process.executableURL = ServeProcess.binary.deletingLastPathComponent().appendingPathComponent("webauthn-dev")
+        process.executableURL = ServeProcess.binary.deletingLastPathComponent().appendingPathComponent(tool)
         process.arguments =
             ["loadtest", "--url", "http://127.0.0.1:\(server.port)", "--rp-id", ServeProcess.rpId, "--origin", ServeProcess.origin] + extra
         let output = Pipe()
@@ -22,7 +23,9 @@ struct LoadTestTests {
         return (process.terminationStatus, text)
     }
 
-    @Test("webauthn-dev loadtest against webauthn serve: every sign-in succeeds and the report carries its figures", arguments: ServerTests.sharedDatabases)
+    @Test(
+        "webauthn loadtest (webauthn-dev's, on SQLite through the deployable binary) against webauthn serve: every sign-in succeeds and the report carries its figures",
+        arguments: ServerTests.sharedDatabases)
     func loadTest(kind: String) throws {
         let database = kind == "postgres" ? ProcessInfo.processInfo.environment["WEBAUTHN_TEST_POSTGRES"]! : ServeProcess.temporaryDatabase()
         let server = try ServeProcess(database: database, extra: ["--rate-limit", "off"])
@@ -34,7 +37,7 @@ struct LoadTestTests {
             [
                 "--users", "8", "--duration", "2", "--concurrency", "4", "--usernameless", "0.5", "--server-pid", String(server.process.processIdentifier),
                 "--json", report.path,
-            ])
+            ], through: kind == "sqlite" ? "webauthn" : "webauthn-dev")
         #expect(status == 0, "\(text)")
         let json = try JSONValue.parse([UInt8](Data(contentsOf: report)))
         #expect((json["signIns"]?.numberValue ?? 0) > 0, "\(text)")
