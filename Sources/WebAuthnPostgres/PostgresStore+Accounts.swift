@@ -67,11 +67,57 @@ extension PostgresStore {
                 [user.name, UserName.lookalikeKey(user.name), PGText.bytea(user.id), user.displayName] + r.values(columns).map(PGText.value))
         } catch let error as PostgresConnection.Failure where error.isUniqueViolation {
             // The account is inserted first; a duplicate in credentials is the credential ID.
-            if error.table == "credentials" {
-                throw WebAuthnError(
-                    .credentialAlreadyRegistered, "credential \(Base64URL.encode(r.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
+            throw Self.duplicate(error, creating: user, credential: r)
+        }
+    }
+
+    /// The error for a unique violation while creating `user` with credential `r`: the credential
+    /// when the violation is in `credentials`, else the account's name, key or handle.
+    static func duplicate(_ error: PostgresConnection.Failure, creating user: UserEntity?, credential r: CredentialRecord) -> WebAuthnError {
+        guard let user, error.table != "credentials" else {
+            return WebAuthnError(
+                .credentialAlreadyRegistered, "credential \(Base64URL.encode(r.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
+        }
+        return WebAuthnError(.usernameUnavailable, "an account named \(user.name.prefix(64)) (or a name that looks the same) exists")
+    }
+
+    /// A registration's writes in one statement, one transaction and one round trip: the
+    /// challenge consumed and, only if it was there, the credential stored (with its new
+    /// account) and the session replaced. A unique violation fails the whole statement: nothing changes.
+    public func commitRegistration(
+        consuming challenge: [UInt8], creating account: UserEntity?, credential r: CredentialRecord, signingIn session: SignedInSession?,
+        replacing oldSession: [UInt8]?
+    ) async throws -> Bool {
+        var values: [String?] = [PGText.bytea(challenge)]
+        var ctes = ["consumed AS (DELETE FROM challenges WHERE challenge = $1 RETURNING challenge)"]
+        if let account {
+            values += [account.name, UserName.lookalikeKey(account.name), PGText.bytea(account.id), account.displayName]
+            ctes.append("account AS (INSERT INTO accounts (name, name_key, handle, display_name) SELECT $2, $3, $4, $5 FROM consumed RETURNING handle)")
+            var next = values.count
+            let selected = CredentialColumn.allCases.map { column -> String in
+                guard column != .userHandle else { return "handle" }
+                next += 1
+                return "$\(next)"
             }
-            throw WebAuthnError(.usernameUnavailable, "an account named \(user.name.prefix(64)) (or a name that looks the same) exists")
+            values += r.values(CredentialColumn.allCases.filter { $0 != .userHandle }).map(PGText.value)
+            ctes.append(
+                "credential AS (INSERT INTO credentials (\(CredentialColumn.list)) SELECT \(selected.joined(separator: ", ")) FROM account RETURNING id)")
+        } else {
+            let first = values.count + 1
+            values += r.values().map(PGText.value)
+            ctes.append(
+                "credential AS (INSERT INTO credentials (\(CredentialColumn.list)) SELECT \(Self.parameters(first...(values.count))) FROM consumed RETURNING id)"
+            )
+        }
+        if let session {
+            ctes.append(Self.sessionReplacement(first: values.count + 1, when: "EXISTS (SELECT 1 FROM credential)"))
+            values += Self.sessionValues(session, replacing: oldSession)
+        }
+        do {
+            let rows = try await pool.query("WITH \(ctes.joined(separator: ",\n")) SELECT (SELECT COUNT(*) FROM consumed) AS consumed", values)
+            return rows.first?["consumed"] == "1"
+        } catch let error as PostgresConnection.Failure where error.isUniqueViolation {
+            throw Self.duplicate(error, creating: account, credential: r)
         }
     }
 

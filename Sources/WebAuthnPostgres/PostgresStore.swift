@@ -155,7 +155,7 @@ public final class PostgresStore: CredentialStore, CredentialAuditing, Challenge
     }
 
     /// The ceremony under `challenge` and the credential `credentialId`, in one round trip.
-    public func pendingSignIn(challenge: [UInt8], credentialId: [UInt8]) async throws -> (ceremony: PendingCeremony?, credential: CredentialRecord?) {
+    public func pending(challenge: [UInt8], credentialId: [UInt8]) async throws -> (ceremony: PendingCeremony?, credential: CredentialRecord?) {
         guard
             let row = try await pool.query(
                 """

@@ -15,7 +15,7 @@ final class GroupCommitWriter: Sendable {
     static let maxBatch = 128
 
     struct Job {
-        let unit: [SQLiteDatabase.Statement]
+        let unit: SQLiteDatabase.Unit
         let continuation: CheckedContinuation<[[SQLiteRow]], any Error>
     }
 
@@ -28,12 +28,12 @@ final class GroupCommitWriter: Sendable {
 
     /// Runs one write statement in the next group; returns its rows once the group is committed.
     func write(_ sql: String, _ binds: [SQLiteData]) async throws -> [SQLiteRow] {
-        try await write([(sql, binds)])[0]
+        try await write(SQLiteDatabase.Unit(statements: [(sql, binds)]))[0]
     }
 
     /// Runs statements as one atomic unit in the next group (all of them, or none, if one
     /// fails a constraint); returns each one's rows once the group is committed.
-    func write(_ unit: [SQLiteDatabase.Statement]) async throws -> [[SQLiteRow]] {
+    func write(_ unit: SQLiteDatabase.Unit) async throws -> [[SQLiteRow]] {
         try await withCheckedThrowingContinuation { continuation in
             let start = state.withLockedValue { s in
                 s.queue.append(Job(unit: unit, continuation: continuation))
@@ -60,10 +60,10 @@ final class GroupCommitWriter: Sendable {
     }
 
     private func run(_ batch: [Job]) async {
-        if batch.count == 1, batch[0].unit.count == 1 {
+        if batch.count == 1, batch[0].unit.statements.count == 1, !batch[0].unit.requiresFirstRow {
             // Alone: the statement is its own transaction.
-            let job = batch[0]
-            do { job.continuation.resume(returning: [try await database.query(job.unit[0].sql, job.unit[0].binds)]) } catch {
+            let job = batch[0], statement = job.unit.statements[0]
+            do { job.continuation.resume(returning: [try await database.query(statement.sql, statement.binds)]) } catch {
                 job.continuation.resume(throwing: error)
             }
             return

@@ -69,9 +69,10 @@ final class SQLiteDatabase: Sendable {
     /// Units of statements in one transaction (`BEGIN IMMEDIATE` … `COMMIT`), in one hop to the
     /// writer. A unit is atomic on its own: a statement that fails a constraint backs out its
     /// unit alone (SQLite's statement rollback for one statement, a savepoint for several), and
-    /// the unit is answered with that error; any other failure rolls the transaction back and
-    /// fails every unit (none was committed).
-    func group(_ units: [[Statement]]) async -> [Result<[[SQLiteRow]], any Error>] {
+    /// the unit is answered with that error; so is a unit whose first statement must return a
+    /// row and returns none (``Unit/requiresFirstRow``, with ``SQLiteError/firstRowMissing``). Any
+    /// other failure rolls the transaction back and fails every unit (none was committed).
+    func group(_ units: [Unit]) async -> [Result<[[SQLiteRow]], any Error>] {
         do {
             return try await writer.writeWithoutTransaction { db -> [Result<[[SQLiteRow]], any Error>] in
                 try db.execute(sql: "BEGIN IMMEDIATE")
@@ -95,19 +96,32 @@ final class SQLiteDatabase: Sendable {
     /// A statement and its values.
     typealias Statement = (sql: String, binds: [SQLiteData])
 
+    /// Statements that take effect together or not at all.
+    struct Unit: Sendable {
+        let statements: [Statement]
+        /// The first statement must return a row (a `DELETE … RETURNING` that must find one), or
+        /// the unit is backed out.
+        var requiresFirstRow = false
+    }
+
     /// Runs one unit inside the group's transaction: its rows, statement by statement, or the
-    /// constraint failure that backed it out. Other failures are thrown (they end the transaction).
-    private static func runUnit(_ db: Database, _ unit: [Statement]) throws -> Result<[[SQLiteRow]], any Error> {
-        if unit.count == 1 {
+    /// failure that backed it out. Other failures are thrown (they end the transaction).
+    private static func runUnit(_ db: Database, _ unit: Unit) throws -> Result<[[SQLiteRow]], any Error> {
+        let statements = unit.statements
+        if statements.count == 1 && !unit.requiresFirstRow {
             do {
-                return .success([try run(db, unit[0].sql, unit[0].binds)])
+                return .success([try run(db, statements[0].sql, statements[0].binds)])
             } catch let error as SQLiteError where error.backsOutStatementOnly {
                 return .failure(error)
             }
         }
         try db.execute(sql: "SAVEPOINT unit")
         do {
-            let rows = try unit.map { try run(db, $0.sql, $0.binds) }
+            var rows: [[SQLiteRow]] = []
+            for statement in statements {
+                rows.append(try run(db, statement.sql, statement.binds))
+                if unit.requiresFirstRow, rows.count == 1, rows[0].isEmpty { throw SQLiteError.firstRowMissing }
+            }
             try db.execute(sql: "RELEASE unit")
             return .success(rows)
         } catch let error as SQLiteError where error.backsOutStatementOnly {
@@ -273,8 +287,13 @@ struct SQLiteError: Error, CustomStringConvertible {
     var isDuplicate: Bool { extendedCode == 19 | (6 << 8) || extendedCode == 19 | (8 << 8) || extendedCode == 19 | (10 << 8) }
     /// A trigger's `RAISE(ABORT, …)`.
     var isTriggerAbort: Bool { extendedCode == 19 | (7 << 8) }
-    /// Constraint failures back out their statement alone; the transaction goes on.
-    var backsOutStatementOnly: Bool { isConstraint }
+    /// Constraint failures back out their statement (or unit) alone; the transaction goes on.
+    var backsOutStatementOnly: Bool { isConstraint || self.extendedCode == Self.firstRowMissing.extendedCode }
+
+    /// A unit's first statement returned no row (``SQLiteDatabase/Unit/requiresFirstRow``): the unit was backed out.
+    static let firstRowMissing = SQLiteError(code: -1, message: "the unit's first statement found no row")
+    /// Whether this is ``firstRowMissing``.
+    var isFirstRowMissing: Bool { extendedCode == Self.firstRowMissing.extendedCode }
 
     var description: String { "SQLite error \(extendedCode): \(message)" }
 }

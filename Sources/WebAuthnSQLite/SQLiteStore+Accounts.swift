@@ -44,27 +44,37 @@ extension SQLiteStore {
     /// Throws `username_unavailable` when the name (or its look-alike key) or the
     /// handle is taken, `credential_already_registered` when the credential ID is.
     public func create(_ user: UserEntity, firstCredential r: CredentialRecord) async throws {
-        // One statement: the new_accounts_insert trigger inserts both rows or neither.
+        let statement = Self.creating(user, firstCredential: r)
+        do {
+            _ = try await query(statement.sql, statement.binds)
+        } catch let error as SQLiteError where error.isDuplicate {
+            throw try await duplicate(creating: user, credential: r)
+        }
+    }
+
+    /// The statement that creates `user` with its first credential (the new_accounts_insert
+    /// trigger inserts both rows or neither).
+    static func creating(_ user: UserEntity, firstCredential r: CredentialRecord) -> SQLiteDatabase.Statement {
         // The view's credential columns are the table's, the owner being the account's handle.
         let columns = CredentialColumn.allCases.filter { $0 != .userHandle }
-        do {
-            _ = try await query(
-                // (The view calls the credential's name `credential_name`: `name` is the account's.)
-                "INSERT INTO new_accounts (name, name_key, handle, display_name, \(columns.map { $0 == .name ? "credential_name" : $0.rawValue }.joined(separator: ", "))) VALUES (\(Self.placeholders(4 + columns.count)))",
-                [.text(user.name), .text(UserName.lookalikeKey(user.name)), .blob(user.id), .text(user.displayName)] + r.values(columns).map(SQLiteData.init))
-        } catch let error as SQLiteError where error.isDuplicate {
-            // The trigger inserts the account first, so the duplicate is the
-            // credential only when no account has the name, key or handle
-            // (accounts are never deleted).
-            let account = try await query(
-                "SELECT 1 AS x FROM accounts WHERE name = ? OR name_key = ? OR handle = ? LIMIT 1",
-                [.text(user.name), .text(UserName.lookalikeKey(user.name)), .blob(user.id)])
-            guard account.isEmpty else {
-                throw WebAuthnError(.usernameUnavailable, "an account named \(user.name.prefix(64)) (or a name that looks the same) exists")
-            }
-            throw WebAuthnError(
-                .credentialAlreadyRegistered, "credential \(Base64URL.encode(r.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
+        return (
+            // (The view calls the credential's name `credential_name`: `name` is the account's.)
+            "INSERT INTO new_accounts (name, name_key, handle, display_name, \(columns.map { $0 == .name ? "credential_name" : $0.rawValue }.joined(separator: ", "))) VALUES (\(placeholders(4 + columns.count)))",
+            [.text(user.name), .text(UserName.lookalikeKey(user.name)), .blob(user.id), .text(user.displayName)] + r.values(columns).map(SQLiteData.init)
+        )
+    }
+
+    /// The error for a creation refused as a duplicate: the account when one has the name, key
+    /// or handle (the trigger inserts the account first; accounts are never reused), else the credential.
+    func duplicate(creating user: UserEntity, credential r: CredentialRecord) async throws -> WebAuthnError {
+        let account = try await query(
+            "SELECT 1 AS x FROM accounts WHERE name = ? OR name_key = ? OR handle = ? LIMIT 1",
+            [.text(user.name), .text(UserName.lookalikeKey(user.name)), .blob(user.id)])
+        guard account.isEmpty else {
+            return WebAuthnError(.usernameUnavailable, "an account named \(user.name.prefix(64)) (or a name that looks the same) exists")
         }
+        return WebAuthnError(
+            .credentialAlreadyRegistered, "credential \(Base64URL.encode(r.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
     }
 
     static func account(_ row: SQLiteRow) throws -> UserEntity {

@@ -104,10 +104,11 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
 
     /// Write statements as one atomic unit (all or, when one fails a constraint, none), in
     /// the next group commit; each statement's rows.
-    func write(_ unit: [SQLiteDatabase.Statement]) async throws -> [[SQLiteRow]] {
+    func write(_ statements: [SQLiteDatabase.Statement], requiresFirstRow: Bool = false) async throws -> [[SQLiteRow]] {
         try begin()
         defer { finished() }
         accesses.withLockedValue { $0.writes += 1 }
+        let unit = SQLiteDatabase.Unit(statements: statements, requiresFirstRow: requiresFirstRow)
         guard let writer else { return try await connection.group([unit])[0].get() }
         return try await writer.write(unit)
     }
@@ -160,13 +161,40 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
     /// Stores a new record in one `INSERT`; throws `credential_already_registered`
     /// when the ID exists.
     public func insert(_ r: CredentialRecord) async throws {
+        let statement = Self.inserting(r)
         do {
-            _ = try await query(
-                "INSERT INTO credentials (\(CredentialColumn.list)) VALUES (\(Self.placeholders(CredentialColumn.allCases.count)))",
-                r.values().map(SQLiteData.init))
+            _ = try await query(statement.sql, statement.binds)
         } catch let error as SQLiteError where error.isDuplicate {
-            throw WebAuthnError(
-                .credentialAlreadyRegistered, "credential \(Base64URL.encode(r.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
+            throw Self.alreadyRegistered(r)
+        }
+    }
+
+    static func inserting(_ r: CredentialRecord) -> SQLiteDatabase.Statement {
+        ("INSERT INTO credentials (\(CredentialColumn.list)) VALUES (\(placeholders(CredentialColumn.allCases.count)))", r.values().map(SQLiteData.init))
+    }
+
+    static func alreadyRegistered(_ r: CredentialRecord) -> WebAuthnError {
+        WebAuthnError(
+            .credentialAlreadyRegistered, "credential \(Base64URL.encode(r.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
+    }
+
+    /// A registration's writes as one unit of the next group commit: the challenge consumed
+    /// (it must be there), the credential stored (with its new account), the session replaced.
+    public func commitRegistration(
+        consuming challenge: [UInt8], creating account: UserEntity?, credential r: CredentialRecord, signingIn session: SignedInSession?,
+        replacing oldSession: [UInt8]?
+    ) async throws -> Bool {
+        let store = account.map { Self.creating($0, firstCredential: r) } ?? Self.inserting(r)
+        let sessionStatements = session.map { Self.replacing(oldSession, with: $0) } ?? []
+        do {
+            _ = try await write(
+                [("DELETE FROM challenges WHERE challenge = ? RETURNING challenge", [.blob(challenge)]), store] + sessionStatements, requiresFirstRow: true)
+            return true
+        } catch let error as SQLiteError where error.isFirstRowMissing {
+            return false
+        } catch let error as SQLiteError where error.isDuplicate {
+            guard let account else { throw Self.alreadyRegistered(r) }
+            throw try await duplicate(creating: account, credential: r)
         }
     }
 
@@ -253,7 +281,7 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
     }
 
     /// The ceremony under `challenge` and the credential `credentialId`, in one read.
-    public func pendingSignIn(challenge: [UInt8], credentialId: [UInt8]) async throws -> (ceremony: PendingCeremony?, credential: CredentialRecord?) {
+    public func pending(challenge: [UInt8], credentialId: [UInt8]) async throws -> (ceremony: PendingCeremony?, credential: CredentialRecord?) {
         guard
             let row = try await query(
                 """

@@ -76,6 +76,23 @@ extension WebAuthnRoutes {
         let body = try await HTTP.body(request, limit: configuration.maxBodySize)
         let token = sessions.token(request)
         let result: RegistrationResult
+        // Who is signed in afterwards, and verified how: a new account's first credential is the
+        // account's only proof so far (verified). A credential added to an existing account proves
+        // nothing about its user (the authenticator is whoever's holds the session): the session
+        // keeps the standing it had, and one that is no longer signed in as the account is signed
+        // in unverified. The session is stored with the registration, in its transaction when the
+        // session store is the engine's store.
+        let signedIn = sessions.mint()
+        let now = self.now
+        let signingIn = SessionSignIn<RegistrationResult>(store: sessions.store, replacing: token?.binding) { [self] result in
+            let handle = result.credential.userHandle
+            if result.createdAccount { return sessions.session(for: handle, token: signedIn, now: now, verified: true) }
+            let previous = try await sessions.signedIn(token, now: now)
+            let sameAccount = previous?.userHandle == handle
+            let stillVerified =
+                sameAccount && previous.map { now.timeIntervalSince($0.authenticatedAt) <= configuration.reauthenticationWindow } == true
+            return sessions.session(for: handle, token: signedIn, now: now, verified: stillVerified, since: sameAccount ? previous?.createdAt : nil)
+        }
         do throws(WebAuthnError) {
             let response = try RegistrationResponse(json: body)
             // A stand-in ID answers like one that is taken, so registration cannot tell stand-ins from real credentials.
@@ -84,26 +101,13 @@ extension WebAuthnRoutes {
                     .credentialAlreadyRegistered, "credential \(Base64URL.encode(response.id).prefix(96)) is already registered",
                     step: "WebAuthn L3 §7.1 step 27")
             }
-            result = try await engine.finishRegistration(response, binding: token?.binding)
+            result = try await engine.finishRegistration(response, binding: token?.binding, signingIn: signingIn)
         } catch {
             Audit.event("registration_failed", context, ["code": .string(error.code.rawValue)])
             if let token { try noteFailure(token) }
             throw error
         }
-        // A registration that verified the user counts as a verified sign-in; one that added a
-        // passkey to a signed-in account keeps that session's standing.
-        // Who is signed in afterwards, and verified how: a new account's first credential is the
-        // account's only proof so far (verified). A credential added to an existing account proves
-        // nothing about its user (the authenticator is whoever's holds the session): the session
-        // keeps the standing it had, and one that is no longer signed in as the account is signed
-        // in unverified.
-        let previous = try await sessions.signedIn(token, now: now)
-        let handle = result.credential.userHandle
-        let sameAccount = previous?.userHandle == handle
-        let stillVerified =
-            sameAccount && previous.map { now.timeIntervalSince($0.authenticatedAt) <= configuration.reauthenticationWindow } == true
-        let signedIn = try await sessions.signIn(
-            handle, replacing: token, now: now, verified: result.createdAccount || stillVerified, since: sameAccount ? previous?.createdAt : nil)
+        await sessions.sweepIfDue(now: now)
         Audit.event(
             "registered", context,
             [
@@ -179,7 +183,7 @@ extension WebAuthnRoutes {
         // the engine's store: the result step is one read and one durable write.
         let signedIn = sessions.mint()
         let now = self.now
-        let signingIn = SessionSignIn(store: sessions.store, replacing: token?.binding) { [self] result in
+        let signingIn = SessionSignIn<AuthenticationResult>(store: sessions.store, replacing: token?.binding) { [self] result in
             sessions.session(
                 for: result.userHandle, token: signedIn, now: now, verified: try await verifiesUser(result.userVerified, account: result.userHandle))
         }

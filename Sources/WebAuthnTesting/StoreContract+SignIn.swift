@@ -67,13 +67,13 @@ extension StoreContract {
         }
         // Read together: the ceremony and the credential, either, or neither.
         let first = try await pending()
-        let both = try await store.pendingSignIn(challenge: first.challenge, credentialId: r.id)
+        let both = try await store.pending(challenge: first.challenge, credentialId: r.id)
         try expect(both.ceremony?.challenge == first.challenge && same(both.credential, r), "both read back, the credential field for field")
-        let ceremonyOnly = try await store.pendingSignIn(challenge: first.challenge, credentialId: SecureRandom.bytes(16))
+        let ceremonyOnly = try await store.pending(challenge: first.challenge, credentialId: SecureRandom.bytes(16))
         try expect(ceremonyOnly.ceremony?.challenge == first.challenge && ceremonyOnly.credential == nil, "an unknown credential reads as nil")
-        let credentialOnly = try await store.pendingSignIn(challenge: SecureRandom.bytes(32), credentialId: r.id)
+        let credentialOnly = try await store.pending(challenge: SecureRandom.bytes(32), credentialId: r.id)
         try expect(credentialOnly.ceremony == nil && credentialOnly.credential?.id == r.id, "an unknown challenge reads as nil")
-        let neither = try await store.pendingSignIn(challenge: SecureRandom.bytes(32), credentialId: SecureRandom.bytes(16))
+        let neither = try await store.pending(challenge: SecureRandom.bytes(32), credentialId: SecureRandom.bytes(16))
         try expect(neither.ceremony == nil && neither.credential == nil)
         try expect(try await store.pending(challenge: first.challenge) != nil, "reading consumes nothing")
         // Committed: the counter, the challenge and the session change, together.
@@ -121,6 +121,61 @@ extension StoreContract {
         for (outcome, session) in outcomes {
             try expect((try await sessions.session(idHash: session.idHash) != nil) == (outcome == .committed), "only the committed sign-in's session")
         }
+    }
+
+    static func registrationCommitCheck(_ stores: Stores) async throws {
+        guard let store = stores.challenges as? any SignInCommitting, (stores.challenges as AnyObject) === (stores.credentials as AnyObject),
+            (stores.sessions as AnyObject) === (stores.challenges as AnyObject), (stores.accounts as AnyObject) === (stores.challenges as AnyObject)
+        else {
+            return  // the engine consumes, then stores, then replaces the session: the other checks cover it
+        }
+        let sessions = stores.sessions
+        func pending() async throws -> PendingCeremony {
+            let c = try ceremony(binding: nil)
+            try await store.insert(c)
+            return c
+        }
+        // A new account with its first credential and a session, in place of the browser's old one.
+        let june = UserEntity.new(name: "june")
+        let first = try record(user: june.id)
+        let old = signedIn(SecureRandom.bytes(32))
+        try await sessions.insert(old)
+        let new = signedIn(june.id, at: 1)
+        let c1 = try await pending()
+        try expect(try await store.commitRegistration(consuming: c1.challenge, creating: june, credential: first, signingIn: new, replacing: old.idHash))
+        try expect(try await stores.accounts.account(named: "june")?.id == june.id, "the account is created")
+        try expect(same(try await store.credential(id: first.id), first), "the credential is stored, field for field")
+        try expect(try await store.pending(challenge: c1.challenge) == nil, "the challenge is consumed")
+        try expect(try await sessions.session(idHash: new.idHash) == new, "the session stored")
+        try expect(try await sessions.session(idHash: old.idHash) == nil, "the old session ended")
+        // The challenge gone: nothing is stored.
+        let late = try record(user: june.id)
+        try expect(
+            !(try await store.commitRegistration(consuming: c1.challenge, creating: nil, credential: late, signingIn: signedIn(june.id), replacing: nil)))
+        try expect(try await store.credential(id: late.id) == nil, "no challenge, no credential")
+        // A second credential for the account, without a session.
+        let second = try record(user: june.id)
+        let c2 = try await pending()
+        try expect(try await store.commitRegistration(consuming: c2.challenge, creating: nil, credential: second, signingIn: nil, replacing: nil))
+        try expect(try await store.credentials(forUser: june.id).count == 2)
+        // A taken credential ID, or a taken name: refused, and nothing changes (the challenge stays, no session).
+        let c3 = try await pending()
+        let refused = signedIn(june.id, at: 2)
+        try expect(
+            await errorCode {
+                _ = try await store.commitRegistration(
+                    consuming: c3.challenge, creating: nil, credential: try record(first.id, user: june.id), signingIn: refused, replacing: new.idHash)
+            } == "credential_already_registered")
+        let kim = UserEntity.new(name: "JUNE")
+        try expect(
+            await errorCode {
+                _ = try await store.commitRegistration(
+                    consuming: c3.challenge, creating: kim, credential: try record(user: kim.id), signingIn: refused, replacing: new.idHash)
+            } == "username_unavailable")
+        try expect(try await store.pending(challenge: c3.challenge) != nil, "a refused registration leaves its challenge")
+        try expect(try await sessions.session(idHash: refused.idHash) == nil, "and stores no session")
+        try expect(try await sessions.session(idHash: new.idHash) == new, "and ends none")
+        try expect(try await stores.accounts.account(handle: kim.id) == nil, "and creates no account")
     }
 
     static func accountWithCredentialsCheck(_ stores: Stores) async throws {

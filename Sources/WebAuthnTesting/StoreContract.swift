@@ -175,6 +175,11 @@ public enum StoreContract {
                 "sign-in reads and commits (SignInCommitting stores that keep sessions): ceremony and credential read together; the session replaced in the commit, only when it commits",
             body: signInWithSessionCheck),
         Check(
+            name: "registrationCommit",
+            summary:
+                "registration commits (SignInCommitting stores that keep accounts and sessions): the challenge consumed, the credential (and account) and session stored together; a refusal changes nothing",
+            body: registrationCommitCheck),
+        Check(
             name: "challengeBounds", summary: "challenges: a binding keeps its newest ceremonies only; a sweep removes the expired ones and counts the rest",
             body: challengeBoundsCheck),
         Check(name: "accounts", summary: "accounts: an account exists only with its first credential; names are unique by look-alike key", body: accountsCheck),

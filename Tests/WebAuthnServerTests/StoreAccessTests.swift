@@ -23,6 +23,10 @@ struct StoreAccessTests {
         let close: @Sendable () async throws -> Void
     }
 
+    typealias Accesses = (reads: Int, writes: Int, roundTrips: Int)
+
+    static func difference(_ a: Accesses, _ b: Accesses) -> Accesses { (b.reads - a.reads, b.writes - a.writes, b.roundTrips - a.roundTrips) }
+
     static let kinds = ["sqlite"] + (StoreContractTests.postgresURL == nil ? [] : ["postgres"])
 
     static func open(_ kind: String) async throws -> Counted {
@@ -46,7 +50,9 @@ struct StoreAccessTests {
             })
     }
 
-    @Test("a sign-in's steps: options one write (and, by name, one read); the result one read and one write", arguments: kinds)
+    @Test(
+        "a sign-up's and a sign-in's steps: each one read (none for options without a name) and one write on SQLite, at most two round trips on PostgreSQL",
+        arguments: kinds)
     func signInSteps(kind: String) async throws {
         let counted = try await Self.open(kind)
         let store = counted.store
@@ -63,13 +69,30 @@ struct StoreAccessTests {
         }) { port in
             let authenticator = SoftwareAuthenticator()
             let name = "alice-\(UUID().uuidString.prefix(8).lowercased())"
-            let options = try await ServeProcess.request(port: port, "/attestation/options", ["username": .string(name), "displayName": "Alice"])
-            let challenge = try #require(Base64URL.decode(options.json["challenge"]?.stringValue ?? ""))
-            let user = try #require(Base64URL.decode(options.json["user"]?["id"]?.stringValue ?? ""))
-            let parts = try authenticator.register(rpId: ServeProcess.rpId, origin: ServeProcess.origin, challenge: challenge, userHandle: user)
-            let registered = try await ServeProcess.request(port: port, "/attestation/result", parts.json, cookie: options.cookie)
-            #expect(registered.ok, "\(registered.errorMessage)")
-            var cookie = registered.cookie
+            /// A sign-up from a new browser (no cookie): the account with its first passkey.
+            func signUp(_ name: String) async throws -> (RegistrationParts, String?, started: Accesses, finished: Accesses) {
+                let before = counted.count()
+                let options = try await ServeProcess.request(port: port, "/attestation/options", ["username": .string(name), "displayName": "Alice"])
+                let middle = counted.count()
+                let challenge = try #require(Base64URL.decode(options.json["challenge"]?.stringValue ?? ""))
+                let user = try #require(Base64URL.decode(options.json["user"]?["id"]?.stringValue ?? ""))
+                let parts = try authenticator.register(rpId: ServeProcess.rpId, origin: ServeProcess.origin, challenge: challenge, userHandle: user)
+                let registered = try await ServeProcess.request(port: port, "/attestation/result", parts.json, cookie: options.cookie)
+                let after = counted.count()
+                #expect(registered.ok, "\(registered.errorMessage)")
+                return (parts, registered.cookie, Self.difference(before, middle), Self.difference(middle, after))
+            }
+            let (parts, registeredCookie, _, _) = try await signUp(name)
+            var cookie = registeredCookie
+            // The statements are prepared now; a second sign-up shows what one costs.
+            let (_, _, started, finished) = try await signUp(name + "-2")
+            if kind == "postgres" {
+                #expect(
+                    started.roundTrips <= 2 && finished.roundTrips <= 2, "sign-up: options \(started.roundTrips), result \(finished.roundTrips) round trips")
+            } else {
+                #expect(started.writes == 1 && started.reads == 1, "sign-up options: \(started)")
+                #expect(finished.writes == 1 && finished.reads == 1, "sign-up result: \(finished)")
+            }
 
             /// One step: what it asked of the store.
             func step(_ path: String, _ body: JSONValue, cookie: String?) async throws -> (ServeProcess.Reply, (reads: Int, writes: Int, roundTrips: Int)) {
@@ -99,6 +122,31 @@ struct StoreAccessTests {
                 }
             }
         }
+        try await counted.close()
+    }
+
+    @Test(
+        "§7.1 step 27 where the ceremony and the credential are read together: a registered credential ID is refused, and its challenge stays", arguments: kinds
+    )
+    func duplicateCredentialReadTogether(kind: String) async throws {
+        let counted = try await Self.open(kind)
+        let rp = try RelyingParty(id: ServeProcess.rpId, origins: [ServeProcess.origin])
+        let engine = WebAuthnEngine(relyingParty: rp, credentials: counted.store, challenges: counted.store, accounts: counted.store)
+        let authenticator = SoftwareAuthenticator()
+        let user = UserEntity.new(name: "step27-\(UUID().uuidString.prefix(8).lowercased())")
+        let options = try await engine.startRegistration(user: user, newAccount: true)
+        let parts = try authenticator.register(rpId: ServeProcess.rpId, origin: ServeProcess.origin, challenge: options.challenge, userHandle: user.id)
+        _ = try await engine.finishRegistration(json: parts.jsonBytes)
+        let again = try await engine.startRegistration(user: user)
+        var copy = parts
+        copy.clientData.challenge = again.challenge
+        let code: String?
+        do {
+            _ = try await engine.finishRegistration(json: copy.jsonBytes)
+            code = nil
+        } catch { code = error.code.rawValue }
+        #expect(code == "credential_already_registered")
+        #expect(try await counted.store.pending(challenge: again.challenge) != nil, "a refused registration leaves its challenge")
         try await counted.close()
     }
 }

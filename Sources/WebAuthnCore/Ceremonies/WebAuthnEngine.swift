@@ -164,6 +164,11 @@ public struct WebAuthnEngine: Sendable {
     /// Finishes a registration: verifies the response (WebAuthn L3 §7.1) and
     /// stores the new credential.
     ///
+    /// When the challenge store is also the credential store and a ``SignInCommitting`` one,
+    /// the ceremony is read with the credential ID's record, and the challenge consumed with the
+    /// credential stored (and the account created, and `signingIn`'s session when its store is
+    /// the same object) in one transaction: the result step is one read and one durable write.
+    ///
     /// - Parameters:
     ///   - response: the client's response.
     ///   - expectedChallenge: the challenge bound to the client's session, if
@@ -171,6 +176,7 @@ public struct WebAuthnEngine: Sendable {
     ///     challenge in the client data.
     ///   - binding: the binding of the session presenting the response; it
     ///     must equal the one the ceremony was started with, if any.
+    ///   - signingIn: a signed-in session to store with the registration, only if it succeeds. Default none.
     /// - Returns: what was verified, with the stored credential record.
     /// - Throws: the first failed check's code (`challenge_unknown`,
     ///   `challenge_expired`, `session_mismatch`, `origin_not_allowed`, ...; see
@@ -178,27 +184,56 @@ public struct WebAuthnEngine: Sendable {
     ///   (new accounts), or `storage_failure`. Nothing is stored on failure.
     public func finishRegistration(
         _ response: RegistrationResponse, expectedChallenge: [UInt8]? = nil,
-        binding: [UInt8]? = nil
+        binding: [UInt8]? = nil, signingIn: SessionSignIn<RegistrationResult>? = nil
     ) async throws(WebAuthnError) -> RegistrationResult {
         let rp = relyingParty  // one snapshot of the trust anchors for the whole ceremony
         let clientData = try CollectedClientData(bytes: response.clientDataJSON)
-        let ceremony = try await pendingCeremony(for: clientData, kind: .registration, expected: expectedChallenge)
+        let key = try Self.challengeKey(clientData, kind: .registration, expected: expectedChallenge)
+        let committing = (challenges as AnyObject) === (credentials as AnyObject) ? challenges as? any SignInCommitting : nil
+        let found: PendingCeremony?
+        var existing: CredentialRecord?
+        // The credential ID is the response's own (`rawId`), which step 27 checks against the stored ones.
+        if let committing {
+            (found, existing) = try await store { try await committing.pending(challenge: key, credentialId: response.id) }
+        } else {
+            found = try await store { try await challenges.pending(challenge: key) }
+        }
+        let ceremony = try checkPending(found, key: key, kind: .registration)
         try Self.verifyBinding(ceremony, presented: binding)
         var result = try RegistrationVerifier.verify(response, clientData: clientData, ceremony: ceremony, relyingParty: rp)
         result.createdAccount = ceremony.newAccount
         let record = result.credential
         // §7.1 step 27: the credential ID is not yet registered for any user.
-        if try await store({ try await credentials.credential(id: record.id) }) != nil {
+        if committing == nil || response.id != record.id { existing = try await store { try await credentials.credential(id: record.id) } }
+        if existing != nil {
             throw WebAuthnError(
                 .credentialAlreadyRegistered, "credential \(Base64URL.encode(record.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
         }
+        var account: UserEntity?
+        if ceremony.newAccount {
+            guard accounts != nil, let user = ceremony.user else {
+                throw WebAuthnError(.configurationInvalid, "a registration that creates an account needs an engine with an account store")
+            }
+            account = user
+        }
+        var session: SignedInSession?
+        if let signingIn { session = try await store { try await signingIn.session(result) } }
+        if let committing, account == nil || (accounts as AnyObject) === (committing as AnyObject) {
+            let together = signingIn.map { ($0.store as AnyObject) === (committing as AnyObject) } ?? false
+            let committed = try await store {
+                try await committing.commitRegistration(
+                    consuming: ceremony.challenge, creating: account, credential: record, signingIn: together ? session : nil,
+                    replacing: together ? signingIn?.replacing : nil)
+            }
+            guard committed else { throw Self.challengeTaken }
+            housekeeping.release()
+            if !together { try await storeSession(session, signingIn) }
+            return result
+        }
         try await consume(ceremony)
         do throws(WebAuthnError) {
-            if ceremony.newAccount {
-                guard let accounts, let user = ceremony.user else {
-                    throw WebAuthnError(.configurationInvalid, "a registration that creates an account needs an engine with an account store")
-                }
-                try await store { try await accounts.create(user, firstCredential: record) }
+            if let account, let accounts {
+                try await store { try await accounts.create(account, firstCredential: record) }
             } else {
                 try await store { try await credentials.insert(record) }
             }
@@ -207,6 +242,7 @@ public struct WebAuthnEngine: Sendable {
             try? await challenges.insert(ceremony)
             throw error
         }
+        try await storeSession(session, signingIn)
         return result
     }
 
@@ -293,7 +329,7 @@ public struct WebAuthnEngine: Sendable {
     ///   updated the credential first, or `storage_failure`.
     public func finishAuthentication(
         _ response: AuthenticationResponse, expectedChallenge: [UInt8]? = nil,
-        binding: [UInt8]? = nil, signingIn: SessionSignIn? = nil
+        binding: [UInt8]? = nil, signingIn: SessionSignIn<AuthenticationResult>? = nil
     ) async throws(WebAuthnError) -> AuthenticationResult {
         let clientData = try CollectedClientData(bytes: response.clientDataJSON)
         let key = try Self.challengeKey(clientData, kind: .authentication, expected: expectedChallenge)
@@ -301,7 +337,7 @@ public struct WebAuthnEngine: Sendable {
         let found: PendingCeremony?
         var stored: CredentialRecord?
         if let committing {
-            (found, stored) = try await store { try await committing.pendingSignIn(challenge: key, credentialId: response.id) }
+            (found, stored) = try await store { try await committing.pending(challenge: key, credentialId: response.id) }
         } else {
             found = try await store { try await challenges.pending(challenge: key) }
         }
@@ -351,7 +387,7 @@ public struct WebAuthnEngine: Sendable {
     }
 
     /// Stores a sign-in's session after its commit (a session store apart from the sign-in's).
-    private func storeSession(_ session: SignedInSession?, _ signingIn: SessionSignIn?) async throws(WebAuthnError) {
+    private func storeSession<Verified>(_ session: SignedInSession?, _ signingIn: SessionSignIn<Verified>?) async throws(WebAuthnError) {
         guard let session, let signingIn else { return }
         try await store { try await signingIn.store.replace(signingIn.replacing, with: session) }
     }

@@ -100,10 +100,22 @@ public protocol SignInCommitting: ChallengeStore, CredentialStore {
         consuming challenge: [UInt8], updating record: CredentialRecord, expectedSignCount: UInt32, signingIn session: SignedInSession,
         replacing oldSession: [UInt8]?
     ) async throws -> SignInCommit
-    /// What a sign-in's result needs from the store, read together (one round trip for a
-    /// database server): the ceremony pending under `challenge` and the credential `credentialId`,
-    /// each nil when there is none. The default reads one, then the other.
-    func pendingSignIn(challenge: [UInt8], credentialId: [UInt8]) async throws -> (ceremony: PendingCeremony?, credential: CredentialRecord?)
+    /// What a ceremony's result step needs from the store, read together (one round trip for a
+    /// database server): the ceremony pending under `challenge` and the credential `credentialId`
+    /// (the one signing in, or one a registration must not find), each nil when there is none.
+    /// The default reads one, then the other.
+    func pending(challenge: [UInt8], credentialId: [UInt8]) async throws -> (ceremony: PendingCeremony?, credential: CredentialRecord?)
+    /// A registration's writes in one transaction: the ceremony under `challenge` consumed, the
+    /// credential stored (with `account`, created with it as its first credential, when given),
+    /// and `session` stored in place of `oldSession` when given. Returns false, having changed
+    /// nothing, when no ceremony was waiting; throws `credential_already_registered` or
+    /// `username_unavailable`, having changed nothing, when the credential or the account exists.
+    /// The default consumes, then stores (giving the ceremony back if that fails), then replaces
+    /// the session: up to three writes.
+    func commitRegistration(
+        consuming challenge: [UInt8], creating account: UserEntity?, credential: CredentialRecord, signingIn session: SignedInSession?,
+        replacing oldSession: [UInt8]?
+    ) async throws -> Bool
 }
 
 extension SignInCommitting {
@@ -121,8 +133,37 @@ extension SignInCommitting {
         return outcome
     }
 
+    /// Consumes, then stores the credential (and account), then replaces the session.
+    public func commitRegistration(
+        consuming challenge: [UInt8], creating account: UserEntity?, credential: CredentialRecord, signingIn session: SignedInSession?,
+        replacing oldSession: [UInt8]?
+    ) async throws -> Bool {
+        guard let ceremony = try await consume(challenge: challenge) else { return false }
+        do {
+            if let account {
+                guard let accounts = self as? any AccountStore else {
+                    throw WebAuthnError(.configurationInvalid, "this store keeps no accounts; a registration that creates one needs an account store")
+                }
+                try await accounts.create(account, firstCredential: credential)
+            } else {
+                try await insert(credential)
+            }
+        } catch {
+            // Lost a race (same credential ID, or the new account's name): give the challenge back.
+            try? await insert(ceremony)
+            throw error
+        }
+        if let session {
+            guard let sessions = self as? any SessionStore else {
+                throw WebAuthnError(.configurationInvalid, "this store keeps no sessions; sign in through the session store")
+            }
+            try await sessions.replace(oldSession, with: session)
+        }
+        return true
+    }
+
     /// Reads the ceremony, then the credential.
-    public func pendingSignIn(challenge: [UInt8], credentialId: [UInt8]) async throws -> (ceremony: PendingCeremony?, credential: CredentialRecord?) {
+    public func pending(challenge: [UInt8], credentialId: [UInt8]) async throws -> (ceremony: PendingCeremony?, credential: CredentialRecord?) {
         (try await pending(challenge: challenge), try await credential(id: credentialId))
     }
 }
@@ -187,21 +228,22 @@ public protocol SessionStore: Sendable {
 }
 
 /// A signed-in session for ``WebAuthnEngine/finishAuthentication(_:expectedChallenge:binding:signingIn:)``
-/// to store with the sign-in it follows: in the sign-in's own transaction when `store` is also the
-/// engine's ``SignInCommitting`` store, else right after the sign-in is committed. A sign-in that fails
-/// stores no session.
-public struct SessionSignIn: Sendable {
+/// or ``WebAuthnEngine/finishRegistration(_:expectedChallenge:binding:signingIn:)`` to store with the
+/// ceremony it follows: in the ceremony's own transaction when `store` is also the engine's
+/// ``SignInCommitting`` store, else right after the ceremony is committed. A ceremony that fails
+/// stores no session. `Verified` is what the engine verified: ``AuthenticationResult`` or ``RegistrationResult``.
+public struct SessionSignIn<Verified: Sendable>: Sendable {
     /// Where the session is kept.
     public let store: any SessionStore
     /// The id hash of the session it replaces (the browser's previous one), if any.
     public let replacing: [UInt8]?
-    /// The session to store for a verified assertion; called once, after every check has passed
-    /// and before anything is written. An error it throws fails the sign-in (`storage_failure`
+    /// The session to store for a verified response; called once, after every check has passed
+    /// and before anything is written. An error it throws fails the ceremony (`storage_failure`
     /// unless it is a ``WebAuthnError``), and nothing is written.
-    public let session: @Sendable (AuthenticationResult) async throws -> SignedInSession
+    public let session: @Sendable (Verified) async throws -> SignedInSession
 
-    /// A session to store with a sign-in. Each parameter sets the property of the same name.
-    public init(store: any SessionStore, replacing: [UInt8]?, session: @escaping @Sendable (AuthenticationResult) async throws -> SignedInSession) {
+    /// A session to store with a ceremony. Each parameter sets the property of the same name.
+    public init(store: any SessionStore, replacing: [UInt8]?, session: @escaping @Sendable (Verified) async throws -> SignedInSession) {
         self.store = store
         self.replacing = replacing
         self.session = session
