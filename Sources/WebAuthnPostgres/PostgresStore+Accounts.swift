@@ -25,7 +25,7 @@ extension PostgresStore {
         }
         let rows = try await pool.query(
             """
-            SELECT a.name AS account_name, a.handle AS account_handle, a.display_name AS account_display_name, \(CredentialColumn.qualifiedList("c"))
+            SELECT a.name AS account_name, a.handle AS account_handle, a.display_name AS account_display_name, \(CredentialColumn.listOfC)
             FROM accounts a LEFT JOIN credentials c ON c.user_handle = a.handle WHERE a.name_key = $1 ORDER BY c.created_at
             """, [UserName.lookalikeKey(name)], retry: .idempotent)
         guard let first = rows.first else { return nil }

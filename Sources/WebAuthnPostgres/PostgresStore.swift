@@ -159,7 +159,7 @@ public final class PostgresStore: CredentialStore, CredentialAuditing, Challenge
         guard
             let row = try await pool.query(
                 """
-                SELECT (SELECT ceremony FROM challenges WHERE challenge = $1) AS pending_ceremony, \(CredentialColumn.qualifiedList("c"))
+                SELECT (SELECT ceremony FROM challenges WHERE challenge = $1) AS pending_ceremony, \(CredentialColumn.listOfC)
                 FROM (SELECT 1) AS one LEFT JOIN credentials c ON c.id = $2
                 """, [PGText.bytea(challenge), PGText.bytea(credentialId)], retry: .idempotent
             ).first

@@ -22,11 +22,7 @@ extension SQLiteStore {
             guard let account = try await account(named: name) else { return nil }
             return (account, try await credentials.credentials(forUser: account.id))
         }
-        let rows = try await query(
-            """
-            SELECT a.name AS account_name, a.handle AS account_handle, a.display_name AS account_display_name, \(CredentialColumn.qualifiedList("c"))
-            FROM accounts a LEFT JOIN credentials c ON c.user_handle = a.handle WHERE a.name_key = ? ORDER BY c.created_at
-            """, [.text(UserName.lookalikeKey(name))])
+        let rows = try await query(Self.accountWithCredentialsSQL, [.text(UserName.lookalikeKey(name))])
         guard let first = rows.first else { return nil }
         guard let accountName = first.column("account_name")?.string, let handle = first.column("account_handle")?.bytes else {
             throw WebAuthnError(.storageFailure, "accounts row is unreadable")

@@ -149,12 +149,12 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
 
     /// The record with this credential ID, if any.
     public func credential(id: [UInt8]) async throws -> CredentialRecord? {
-        try await query("SELECT \(CredentialColumn.list) FROM credentials WHERE id = ?", [.blob(id)]).first.map(Self.record)
+        try await query(Self.credentialSQL, [.blob(id)]).first.map(Self.record)
     }
 
     /// The user's credentials, oldest first.
     public func credentials(forUser userHandle: [UInt8]) async throws -> [CredentialRecord] {
-        try await query("SELECT \(CredentialColumn.list) FROM credentials WHERE user_handle = ? ORDER BY created_at", [.blob(userHandle)])
+        try await query(Self.credentialsOfUserSQL, [.blob(userHandle)])
             .map(Self.record)
     }
 
@@ -170,7 +170,7 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
     }
 
     static func inserting(_ r: CredentialRecord) -> SQLiteDatabase.Statement {
-        ("INSERT INTO credentials (\(CredentialColumn.list)) VALUES (\(placeholders(CredentialColumn.allCases.count)))", r.values().map(SQLiteData.init))
+        (insertCredentialSQL, r.values().map(SQLiteData.init))
     }
 
     static func alreadyRegistered(_ r: CredentialRecord) -> WebAuthnError {
@@ -282,17 +282,23 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
 
     /// The ceremony under `challenge` and the credential `credentialId`, in one read.
     public func pending(challenge: [UInt8], credentialId: [UInt8]) async throws -> (ceremony: PendingCeremony?, credential: CredentialRecord?) {
-        guard
-            let row = try await query(
-                """
-                SELECT (SELECT ceremony FROM challenges WHERE challenge = ?) AS pending_ceremony, \(CredentialColumn.qualifiedList("c"))
-                FROM (SELECT 1 AS one) LEFT JOIN credentials c ON c.id = ?
-                """, [.blob(challenge), .blob(credentialId)]
-            ).first
-        else { return (nil, nil) }
+        guard let row = try await query(Self.pendingSQL, [.blob(challenge), .blob(credentialId)]).first else { return (nil, nil) }
         let ceremony = try row.column("pending_ceremony").flatMap(\.string).map { try PendingCeremony(json: JSONValue.parse($0)) }
         return (ceremony, row.column("id")?.isNull == false ? try Self.record(row) : nil)
     }
+
+    // The statements of every ceremony, built once (each call then hashes the same text to find its prepared statement).
+    static let pendingSQL = """
+        SELECT (SELECT ceremony FROM challenges WHERE challenge = ?) AS pending_ceremony, \(CredentialColumn.listOfC)
+        FROM (SELECT 1 AS one) LEFT JOIN credentials c ON c.id = ?
+        """
+    static let credentialSQL = "SELECT \(CredentialColumn.list) FROM credentials WHERE id = ?"
+    static let credentialsOfUserSQL = "SELECT \(CredentialColumn.list) FROM credentials WHERE user_handle = ? ORDER BY created_at"
+    static let insertCredentialSQL = "INSERT INTO credentials (\(CredentialColumn.list)) VALUES (\(placeholders(CredentialColumn.allCases.count)))"
+    static let accountWithCredentialsSQL = """
+        SELECT a.name AS account_name, a.handle AS account_handle, a.display_name AS account_display_name, \(CredentialColumn.listOfC)
+        FROM accounts a LEFT JOIN credentials c ON c.user_handle = a.handle WHERE a.name_key = ? ORDER BY c.created_at
+        """
 
     static func record(_ row: SQLiteRow) throws(WebAuthnError) -> CredentialRecord {
         try CredentialRecord(row: SQLiteRowReader(row: row))

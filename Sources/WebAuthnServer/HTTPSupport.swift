@@ -49,10 +49,22 @@ enum HTTP {
     /// Ceremony bodies are `application/json` only: a cross-site form can
     /// post only `text/plain`, form or multipart bodies without a preflight.
     static func requireJSON(_ request: Request) throws(WebAuthnError) {
-        let type = request.headers[.contentType]?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
-        guard type == "application/json" else {
+        guard let header = request.headers[.contentType], isJSON(header) else {
             throw WebAuthnError(.contentTypeUnsupported, "the body must be sent as Content-Type: application/json")
         }
+    }
+
+    /// Whether a Content-Type is `application/json`, in any case, with any parameters and
+    /// surrounding spaces or tabs (compared as bytes: no Foundation string work per request).
+    static func isJSON(_ header: String) -> Bool {
+        let expected = Array("application/json".utf8)
+        var type = Array(header.utf8.prefix { $0 != UInt8(ascii: ";") })
+        while let last = type.last, last == 0x20 || last == 0x09 { type.removeLast() }
+        let start = type.firstIndex { $0 != 0x20 && $0 != 0x09 } ?? type.endIndex
+        let trimmed = type[start...]
+        guard trimmed.count == expected.count else { return false }
+        // ASCII letters fold to lower case; "application/json" has no other bytes that fold.
+        return zip(trimmed, expected).allSatisfy { (($0 >= 0x41 && $0 <= 0x5A) ? $0 | 0x20 : $0) == $1 }
     }
 
     /// Parses an `application/x-www-form-urlencoded` body (at most 32 fields; `+` is a

@@ -17,6 +17,11 @@ package enum Base64URL {
     }()
 
     /// Encodes bytes as unpadded base64url.
+    package static func encode(_ bytes: [UInt8]) -> String {
+        // Arrays, the common case, through their buffer (no generic iterator across modules).
+        bytes.withUnsafeBufferPointer { encode($0) }
+    }
+
     package static func encode(_ bytes: some Collection<UInt8>) -> String {
         var out = [UInt8]()
         out.reserveCapacity((bytes.count * 4 + 2) / 3)

@@ -35,6 +35,16 @@ struct SessionTests {
         #expect(try await store.session(idHash: stale.idHash) == nil)
     }
 
+    @Test("Content-Type: application/json in any case, with parameters and spaces; nothing else")
+    func jsonContentType() {
+        for yes in ["application/json", "Application/JSON; charset=utf-8", " application/json ", "application/json\t;x=y", "APPLICATION/JSON;"] {
+            #expect(HTTP.isJSON(yes), "\(yes)")
+        }
+        for no in ["", "application/jsonx", "text/json", "application/json-seq", "application/ json", "application/jsoN\u{0130}", "multipart/form-data"] {
+            #expect(!HTTP.isJSON(no), "\(no)")
+        }
+    }
+
     @Test("a cookie is a session only if this server's secret signed it")
     func signedCookies() {
         let token = sessions.mint()

@@ -33,6 +33,8 @@ package enum CredentialColumn: String, CaseIterable, Sendable {
     package static let list = allCases.map(\.rawValue).joined(separator: ", ")
     /// The columns qualified by a table alias (`c.id, c.user_handle, …`); each result column keeps its own name.
     package static func qualifiedList(_ alias: String) -> String { allCases.map { "\(alias).\($0.rawValue)" }.joined(separator: ", ") }
+    /// ``qualifiedList(_:)`` for the alias `c`, built once.
+    package static let listOfC = qualifiedList("c")
 }
 
 /// A value to bind for one column; each store maps it to its own parameter type.
