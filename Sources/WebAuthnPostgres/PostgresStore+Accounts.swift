@@ -19,10 +19,7 @@ extension PostgresStore {
     public func account(named name: String, withCredentialsIn credentials: any CredentialStore) async throws -> (
         account: UserEntity, credentials: [CredentialRecord]
     )? {
-        guard (credentials as AnyObject) === self else {
-            guard let account = try await account(named: name) else { return nil }
-            return (account, try await credentials.credentials(forUser: account.id))
-        }
+        guard (credentials as AnyObject) === self else { return try await accountThenCredentials(named: name, in: credentials) }
         let rows = try await pool.query(
             """
             SELECT a.name AS account_name, a.handle AS account_handle, a.display_name AS account_display_name, \(CredentialColumn.listOfC)

@@ -18,10 +18,7 @@ extension SQLiteStore {
     public func account(named name: String, withCredentialsIn credentials: any CredentialStore) async throws -> (
         account: UserEntity, credentials: [CredentialRecord]
     )? {
-        guard (credentials as AnyObject) === self else {
-            guard let account = try await account(named: name) else { return nil }
-            return (account, try await credentials.credentials(forUser: account.id))
-        }
+        guard (credentials as AnyObject) === self else { return try await accountThenCredentials(named: name, in: credentials) }
         let rows = try await query(Self.accountWithCredentialsSQL, [.text(UserName.lookalikeKey(name))])
         guard let first = rows.first else { return nil }
         guard let accountName = first.column("account_name")?.string, let handle = first.column("account_handle")?.bytes else {

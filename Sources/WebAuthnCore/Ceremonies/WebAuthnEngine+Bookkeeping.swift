@@ -65,6 +65,26 @@ extension WebAuthnEngine {
         return try checkPending(try await store({ try await challenges.pending(challenge: key) }), key: key, kind: kind)
     }
 
+    /// The ceremony a result answers, checked (known, of `kind`, unexpired, finished by the session
+    /// that started it); from a store that reads them together, the record of `credentialId` read
+    /// with it (else nil, unread); and that store, which then commits the result in one transaction.
+    func pendingCeremony(
+        for c: CollectedClientData, kind: PendingCeremony.Kind, expected: [UInt8]?, binding: [UInt8]?, credentialId: [UInt8]
+    ) async throws(WebAuthnError) -> (ceremony: PendingCeremony, credential: CredentialRecord?, committing: (any SignInCommitting)?) {
+        let key = try Self.challengeKey(c, kind: kind, expected: expected)
+        let committing = (challenges as AnyObject) === (credentials as AnyObject) ? challenges as? any SignInCommitting : nil
+        let found: PendingCeremony?
+        var credential: CredentialRecord?
+        if let committing {
+            (found, credential) = try await store { try await committing.pending(challenge: key, credentialId: credentialId) }
+        } else {
+            found = try await store { try await challenges.pending(challenge: key) }
+        }
+        let ceremony = try checkPending(found, key: key, kind: kind)
+        try Self.verifyBinding(ceremony, presented: binding)
+        return (ceremony, credential, committing)
+    }
+
     /// The challenge under which a response's ceremony waits: the caller's expected one (which
     /// the client data must carry), or the client data's.
     static func challengeKey(_ c: CollectedClientData, kind: PendingCeremony.Kind, expected: [UInt8]?) throws(WebAuthnError) -> [UInt8] {

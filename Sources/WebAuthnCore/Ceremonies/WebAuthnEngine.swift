@@ -188,18 +188,9 @@ public struct WebAuthnEngine: Sendable {
     ) async throws(WebAuthnError) -> RegistrationResult {
         let rp = relyingParty  // one snapshot of the trust anchors for the whole ceremony
         let clientData = try CollectedClientData(bytes: response.clientDataJSON)
-        let key = try Self.challengeKey(clientData, kind: .registration, expected: expectedChallenge)
-        let committing = (challenges as AnyObject) === (credentials as AnyObject) ? challenges as? any SignInCommitting : nil
-        let found: PendingCeremony?
-        var existing: CredentialRecord?
-        // The credential ID is the response's own (`rawId`), which step 27 checks against the stored ones.
-        if let committing {
-            (found, existing) = try await store { try await committing.pending(challenge: key, credentialId: response.id) }
-        } else {
-            found = try await store { try await challenges.pending(challenge: key) }
-        }
-        let ceremony = try checkPending(found, key: key, kind: .registration)
-        try Self.verifyBinding(ceremony, presented: binding)
+        // The credential ID read with the ceremony is the response's own (`rawId`), which step 27 checks against the stored ones.
+        var (ceremony, existing, committing) = try await pendingCeremony(
+            for: clientData, kind: .registration, expected: expectedChallenge, binding: binding, credentialId: response.id)
         var result = try RegistrationVerifier.verify(response, clientData: clientData, ceremony: ceremony, relyingParty: rp)
         result.createdAccount = ceremony.newAccount
         let record = result.credential
@@ -332,17 +323,8 @@ public struct WebAuthnEngine: Sendable {
         binding: [UInt8]? = nil, signingIn: SessionSignIn<AuthenticationResult>? = nil
     ) async throws(WebAuthnError) -> AuthenticationResult {
         let clientData = try CollectedClientData(bytes: response.clientDataJSON)
-        let key = try Self.challengeKey(clientData, kind: .authentication, expected: expectedChallenge)
-        let committing = (challenges as AnyObject) === (credentials as AnyObject) ? challenges as? any SignInCommitting : nil
-        let found: PendingCeremony?
-        var stored: CredentialRecord?
-        if let committing {
-            (found, stored) = try await store { try await committing.pending(challenge: key, credentialId: response.id) }
-        } else {
-            found = try await store { try await challenges.pending(challenge: key) }
-        }
-        let ceremony = try checkPending(found, key: key, kind: .authentication)
-        try Self.verifyBinding(ceremony, presented: binding)
+        var (ceremony, stored, committing) = try await pendingCeremony(
+            for: clientData, kind: .authentication, expected: expectedChallenge, binding: binding, credentialId: response.id)
         if committing == nil { stored = try await store { try await credentials.credential(id: response.id) } }
         guard let credential = stored else {
             // Step 5 first: an ID outside allowCredentials says so, known or not.

@@ -36,6 +36,14 @@ extension AccountStore {
     public func account(named name: String, withCredentialsIn credentials: any CredentialStore) async throws -> (
         account: UserEntity, credentials: [CredentialRecord]
     )? {
+        try await accountThenCredentials(named: name, in: credentials)
+    }
+
+    /// The account, then its credentials, in two reads (the default, and the SQL stores' answer
+    /// when the credentials are in another store).
+    package func accountThenCredentials(named name: String, in credentials: any CredentialStore) async throws -> (
+        account: UserEntity, credentials: [CredentialRecord]
+    )? {
         guard let account = try await account(named: name) else { return nil }
         return (account, try await credentials.credentials(forUser: account.id))
     }
