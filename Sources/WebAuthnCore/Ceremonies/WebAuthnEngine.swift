@@ -189,12 +189,13 @@ public struct WebAuthnEngine: Sendable {
         let rp = relyingParty  // one snapshot of the trust anchors for the whole ceremony
         let clientData = try CollectedClientData(bytes: response.clientDataJSON)
         // The credential ID read with the ceremony is the response's own (`rawId`), which step 27 checks against the stored ones.
-        var (ceremony, existing, committing) = try await pendingCeremony(
+        let (ceremony, read, committing) = try await pendingCeremony(
             for: clientData, kind: .registration, expected: expectedChallenge, binding: binding, credentialId: response.id)
         var result = try RegistrationVerifier.verify(response, clientData: clientData, ceremony: ceremony, relyingParty: rp)
         result.createdAccount = ceremony.newAccount
         let record = result.credential
         // §7.1 step 27: the credential ID is not yet registered for any user.
+        var existing = read
         if committing == nil || response.id != record.id { existing = try await store { try await credentials.credential(id: record.id) } }
         if existing != nil {
             throw WebAuthnError(
@@ -238,7 +239,7 @@ public struct WebAuthnEngine: Sendable {
     }
 
     /// Decodes a JSON request body (`RegistrationResponseJSON`) and finishes the
-    /// registration; see ``finishRegistration(_:expectedChallenge:binding:)``.
+    /// registration; see ``finishRegistration(_:expectedChallenge:binding:signingIn:)``.
     public func finishRegistration(json: [UInt8], expectedChallenge: [UInt8]? = nil, binding: [UInt8]? = nil) async throws(WebAuthnError) -> RegistrationResult
     {
         try await finishRegistration(RegistrationResponse(json: json), expectedChallenge: expectedChallenge, binding: binding)
@@ -323,8 +324,9 @@ public struct WebAuthnEngine: Sendable {
         binding: [UInt8]? = nil, signingIn: SessionSignIn<AuthenticationResult>? = nil
     ) async throws(WebAuthnError) -> AuthenticationResult {
         let clientData = try CollectedClientData(bytes: response.clientDataJSON)
-        var (ceremony, stored, committing) = try await pendingCeremony(
+        let (ceremony, read, committing) = try await pendingCeremony(
             for: clientData, kind: .authentication, expected: expectedChallenge, binding: binding, credentialId: response.id)
+        var stored = read
         if committing == nil { stored = try await store { try await credentials.credential(id: response.id) } }
         guard let credential = stored else {
             // Step 5 first: an ID outside allowCredentials says so, known or not.
@@ -375,7 +377,7 @@ public struct WebAuthnEngine: Sendable {
     }
 
     /// Decodes a JSON request body (`AuthenticationResponseJSON`) and finishes the
-    /// authentication; see ``finishAuthentication(_:expectedChallenge:binding:)``.
+    /// authentication; see ``finishAuthentication(_:expectedChallenge:binding:signingIn:)``.
     public func finishAuthentication(json: [UInt8], expectedChallenge: [UInt8]? = nil, binding: [UInt8]? = nil) async throws(WebAuthnError)
         -> AuthenticationResult
     {
