@@ -43,13 +43,6 @@ extension WebAuthnRoutes {
         }
     }
 
-    /// ``verifiesUser(_:account:)`` for a finished assertion, with store failures as `storage_failure`.
-    func verifiesUserOrFail(_ result: AuthenticationResult) async throws(WebAuthnError) -> Bool {
-        do { return try await verifiesUser(result.userVerified, account: result.userHandle) } catch let error as WebAuthnError { throw error } catch {
-            throw WebAuthnError(.storageFailure, "the store failed: \(error)")
-        }
-    }
-
     /// Whether an assertion counts as verifying the user for step-up: one with UV does; one
     /// without does only when none of the account's credentials has ever verified the user
     /// (security keys without a PIN or biometric), so such an account is not locked out of
@@ -91,20 +84,26 @@ extension WebAuthnRoutes {
                 guard let token, let session = try await sessions.signedIn(token, now: now) else {
                     throw WebAuthnError(.signInRequired, "sign in first")
                 }
-                let result: AuthenticationResult
-                do throws(WebAuthnError) {
-                    result = try await engine.finishAuthentication(AuthenticationResponse(json: body), binding: token.binding)
-                    // The account signed in, with user verification (also when the options came from a plain sign-in).
-                    guard result.userHandle == session.userHandle, try await verifiesUserOrFail(result) else {
+                // The renewed session is stored with the assertion's commit, and only if the assertion is
+                // the signed-in account's, with user verification (also when the options came from a
+                // plain sign-in): checked before anything is written, so a refusal changes nothing.
+                let renewed = sessions.mint()
+                let now = self.now
+                let signingIn = SessionSignIn<AuthenticationResult>(store: sessions.store, replacing: token.binding) { [self] result in
+                    guard result.userHandle == session.userHandle, try await verifiesUser(result.userVerified, account: result.userHandle) else {
                         throw WebAuthnError(.reauthenticationRequired, "the assertion did not verify the signed-in account's user")
                     }
+                    return sessions.session(for: session.userHandle, token: renewed, now: now, verified: true, since: session.createdAt)
+                }
+                do throws(WebAuthnError) {
+                    _ = try await engine.finishAuthentication(AuthenticationResponse(json: body), binding: token.binding, signingIn: signingIn)
                 } catch {
                     Audit.event("reauthentication_failed", context, ["code": .string(error.code.rawValue)])
                     try noteFailure(token)
                     if error.code == .reauthenticationRequired || Self.shownBeforeLookup.contains(error.code) { throw error }
                     throw WebAuthnError(.authenticationFailed, "the credential could not be verified")
                 }
-                let renewed = try await sessions.signIn(session.userHandle, replacing: token, now: now, verified: true, since: session.createdAt)
+                await sessions.sweepIfDue(now: now)
                 Audit.event("reauthenticated", context, ["account": .string(Audit.hash(session.userHandle))])
                 return HTTP.ok(
                     ["verifiedUntil": .string(ISO8601DateFormatter().string(from: now.addingTimeInterval(configuration.reauthenticationWindow)))],

@@ -61,6 +61,28 @@ struct LifecycleTests {
         return result.cookie
     }
 
+    @Test("a refused re-authentication (another account's credential) changes nothing: its challenge and the counter stay, the session is not renewed")
+    func refusedReauthenticationChangesNothing() async throws {
+        let server = try start()
+        defer { server.stop() }
+        let alice = Self.passkey(), bob = Self.passkey()
+        let (_, aliceCookie, _) = try await register(server, alice, username: "alice")
+        let (bobId, _, _) = try await register(server, bob, username: "bob")
+        // Signed in as alice, the browser asks for bob's options and finishes them as a re-authentication.
+        let options = try await server.request("/assertion/options", ["username": "bob"], cookie: aliceCookie)
+        let cookie = options.cookie ?? aliceCookie
+        let assertion = try bob.authenticate(
+            rpId: rpId, origin: origin, challenge: Base64URL.decode(options.json["challenge"]!.stringValue!)!, credentialId: bobId)
+        let refused = try await server.request("/reauthentication/result", assertion.json, cookie: cookie)
+        #expect(refused.status == 401 && refused.errorMessage.hasPrefix("reauthentication_required"), "\(refused.errorMessage)")
+        #expect(refused.cookie == nil, "no renewed session")
+        // Nothing was written: the same assertion, with its challenge and counter, still signs in (as bob) once.
+        let signedIn = try await server.request("/assertion/result", assertion.json, cookie: cookie)
+        #expect(signedIn.ok, "the refusal consumed the challenge or moved the counter: \(signedIn.errorMessage)")
+        let again = try await server.request("/assertion/result", assertion.json, cookie: cookie)
+        #expect(!again.ok)
+    }
+
     @Test("step-up: deleting needs a recent UV assertion by the signed-in account; re-authentication gives it, and the answer carries the signal")
     func stepUp() async throws {
         let server = try start()
