@@ -288,6 +288,7 @@ struct AppleFlowTests {
             let browser = Client(port: port)
             #expect(try await browser.send("/apple/nonce", json: "{}").status == 200)  // a session cookie
             var started = 0, limited = 0
+            let begin = Date()
             for _ in 0..<60 {
                 switch try await browser.send("/apple/web/start", method: "GET").status {
                 case 302: started += 1
@@ -295,8 +296,11 @@ struct AppleFlowTests {
                 default: break
                 }
             }
-            // The starts bucket holds 20 and refills at 2/s, whatever the session's own budget.
-            #expect(started <= 30 && limited >= 25, "started \(started), limited \(limited)")
+            // The starts bucket holds 20 and refills at 2/s, whatever the session's own budget (the
+            // bound allows for the time the 60 requests took, on a loaded machine).
+            let allowed = 20 + Int((2 * Date().timeIntervalSince(begin)).rounded(.up)) + 1
+            #expect(allowed < 60, "the 60 starts took too long to test the limit")
+            #expect(started <= allowed && started + limited == 60 && limited >= 60 - allowed, "started \(started), limited \(limited), allowed \(allowed)")
             var logouts = 0
             for _ in 0..<60 where try await Client(port: port).send("/demo/logout", json: "{}").status == 429 { logouts += 1 }
             #expect(logouts >= 25, "\(logouts)")

@@ -31,9 +31,11 @@ struct StoreAccessTests {
 
     static func open(_ kind: String) async throws -> Counted {
         if kind == "postgres", let url = StoreContractTests.postgresURL {
+            // A fresh schema, as the contract tests do: the suites running meanwhile share the database.
             // One connection: each statement is prepared once, in the warm-up, whatever the round-robin.
-            let store = try await PostgresStore.open(url: url, connections: 1)
-            // The database is shared with the other suites, which run meanwhile: nothing is wiped, names are unique.
+            let schema = "access_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+            _ = try await PostgresPool(url: url, size: 1).query("CREATE SCHEMA \(schema)")
+            let store = try await PostgresStore.open(url: url + "?options=-c%20search_path%3D\(schema)", connections: 1)
             return Counted(store: store, count: { (0, 0, store.pool.roundTrips.current) }, close: { await store.close() })
         }
         let path = ServeProcess.temporaryDatabase()
@@ -56,8 +58,10 @@ struct StoreAccessTests {
     func signInSteps(kind: String) async throws {
         let counted = try await Self.open(kind)
         let store = counted.store
-        // A fixed clock: the sweeps of expired ceremonies and sessions run once, in the warm-up.
-        let rp = try RelyingParty(id: ServeProcess.rpId, origins: [ServeProcess.origin], clock: .fixed(Date(timeIntervalSince1970: 1_800_000_000)))
+        // A clock stopped at the test's start: the sweeps of expired ceremonies and sessions run once,
+        // in the warm-up. Not a later time: the PostgreSQL database is shared with the suites running
+        // meanwhile, and a sweep at a later "now" would remove their pending ceremonies and sessions.
+        let rp = try RelyingParty(id: ServeProcess.rpId, origins: [ServeProcess.origin], clock: .fixed(Date()))
         let engine = WebAuthnEngine(relyingParty: rp, credentials: store, challenges: store, accounts: store)
         let routes = WebAuthnRoutes(
             engine: engine, accounts: store, sessions: store, configuration: ServerConfiguration(secret: SecureRandom.bytes(32), rateLimit: nil))
