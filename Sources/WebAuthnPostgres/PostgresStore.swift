@@ -116,19 +116,7 @@ public final class PostgresStore: CredentialStore, CredentialAuditing, Challenge
     /// only if it was there, the counter compare-and-set (data-modifying CTEs, one transaction).
     /// A changed counter leaves the challenge consumed and the record unwritten.
     public func commitSignIn(consuming challenge: [UInt8], updating r: CredentialRecord, expectedSignCount: UInt32) async throws -> SignInCommit {
-        let rows = try await pool.query(
-            """
-            WITH consumed AS (DELETE FROM challenges WHERE challenge = $1 RETURNING challenge),
-            updated AS (
-                UPDATE credentials SET sign_count = $2, backup_state = $3, uv_initialized = $4, last_used_at = $5
-                WHERE id = $6 AND sign_count = $7 AND EXISTS (SELECT 1 FROM consumed) RETURNING id
-            )
-            SELECT (SELECT COUNT(*) FROM consumed) AS consumed, (SELECT COUNT(*) FROM updated) AS updated
-            """,
-            [PGText.bytea(challenge)] + r.values([.signCount, .backupState, .uvInitialized, .lastUsedAt, .id]).map(PGText.value)
-                + [String(expectedSignCount)])
-        guard let row = rows.first, row["consumed"] == "1" else { return .challengeGone }
-        return row["updated"] == "1" ? .committed : .counterChanged
+        try await commitSignIn(challenge, r, expectedSignCount, session: nil)
     }
 
     /// The same commit and, only if it committed, `oldSession` ended and `session` stored (with
@@ -138,18 +126,25 @@ public final class PostgresStore: CredentialStore, CredentialAuditing, Challenge
         consuming challenge: [UInt8], updating r: CredentialRecord, expectedSignCount: UInt32, signingIn session: SignedInSession,
         replacing oldSession: [UInt8]?
     ) async throws -> SignInCommit {
+        try await commitSignIn(challenge, r, expectedSignCount, session: (session, oldSession))
+    }
+
+    /// The sign-in commit, with the session replacement when `session` is given.
+    private func commitSignIn(
+        _ challenge: [UInt8], _ r: CredentialRecord, _ expectedSignCount: UInt32, session: (new: SignedInSession, old: [UInt8]?)?
+    ) async throws -> SignInCommit {
+        let replacement = session.map { _ in ",\n" + Self.sessionReplacement(first: 8, when: "EXISTS (SELECT 1 FROM updated)") } ?? ""
         let rows = try await pool.query(
             """
             WITH consumed AS (DELETE FROM challenges WHERE challenge = $1 RETURNING challenge),
             updated AS (
                 UPDATE credentials SET sign_count = $2, backup_state = $3, uv_initialized = $4, last_used_at = $5
                 WHERE id = $6 AND sign_count = $7 AND EXISTS (SELECT 1 FROM consumed) RETURNING id
-            ),
-            \(Self.sessionReplacement(first: 8, when: "EXISTS (SELECT 1 FROM updated)"))
+            )\(replacement)
             SELECT (SELECT COUNT(*) FROM consumed) AS consumed, (SELECT COUNT(*) FROM updated) AS updated
             """,
             [PGText.bytea(challenge)] + r.values([.signCount, .backupState, .uvInitialized, .lastUsedAt, .id]).map(PGText.value)
-                + [String(expectedSignCount)] + Self.sessionValues(session, replacing: oldSession))
+                + [String(expectedSignCount)] + (session.map { Self.sessionValues($0.new, replacing: $0.old) } ?? []))
         guard let row = rows.first, row["consumed"] == "1" else { return .challengeGone }
         return row["updated"] == "1" ? .committed : .counterChanged
     }

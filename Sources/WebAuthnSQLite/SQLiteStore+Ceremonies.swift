@@ -11,19 +11,7 @@ extension SQLiteStore {
     /// challenge consumed and the counter compare-and-set, one commit. When a check fails
     /// the statement changes nothing; a changed counter then consumes the challenge alone.
     public func commitSignIn(consuming challenge: [UInt8], updating r: CredentialRecord, expectedSignCount: UInt32) async throws -> SignInCommit {
-        do {
-            _ = try await query(
-                """
-                INSERT INTO sign_in_commits (challenge, id, expected_sign_count, sign_count, backup_state, uv_initialized, last_used_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?)
-                """,
-                [.blob(challenge)] + r.values([.id]).map(SQLiteData.init) + [.integer(Int64(expectedSignCount))]
-                    + r.values([.signCount, .backupState, .uvInitialized, .lastUsedAt]).map(SQLiteData.init))
-            return .committed
-        } catch let error as SQLiteError where error.isTriggerAbort {
-            // Which check failed: the challenge is gone, or the counter moved (then the challenge is spent all the same).
-            return try await consume(challenge: challenge) == nil ? .challengeGone : .counterChanged
-        }
+        try await commitSignIn(challenge, r, expectedSignCount, with: [])
     }
 
     /// The same commit and, in the same unit of the same transaction, `oldSession` ended and
@@ -32,20 +20,26 @@ extension SQLiteStore {
         consuming challenge: [UInt8], updating r: CredentialRecord, expectedSignCount: UInt32, signingIn session: SignedInSession,
         replacing oldSession: [UInt8]?
     ) async throws -> SignInCommit {
+        try await commitSignIn(challenge, r, expectedSignCount, with: Self.replacing(oldSession, with: session))
+    }
+
+    /// The sign-in commit, with `more` statements in its unit.
+    private func commitSignIn(
+        _ challenge: [UInt8], _ r: CredentialRecord, _ expectedSignCount: UInt32, with more: [SQLiteDatabase.Statement]
+    ) async throws -> SignInCommit {
+        let commit: SQLiteDatabase.Statement = (
+            """
+            INSERT INTO sign_in_commits (challenge, id, expected_sign_count, sign_count, backup_state, uv_initialized, last_used_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?)
+            """,
+            [.blob(challenge)] + r.values([.id]).map(SQLiteData.init) + [.integer(Int64(expectedSignCount))]
+                + r.values([.signCount, .backupState, .uvInitialized, .lastUsedAt]).map(SQLiteData.init)
+        )
         do {
-            _ = try await write(
-                [
-                    (
-                        """
-                        INSERT INTO sign_in_commits (challenge, id, expected_sign_count, sign_count, backup_state, uv_initialized, last_used_at)
-                        VALUES (?, ?, ?, ?, ?, ?, ?)
-                        """,
-                        [.blob(challenge)] + r.values([.id]).map(SQLiteData.init) + [.integer(Int64(expectedSignCount))]
-                            + r.values([.signCount, .backupState, .uvInitialized, .lastUsedAt]).map(SQLiteData.init)
-                    )
-                ] + Self.replacing(oldSession, with: session))
+            _ = try await write([commit] + more)
             return .committed
         } catch let error as SQLiteError where error.isTriggerAbort {
+            // Which check failed: the challenge is gone, or the counter moved (then the challenge is spent all the same).
             return try await consume(challenge: challenge) == nil ? .challengeGone : .counterChanged
         }
     }
