@@ -210,31 +210,23 @@ public struct WebAuthnEngine: Sendable {
         }
         var session: SignedInSession?
         if let signingIn { session = try await store { try await signingIn.session(result) } }
+        // One transaction where the store can (the session too, in the same store); else step by step.
+        var together = false
+        let committed: Bool
         if let committing, account == nil || (accounts as AnyObject) === (committing as AnyObject) {
-            let together = signingIn.map { ($0.store as AnyObject) === (committing as AnyObject) } ?? false
-            let committed = try await store {
+            together = signingIn.map { ($0.store as AnyObject) === (committing as AnyObject) } ?? false
+            committed = try await store {
                 try await committing.commitRegistration(
                     consuming: ceremony.challenge, creating: account, credential: record, signingIn: together ? session : nil,
                     replacing: together ? signingIn?.replacing : nil)
             }
-            guard committed else { throw Self.challengeTaken }
-            housekeeping.release()
-            if !together { try await storeSession(session, signingIn) }
-            return result
+        } else {
+            let stepwise = StepwiseRegistration(challenges: challenges, credentials: credentials, accounts: accounts)
+            committed = try await store { try await stepwise.commit(consuming: ceremony.challenge, creating: account, credential: record) }
         }
-        try await consume(ceremony)
-        do throws(WebAuthnError) {
-            if let account, let accounts {
-                try await store { try await accounts.create(account, firstCredential: record) }
-            } else {
-                try await store { try await credentials.insert(record) }
-            }
-        } catch {
-            // Lost a race (same credential ID, or the new account's name): give the challenge back.
-            try? await challenges.insert(ceremony)
-            throw error
-        }
-        try await storeSession(session, signingIn)
+        guard committed else { throw Self.challengeTaken }
+        housekeeping.release()
+        if !together { try await storeSession(session, signingIn) }
         return result
     }
 

@@ -118,6 +118,34 @@ public protocol SignInCommitting: ChallengeStore, CredentialStore {
     ) async throws -> Bool
 }
 
+/// A registration's writes one after the other, for stores that cannot make them one transaction:
+/// the challenge consumed, then the credential stored (with its new account), and the challenge
+/// given back if that fails (a lost race on the credential ID or the name).
+struct StepwiseRegistration {
+    let challenges: any ChallengeStore
+    let credentials: any CredentialStore
+    let accounts: (any AccountStore)?
+
+    /// False when no ceremony was waiting under `challenge` (nothing changed).
+    func commit(consuming challenge: [UInt8], creating account: UserEntity?, credential: CredentialRecord) async throws -> Bool {
+        guard let ceremony = try await challenges.consume(challenge: challenge) else { return false }
+        do {
+            if let account {
+                guard let accounts else {
+                    throw WebAuthnError(.configurationInvalid, "this store keeps no accounts; a registration that creates one needs an account store")
+                }
+                try await accounts.create(account, firstCredential: credential)
+            } else {
+                try await credentials.insert(credential)
+            }
+        } catch {
+            try? await challenges.insert(ceremony)
+            throw error
+        }
+        return true
+    }
+}
+
 extension SignInCommitting {
     /// Commits, then replaces the session (a store without the one-transaction form).
     public func commitSignIn(
@@ -138,21 +166,10 @@ extension SignInCommitting {
         consuming challenge: [UInt8], creating account: UserEntity?, credential: CredentialRecord, signingIn session: SignedInSession?,
         replacing oldSession: [UInt8]?
     ) async throws -> Bool {
-        guard let ceremony = try await consume(challenge: challenge) else { return false }
-        do {
-            if let account {
-                guard let accounts = self as? any AccountStore else {
-                    throw WebAuthnError(.configurationInvalid, "this store keeps no accounts; a registration that creates one needs an account store")
-                }
-                try await accounts.create(account, firstCredential: credential)
-            } else {
-                try await insert(credential)
-            }
-        } catch {
-            // Lost a race (same credential ID, or the new account's name): give the challenge back.
-            try? await insert(ceremony)
-            throw error
-        }
+        guard
+            try await StepwiseRegistration(challenges: self, credentials: self, accounts: self as? any AccountStore)
+                .commit(consuming: challenge, creating: account, credential: credential)
+        else { return false }
         if let session {
             guard let sessions = self as? any SessionStore else {
                 throw WebAuthnError(.configurationInvalid, "this store keeps no sessions; sign in through the session store")
