@@ -21,7 +21,9 @@ final class SQLiteDatabase: Sendable {
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         configuration.foreignKeysEnabled = true
-        configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous=FULL") }
+        // Statement journals (one per unit of a group commit) in memory: on disk, past 64 KiB a
+        // transaction's journal is a temporary file that takes a write per journaled page.
+        configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA temp_store=MEMORY") }
         configuration.maximumReaderCount = Self.maximumReaders
         if path == ":memory:" {
             writer = try DatabaseQueue(configuration: configuration)
@@ -30,6 +32,10 @@ final class SQLiteDatabase: Sendable {
             writer = try DatabasePool(path: path, configuration: configuration)
             isFile = true
         }
+        // After the pool is open: turning WAL on, GRDB sets `synchronous=NORMAL` on the writer,
+        // after `prepareDatabase` has run. NORMAL syncs the WAL only at checkpoints, so a
+        // `COMMIT` could return before its write was on disk.
+        try writer.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous=FULL") }
     }
 
     /// One statement on a reader (a file database) or the writer (in memory).

@@ -153,4 +153,25 @@ struct StoreAccessTests {
         #expect(try await counted.store.pending(challenge: again.challenge) != nil, "a refused registration leaves its challenge")
         try await counted.close()
     }
+
+    /// The durability the documentation promises: GRDB's pool sets `synchronous=NORMAL` on its
+    /// writer when it turns WAL on, after the connection's own set-up; a `COMMIT` then returned
+    /// before its fsync, and an acknowledged sign-in or registration could be lost to a power
+    /// cut. The store's writer must run `synchronous=FULL`. Its statement journals (one per
+    /// unit of a group commit) stay in memory: on disk they cost a write per journaled page.
+    @Test("the SQLite writer commits with synchronous=FULL, its statement journals in memory")
+    func sqliteWriterDurability() async throws {
+        let path = ServeProcess.temporaryDatabase()
+        let store = try await SQLiteStore.open(path: path)
+        let pragmas = try await store.connection.withWriter { writer in
+            (
+                try writer.query("PRAGMA synchronous").first?.column("synchronous")?.integer,
+                try writer.query("PRAGMA temp_store").first?.column("temp_store")?.integer
+            )
+        }
+        #expect(pragmas.0 == 2, "synchronous on the writer: 2 is FULL, 1 NORMAL")
+        #expect(pragmas.1 == 2, "temp_store on the writer: 2 is MEMORY")
+        try await store.close()
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+    }
 }
