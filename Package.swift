@@ -23,12 +23,14 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
+        // HTTP fields built once (the security headers); already in the graph through Hummingbird.
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.0.0"),
         // The SQLite store: statements prepared once per connection, a reader pool (WAL), the system SQLite.
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         // NIOConcurrencyHelpers: a pthread lock that ThreadSanitizer sees (Synchronization.Mutex
         // on Linux is a futex it cannot, so locked state showed false races under TSan).
         .package(url: "https://github.com/apple/swift-nio", from: "2.65.0"),
-        .package(url: "https://github.com/apple/swift-log", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
         // `make docs`: the DocC catalogs of WebAuthnCore and WebAuthnServer.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.4.0"),
@@ -137,6 +139,7 @@ let package = Package(
             dependencies: [
                 "WebAuthnCore", "WebAuthnMetadata", "SignInWithApple", "_WebAuthnEncoding", "_WebAuthnCrypto",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -202,7 +205,10 @@ let package = Package(
         ),
         .testTarget(
             name: "WebAuthnCLITests",
-            dependencies: ["WebAuthnCore", "WebAuthnTesting", "_WebAuthnEncoding", .target(name: "webauthn"), .target(name: "webauthn-dev"), .target(name: "webauthn-bench")]
+            dependencies: [
+                "WebAuthnCore", "WebAuthnTesting", "_WebAuthnEncoding", .target(name: "webauthn"), .target(name: "webauthn-dev"),
+                .target(name: "webauthn-bench"),
+            ]
         ),
     ]
 )

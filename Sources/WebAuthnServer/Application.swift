@@ -67,7 +67,7 @@ public func buildApplication(
     let routes = WebAuthnRoutes(engine: engine, accounts: accounts, sessions: sessions, configuration: routesConfiguration)
     let router = Router(context: WebAuthnRequestContext.self)
     router.add(middleware: LogRequestsMiddleware(.info))
-    router.add(middleware: SecurityHeadersMiddleware(secure: configuration.routes.secureCookies))
+    router.add(middleware: SecurityHeadersMiddleware(secure: configuration.routes.secureCookies, outer: true))
     routes.add(to: router, atPath: configuration.path)
     OperationsRoutes(engine: engine, metadata: configuration.metadata, exposure: configuration.metrics, export: export).add(to: router)
     let port = configuration.port

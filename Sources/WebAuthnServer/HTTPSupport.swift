@@ -1,5 +1,6 @@
 public import Foundation
 public import Hummingbird
+internal import HTTPTypes
 public import WebAuthnCore
 public import WebAuthnMetadata
 package import _WebAuthnEncoding
@@ -107,10 +108,11 @@ enum HTTP {
 /// The page's policy allows its own script and style files only.
 struct SecurityHeadersMiddleware<Context: RequestContext>: RouterMiddleware {
     let secure: Bool
+    /// Around routes that have their own (the application's router): a response that already
+    /// carries a `Content-Security-Policy` got its headers from the routes' middleware.
+    var outer = false
 
-    static var pagePolicy: String {
-        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
-    }
+    static var pagePolicy: String { SecurityHeaders.pagePolicy }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var response: Response
@@ -120,14 +122,60 @@ struct SecurityHeadersMiddleware<Context: RequestContext>: RouterMiddleware {
             // Not found, method not allowed, ...: the same headers.
             response = try error.response(from: request, context: context)
         }
-        let html = response.headers[.contentType]?.hasPrefix("text/html") == true
-        response.headers[.contentSecurityPolicy] = html ? Self.pagePolicy : "default-src 'none'; frame-ancestors 'none'"
-        response.headers[.xContentTypeOptions] = "nosniff"
-        response.headers[.init("Referrer-Policy")!] = "no-referrer"
-        response.headers[.init("X-Frame-Options")!] = "DENY"
-        response.headers[.init("Cross-Origin-Opener-Policy")!] = "same-origin"
-        if secure { response.headers[.strictTransportSecurity] = "max-age=31536000" }
-        if response.headers[.cacheControl] == nil { response.headers[.cacheControl] = "no-store" }
+        if outer, response.headers[.contentSecurityPolicy] != nil { return response }
+        SecurityHeaders.apply(to: &response.headers, secure: secure)
         return response
+    }
+}
+
+/// The headers every response carries, built once: appended when the response sets none of
+/// them (every route here), set one by one otherwise.
+enum SecurityHeaders {
+    static let pagePolicy =
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    static let apiPolicy = "default-src 'none'; frame-ancestors 'none'"
+
+    static let referrerPolicy = HTTPField.Name("Referrer-Policy")!
+    static let frameOptions = HTTPField.Name("X-Frame-Options")!
+    static let openerPolicy = HTTPField.Name("Cross-Origin-Opener-Policy")!
+
+    /// The fields for an HTML page or anything else, with or without HSTS.
+    static func fields(html: Bool, secure: Bool) -> [HTTPField] {
+        var fields = [
+            HTTPField(name: .contentSecurityPolicy, value: html ? pagePolicy : apiPolicy),
+            HTTPField(name: .xContentTypeOptions, value: "nosniff"),
+            HTTPField(name: referrerPolicy, value: "no-referrer"),
+            HTTPField(name: frameOptions, value: "DENY"),
+            HTTPField(name: openerPolicy, value: "same-origin"),
+        ]
+        if secure { fields.append(HTTPField(name: .strictTransportSecurity, value: "max-age=31536000")) }
+        return fields
+    }
+
+    static let api = fields(html: false, secure: false)
+    static let apiSecure = fields(html: false, secure: true)
+    static let page = fields(html: true, secure: false)
+    static let pageSecure = fields(html: true, secure: true)
+    static let noStore = HTTPField(name: .cacheControl, value: "no-store")
+    static let names: Set<HTTPField.Name> = Set(apiSecure.map(\.name))
+
+    /// Sets the security headers (replacing any the response set) and `Cache-Control: no-store`
+    /// unless the response has its own.
+    static func apply(to headers: inout HTTPFields, secure: Bool) {
+        var html = false, cacheControl = false, managed = false
+        for field in headers {
+            switch field.name {
+            case .contentType: html = html || field.value.hasPrefix("text/html")
+            case .cacheControl: cacheControl = true
+            default: if names.contains(field.name) { managed = true }
+            }
+        }
+        let chosen = html ? (secure ? pageSecure : page) : (secure ? apiSecure : api)
+        if managed {
+            for field in chosen { headers[field.name] = field.value }
+        } else {
+            headers.append(contentsOf: chosen)
+        }
+        if !cacheControl { headers.append(noStore) }
     }
 }

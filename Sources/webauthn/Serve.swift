@@ -238,7 +238,7 @@ struct Serve: AsyncParsableCommand {
     var isPostgres: Bool { db.hasPrefix("postgres://") || db.hasPrefix("postgresql://") }
 
     func run() async throws {
-        var logger = Logger(label: "webauthn")
+        var logger = Logger(label: "webauthn", factory: ServerLogHandler.init(label:))
         logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
         let types = try VerifyRegistration.parseTypes(attestationTypes)
         let crossOrigin: CrossOriginPolicy = !topOrigins.isEmpty ? .allowTopOrigins(topOrigins) : allowCrossOrigin ? .allowAnyTopOrigin : .deny

@@ -78,6 +78,20 @@ struct HostileInputTests {
         #expect(try JSONValue.parse(#"{"a":1}"#) != JSONValue.parse(#"{"a":1,"b":2}"#))
     }
 
+    @Test("JSON strings serialize exactly: runs copied whole, every control character, quote and backslash escaped")
+    func jsonStringSerialization() throws {
+        #expect(JSONValue.string("").serialized() == #""""#)
+        #expect(JSONValue.string("plain é😀").serialized() == "\"plain é😀\"")
+        #expect(JSONValue.string("a\"b\\c\n\r\t").serialized() == #""a\"b\\c\n\r\t""#)
+        #expect(JSONValue.string("\u{00}x\u{1f}\u{0b}").serialized() == #""\u0000x\u001f\u000b""#)
+        #expect(JSONValue.string("\u{7f}/").serialized() == "\"\u{7f}/\"")
+        // Every byte value below 0x80, alone and between runs, survives a round trip.
+        for b in 0..<0x80 {
+            let text = "ab" + String(UnicodeScalar(UInt8(b))) + "cd" + String(UnicodeScalar(UInt8(b)))
+            #expect(try JSONValue.parse(JSONValue.string(text).serialized()) == .string(text), "byte \(b)")
+        }
+    }
+
     @Test("base64url: padding and the standard alphabet are accepted, other bytes are not")
     func base64url() {
         #expect(Base64URL.decode("AQID") == [1, 2, 3])

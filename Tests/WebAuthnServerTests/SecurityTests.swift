@@ -331,6 +331,13 @@ struct SecurityTests {
         let api = try await server.request("/assertion/options", [:])
         #expect(api.headers["cache-control"] == "no-store" && api.headers["x-content-type-options"] == "nosniff")
         #expect(api.cookie?.hasPrefix("__Host-webauthn_session=") == true)  // https origin
+        // Each header once (a repeated header reads "v, v"), HSTS with https origins, on every kind of route.
+        for reply in [api, try await server.request("/healthz"), try await server.request("/nowhere")] {
+            #expect(reply.headers["content-security-policy"] == "default-src 'none'; frame-ancestors 'none'")
+            #expect(reply.headers["x-frame-options"] == "DENY" && reply.headers["cross-origin-opener-policy"] == "same-origin")
+            #expect(reply.headers["strict-transport-security"] == "max-age=31536000" && reply.headers["cache-control"] == "no-store")
+        }
+        #expect(csp.components(separatedBy: "default-src").count == 2, "one policy on the page")
     }
 
     // MARK: Found by the red-team pass over the hardened server

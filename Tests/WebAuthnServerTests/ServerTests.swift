@@ -130,6 +130,20 @@ struct ServerTests {
         #expect(replies[4].status == 413)
     }
 
+    @Test("log lines carry the request's metadata, formatted when written (StreamLogHandler's format)")
+    func requestLogLines() async throws {
+        let server = try ServeProcess(database: ServeProcess.temporaryDatabase(), logLevel: "info")
+        defer { server.stop() }
+        _ = try await server.request("/assertion/options", [:])
+        _ = try await server.request("/nowhere")
+        server.stop()  // every line written
+        let lines = server.log.split(separator: "\n").filter { $0.contains("[Hummingbird] Request") }
+        let post = lines.first { $0.contains("hb.request.path=/assertion/options") }
+        #expect(post?.contains(" info webauthn: hb.request.id=") == true, "\(lines)")
+        #expect(post?.contains("hb.request.method=POST hb.request.path=/assertion/options [Hummingbird] Request") == true, "\(lines)")
+        #expect(lines.contains { $0.contains("hb.request.method=GET hb.request.path=/nowhere") })
+    }
+
     @Test("well-known files are served from configuration")
     func wellKnown() async throws {
         let server = try ServeProcess(
