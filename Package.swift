@@ -64,7 +64,7 @@ let package = Package(
         ),
         .target(
             name: "_WebAuthnCrypto",
-            dependencies: ["_WebAuthnEncoding", "COpenSSL"],
+            dependencies: ["_WebAuthnEncoding", "COpenSSL", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
             swiftSettings: strict
         ),
         // One capped HTTP exchange through URLSession (libcurl over the system OpenSSL on Linux),

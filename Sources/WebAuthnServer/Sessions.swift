@@ -1,5 +1,4 @@
 public import Foundation
-internal import Synchronization
 public import Hummingbird
 public import WebAuthnCore
 public import WebAuthnMetadata
@@ -113,5 +112,5 @@ struct BrowserSessions: Sendable {
 
 /// The time of the last session sweep, shared by copies of ``BrowserSessions``.
 final class SweepClock: Sendable {
-    let time = Mutex<Date>(.distantPast)
+    let time = Locked<Date>(.distantPast)
 }

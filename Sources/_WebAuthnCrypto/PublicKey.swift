@@ -1,5 +1,5 @@
 internal import COpenSSL
-internal import Synchronization
+internal import NIOConcurrencyHelpers
 package import _WebAuthnEncoding
 
 /// An owned OpenSSL public key, ready to verify signatures.
@@ -30,7 +30,9 @@ package final class PublicKey: @unchecked Sendable {
     package let pkey: OpaquePointer
     package let kind: Kind
     /// Owned `EVP_PKEY_CTX *` initialised for verification, keyed by algorithm.
-    private let cachedContext = Mutex<CachedContext?>(nil)
+    /// NIO's pthread lock, not `Synchronization.Mutex`: ThreadSanitizer cannot see the futex
+    /// of a Linux `Mutex`, and reported the hand-over of a context between threads as a race.
+    private let cachedContext = NIOLockedValueBox<CachedContext?>(nil)
 
     /// An owned verification context; only ever used by one thread at a time.
     private struct CachedContext: @unchecked Sendable {
@@ -80,7 +82,7 @@ package final class PublicKey: @unchecked Sendable {
     }
 
     deinit {
-        cachedContext.withLock { slot in
+        cachedContext.withLockedValue { slot in
             if let slot { EVP_PKEY_CTX_free(slot.ctx) }
         }
         EVP_PKEY_free(pkey)
@@ -246,7 +248,7 @@ package final class PublicKey: @unchecked Sendable {
     }
 
     private func takeContext(for algorithm: COSEAlgorithm) -> OpaquePointer? {
-        let reused = cachedContext.withLock { slot -> OpaquePointer? in
+        let reused = cachedContext.withLockedValue { slot -> OpaquePointer? in
             guard let current = slot, current.alg == algorithm.rawValue else { return nil }
             slot = nil
             return current.ctx
@@ -255,7 +257,7 @@ package final class PublicKey: @unchecked Sendable {
     }
 
     private func returnContext(_ ctx: OpaquePointer, for algorithm: COSEAlgorithm) {
-        let keep = cachedContext.withLock { slot -> Bool in
+        let keep = cachedContext.withLockedValue { slot -> Bool in
             guard slot == nil else { return false }
             slot = CachedContext(alg: algorithm.rawValue, ctx: ctx)
             return true

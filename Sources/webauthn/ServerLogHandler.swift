@@ -29,6 +29,34 @@ struct ServerLogHandler: LogHandler {
         var event = event
         // The line's own metadata wins over the logger's, as in `StreamLogHandler`.
         if !metadata.isEmpty { event.metadata = metadata.merging(event.metadata ?? [:]) { _, line in line } }
+        if let lineMetadata = event.metadata { event.metadata = Self.bounded(lineMetadata) }
         stream.log(event: event)
+    }
+
+    /// The longest string a metadata value keeps in a line; the rest is cut and counted.
+    static let maximumValueLength = 256
+
+    /// Metadata as a stranger may not shape it: a request path without its query (where a
+    /// code or token could ride), and no string value longer than ``maximumValueLength``
+    /// characters (a 80 KB path made an 80 KB line).
+    static func bounded(_ metadata: Logger.Metadata) -> Logger.Metadata {
+        var metadata = metadata
+        if let path = metadata["hb.request.path"].flatMap(text), let query = path.firstIndex(of: "?") {
+            metadata["hb.request.path"] = .string(String(path[..<query]) + "?…")
+        }
+        for (key, value) in metadata {
+            guard let text = text(value), text.utf8.count > maximumValueLength else { continue }
+            metadata[key] = .string(String(text.prefix(maximumValueLength)) + "…(\(text.utf8.count) bytes)")
+        }
+        return metadata
+    }
+
+    /// The text a string value prints (Hummingbird gives the path as a `stringConvertible`).
+    private static func text(_ value: Logger.MetadataValue) -> String? {
+        switch value {
+        case .string(let text): text
+        case .stringConvertible(let value): value.description
+        default: nil
+        }
     }
 }

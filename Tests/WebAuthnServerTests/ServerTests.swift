@@ -136,12 +136,19 @@ struct ServerTests {
         defer { server.stop() }
         _ = try await server.request("/assertion/options", [:])
         _ = try await server.request("/nowhere")
+        // A stranger's query and length stay out of the log (red-team findings: a token in a
+        // query was logged word for word; an 80 KB path made an 80 KB line).
+        _ = try await server.request("/healthz?token=QUERYSECRET789")
+        _ = try await server.request("/" + String(repeating: "a", count: 4000))
         server.stop()  // every line written
         let lines = server.log.split(separator: "\n").filter { $0.contains("[Hummingbird] Request") }
         let post = lines.first { $0.contains("hb.request.path=/assertion/options") }
         #expect(post?.contains(" info webauthn: hb.request.id=") == true, "\(lines)")
         #expect(post?.contains("hb.request.method=POST hb.request.path=/assertion/options [Hummingbird] Request") == true, "\(lines)")
         #expect(lines.contains { $0.contains("hb.request.method=GET hb.request.path=/nowhere") })
+        #expect(lines.contains { $0.contains("hb.request.path=/healthz?…") })
+        #expect(!server.log.contains("QUERYSECRET789"))
+        #expect(lines.contains { $0.contains("…(4001 bytes)") } && lines.allSatisfy { $0.utf8.count < 1_000 }, "\(lines.map(\.count))")
     }
 
     @Test("well-known files are served from configuration")
