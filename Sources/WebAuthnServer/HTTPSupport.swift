@@ -112,8 +112,6 @@ struct SecurityHeadersMiddleware<Context: RequestContext>: RouterMiddleware {
     /// carries a `Content-Security-Policy` got its headers from the routes' middleware.
     var outer = false
 
-    static var pagePolicy: String { SecurityHeaders.pagePolicy }
-
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var response: Response
         do {
