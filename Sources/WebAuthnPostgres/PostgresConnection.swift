@@ -50,11 +50,19 @@ final class PostgresConnection: @unchecked Sendable {
     private var prepared: [String: String] = [:]
     /// The most statements kept prepared per connection (the stores use a fixed few dozen).
     static let maxPrepared = 256
+    /// Statements waiting for the connection (see ``query(_:_:retry:)``).
+    private let waiting = Locked(Waiting())
     /// Counts the round trips to the server (statements and preparations sent), shared by a pool's connections.
     let roundTrips: AtomicCounter
+    /// Counts the statements sent in a pipeline with others, shared by a pool's connections.
+    let pipelined: AtomicCounter
 
-    init(url: String, settings: PostgresSettings = PostgresSettings(), roundTrips: AtomicCounter = AtomicCounter()) throws(WebAuthnError) {
+    init(
+        url: String, settings: PostgresSettings = PostgresSettings(), roundTrips: AtomicCounter = AtomicCounter(),
+        pipelined: AtomicCounter = AtomicCounter()
+    ) throws(WebAuthnError) {
         self.roundTrips = roundTrips
+        self.pipelined = pipelined
         // libpq's keywords before the URL (`dbname`, expanded), so that the URL's own settings win.
         let parameters = [
             ("connect_timeout", String(settings.connectTimeout)),
@@ -142,11 +150,18 @@ final class PostgresConnection: @unchecked Sendable {
         case idempotent
     }
 
-    /// Closes the connection (`PQfinish`) after the statements already queued;
+    /// Closes the connection (`PQfinish`) after the statements already queued or waiting;
     /// later ones throw `storage_failure`. Closing again does nothing.
     func close() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             queue.async {
+                // The statements already waiting run first; later ones find the store closed.
+                var left = self.waiting.withLock { $0.jobs.count }
+                while left > 0 {
+                    let ran = self.runWaiting(upTo: min(left, Self.maxPipeline))
+                    if ran == 0 { break }
+                    left -= ran
+                }
                 if let connection = self.connection {
                     PQfinish(connection)
                     self.connection = nil
@@ -161,6 +176,184 @@ final class PostgresConnection: @unchecked Sendable {
         try await withCheckedThrowingContinuation { continuation in
             queue.async { continuation.resume(with: Result { try body(self) }) }
         }
+    }
+
+    /// One statement with text parameters ($1, $2, …), on its own (an implicit transaction).
+    ///
+    /// Statements that arrive while the connection is busy are sent together, up to
+    /// ``maxPipeline`` at a time, in libpq's pipeline mode: each with its own Sync, so each is
+    /// still its own transaction and its failure its own, but the server reads them in one
+    /// go and the connection's thread waits once for all of them, not once for each.
+    /// Throws as ``execute(_:_:retry:)``.
+    func query(_ sql: String, _ params: [String?], retry: Retry) async throws -> [Row] {
+        try await withCheckedThrowingContinuation { continuation in
+            let start = waiting.withLock { state in
+                state.jobs.append(Job(sql: sql, params: params, retry: retry, continuation: continuation))
+                guard !state.draining else { return false }
+                state.draining = true
+                return true
+            }
+            if start { queue.async { self.drain() } }
+        }
+    }
+
+    /// The most statements sent in one pipeline.
+    static let maxPipeline = 32
+
+    /// A statement waiting for ``drain()``.
+    private struct Job {
+        let sql: String
+        let params: [String?]
+        let retry: Retry
+        let continuation: CheckedContinuation<[Row], any Error>
+    }
+
+    /// The statements waiting, and whether a drain is queued or running.
+    private struct Waiting {
+        var jobs: [Job] = []
+        var draining = false
+    }
+
+    /// Runs the statements waiting now (on `queue`), then queues itself again if more came,
+    /// so that `run` calls (a close) are not held behind a steady stream of statements.
+    private func drain() {
+        runWaiting(upTo: Self.maxPipeline)
+        let more = waiting.withLock { state in
+            if state.jobs.isEmpty { state.draining = false }
+            return state.draining
+        }
+        if more { queue.async { self.drain() } }
+    }
+
+    /// Runs up to `limit` of the statements waiting (on `queue`), alone or in one pipeline;
+    /// returns how many it took.
+    @discardableResult
+    private func runWaiting(upTo limit: Int) -> Int {
+        let jobs = waiting.withLock { state -> [Job] in
+            let taken = Array(state.jobs.prefix(limit))
+            state.jobs.removeFirst(taken.count)
+            return taken
+        }
+        if jobs.count == 1 {
+            let job = jobs[0]
+            job.continuation.resume(with: Result { try execute(job.sql, job.params, retry: job.retry) })
+        } else if !jobs.isEmpty {
+            pipeline(jobs)
+        }
+        return jobs.count
+    }
+
+    /// Sends `jobs` in one pipeline and answers each; a statement that is not prepared yet is
+    /// prepared first, and one that cannot be (or any, on a connection that does not look
+    /// usable) runs alone through ``execute(_:_:retry:)``, which reconnects and retries by the
+    /// same rules. After a pipeline the connection broke in, each statement that was sent is
+    /// `lost` (it may have run), each that was not is `notSent`, and both are answered by
+    /// ``Retry`` as alone.
+    private func pipeline(_ jobs: [Job]) {
+        var piped: [(job: Job, name: String, count: Int32)] = []
+        var alone: [Job] = []
+        if let connection, Self.looksUsable(connection) {
+            for job in jobs {
+                guard let count = Int32(exactly: job.params.count), case .success(let name?) = prepare(job.sql, parameters: count, on: connection) else {
+                    alone.append(job)
+                    continue
+                }
+                piped.append((job, name, count))
+            }
+        } else {
+            alone = jobs
+        }
+        if piped.count == 1 {
+            alone.insert(piped[0].job, at: 0)
+            piped = []
+        }
+        if let connection, !piped.isEmpty {
+            if PQstatus(connection) == CONNECTION_OK, PQenterPipelineMode(connection) == 1 {
+                let outcomes = pipelined(piped.map { ($0.name, $0.count, $0.job.params) }, on: connection)
+                for ((job, _, _), outcome) in zip(piped, outcomes) {
+                    switch outcome {
+                    case .rows(let rows): job.continuation.resume(returning: rows)
+                    case .failed(let failure): job.continuation.resume(throwing: failure)
+                    case .notSent where job.retry != .never, .lost where job.retry == .idempotent: alone.append(job)
+                    case .notSent(let message), .lost(let message):
+                        job.continuation.resume(throwing: WebAuthnError(.storageFailure, "PostgreSQL connection lost: \(message)"))
+                    }
+                }
+            } else {
+                alone += piped.map(\.job)
+            }
+        }
+        for job in alone { job.continuation.resume(with: Result { try execute(job.sql, job.params, retry: job.retry) }) }
+    }
+
+    /// Sends prepared statements, each followed by a Sync, and reads their results in order;
+    /// leaves pipeline mode (the connection is reset by the next statement if it broke).
+    private func pipelined(_ statements: [(name: String, count: Int32, params: [String?])], on connection: OpaquePointer) -> [Outcome] {
+        var outcomes: [Outcome] = []
+        // Send: a statement libpq took may have run once the connection breaks.
+        var sent = 0
+        var broken: String?
+        for statement in statements {
+            let cStrings: [UnsafeMutablePointer<CChar>?] = statement.params.map { $0.map { strdup($0) } ?? nil }
+            defer { cStrings.forEach { free($0) } }
+            let values: [UnsafePointer<CChar>?] = cStrings.map { $0.map { UnsafePointer($0) } }
+            guard PQsendQueryPrepared(connection, statement.name, statement.count, values, nil, nil, 0) == 1 else {
+                broken = Self.message(connection)
+                break
+            }
+            sent += 1
+            _ = roundTrips.increment()
+            _ = pipelined.increment()
+            guard PQpipelineSync(connection) == 1 else {
+                broken = Self.message(connection)
+                break
+            }
+        }
+        // Read: each statement's results up to its end (a null result), then its Sync. After a
+        // failed send nothing is read (a statement without its Sync would never be answered):
+        // what was sent is lost.
+        for _ in 0..<sent {
+            guard broken == nil else {
+                outcomes.append(.lost(broken ?? ""))
+                continue
+            }
+            var rows: [Row] = []
+            var failure: Failure?
+            var aborted = false
+            while let result = PQgetResult(connection) {
+                defer { PQclear(result) }
+                let status = PQresultStatus(result)
+                guard failure == nil else { continue }
+                if status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK {
+                    rows = Self.rows(result)
+                } else if status == PGRES_PIPELINE_ABORTED {
+                    aborted = true
+                } else {
+                    failure = Self.failure(result)
+                }
+            }
+            let synced = PQgetResult(connection).map { sync in
+                defer { PQclear(sync) }
+                return PQresultStatus(sync) == PGRES_PIPELINE_SYNC
+            }
+            if PQstatus(connection) != CONNECTION_OK || failure?.endsSession == true || synced != true {
+                broken = failure?.message ?? Self.message(connection)
+                outcomes.append(.lost(broken ?? ""))
+            } else if let failure {
+                outcomes.append(.failed(failure))
+            } else if aborted {
+                outcomes.append(.notSent("the pipeline was aborted"))
+            } else {
+                outcomes.append(.rows(rows))
+            }
+        }
+        outcomes += Array(repeating: Outcome.notSent(broken ?? Self.message(connection)), count: statements.count - sent)
+        if broken != nil || PQexitPipelineMode(connection) != 1 {
+            // A broken or confused session is not used again: a fresh one (prepared statements
+            // forgotten), or, if that fails, the next statement tries again before it is sent.
+            try? reset(connection, after: broken)
+        }
+        return outcomes
     }
 
     /// One statement with text parameters ($1, $2, …); call inside `run`.
@@ -250,11 +443,7 @@ final class PostgresConnection: @unchecked Sendable {
             if status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK {
                 rows = Self.rows(result)
             } else {
-                func field(_ code: Int32) -> String? { PQresultErrorField(result, code).map { String(cString: $0) } }
-                failure = Failure(
-                    sqlState: field(PGDiag.sqlState) ?? "",
-                    message: String(cString: PQresultErrorMessage(result)).trimmingCharacters(in: .whitespacesAndNewlines),
-                    table: field(PGDiag.tableName), constraint: field(PGDiag.constraintName))
+                failure = Self.failure(result)
             }
         }
         if PQstatus(connection) != CONNECTION_OK || failure?.endsSession == true {
@@ -296,6 +485,15 @@ final class PostgresConnection: @unchecked Sendable {
         if let failure { return .failure(PrepareFailure(outcome: .failed(failure))) }
         prepared[sql] = name
         return .success(name)
+    }
+
+    /// The error a result reports, with its SQLSTATE, table and constraint.
+    private static func failure(_ result: OpaquePointer) -> Failure {
+        func field(_ code: Int32) -> String? { PQresultErrorField(result, code).map { String(cString: $0) } }
+        return Failure(
+            sqlState: field(PGDiag.sqlState) ?? "",
+            message: String(cString: PQresultErrorMessage(result)).trimmingCharacters(in: .whitespacesAndNewlines),
+            table: field(PGDiag.tableName), constraint: field(PGDiag.constraintName))
     }
 
     private static func rows(_ result: OpaquePointer) -> [Row] {

@@ -11,10 +11,12 @@ final class PostgresPool: Sendable {
     private let next = AtomicCounter()
     /// Round trips to the server over every connection (the tests count them per ceremony step).
     let roundTrips = AtomicCounter()
+    /// Statements sent in a pipeline with others (see ``PostgresConnection/query(_:_:retry:)``).
+    let pipelined = AtomicCounter()
 
     init(url: String, size: Int, settings: PostgresSettings = PostgresSettings()) throws(WebAuthnError) {
         var connections: [PostgresConnection] = []
-        for _ in 0..<max(1, size) { connections.append(try PostgresConnection(url: url, settings: settings, roundTrips: roundTrips)) }
+        for _ in 0..<max(1, size) { connections.append(try PostgresConnection(url: url, settings: settings, roundTrips: roundTrips, pipelined: pipelined)) }
         self.connections = connections
     }
 
@@ -29,7 +31,7 @@ final class PostgresPool: Sendable {
 
     /// One statement on the next connection; see ``PostgresConnection/Retry``.
     func query(_ sql: String, _ params: [String?] = [], retry: PostgresConnection.Retry = .ifNotSent) async throws -> [PostgresConnection.Row] {
-        try await run { try $0.execute(sql, params, retry: retry) }
+        try await connections[next.increment() % connections.count].query(sql, params, retry: retry)
     }
 }
 

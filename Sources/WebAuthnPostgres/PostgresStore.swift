@@ -23,7 +23,14 @@ public final class PostgresStore: CredentialStore, CredentialAuditing, Challenge
     /// sets `connect_timeout`), keeps its TCP connection alive, and cancels a
     /// statement that runs longer than `statementTimeout` (`.zero`: no limit).
     /// A connection the server dropped reconnects on its next statement.
-    public static func open(url: String, connections: Int = 4, statementTimeout: Duration = .seconds(10)) async throws -> PostgresStore {
+    ///
+    /// `connections` is how many connections the store opens (default: one per processor, 2 to 8).
+    /// Statements that arrive while a connection is busy go to the server together, in one
+    /// pipeline, each still its own transaction; so a few connections carry a busy server, and
+    /// more only add server processes and thread switches.
+    public static func open(url: String, connections: Int = defaultConnections, statementTimeout: Duration = .seconds(10)) async throws
+        -> PostgresStore
+    {
         let settings = PostgresSettings(statementTimeout: try PostgresSettings.milliseconds(statementTimeout))
         let store = PostgresStore(pool: try PostgresPool(url: url, size: connections, settings: settings))
         try await PostgresMigrations.migrate(store.pool)
@@ -31,6 +38,9 @@ public final class PostgresStore: CredentialStore, CredentialAuditing, Challenge
     }
 
     init(pool: PostgresPool) { self.pool = pool }
+
+    /// One connection per active processor, at least 2 and at most 8.
+    public static var defaultConnections: Int { min(8, max(2, ProcessInfo.processInfo.activeProcessorCount)) }
 
     /// Closes every connection (`PQfinish`) once the statements already
     /// running are done; later calls throw `storage_failure`. Closing again does nothing.

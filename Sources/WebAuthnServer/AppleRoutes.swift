@@ -315,7 +315,7 @@ extension WebAuthnRoutes {
         else {
             throw WebAuthnError(.responseMalformed, "the form needs code, id_token and state")
         }
-        let flow = request.cookies[appleFlowCookieName].flatMap { Base64URL.decode(String($0.value)) }
+        let flow = HTTP.cookie(appleFlowCookieName, in: request).flatMap { Base64URL.decode(String($0)) }
         try await engine.consumeSingleUse(.appleState, key: Digest.sha256(Array(state.utf8)), binding: flow.map(Digest.sha256) ?? [])
         let identity = try await apple.signIn.verifyIdentityToken(idToken, nonce: appleWebNonce(state))
         guard Bytes.sameUTF8(identity.audience, servicesID) else {

@@ -16,6 +16,22 @@ enum HTTP {
         return response
     }
 
+    /// The value of the request's first cookie named `name` (as Hummingbird's `request.cookies`
+    /// reads it: `Cookie` fields split at `;`, leading whitespace dropped), without parsing the others.
+    static func cookie(_ name: String, in request: Request) -> Substring? {
+        let key = name.utf8
+        for field in request.headers[values: .cookie] {
+            for pair in field.utf8.split(separator: UInt8(ascii: ";"), omittingEmptySubsequences: false) {
+                let trimmed = pair.drop { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
+                guard trimmed.starts(with: key) else { continue }
+                let rest = trimmed.dropFirst(key.count)
+                guard rest.first == UInt8(ascii: "=") else { continue }
+                return Substring(rest.dropFirst())
+            }
+        }
+        return nil
+    }
+
     /// `{"status":"ok","errorMessage":""}` plus the members of `payload`.
     static func ok(_ payload: JSONObject = JSONObject(), cookie: Cookie? = nil) -> Response {
         var object: JSONObject = ["status": "ok", "errorMessage": ""]

@@ -49,8 +49,8 @@ struct BrowserSessions: Sendable {
 
     /// The request's session token, if its cookie is one this server issued.
     func token(_ request: Request) -> Token? {
-        guard let value = request.cookies[cookieName]?.value, value.utf8.count == 43,
-            let bytes = Base64URL.decode(value), bytes.count == 32
+        guard let value = HTTP.cookie(cookieName, in: request), value.utf8.count == 43,
+            let bytes = Base64URL.decode(String(value)), bytes.count == 32
         else { return nil }
         let tag = Array(Digest.hmacSHA256(key: secret, Array("webauthn session".utf8), Array(bytes[0..<16])).prefix(16))
         // Constant time: every byte is compared whatever the first difference.

@@ -61,6 +61,31 @@ struct SessionTests {
         #expect(secure.cookie(secure.mint()).secure && secure.cookie(secure.mint()).httpOnly)
     }
 
+    @Test("the session cookie is read as Hummingbird reads cookies: the first of its name, among others, in any Cookie field")
+    func cookieLookup() {
+        let token = sessions.mint()
+        let value = token.cookieValue
+        for header in [
+            "webauthn_session=\(value)", "a=1; webauthn_session=\(value)", "a=1;webauthn_session=\(value); b=2", " \twebauthn_session=\(value)",
+            "x_webauthn_session=no; webauthn_session=\(value)", "webauthn_sessionx=no; webauthn_session=\(value)", "; ;webauthn_session=\(value);",
+            "webauthn_session=\(value); webauthn_session=\(Base64URL.encode(SecureRandom.bytes(32)))",
+        ] {
+            #expect(HTTP.cookie("webauthn_session", in: request(cookie: header)) == Substring(value), "\(header)")
+            #expect(Cookies(from: [header])["webauthn_session"]?.value == value, "\(header)")
+            #expect(sessions.token(request(cookie: header)) == token, "\(header)")
+        }
+        for header in ["", "webauthn_session", "webauthn_sessio=\(value)", "Webauthn_session=\(value)", "a=webauthn_session=\(value)"] {
+            #expect(HTTP.cookie("webauthn_session", in: request(cookie: header)) == nil, "\(header)")
+            #expect(Cookies(from: [header])["webauthn_session"] == nil, "\(header)")
+        }
+        #expect(HTTP.cookie("webauthn_session", in: request(cookie: "webauthn_session=")) == "")
+        var fields = HTTPFields()
+        fields[values: .cookie] = ["a=1", "webauthn_session=\(value)"]
+        let split = Request(
+            head: .init(method: .post, scheme: "http", authority: "localhost", path: "/", headerFields: fields), body: .init(buffer: ByteBuffer()))
+        #expect(sessions.token(split) == token)
+    }
+
     @Test("signing in always issues a new session, ends the old one, and signing out ends it on the server")
     func rotation() async throws {
         let now = Date()

@@ -192,12 +192,12 @@ struct StoreContractTests {
     }
 
     /// Ends the server process of `application`'s connection running `pg_sleep` once it runs.
-    static func terminateRunning(_ application: String, admin: PostgresPool) async throws {
+    static func terminateRunning(_ application: String, admin: PostgresPool, matching pattern: String = "%pg_sleep%") async throws {
         // The statement sleeps 2 s: long enough to be seen running on a loaded CI machine.
         for _ in 0..<3000 {
             let ended = try await admin.query(
-                "SELECT pg_terminate_backend(pid) AS t FROM pg_stat_activity WHERE application_name = $1 AND state = 'active' AND query LIKE '%pg_sleep%'",
-                [application])
+                "SELECT pg_terminate_backend(pid) AS t FROM pg_stat_activity WHERE application_name = $1 AND state = 'active' AND query LIKE $2",
+                [application, pattern])
             if !ended.isEmpty { return }
             try await Task.sleep(for: .milliseconds(10))
         }
@@ -238,6 +238,76 @@ struct StoreContractTests {
         #expect(await errorCode { _ = try await write.value } == "storage_failure")
         for _ in 0..<2 { #expect(try await store.credential(id: r.id)?.id == r.id) }
         await store.close()
+    }
+
+    @Test(
+        "postgres: statements that arrive while the connection is busy go in one pipeline, each its own transaction with its own outcome",
+        .enabled(if: postgresURL != nil))
+    func postgresPipeline() async throws {
+        let url = try #require(Self.postgresURL)
+        let application = "pipeline_" + UUID().uuidString.prefix(8).lowercased()
+        let store = try await Self.postgresStore(url, application: application, connections: 1)
+        let r = try Self.record()
+        try await store.insert(r)
+        let spent = try Self.ceremony(binding: nil)
+        try await store.insert(spent)
+        // Prepared first, so that the statements below go straight into the pipeline.
+        _ = try await store.credential(id: r.id)
+        _ = try await store.consume(challenge: SecureRandom.bytes(32))
+        let before = store.pool.pipelined.current
+
+        // The connection is busy; the statements queued behind it go together.
+        let busy = Task { try await store.pool.query("SELECT 1 AS one, pg_sleep(0.3)") }
+        try await Task.sleep(for: .milliseconds(50))
+        let fresh = try Self.ceremony(binding: nil)
+        async let reads = withThrowingTaskGroup(of: [UInt8]?.self) { group in
+            for _ in 0..<8 { group.addTask { try await store.credential(id: r.id)?.id } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        async let duplicate = errorCode { try await store.insert(r) }
+        async let consumed = store.consume(challenge: spent.challenge)
+        async let consumedAgain = store.consume(challenge: spent.challenge)
+        async let inserted: Void = store.insert(fresh)
+        #expect(try await busy.value.first?["one"] == "1")
+        #expect(try await reads == Array(repeating: r.id, count: 8))
+        // A failed statement fails alone: the others in its pipeline ran and committed.
+        #expect(await duplicate == "credential_already_registered")
+        let consumptions = [try await consumed, try await consumedAgain].compactMap { $0?.challenge }
+        #expect(consumptions == [spent.challenge], "the challenge consumed exactly once")
+        try await inserted
+        #expect(try await store.pending(challenge: fresh.challenge)?.challenge == fresh.challenge)
+        let pipelined = store.pool.pipelined.current - before
+        #expect(pipelined >= 10, "\(pipelined) statements went in a pipeline")
+
+        // The connection ends while a pipeline runs: what may have run is not sent again unless
+        // it is safe to repeat, what cannot have run is; and the next statements work.
+        let admin = try PostgresPool(url: url, size: 1)
+        _ = try await store.pool.query("SELECT 1 AS one, pg_sleep(0.01)", retry: .idempotent)
+        _ = try await store.pool.query("SELECT 2 AS two, pg_sleep(0.01)", retry: .idempotent)
+        // In this order, queued behind a busy connection: a long read, a consumption, a read.
+        let blocker = Task { try await store.pool.query("SELECT 2 AS two, pg_sleep(1)", retry: .idempotent) }
+        try await Task.sleep(for: .milliseconds(50))
+        let sleeper = Task { try await store.pool.query("SELECT 1 AS one, pg_sleep(2)", retry: .idempotent) }
+        try await Task.sleep(for: .milliseconds(30))
+        let write = Task { await errorCode { _ = try await store.consume(challenge: fresh.challenge) } }
+        try await Task.sleep(for: .milliseconds(30))
+        let read = Task { try await store.credential(id: r.id) }
+        try await Self.terminateRunning(application, admin: admin, matching: "%pg_sleep(2)%")
+        #expect(try await blocker.value.first?["two"] == "2")
+        #expect(try await sleeper.value.first?["one"] == "1", "a read is sent again")
+        #expect(try await read.value?.id == r.id)
+        #expect(await write.value == "storage_failure", "a consumption that may have run is not sent again")
+        #expect(try await store.credential(id: r.id)?.id == r.id)
+
+        // A close lets the statements already waiting run; later ones find the store closed.
+        let last = Task { try await store.pool.query("SELECT 1 AS one, pg_sleep(0.3)") }
+        try await Task.sleep(for: .milliseconds(50))
+        let waiting = (0..<4).map { _ in Task { try await store.credential(id: r.id)?.id } }
+        try await Task.sleep(for: .milliseconds(50))
+        await store.close()
+        #expect(try await last.value.first?["one"] == "1")
+        for read in waiting { #expect(try await read.value == r.id) }
+        #expect(await errorCode { _ = try await store.credential(id: r.id) } == "storage_failure")
     }
 
     @Test("postgres: the stores' statements are prepared once per connection, again after a reconnect", .enabled(if: postgresURL != nil))
