@@ -51,7 +51,7 @@ final class PostgresConnection: @unchecked Sendable {
     /// The most statements kept prepared per connection (the stores use a fixed few dozen).
     static let maxPrepared = 256
     /// Statements waiting for the connection (see ``query(_:_:retry:)``).
-    private let waiting = Locked(Waiting())
+    private let waitingJobs = Locked(Waiting())
     /// Counts the round trips to the server (statements and preparations sent), shared by a pool's connections.
     let roundTrips: AtomicCounter
     /// Counts the statements sent in a pipeline with others, shared by a pool's connections.
@@ -156,7 +156,7 @@ final class PostgresConnection: @unchecked Sendable {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             queue.async {
                 // The statements already waiting run first; later ones find the store closed.
-                var left = self.waiting.withLock { $0.jobs.count }
+                var left = self.waitingJobs.withLock { $0.jobs.count }
                 while left > 0 {
                     let ran = self.runWaiting(upTo: min(left, Self.maxPipeline))
                     if ran == 0 { break }
@@ -187,7 +187,7 @@ final class PostgresConnection: @unchecked Sendable {
     /// Throws as ``execute(_:_:retry:)``.
     func query(_ sql: String, _ params: [String?], retry: Retry) async throws -> [Row] {
         try await withCheckedThrowingContinuation { continuation in
-            let start = waiting.withLock { state in
+            let start = waitingJobs.withLock { state in
                 state.jobs.append(Job(sql: sql, params: params, retry: retry, continuation: continuation))
                 guard !state.draining else { return false }
                 state.draining = true
@@ -196,6 +196,9 @@ final class PostgresConnection: @unchecked Sendable {
             if start { queue.async { self.drain() } }
         }
     }
+
+    /// How many statements wait for the connection now.
+    var waiting: Int { waitingJobs.withLock { $0.jobs.count } }
 
     /// The most statements sent in one pipeline.
     static let maxPipeline = 32
@@ -218,7 +221,7 @@ final class PostgresConnection: @unchecked Sendable {
     /// so that `run` calls (a close) are not held behind a steady stream of statements.
     private func drain() {
         runWaiting(upTo: Self.maxPipeline)
-        let more = waiting.withLock { state in
+        let more = waitingJobs.withLock { state in
             if state.jobs.isEmpty { state.draining = false }
             return state.draining
         }
@@ -229,7 +232,7 @@ final class PostgresConnection: @unchecked Sendable {
     /// returns how many it took.
     @discardableResult
     private func runWaiting(upTo limit: Int) -> Int {
-        let jobs = waiting.withLock { state -> [Job] in
+        let jobs = waitingJobs.withLock { state -> [Job] in
             let taken = Array(state.jobs.prefix(limit))
             state.jobs.removeFirst(taken.count)
             return taken

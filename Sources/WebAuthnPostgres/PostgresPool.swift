@@ -24,6 +24,9 @@ final class PostgresPool: Sendable {
         try await connections[next.increment() % connections.count].run(body)
     }
 
+    /// The statements waiting for a busy connection, over all connections.
+    var waiting: Int { connections.reduce(0) { $0 + $1.waiting } }
+
     /// Closes every connection, each after the statements queued on it.
     func close() async {
         for connection in connections { await connection.close() }

@@ -257,8 +257,9 @@ struct StoreContractTests {
         let before = store.pool.pipelined.current
 
         // The connection is busy; the statements queued behind it go together.
-        let busy = Task { try await store.pool.query("SELECT 1 AS one, pg_sleep(0.3)") }
-        try await Task.sleep(for: .milliseconds(50))
+        let admin = try PostgresPool(url: url, size: 1)
+        let busy = Task { try await store.pool.query("SELECT 1 AS one, pg_sleep(1)") }
+        try await Self.waitUntilRunning(application, admin: admin, matching: "%pg_sleep(1)%")
         let fresh = try Self.ceremony(binding: nil)
         async let reads = withThrowingTaskGroup(of: [UInt8]?.self) { group in
             for _ in 0..<8 { group.addTask { try await store.credential(id: r.id)?.id } }
@@ -268,6 +269,7 @@ struct StoreContractTests {
         async let consumed = store.consume(challenge: spent.challenge)
         async let consumedAgain = store.consume(challenge: spent.challenge)
         async let inserted: Void = store.insert(fresh)
+        try await Self.waitUntilWaiting(store.pool, 12)
         #expect(try await busy.value.first?["one"] == "1")
         #expect(try await reads == Array(repeating: r.id, count: 8))
         // A failed statement fails alone: the others in its pipeline ran and committed.
@@ -277,21 +279,19 @@ struct StoreContractTests {
         try await inserted
         #expect(try await store.pending(challenge: fresh.challenge)?.challenge == fresh.challenge)
         let pipelined = store.pool.pipelined.current - before
-        #expect(pipelined >= 10, "\(pipelined) statements went in a pipeline")
+        #expect(pipelined >= 12, "\(pipelined) statements went in a pipeline")
 
         // The connection ends while a pipeline runs: what may have run is not sent again unless
         // it is safe to repeat, what cannot have run is; and the next statements work.
-        let admin = try PostgresPool(url: url, size: 1)
-        _ = try await store.pool.query("SELECT 1 AS one, pg_sleep(0.01)", retry: .idempotent)
-        _ = try await store.pool.query("SELECT 2 AS two, pg_sleep(0.01)", retry: .idempotent)
         // In this order, queued behind a busy connection: a long read, a consumption, a read.
-        let blocker = Task { try await store.pool.query("SELECT 2 AS two, pg_sleep(1)", retry: .idempotent) }
-        try await Task.sleep(for: .milliseconds(50))
+        let blocker = Task { try await store.pool.query("SELECT 2 AS two, pg_sleep(1.5)", retry: .idempotent) }
+        try await Self.waitUntilRunning(application, admin: admin, matching: "%pg_sleep(1.5)%")
         let sleeper = Task { try await store.pool.query("SELECT 1 AS one, pg_sleep(2)", retry: .idempotent) }
-        try await Task.sleep(for: .milliseconds(30))
+        try await Self.waitUntilWaiting(store.pool, 1)
         let write = Task { await errorCode { _ = try await store.consume(challenge: fresh.challenge) } }
-        try await Task.sleep(for: .milliseconds(30))
+        try await Self.waitUntilWaiting(store.pool, 2)
         let read = Task { try await store.credential(id: r.id) }
+        try await Self.waitUntilWaiting(store.pool, 3)
         try await Self.terminateRunning(application, admin: admin, matching: "%pg_sleep(2)%")
         #expect(try await blocker.value.first?["two"] == "2")
         #expect(try await sleeper.value.first?["one"] == "1", "a read is sent again")
@@ -300,14 +300,34 @@ struct StoreContractTests {
         #expect(try await store.credential(id: r.id)?.id == r.id)
 
         // A close lets the statements already waiting run; later ones find the store closed.
-        let last = Task { try await store.pool.query("SELECT 1 AS one, pg_sleep(0.3)") }
-        try await Task.sleep(for: .milliseconds(50))
+        let last = Task { try await store.pool.query("SELECT 1 AS one, pg_sleep(1)") }
+        try await Self.waitUntilRunning(application, admin: admin, matching: "%pg_sleep(1)%")
         let waiting = (0..<4).map { _ in Task { try await store.credential(id: r.id)?.id } }
-        try await Task.sleep(for: .milliseconds(50))
+        try await Self.waitUntilWaiting(store.pool, 4)
         await store.close()
         #expect(try await last.value.first?["one"] == "1")
         for read in waiting { #expect(try await read.value == r.id) }
         #expect(await errorCode { _ = try await store.credential(id: r.id) } == "storage_failure")
+    }
+
+    /// Waits until a statement of `application`'s matching `pattern` runs.
+    static func waitUntilRunning(_ application: String, admin: PostgresPool, matching pattern: String) async throws {
+        for _ in 0..<3000 {
+            let running = try await admin.query(
+                "SELECT 1 AS x FROM pg_stat_activity WHERE application_name = $1 AND state = 'active' AND query LIKE $2", [application, pattern])
+            if !running.isEmpty { return }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        Issue.record("no statement of \(application) like \(pattern) ran")
+    }
+
+    /// Waits until at least `count` statements wait for the pool's connections.
+    static func waitUntilWaiting(_ pool: PostgresPool, _ count: Int) async throws {
+        for _ in 0..<3000 {
+            if pool.waiting >= count { return }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        Issue.record("\(pool.waiting) statements waited, not \(count)")
     }
 
     @Test("postgres: the stores' statements are prepared once per connection, again after a reconnect", .enabled(if: postgresURL != nil))
