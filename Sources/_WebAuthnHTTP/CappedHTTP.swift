@@ -115,13 +115,19 @@ private final class CappedCollector: NSObject, URLSessionDataDelegate, @unchecke
         if let early { continuation.resume(returning: .failure(early)) } else { task.resume() }
     }
 
-    /// Fails the exchange unless it has finished; true when the task should be cancelled.
+    /// Fails the exchange unless it has finished, answering the caller at once (not when
+    /// URLSession gets round to completing the cancelled task, which under load took seconds);
+    /// true when the task should be cancelled.
     func fail(_ error: WebAuthnError) -> Bool {
-        lock.withLock {
-            guard !finished, failure == nil else { return false }
+        let taken = lock.withLock { () -> (failed: Bool, continuation: CheckedContinuation<Result<CappedHTTP.Response, WebAuthnError>, Never>?) in
+            guard !finished, failure == nil else { return (false, nil) }
             failure = error
-            return true
+            let c = continuation
+            continuation = nil
+            return (true, c)
         }
+        taken.continuation?.resume(returning: .failure(error))
+        return taken.failed
     }
 
     func urlSession(
