@@ -25,6 +25,10 @@ struct Serve: AsyncParsableCommand {
     var origins: [String] = []
     @Option(parsing: .unconditional, help: "Storage: sqlite:PATH (default sqlite:./webauthn.sqlite) or postgres://USER@HOST:PORT/DB.")
     var db = "sqlite:./webauthn.sqlite"
+    @Option(
+        name: .customLong("db-connections"),
+        help: "PostgreSQL connections of this process, 1 to 64. Default: one per processor, 2 to 8 (statements queued on a busy connection are pipelined).")
+    var dbConnections: Int?
     @OptionGroup var trust: MetadataOptions
     @Flag(name: .customLong("require-trusted-attestation"), help: "Refuse attestation chains that do not lead to a trusted root.")
     var requireTrustedAttestation = false
@@ -128,6 +132,10 @@ struct Serve: AsyncParsableCommand {
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level: unknown level \(logLevel)") }
         guard isPostgres || (db.hasPrefix("sqlite:") && db.count > "sqlite:".count) else {
             throw ValidationError("--db must be sqlite:PATH or postgres://USER@HOST:PORT/DB")
+        }
+        if let dbConnections {
+            guard isPostgres else { throw ValidationError("--db-connections is for a postgres:// database") }
+            guard (1...64).contains(dbConnections) else { throw ValidationError("--db-connections must be 1...64") }
         }
         guard RateLimit.parse(rateLimit) != nil else { throw ValidationError("--rate-limit must be off, A or A:S with positive numbers") }
         for proxy in trustedProxies where CIDR(proxy) == nil { throw ValidationError("--trusted-proxy \(proxy) is not an address range such as 10.0.0.0/8") }
@@ -249,7 +257,7 @@ struct Serve: AsyncParsableCommand {
         let store: any CredentialAuditing & ChallengeStore & AccountStore & LinkedIdentityStore & SessionStore & Service
         let sqlite: SQLiteStore?
         if isPostgres {
-            store = try await PostgresStore.open(url: db)
+            store = try await PostgresStore.open(url: db, connections: dbConnections ?? PostgresStore.defaultConnections)
             sqlite = nil
         } else {
             let opened = try await SQLiteStore.open(path: String(db.dropFirst("sqlite:".count)), logger: logger)

@@ -160,9 +160,14 @@ struct CLITests {
         try Data("too short".utf8).write(to: short)
         for extra in [
             ["--rate-limit", "fast"], ["--rate-limit", "0"], ["--trusted-proxy", "10.0.0.0/40"], ["--secret-file", short.path],
-            ["--secret-file", "/nonexistent-secret"],
+            ["--secret-file", "/nonexistent-secret"], ["--db-connections", "2"],
         ] {
             #expect(try Self.run(["serve", "--db", "sqlite:/nonexistent-dir/x.sqlite"] + extra).status == 2, "\(extra)")
+        }
+        // PostgreSQL connections: 1 to 64, refused before anything connects (nothing listens on port 1).
+        for count in ["0", "65", "-1", "many"] {
+            let run = try Self.run(["serve", "--db", "postgres://nobody@127.0.0.1:1/none", "--db-connections", count])
+            #expect(run.status == 2 && run.stderr.contains("db-connections"), "\(count): \(run.stderr)")
         }
         #expect(try Self.run(["--help"]).status == 0)
     }
