@@ -146,7 +146,7 @@ final class PostgresConnection: @unchecked Sendable {
         /// once sent (inserts, `DELETE … RETURNING`, compare-and-set).
         case ifNotSent
         /// Also once after the connection broke while it ran: reads, and writes
-        /// whose repetition leaves the same state (upserts, sweeps).
+        /// whose repetition leaves the same state and gives the same answer (upserts, sweeps).
         case idempotent
     }
 

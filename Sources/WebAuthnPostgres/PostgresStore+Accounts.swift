@@ -199,7 +199,8 @@ extension PostgresStore {
 
     /// Ends every session of the account; returns how many.
     public func deleteSessions(userHandle: [UInt8]) async throws -> Int {
-        try await pool.query("DELETE FROM sessions WHERE user_handle = $1 RETURNING id_hash", [PGText.bytea(userHandle)], retry: .idempotent).count
+        // Not sent again once it may have run: a repeat would count none.
+        try await pool.query("DELETE FROM sessions WHERE user_handle = $1 RETURNING id_hash", [PGText.bytea(userHandle)]).count
     }
 
     // MARK: Account deletion and linked identities
@@ -299,8 +300,9 @@ extension PostgresStore {
         do {
             return
                 !(try await pool.query(
+                    // Not sent again once it may have run: a repeat would find the old subject gone and answer false.
                     "UPDATE identities SET subject = $1, updated_at = $2 WHERE provider = $3 AND subject = $4 RETURNING subject",
-                    [newSubject, PGText.double(date.timeIntervalSince1970), provider, subject], retry: .idempotent)).isEmpty
+                    [newSubject, PGText.double(date.timeIntervalSince1970), provider, subject])).isEmpty
         } catch let error as PostgresConnection.Failure where error.isUniqueViolation {
             throw LinkedIdentity.alreadyLinked(provider)
         }

@@ -99,6 +99,7 @@ extension WebAuthnRoutes {
                     _ = try await engine.finishAuthentication(AuthenticationResponse(json: body), binding: token.binding, signingIn: signingIn)
                 } catch {
                     Audit.event("reauthentication_failed", context, ["code": .string(error.code.rawValue)])
+                    if Self.serverFailures.contains(error.code) { throw error }
                     try noteFailure(token)
                     if error.code == .reauthenticationRequired || Self.shownBeforeLookup.contains(error.code) { throw error }
                     throw WebAuthnError(.authenticationFailed, "the credential could not be verified")

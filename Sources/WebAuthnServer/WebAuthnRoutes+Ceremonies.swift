@@ -174,6 +174,13 @@ extension WebAuthnRoutes {
         .clientDataMalformed, .challengeUnknown, .challengeExpired, .ceremonyMismatch, .sessionMismatch,
     ]
 
+    /// The server's own failures (its store, its configuration): not the credential's, so not
+    /// folded into `authentication_failed` nor counted against the session; they answer
+    /// `500 internal_error` with the request id, the detail in the log and the store-errors
+    /// metric. (`crypto_failure` stays folded: it is not reachable from a client's bytes in an
+    /// assertion today, and an answer that differed for real and stand-in credentials would be an oracle.)
+    static let serverFailures: Set<WebAuthnError.Code> = [.storageFailure, .internalError, .configurationInvalid]
+
     func assertionResult<Context: RequestContext>(_ request: Request, _ context: Context) async throws -> Response {
         let body = try await HTTP.body(request, limit: configuration.maxBodySize)
         let token = sessions.token(request)
@@ -193,6 +200,7 @@ extension WebAuthnRoutes {
             result = try await engine.finishAuthentication(response, binding: token?.binding, signingIn: signingIn)
         } catch {
             Audit.event("sign_in_failed", context, ["code": .string(error.code.rawValue)])
+            if Self.serverFailures.contains(error.code) { throw error }
             if let token { try noteFailure(token) }
             if !configuration.conformance && !Self.shownBeforeLookup.contains(error.code) {
                 let failed = WebAuthnError(.authenticationFailed, "the credential could not be verified for this sign-in")

@@ -318,6 +318,32 @@ struct SecurityTests {
         #expect(server.log.contains("challenges"))
     }
 
+    @Test("a store failure during a sign-in is the server's: 500 internal_error, not authentication_failed, and not counted against the session")
+    func storeFailureInSignIn() async throws {
+        let database = ServeProcess.temporaryDatabase()
+        let server = try ServeProcess(database: database, logLevel: "error")
+        defer { server.stop() }
+        let key = SoftwareAuthenticator(profile: .platformPasskey)
+        let name = Self.unique("outage")
+        let registered = try await register(server, key, name)
+        let id = try #require(registered.id)
+        let cookie = try #require(registered.result?.cookie)
+        let breaker = try await SQLiteStore.open(path: database)
+        _ = try await breaker.connection.query("ALTER TABLE credentials RENAME TO credentials_gone")
+        // More failures than a session's failure budget (a burst of 5).
+        for _ in 0..<7 {
+            // Without a name: the options step does not read the credentials.
+            let (_, result) = try await signIn(server, key, nil, credential: id, cookie: cookie)
+            #expect(result.status == 500 && result.errorMessage.hasPrefix("internal_error"), "\(result.status) \(result.errorMessage)")
+        }
+        _ = try await breaker.connection.query("ALTER TABLE credentials_gone RENAME TO credentials")
+        try await breaker.close()
+        let (_, result) = try await signIn(server, key, name, credential: id, cookie: cookie)
+        #expect(result.ok, "\(result.status) \(result.errorMessage)")
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(server.log.contains("internal error"))
+    }
+
     @Test("security headers: CSP without inline script on the page, no-store and nosniff on the API")
     func headers() async throws {
         let server = try ServeProcess(database: ServeProcess.temporaryDatabase())
