@@ -320,21 +320,7 @@ final class PostgresConnection: @unchecked Sendable {
                 outcomes.append(.lost(broken ?? ""))
                 continue
             }
-            var rows: [Row] = []
-            var failure: Failure?
-            var aborted = false
-            while let result = PQgetResult(connection) {
-                defer { PQclear(result) }
-                let status = PQresultStatus(result)
-                guard failure == nil else { continue }
-                if status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK {
-                    rows = Self.rows(result)
-                } else if status == PGRES_PIPELINE_ABORTED {
-                    aborted = true
-                } else {
-                    failure = Self.failure(result)
-                }
-            }
+            let (rows, failure, aborted) = Self.results(connection)
             let synced = PQgetResult(connection).map { sync in
                 defer { PQclear(sync) }
                 return PQresultStatus(sync) == PGRES_PIPELINE_SYNC
@@ -436,19 +422,7 @@ final class PostgresConnection: @unchecked Sendable {
             }
         guard sent == 1 else { return .notSent(Self.message(connection)) }
         _ = roundTrips.increment()
-        // Read every result, so the connection is ready for the next statement; the first error wins.
-        var rows: [Row] = []
-        var failure: Failure?
-        while let result = PQgetResult(connection) {
-            defer { PQclear(result) }
-            let status = PQresultStatus(result)
-            guard failure == nil else { continue }
-            if status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK {
-                rows = Self.rows(result)
-            } else {
-                failure = Self.failure(result)
-            }
-        }
+        let (rows, failure, _) = Self.results(connection)
         if PQstatus(connection) != CONNECTION_OK || failure?.endsSession == true {
             return .lost(failure?.message ?? Self.message(connection))
         }
@@ -488,6 +462,28 @@ final class PostgresConnection: @unchecked Sendable {
         if let failure { return .failure(PrepareFailure(outcome: .failed(failure))) }
         prepared[sql] = name
         return .success(name)
+    }
+
+    /// Reads every result of the statement being answered, up to its end (a null result), so the
+    /// connection is ready for the next one: its rows, the first error, and whether a pipeline
+    /// skipped it (aborted).
+    private static func results(_ connection: OpaquePointer) -> (rows: [Row], failure: Failure?, aborted: Bool) {
+        var rows: [Row] = []
+        var failure: Failure?
+        var aborted = false
+        while let result = PQgetResult(connection) {
+            defer { PQclear(result) }
+            let status = PQresultStatus(result)
+            guard failure == nil else { continue }
+            if status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK {
+                rows = Self.rows(result)
+            } else if status == PGRES_PIPELINE_ABORTED {
+                aborted = true
+            } else {
+                failure = Self.failure(result)
+            }
+        }
+        return (rows, failure, aborted)
     }
 
     /// The error a result reports, with its SQLSTATE, table and constraint.

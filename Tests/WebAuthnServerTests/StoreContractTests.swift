@@ -256,10 +256,10 @@ struct StoreContractTests {
         _ = try await store.consume(challenge: SecureRandom.bytes(32))
         let before = store.pool.pipelined.current
 
-        // The connection is busy; the statements queued behind it go together.
+        // The connection is busy (a statement waits for a lock the test holds, as long as need be);
+        // the statements queued behind it go together.
         let admin = try PostgresPool(url: url, size: 1)
-        let busy = Task { try await store.pool.query("SELECT 1 AS one, pg_sleep(1)") }
-        try await Self.waitUntilRunning(application, admin: admin, matching: "%pg_sleep(1)%")
+        let busy = try await Self.blocked(store.pool, "SELECT 1 AS one, pg_advisory_xact_lock(7301)", application: application, admin: admin)
         let fresh = try Self.ceremony(binding: nil)
         async let reads = withThrowingTaskGroup(of: [UInt8]?.self) { group in
             for _ in 0..<8 { group.addTask { try await store.credential(id: r.id)?.id } }
@@ -270,6 +270,7 @@ struct StoreContractTests {
         async let consumedAgain = store.consume(challenge: spent.challenge)
         async let inserted: Void = store.insert(fresh)
         try await Self.waitUntilWaiting(store.pool, 12)
+        _ = try await admin.query("COMMIT")
         #expect(try await busy.value.first?["one"] == "1")
         #expect(try await reads == Array(repeating: r.id, count: 8))
         // A failed statement fails alone: the others in its pipeline ran and committed.
@@ -284,14 +285,15 @@ struct StoreContractTests {
         // The connection ends while a pipeline runs: what may have run is not sent again unless
         // it is safe to repeat, what cannot have run is; and the next statements work.
         // In this order, queued behind a busy connection: a long read, a consumption, a read.
-        let blocker = Task { try await store.pool.query("SELECT 2 AS two, pg_sleep(1.5)", retry: .idempotent) }
-        try await Self.waitUntilRunning(application, admin: admin, matching: "%pg_sleep(1.5)%")
+        let blocker = try await Self.blocked(
+            store.pool, "SELECT 2 AS two, pg_advisory_xact_lock(7301)", application: application, admin: admin, retry: .idempotent)
         let sleeper = Task { try await store.pool.query("SELECT 1 AS one, pg_sleep(2)", retry: .idempotent) }
         try await Self.waitUntilWaiting(store.pool, 1)
         let write = Task { await errorCode { _ = try await store.consume(challenge: fresh.challenge) } }
         try await Self.waitUntilWaiting(store.pool, 2)
         let read = Task { try await store.credential(id: r.id) }
         try await Self.waitUntilWaiting(store.pool, 3)
+        _ = try await admin.query("COMMIT")
         try await Self.terminateRunning(application, admin: admin, matching: "%pg_sleep(2)%")
         #expect(try await blocker.value.first?["two"] == "2")
         #expect(try await sleeper.value.first?["one"] == "1", "a read is sent again")
@@ -300,25 +302,38 @@ struct StoreContractTests {
         #expect(try await store.credential(id: r.id)?.id == r.id)
 
         // A close lets the statements already waiting run; later ones find the store closed.
-        let last = Task { try await store.pool.query("SELECT 1 AS one, pg_sleep(1)") }
-        try await Self.waitUntilRunning(application, admin: admin, matching: "%pg_sleep(1)%")
+        let last = try await Self.blocked(store.pool, "SELECT 1 AS one, pg_advisory_xact_lock(7301)", application: application, admin: admin)
         let waiting = (0..<4).map { _ in Task { try await store.credential(id: r.id)?.id } }
         try await Self.waitUntilWaiting(store.pool, 4)
-        await store.close()
+        let closing = Task { await store.close() }
+        try await Task.sleep(for: .milliseconds(200))  // the close queued behind the busy statement
+        _ = try await admin.query("COMMIT")
+        await closing.value
         #expect(try await last.value.first?["one"] == "1")
         for read in waiting { #expect(try await read.value == r.id) }
         #expect(await errorCode { _ = try await store.credential(id: r.id) } == "storage_failure")
     }
 
-    /// Waits until a statement of `application`'s matching `pattern` runs.
-    static func waitUntilRunning(_ application: String, admin: PostgresPool, matching pattern: String) async throws {
+    /// Starts `sql` (which takes advisory lock 7301) on `pool` while `admin` holds that lock in an
+    /// open transaction; returns once it waits for the lock. `admin` ends the wait with `COMMIT`.
+    static func blocked(
+        _ pool: PostgresPool, _ sql: String, application: String, admin: PostgresPool, retry: PostgresConnection.Retry = .ifNotSent
+    ) async throws -> Task<[PostgresConnection.Row], any Error> {
+        _ = try await admin.query("BEGIN")
+        _ = try await admin.query("SELECT pg_advisory_xact_lock(7301)")
+        let task = Task { try await pool.query(sql, retry: retry) }
+        // Watched from another session: inside its transaction `admin` would see one snapshot of pg_stat_activity.
+        let monitor = try PostgresPool(url: try #require(postgresURL), size: 1)
+        defer { Task { await monitor.close() } }
         for _ in 0..<3000 {
-            let running = try await admin.query(
-                "SELECT 1 AS x FROM pg_stat_activity WHERE application_name = $1 AND state = 'active' AND query LIKE $2", [application, pattern])
-            if !running.isEmpty { return }
+            let waiting = try await monitor.query(
+                "SELECT 1 AS x FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%pg_advisory_xact_lock(7301)%'",
+                [application])
+            if !waiting.isEmpty { return task }
             try await Task.sleep(for: .milliseconds(10))
         }
-        Issue.record("no statement of \(application) like \(pattern) ran")
+        Issue.record("\(sql) never waited for the lock")
+        return task
     }
 
     /// Waits until at least `count` statements wait for the pool's connections.
