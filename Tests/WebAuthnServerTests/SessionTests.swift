@@ -79,6 +79,11 @@ struct SessionTests {
             #expect(Cookies(from: [header])["webauthn_session"] == nil, "\(header)")
         }
         #expect(HTTP.cookie("webauthn_session", in: request(cookie: "webauthn_session=")) == "")
+        // The worst a header can hold (SwiftNIO stops headers at 80 KiB): one pass, the same answer.
+        let many = (0..<5000).map { "c\($0)=\(String(repeating: "x", count: 8))" }.joined(separator: "; ")
+        #expect(sessions.token(request(cookie: many + "; webauthn_session=\(value)")) == token)
+        #expect(sessions.token(request(cookie: String(repeating: ";", count: 80_000))) == nil)
+        #expect(sessions.token(request(cookie: "webauthn_session=" + String(repeating: "A", count: 80_000))) == nil)
         var fields = HTTPFields()
         fields[values: .cookie] = ["a=1", "webauthn_session=\(value)"]
         let split = Request(
