@@ -32,6 +32,18 @@ final class ServeProcess: @unchecked Sendable {
     let errorLog = FileManager.default.temporaryDirectory.appendingPathComponent("serve-\(UUID().uuidString).log")
     var log: String { (try? String(contentsOf: errorLog, encoding: .utf8)) ?? "" }
 
+    /// Whether the log comes to contain `needle` within `seconds`: a line is written after the
+    /// response has gone out, and a loaded machine (CI's) may take well over the 200 ms the tests
+    /// used to sleep before reading it once.
+    func logEventually(contains needle: String, within seconds: Double = 15) async -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while true {
+            if log.contains(needle) { return true }
+            if Date() >= deadline { return false }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
     /// The secret every test server shares (as instances behind one load balancer must).
     static let secretFile: String = {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("serve-secret-\(UUID().uuidString)").path
