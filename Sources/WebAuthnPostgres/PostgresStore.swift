@@ -169,7 +169,7 @@ public final class PostgresStore: CredentialStore, CredentialAuditing, Challenge
                 """, [PGText.bytea(challenge), PGText.bytea(credentialId)], retry: .idempotent
             ).first
         else { return (nil, nil) }
-        let ceremony = try row["pending_ceremony"].map { try PendingCeremony(json: JSONValue.parse($0)) }
+        let ceremony = try row["pending_ceremony"].map { try PendingCeremony(serialized: Array($0.utf8)) }
         return (ceremony, row["id"] != nil ? try Self.record(row) : nil)
     }
 
@@ -278,6 +278,6 @@ public final class PostgresStore: CredentialStore, CredentialAuditing, Challenge
 
     static func ceremony(_ row: PostgresConnection.Row) throws -> PendingCeremony {
         guard let text = row["ceremony"] else { throw WebAuthnError(.storageFailure, "challenges.ceremony is NULL") }
-        return try PendingCeremony(json: JSONValue.parse(text))
+        return try PendingCeremony(serialized: Array(text.utf8))
     }
 }

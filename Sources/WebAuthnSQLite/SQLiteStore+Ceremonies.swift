@@ -47,7 +47,7 @@ extension SQLiteStore {
     /// The ceremony under `challenge` and the credential `credentialId`, in one read.
     public func pending(challenge: [UInt8], credentialId: [UInt8]) async throws -> (ceremony: PendingCeremony?, credential: CredentialRecord?) {
         guard let row = try await query(Self.pendingSQL, [.blob(challenge), .blob(credentialId)]).first else { return (nil, nil) }
-        let ceremony = try row.column("pending_ceremony").flatMap(\.string).map { try PendingCeremony(json: JSONValue.parse($0)) }
+        let ceremony = try row.column("pending_ceremony").flatMap(\.string).map { try PendingCeremony(serialized: Array($0.utf8)) }
         return (ceremony, row.column("id")?.isNull == false ? try Self.record(row) : nil)
     }
 
@@ -112,6 +112,6 @@ extension SQLiteStore {
 
     static func ceremony(_ row: SQLiteRow) throws -> PendingCeremony {
         guard let text = row.column("ceremony")?.string else { throw WebAuthnError(.storageFailure, "challenges.ceremony is not text") }
-        return try PendingCeremony(json: JSONValue.parse(text))
+        return try PendingCeremony(serialized: Array(text.utf8))
     }
 }

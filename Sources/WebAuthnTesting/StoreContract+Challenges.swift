@@ -67,6 +67,21 @@ extension StoreContract {
         }
         try expect(consumers == 1)
         try expect(try await challenges.pending(challenge: c.challenge) == nil)
+        // A sign-in by name lists every credential of the account: 64 of the longest IDs (1,023
+        // bytes) make a stored ceremony of about 90 KB, past the 64 KiB a client's JSON may have.
+        // It reads back whole, alone and with its credential (red team: a store read it with the
+        // client limit, and the account could no longer sign in by name).
+        let long = (0..<64).map { _ in SecureRandom.bytes(1023) }
+        let listed = PendingCeremony(
+            kind: .authentication, challenge: SecureRandom.bytes(32), userHandle: [1, 2], allowCredentials: long,
+            userVerification: .preferred, expiresAt: Date(timeIntervalSince1970: 1_900_000_000.5))
+        try expect(listed.serialized.count > 65_536, "the ceremony is past the client limit")
+        try await challenges.insert(listed)
+        try expect(try await challenges.pending(challenge: listed.challenge)?.allowCredentials == long, "a long ceremony reads back")
+        if let oneRead = challenges as? any SignInCommitting {
+            try expect(try await oneRead.pending(challenge: listed.challenge, credentialId: long[0]).ceremony?.allowCredentials == long)
+        }
+        try expect(try await challenges.consume(challenge: listed.challenge)?.allowCredentials == long, "a long ceremony is consumed whole")
     }
 
     static func challengeBoundsCheck(_ stores: Stores) async throws {

@@ -220,6 +220,8 @@ extension WebAuthnError.Code {
     public static let reauthenticationRequired: Self = "reauthentication_required"
     /// A credential's name is empty, too long or holds control characters.
     public static let credentialNameInvalid: Self = "credential_name_invalid"
+    /// The account holds as many credentials as the server allows: one must be deleted before another is added.
+    public static let credentialLimitReached: Self = "credential_limit_reached"
     /// What the server tells a client for any failed sign-in whose detail would help an attacker
     /// (unknown credential, another account's credential, user handle mismatch, bad signature).
     public static let authenticationFailed: Self = "authentication_failed"
@@ -259,6 +261,7 @@ extension WebAuthnError.Code {
         .userHandleMismatch, .signatureInvalid, .counterRegression, .concurrentUpdate, .credentialFlagged,
         .discoverableCredentialMissing, .credentialProtectionWeaker, .extensionOutputInvalid,
         .sessionMismatch, .usernameInvalid, .usernameUnavailable, .signInRequired, .reauthenticationRequired, .credentialNameInvalid,
+        .credentialLimitReached,
         .authenticationFailed, .rateLimited,
         .tooManyPendingCeremonies, .contentTypeUnsupported, .internalError,
         .configurationInvalid, .storageFailure, .cryptoFailure,

@@ -92,6 +92,10 @@ struct Serve: AsyncParsableCommand {
     )
     var reauthenticationWindow: Double = 300
     @Option(
+        name: .customLong("max-credentials-per-account"),
+        help: "The most credentials (passkeys and security keys) one account may hold; registering another is refused until one is deleted. Default 32.")
+    var maxCredentialsPerAccount = 32
+    @Option(
         name: .customLong("u2f-appid"), parsing: .unconditional,
         help: "The AppID of a former U2F deployment whose credentials may still sign in (the appid extension). Default: none.")
     var u2fAppID: String?
@@ -137,6 +141,7 @@ struct Serve: AsyncParsableCommand {
             guard isPostgres else { throw ValidationError("--db-connections is for a postgres:// database") }
             guard (1...64).contains(dbConnections) else { throw ValidationError("--db-connections must be 1...64") }
         }
+        guard (1...1000).contains(maxCredentialsPerAccount) else { throw ValidationError("--max-credentials-per-account must be 1...1000") }
         guard RateLimit.parse(rateLimit) != nil else { throw ValidationError("--rate-limit must be off, A or A:S with positive numbers") }
         for proxy in trustedProxies where CIDR(proxy) == nil { throw ValidationError("--trusted-proxy \(proxy) is not an address range such as 10.0.0.0/8") }
         _ = try secret()
@@ -330,19 +335,21 @@ struct Serve: AsyncParsableCommand {
         let listenPort = port
         // The store line names the database, never its credentials.
         let (host, db) = (self.host, isPostgres ? "postgres (" + (URLComponents(string: self.db)?.host ?? "?") + ")" : self.db)
+        var routes = ServerConfiguration(
+            relatedOrigins: relatedOrigins, appleWebCredentialApps: appleAppIDs, secureCookies: allowed.allSatisfy { $0.hasPrefix("https://") },
+            demo: !noDemo, secret: secret, conformance: conformance, rateLimit: RateLimit.parse(rateLimit) ?? RateLimit(),
+            trustedProxies: trustedProxies.compactMap(CIDR.init),
+            apple: try appleConfiguration().map { apple in
+                AppleConfiguration(
+                    signIn: AppleSignIn(configuration: apple, clock: rp.clock), identities: store,
+                    servicesID: appleServicesID, redirectURI: appleRedirectURI)
+            }, reauthenticationWindow: reauthenticationWindow, passkeyProviders: providers)
+        routes.maxCredentialsPerAccount = maxCredentialsPerAccount
         let app = buildApplication(
             engine: engine, accounts: store, sessions: store,
             configuration: ApplicationConfiguration(
                 host: host, port: listenPort, idleTimeout: .seconds(idleTimeout),
-                routes: ServerConfiguration(
-                    relatedOrigins: relatedOrigins, appleWebCredentialApps: appleAppIDs, secureCookies: allowed.allSatisfy { $0.hasPrefix("https://") },
-                    demo: !noDemo, secret: secret, conformance: conformance, rateLimit: RateLimit.parse(rateLimit) ?? RateLimit(),
-                    trustedProxies: trustedProxies.compactMap(CIDR.init),
-                    apple: try appleConfiguration().map { apple in
-                        AppleConfiguration(
-                            signIn: AppleSignIn(configuration: apple, clock: rp.clock), identities: store,
-                            servicesID: appleServicesID, redirectURI: appleRedirectURI)
-                    }, reauthenticationWindow: reauthenticationWindow, passkeyProviders: providers),
+                routes: routes,
                 logger: logger,
                 onServerRunning: { bound in
                     let line = "webauthn: listening on http://\(host):\(bound) for RP ID \(rp.id) (origins \(rp.origins.joined(separator: " "))), store \(db)\n"

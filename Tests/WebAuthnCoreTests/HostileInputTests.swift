@@ -123,6 +123,14 @@ struct HostileInputTests {
         #expect(errorCode { _ = try RegistrationResponse(json: Array(json.utf8)) } == code)
     }
 
+    @Test("transports: only token-shaped values are kept, once; markup, commas, upper case and over-long ones are ignored")
+    func transportTokens() throws {
+        let sent = #"["usb","<img src=x onerror=alert(1)>","a,b","usb","USB","hybrid","smart-card","x2","","abcdefghijklmnopqrstuvwxyz0123456"]"#
+        let json = #"{"type":"public-key","id":"AA","response":{"clientDataJSON":"e30","attestationObject":"oA","transports":"# + sent + "}}"
+        let response = try RegistrationResponse(json: Array(json.utf8))
+        #expect(response.transports.map(\.rawValue) == ["usb", "hybrid", "smart-card", "x2"])
+    }
+
     @Test("the FIDO conformance shape (no rawId, getClientExtensionResults) decodes")
     func conformanceShape() throws {
         let h = Harness()

@@ -77,6 +77,40 @@ struct SecurityTests {
         #expect(listing.json["credentials"]?.arrayValue?.count == 2)
     }
 
+    @Test(
+        "an account holds at most --max-credentials-per-account credentials; at the cap, 50 of the longest IDs still sign in by name",
+        arguments: databases)
+    func credentialCap(kind: String) async throws {
+        let server = try ServeProcess(database: Self.database(kind), extra: ["--max-credentials-per-account", "50"])
+        defer { server.stop() }
+        let name = Self.unique("hoarder")
+        let first = SoftwareAuthenticator(profile: .platformPasskey)
+        let registered = try await register(server, first, name)
+        var cookie = try #require(registered.result?.cookie)
+        // 49 more with 1,023-byte IDs: the sign-in ceremony that lists them all is about 70 KB,
+        // past the 64 KiB a client's JSON may have (red team: the stores read it with that
+        // limit, and the account could no longer sign in by name).
+        for i in 1..<50 {
+            let options = try await server.request("/attestation/options", ["username": .string(name)], cookie: cookie)
+            let challenge = try #require(options.json["challenge"]?.stringValue.flatMap(Base64URL.decode), "\(i): \(options.status) \(options.json)")
+            let user = try #require(options.json["user"]?["id"]?.stringValue.flatMap(Base64URL.decode))
+            let parts = try SoftwareAuthenticator(profile: .securityKey).register(
+                rpId: rpId, origin: origin, challenge: challenge, userHandle: user, credentialIdLength: 1023)
+            let result = try await server.request("/attestation/result", parts.json, cookie: options.cookie ?? cookie)
+            #expect(result.ok, "\(result.errorMessage)")
+            cookie = result.cookie ?? cookie
+        }
+        // The 51st is refused, to its owner; a stranger asking for the name learns nothing new.
+        let over = try await server.request("/attestation/options", ["username": .string(name)], cookie: cookie)
+        #expect(over.status == 409 && over.errorMessage.hasPrefix("credential_limit_reached"), "\(over.status) \(over.errorMessage)")
+        let stranger = try await server.request("/attestation/options", ["username": .string(name)])
+        #expect(stranger.status == 409 && stranger.errorMessage.hasPrefix("username_unavailable"), "\(stranger.errorMessage)")
+        // Sign-in by name lists all 50 and succeeds.
+        let (options, result) = try await signIn(server, first, name, credential: try #require(registered.id))
+        #expect(options.json["allowCredentials"]?.arrayValue?.count == 50)
+        #expect(result.ok, "\(result.status) \(result.errorMessage)")
+    }
+
     @Test("options reserve nothing: a name exists only once its registration completes; two sign-ups race, one wins", arguments: databases)
     func noReservation(kind: String) async throws {
         let database = Self.database(kind)

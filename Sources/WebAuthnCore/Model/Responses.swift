@@ -55,7 +55,15 @@ public struct RegistrationResponse: Sendable {
                 guard let t = item.stringValue, t.utf8.count <= 64 else {
                     throw WebAuthnError(.responseMalformed, "response.transports holds a value that is not a short string")
                 }
-                transports.append(AuthenticatorTransport(rawValue: t))
+                // Kept: a token of the spec's shape (1 to 32 lowercase ASCII letters, digits or
+                // hyphens; every defined transport and any future one), once. Anything else is
+                // ignored, as a client ignores a transport it does not know: it would be stored and
+                // shown to whoever asks for the account's sign-in options (red team: markup, and a
+                // comma that split into two entries when read back).
+                let token =
+                    t.utf8.count <= 32 && !t.isEmpty
+                    && t.utf8.allSatisfy { (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2D }
+                if token && !transports.contains(where: { $0.rawValue == t }) { transports.append(AuthenticatorTransport(rawValue: t)) }
             }
         }
         self.transports = transports

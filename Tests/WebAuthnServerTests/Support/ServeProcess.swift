@@ -133,7 +133,8 @@ final class ServeProcess: @unchecked Sendable {
         let (data, response) = try await session.data(for: request)
         let http = response as! HTTPURLResponse
         let setCookie = (http.value(forHTTPHeaderField: "Set-Cookie")).flatMap { $0.split(separator: ";").first.map(String.init) }
-        let json = (try? JSONValue.parse([UInt8](data))) ?? .string(String(decoding: data, as: UTF8.self))
+        // A server answer may be larger than a client request may (an account with many credentials).
+        let json = (try? JSONValue.parse([UInt8](data), limits: JSONLimits(maxBytes: 1 << 20))) ?? .string(String(decoding: data, as: UTF8.self))
         var fields: [String: String] = [:]
         for (name, value) in http.allHeaderFields { if let n = name as? String, let v = value as? String { fields[n.lowercased()] = v } }
         return Reply(status: http.statusCode, json: json, cookie: setCookie, headers: fields)
