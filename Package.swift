@@ -30,6 +30,8 @@ let package = Package(
         // NIOConcurrencyHelpers: a pthread lock that ThreadSanitizer sees (Synchronization.Mutex
         // on Linux is a futex it cannot, so locked state showed false races under TSan).
         .package(url: "https://github.com/apple/swift-nio", from: "2.65.0"),
+        // NIOHTTPTypes (already in the graph through Hummingbird): the request deadline's channel handler.
+        .package(url: "https://github.com/apple/swift-nio-extras", from: "1.20.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
         // `make docs`: the DocC catalogs of WebAuthnCore and WebAuthnServer.
@@ -140,6 +142,8 @@ let package = Package(
                 "WebAuthnCore", "WebAuthnMetadata", "SignInWithApple", "_WebAuthnEncoding", "_WebAuthnCrypto",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

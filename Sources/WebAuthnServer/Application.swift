@@ -12,6 +12,11 @@ public struct ApplicationConfiguration: Sendable {
     public var port: Int
     /// Seconds before an idle connection is closed.
     public var idleTimeout: Duration
+    /// How long a request may take to arrive, from its first line to the end of its body; a
+    /// connection whose request is still arriving then is closed without an answer. The idle
+    /// timeout alone lets a client that trickles a byte every few seconds hold a connection for
+    /// ever. Default 10 seconds (a 64 KiB body at 6.4 KB/s).
+    public var requestTimeout: Duration = .seconds(10)
     /// The routes' configuration (secret, throttling, proxies, demo, ...).
     public var routes: ServerConfiguration
     /// Where the ceremony routes are mounted ("" for the root, as the FIDO conformance tools expect).
@@ -71,9 +76,16 @@ public func buildApplication(
     routes.add(to: router, atPath: configuration.path)
     OperationsRoutes(engine: engine, metadata: configuration.metadata, exposure: configuration.metrics, export: export).add(to: router)
     let port = configuration.port
+    // In milliseconds, at least 1 and at most a day.
+    let (seconds, attoseconds) = configuration.requestTimeout.components
+    let deadline: Int64 = seconds >= 86_400 ? 86_400_000 : max(1, seconds * 1000 + attoseconds / 1_000_000_000_000_000)
     let callback = configuration.onServerRunning
     return Application(
-        router: router, server: .http1(configuration: .init(idleTimeout: .seconds(configuration.idleTimeout.components.seconds))),
+        router: router,
+        server: .http1(
+            configuration: .init(
+                additionalChannelHandlers: [RequestDeadlineHandler(deadline: .milliseconds(deadline))],
+                idleTimeout: .seconds(configuration.idleTimeout.components.seconds))),
         configuration: .init(address: .hostname(configuration.host, port: port), serverName: "webauthn"),
         onServerRunning: { channel in await callback(channel.localAddress?.port ?? port) },
         logger: configuration.logger)

@@ -55,6 +55,10 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error, critical.") var logLevel = "info"
     @Option(name: .customLong("idle-timeout"), help: "Seconds before an idle connection is closed.") var idleTimeout: Int64 = 30
     @Option(
+        name: .customLong("request-timeout"),
+        help: "Seconds a request may take to arrive, head to end of body; a connection still sending one then is closed. Default 10.")
+    var requestTimeout: Int64 = 10
+    @Option(
         name: .customLong("secret-file"),
         help: ArgumentHelp(
             "A file holding the server secret (at least 32 bytes; or the WEBAUTHN_SECRET environment variable): it signs session cookies and derives the stand-ins of unknown names. Default: one generated once and kept in the database."
@@ -133,6 +137,7 @@ struct Serve: AsyncParsableCommand {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0...65535") }
         guard challengeTTL > 0 else { throw ValidationError("--challenge-ttl must be positive") }
         guard idleTimeout > 0 else { throw ValidationError("--idle-timeout must be positive") }
+        guard (1...3600).contains(requestTimeout) else { throw ValidationError("--request-timeout must be 1...3600") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level: unknown level \(logLevel)") }
         guard isPostgres || (db.hasPrefix("sqlite:") && db.count > "sqlite:".count) else {
             throw ValidationError("--db must be sqlite:PATH or postgres://USER@HOST:PORT/DB")
@@ -345,16 +350,16 @@ struct Serve: AsyncParsableCommand {
                     servicesID: appleServicesID, redirectURI: appleRedirectURI)
             }, reauthenticationWindow: reauthenticationWindow, passkeyProviders: providers)
         routes.maxCredentialsPerAccount = maxCredentialsPerAccount
-        let app = buildApplication(
-            engine: engine, accounts: store, sessions: store,
-            configuration: ApplicationConfiguration(
-                host: host, port: listenPort, idleTimeout: .seconds(idleTimeout),
-                routes: routes,
-                logger: logger,
-                onServerRunning: { bound in
-                    let line = "webauthn: listening on http://\(host):\(bound) for RP ID \(rp.id) (origins \(rp.origins.joined(separator: " "))), store \(db)\n"
-                    FileHandle.standardOutput.write(Data(line.utf8))
-                }, metadata: metadata, metrics: MetricsExposure(rawValue: metrics) ?? .loopback))
+        var application = ApplicationConfiguration(
+            host: host, port: listenPort, idleTimeout: .seconds(idleTimeout),
+            routes: routes,
+            logger: logger,
+            onServerRunning: { bound in
+                let line = "webauthn: listening on http://\(host):\(bound) for RP ID \(rp.id) (origins \(rp.origins.joined(separator: " "))), store \(db)\n"
+                FileHandle.standardOutput.write(Data(line.utf8))
+            }, metadata: metadata, metrics: MetricsExposure(rawValue: metrics) ?? .loopback)
+        application.requestTimeout = .seconds(requestTimeout)
+        let app = buildApplication(engine: engine, accounts: store, sessions: store, configuration: application)
         // The store first: a group shuts its services down in reverse order, so the HTTP server
         // drains before the store closes (and the metadata service stops before either).
         let services: [any Service] = [store, app] + (metadata.map { [$0] } ?? []) + (providerService.map { [$0] } ?? [])

@@ -315,6 +315,33 @@ struct SecurityTests {
         if kind == "sqlite" { #expect(pending <= 50 + 5 * 30 + PendingCeremony.maxPerBinding, "\(pending)") }
     }
 
+    @Test("a request trickled a byte at a time is cut off at --request-timeout; a finished request leaves its connection open")
+    func requestDeadline() async throws {
+        let server = try ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--request-timeout", "2", "--idle-timeout", "60"])
+        defer { server.stop() }
+        let slow = try RawConnection(port: server.port)
+        defer { slow.close() }
+        try slow.send("POST /assertion/options HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+        // A byte every 300 ms resets the idle timeout (60 s) every time; the request deadline (2 s) still ends it.
+        let start = Date()
+        var open = true
+        while open && Date().timeIntervalSince(start) < 20 {
+            try await Task.sleep(for: .milliseconds(300))
+            open = (try? slow.send(" ")) != nil && !slow.closedByPeer()
+        }
+        let held = Date().timeIntervalSince(start)
+        #expect(!open && held >= 1.5 && held < 15, "held \(held) s")
+        // A request that arrives in time is answered, and its keep-alive connection outlives the deadline.
+        let quick = try RawConnection(port: server.port)
+        defer { quick.close() }
+        let request = "POST /assertion/options HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+        try quick.send(request)
+        #expect(try quick.receive().hasPrefix("HTTP/1.1 200"))
+        try await Task.sleep(for: .seconds(3))
+        try quick.send(request)
+        #expect(try quick.receive().hasPrefix("HTTP/1.1 200"))
+    }
+
     @Test("names: a NUL or a look-alike cannot be registered")
     func names() async throws {
         let server = try ServeProcess(database: ServeProcess.temporaryDatabase())

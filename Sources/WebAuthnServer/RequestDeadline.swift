@@ -1,0 +1,46 @@
+internal import NIOCore
+internal import NIOHTTPTypes
+
+/// Closes a connection whose request, head to end, has not arrived within `deadline`.
+///
+/// The idle timeout only closes a connection that sends nothing: a client that sends a byte
+/// of body every few seconds kept it open for ever, and one address held 1,500 such
+/// connections and 150 MB (red team). This handler gives each request a deadline from its
+/// head: the timer runs on the connection's event loop (no task, no thread hop) and is
+/// cancelled by the request's end. A request still arriving when it fires gets no answer;
+/// the connection is closed.
+final class RequestDeadlineHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+
+    private let deadline: TimeAmount
+    private var timer: Scheduled<Void>?
+
+    init(deadline: TimeAmount) { self.deadline = deadline }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head:
+            timer?.cancel()
+            let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            timer = context.eventLoop.scheduleTask(in: deadline) { loopBound.value.close(promise: nil) }
+        case .end:
+            timer?.cancel()
+            timer = nil
+        case .body:
+            break
+        }
+        context.fireChannelRead(data)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        timer?.cancel()
+        timer = nil
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        timer?.cancel()
+        timer = nil
+    }
+}
