@@ -58,14 +58,6 @@ public struct ServerConfiguration: Sendable {
     /// loaded at run time (`webauthn serve --passkey-providers FILE|URL`), replaceable while the
     /// server runs. Default: an empty list.
     public var passkeyProviders: PasskeyProviderDirectory
-    /// The most credentials one account may hold: registration options for another are refused
-    /// with `credential_limit_reached` (HTTP 409). It bounds what one account costs every request
-    /// that lists its credentials (a sign-in by its name, its stored ceremony, the credential
-    /// list), whoever sends it. Checked when the options are asked for: registrations already
-    /// under way (at most ``PendingCeremony/maxPerBinding`` per session) may still finish. Default 32; at least 1.
-    public var maxCredentialsPerAccount: Int = 32 {
-        didSet { maxCredentialsPerAccount = max(1, maxCredentialsPerAccount) }
-    }
     /// Where the ceremony routes count ceremonies by outcome and code, their durations,
     /// throttled requests and store errors (swift-metrics); nil: the process's `MetricsSystem`.
     /// ``buildApplication(engine:accounts:sessions:configuration:)`` sets its own when it serves `/metrics`.

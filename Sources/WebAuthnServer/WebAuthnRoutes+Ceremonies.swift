@@ -57,18 +57,6 @@ extension WebAuthnRoutes {
                 throw WebAuthnError(.signInRequired, "sign in first")
             }
         }
-        // An account's credentials are bounded: every sign-in by its name lists them all, in the
-        // options, the stored ceremony and the credential list (red team: 100 credentials of
-        // 1,023-byte IDs slowed every other client's requests; 50 broke sign-in by name). Only the
-        // owner (or, in conformance mode, anyone) gets this far, so the answer tells a stranger nothing.
-        if let existing {
-            let held = try await engine.credentials.credentials(forUser: existing.id).count
-            guard held < configuration.maxCredentialsPerAccount else {
-                throw WebAuthnError(
-                    .credentialLimitReached,
-                    "the account holds \(held) credentials, the most this server allows (\(configuration.maxCredentialsPerAccount)); delete one to add another")
-            }
-        }
         // Conditional create (a quiet passkey upgrade) only for the signed-in owner of an existing account.
         let conditionalCreate = body["mediation"]?.stringValue == "conditional" && existing != nil && signedIn == existing?.id
         let session = token ?? sessions.mint()

@@ -316,7 +316,9 @@ struct Serve: AsyncParsableCommand {
         } catch {
             throw ValidationError(error.message)
         }
-        let engine = WebAuthnEngine(relyingParty: rp, credentials: store, challenges: store, accounts: store)
+        let engine = WebAuthnEngine(
+            relyingParty: rp, credentials: store, challenges: store, accounts: store,
+            limits: WebAuthnEngine.Limits(maxCredentialsPerUser: maxCredentialsPerAccount))
         // Stored credentials are re-audited after each metadata change (in the background, one
         // audit at a time), and once at start against the metadata loaded from files.
         var auditLogger = logger
@@ -340,7 +342,7 @@ struct Serve: AsyncParsableCommand {
         let listenPort = port
         // The store line names the database, never its credentials.
         let (host, db) = (self.host, isPostgres ? "postgres (" + (URLComponents(string: self.db)?.host ?? "?") + ")" : self.db)
-        var routes = ServerConfiguration(
+        let routes = ServerConfiguration(
             relatedOrigins: relatedOrigins, appleWebCredentialApps: appleAppIDs, secureCookies: allowed.allSatisfy { $0.hasPrefix("https://") },
             demo: !noDemo, secret: secret, conformance: conformance, rateLimit: RateLimit.parse(rateLimit) ?? RateLimit(),
             trustedProxies: trustedProxies.compactMap(CIDR.init),
@@ -349,7 +351,6 @@ struct Serve: AsyncParsableCommand {
                     signIn: AppleSignIn(configuration: apple, clock: rp.clock), identities: store,
                     servicesID: appleServicesID, redirectURI: appleRedirectURI)
             }, reauthenticationWindow: reauthenticationWindow, passkeyProviders: providers)
-        routes.maxCredentialsPerAccount = maxCredentialsPerAccount
         var application = ApplicationConfiguration(
             host: host, port: listenPort, idleTimeout: .seconds(idleTimeout),
             routes: routes,

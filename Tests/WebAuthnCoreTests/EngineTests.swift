@@ -55,6 +55,28 @@ struct EngineTests {
         #expect(await errorCode { _ = try await engine.startRegistration(user: user, challengeLength: 8) } == "configuration_invalid")
     }
 
+    @Test("a user holds at most Limits.maxCredentialsPerUser credentials: checked at the start and again before storing")
+    func credentialLimit() async throws {
+        let limited = WebAuthnEngine(
+            relyingParty: engine.relyingParty, credentials: credentials, challenges: challenges,
+            limits: WebAuthnEngine.Limits(maxCredentialsPerUser: 3))
+        func finish(_ options: CreationOptions) async throws -> RegistrationResult {
+            let parts = try SoftwareAuthenticator().register(rpId: "example.com", origin: origin, challenge: options.challenge, userHandle: user.id)
+            return try await limited.finishRegistration(json: parts.jsonBytes)
+        }
+        _ = try await finish(try await limited.startRegistration(user: user))
+        _ = try await finish(try await limited.startRegistration(user: user))
+        // Two ceremonies started while the user holds 2: one finishes (3), the other may not pass the limit.
+        let early = try await limited.startRegistration(user: user)
+        _ = try await finish(try await limited.startRegistration(user: user))
+        #expect(await errorCode { _ = try await finish(early) } == "credential_limit_reached")
+        #expect(credentials.count == 3, "nothing is stored past the limit")
+        #expect(await errorCode { _ = try await limited.startRegistration(user: user) } == "credential_limit_reached")
+        // Another user, and a new account, are not affected.
+        #expect(try await limited.startRegistration(user: UserEntity.new(name: "bob")).challenge.count == 32)
+        #expect(WebAuthnEngine.Limits().maxCredentialsPerUser == 32 && WebAuthnEngine.Limits(maxCredentialsPerUser: 0).maxCredentialsPerUser == 1)
+    }
+
     @Test("register then sign in, discoverable and by username; the counter is stored")
     func fullFlow() async throws {
         let authenticator = SoftwareAuthenticator(profile: .securityKey)

@@ -47,17 +47,29 @@ public struct WebAuthnEngine: Sendable {
         /// (true, the default: a flood of options from many addresses shortens how long a
         /// ceremony waits instead of blocking everyone's), or refuse (`too_many_pending_ceremonies`).
         public var evictOldestWhenFull: Bool
+        /// The most credentials one user may hold. A registration for a user who holds this many
+        /// is refused with `credential_limit_reached`, when it starts and again before it is
+        /// stored (so ceremonies started before the user reached the limit cannot pass it, but two
+        /// finished at the same instant may). Every authentication by user handle lists all of a
+        /// user's credentials, in its options and its pending ceremony: the limit bounds what one
+        /// user costs. Default 32.
+        public var maxCredentialsPerUser: Int
 
-        /// Limits; values below the minimum are raised to it (1 ceremony, 0 seconds).
+        /// Limits; values below the minimum are raised to it (1 ceremony, 0 seconds, 1 credential).
         ///
         /// - Parameters:
         ///   - maxPendingCeremonies: The most pending ceremonies kept. Default 100,000.
         ///   - sweepInterval: Seconds between sweeps of expired ceremonies. Default 10.
         ///   - evictOldestWhenFull: Whether a full engine drops the ceremonies that expire first. Default true.
-        public init(maxPendingCeremonies: Int = 100_000, sweepInterval: TimeInterval = 10, evictOldestWhenFull: Bool = true) {
+        ///   - maxCredentialsPerUser: The most credentials one user may hold. Default 32.
+        public init(
+            maxPendingCeremonies: Int = 100_000, sweepInterval: TimeInterval = 10, evictOldestWhenFull: Bool = true,
+            maxCredentialsPerUser: Int = 32
+        ) {
             self.maxPendingCeremonies = max(1, maxPendingCeremonies)
             self.sweepInterval = max(0, sweepInterval)
             self.evictOldestWhenFull = evictOldestWhenFull
+            self.maxCredentialsPerUser = max(1, maxCredentialsPerUser)
         }
     }
 
@@ -129,6 +141,7 @@ public struct WebAuthnEngine: Sendable {
     ///   - challengeLength: the challenge's length in bytes, 16 to 64. Default 32.
     /// - Returns: the options, to send as ``CreationOptions/jsonString``.
     /// - Throws: `configuration_invalid` (challenge length), `too_many_pending_ceremonies`,
+    ///   `credential_limit_reached` (the user holds ``Limits/maxCredentialsPerUser``),
     ///   or `storage_failure` when a store fails.
     public func startRegistration(
         user: UserEntity,
@@ -146,6 +159,7 @@ public struct WebAuthnEngine: Sendable {
         let selection = authenticatorSelection ?? AuthenticatorSelection(userVerification: rp.policy.userVerification)
         let challenge = try Self.newChallenge(length: challengeLength)
         let existing = newAccount ? [] : try await store { try await credentials.credentials(forUser: user.id) }
+        try requireRoom(existing.count)
         let ceremony = PendingCeremony(
             kind: .registration, challenge: challenge, user: user, algorithms: rp.policy.algorithms,
             userVerification: selection.userVerification, conditionalCreate: conditionalCreate, newAccount: newAccount,
@@ -181,7 +195,8 @@ public struct WebAuthnEngine: Sendable {
     /// - Throws: the first failed check's code (`challenge_unknown`,
     ///   `challenge_expired`, `session_mismatch`, `origin_not_allowed`, ...; see
     ///   `Docs/Errors.md`), `credential_already_registered`, `username_unavailable`
-    ///   (new accounts), or `storage_failure`. Nothing is stored on failure.
+    ///   (new accounts), `credential_limit_reached` (the user holds
+    ///   ``Limits/maxCredentialsPerUser``), or `storage_failure`. Nothing is stored on failure.
     public func finishRegistration(
         _ response: RegistrationResponse, expectedChallenge: [UInt8]? = nil,
         binding: [UInt8]? = nil, signingIn: SessionSignIn<RegistrationResult>? = nil
@@ -200,6 +215,11 @@ public struct WebAuthnEngine: Sendable {
         if existing != nil {
             throw WebAuthnError(
                 .credentialAlreadyRegistered, "credential \(Base64URL.encode(record.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
+        }
+        if !ceremony.newAccount {
+            // Checked again here: ceremonies started before the user reached the limit (up to
+            // `PendingCeremony.maxPerBinding` per session, in any number of sessions) must not pass it.
+            try requireRoom(try await store { try await credentials.credentials(forUser: record.userHandle) }.count)
         }
         var account: UserEntity?
         if ceremony.newAccount {
@@ -228,6 +248,15 @@ public struct WebAuthnEngine: Sendable {
         housekeeping.release()
         if !together { try await storeSession(session, signingIn) }
         return result
+    }
+
+    /// Refuses a registration for a user who holds ``Limits/maxCredentialsPerUser`` credentials.
+    private func requireRoom(_ held: Int) throws(WebAuthnError) {
+        guard held < limits.maxCredentialsPerUser else {
+            throw WebAuthnError(
+                .credentialLimitReached,
+                "the user holds \(held) credentials, the most this relying party allows (\(limits.maxCredentialsPerUser)); delete one to add another")
+        }
     }
 
     /// Decodes a JSON request body (`RegistrationResponseJSON`) and finishes the
