@@ -12,7 +12,7 @@ public struct ApplicationConfiguration: Sendable {
     public var port: Int
     /// Seconds before an idle connection is closed.
     public var idleTimeout: Duration
-    /// How long a request may take to arrive, from its first line to the end of its body; a
+    /// How long a request may take to arrive, from its head (once parsed) to the end of its body; a
     /// connection whose request is still arriving then is closed without an answer. The idle
     /// timeout alone lets a client that trickles a byte every few seconds hold a connection for
     /// ever. Default 10 seconds (a 64 KiB body at 6.4 KB/s).

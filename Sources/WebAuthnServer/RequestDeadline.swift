@@ -1,7 +1,7 @@
 internal import NIOCore
 internal import NIOHTTPTypes
 
-/// Closes a connection whose request, head to end, has not arrived within `deadline`.
+/// Closes a connection whose request has not arrived whole within `deadline` of its head.
 ///
 /// The idle timeout only closes a connection that sends nothing: a client that sends a byte
 /// of body every few seconds kept it open for ever, and one address held 1,500 such

@@ -34,6 +34,9 @@ public struct WebAuthnEngine: Sendable {
     /// Bounds on pending ceremonies and how often they are swept.
     public let limits: Limits
     let housekeeping = Housekeeping()
+    /// Registrations to existing users, one at a time per user: the credential limit's count and
+    /// the commit that depends on it do not interleave within this process.
+    let registrationsByUser = KeyedSerializer<[UInt8]>()
 
     /// Bounds on what the engine keeps for clients that have not finished a ceremony.
     public struct Limits: Sendable {
@@ -216,11 +219,6 @@ public struct WebAuthnEngine: Sendable {
             throw WebAuthnError(
                 .credentialAlreadyRegistered, "credential \(Base64URL.encode(record.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
         }
-        if !ceremony.newAccount {
-            // Checked again here: ceremonies started before the user reached the limit (up to
-            // `PendingCeremony.maxPerBinding` per session, in any number of sessions) must not pass it.
-            try requireRoom(try await store { try await credentials.credentials(forUser: record.userHandle) }.count)
-        }
         var account: UserEntity?
         if ceremony.newAccount {
             guard accounts != nil, let user = ceremony.user else {
@@ -231,18 +229,32 @@ public struct WebAuthnEngine: Sendable {
         var session: SignedInSession?
         if let signingIn { session = try await store { try await signingIn.session(result) } }
         // One transaction where the store can (the session too, in the same store); else step by step.
-        var together = false
-        let committed: Bool
-        if let committing, account == nil || (accounts as AnyObject) === (committing as AnyObject) {
-            together = signingIn.map { ($0.store as AnyObject) === (committing as AnyObject) } ?? false
-            committed = try await store {
-                try await committing.commitRegistration(
-                    consuming: ceremony.challenge, creating: account, credential: record, signingIn: together ? session : nil,
-                    replacing: together ? signingIn?.replacing : nil)
+        let together =
+            committing != nil && (account == nil || (accounts as AnyObject) === (committing as AnyObject))
+            && (signingIn.map { ($0.store as AnyObject) === (committing as AnyObject) } ?? false)
+        let commit = { [self, account, session] () async throws(WebAuthnError) -> Bool in
+            if let committing, account == nil || (accounts as AnyObject) === (committing as AnyObject) {
+                return try await store {
+                    try await committing.commitRegistration(
+                        consuming: ceremony.challenge, creating: account, credential: record, signingIn: together ? session : nil,
+                        replacing: together ? signingIn?.replacing : nil)
+                }
             }
-        } else {
             let stepwise = StepwiseRegistration(challenges: challenges, credentials: credentials, accounts: accounts)
-            committed = try await store { try await stepwise.commit(consuming: ceremony.challenge, creating: account, credential: record) }
+            return try await store { try await stepwise.commit(consuming: ceremony.challenge, creating: account, credential: record) }
+        }
+        let committed: Bool
+        if ceremony.newAccount {
+            committed = try await commit()
+        } else {
+            // Checked again here, and committed before another registration of the same user in
+            // this process counts: ceremonies started before the user reached the limit (up to
+            // `PendingCeremony.maxPerBinding` per session, in any number of sessions) must not
+            // pass it. Processes sharing a store may each add one past it at the same instant.
+            committed = try await registrationsByUser.run(record.userHandle) { () async throws(WebAuthnError) -> Bool in
+                try requireRoom(try await store { try await credentials.credentials(forUser: record.userHandle) }.count)
+                return try await commit()
+            }
         }
         guard committed else { throw Self.challengeTaken }
         housekeeping.release()
