@@ -94,7 +94,7 @@ fuzz-seeds: fuzz-build
 # each with a throw-away PostgreSQL as `make test` has. ASAN_TEST_FILTER / TSAN_TEST_FILTER
 # are `swift test --filter` patterns (empty: every test).
 ASAN_TEST_FILTER ?=
-TSAN_TEST_FILTER ?= WebAuthnCoreTests\.(EngineTests|EngineSessionTests)|WebAuthnServerTests\.StoreContractTests
+TSAN_TEST_FILTER ?= WebAuthnCoreTests\.(EngineTests|EngineSessionTests)|WebAuthnServerTests\.(StoreContractTests|CredentialLimitTests)
 SANITIZER_ENV := SWIFT_BACKTRACE=enable=no UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	ASAN_OPTIONS=detect_leaks=0:halt_on_error=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 
