@@ -34,7 +34,7 @@ struct AuditTests {
         let key = SoftwareAuthenticator(profile: profile)
 
         // Registered while the model is certified.
-        let first = try ServeProcess(database: database, extra: flags)
+        let first = try await ServeProcess(database: database, extra: flags)
         #expect(try await OperationsTests.await(first, "/readyz", status: 200).status == 200)
         let options = try await first.request("/attestation/options", ["username": "ivy"])
         let parts = try key.register(
@@ -49,7 +49,7 @@ struct AuditTests {
 
         // The metadata service now reports the model compromised: the next server's audit flags it.
         script.set(.blob(try pki.blob(no: 5, status: "USER_KEY_REMOTE_COMPROMISE"), etag: "\"v5\""))
-        let second = try ServeProcess(database: database, extra: flags)
+        let second = try await ServeProcess(database: database, extra: flags)
         defer { second.stop() }
         #expect(try await OperationsTests.await(second, "/readyz", status: 200).status == 200)
         var flag: JSONValue?

@@ -37,7 +37,7 @@ struct ConformanceRunnerTests {
     func allCasesPass() async throws {
         let metadata = try Self.metadataFolder()
         // All algorithms offered, so that the list's OPTIONAL algorithm cases (Resp-4 P-3, P-4, P-6, P-7) run too.
-        let server = try ServeProcess(
+        let server = try await ServeProcess(
             database: ServeProcess.temporaryDatabase(),
             extra: Self.metadataFlags(metadata) + [
                 "--conformance", "--require-trusted-attestation", "--algorithms", "ES256,EdDSA,ES384,ES512,PS256,PS384,PS512,RS256,RS384,RS512",
@@ -89,7 +89,7 @@ struct ConformanceRunnerTests {
     @Test("the runner reports a server that accepts an untrusted chain and compromised authenticators")
     func catchesDefects() async throws {
         let metadata = try Self.metadataFolder()
-        let lax = try ServeProcess(database: ServeProcess.temporaryDatabase(), extra: Self.metadataFlags(metadata))
+        let lax = try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: Self.metadataFlags(metadata))
         defer { lax.stop() }
         let (passed, output, _) = try await Self.runConformance(port: lax.port, metadata: metadata)
         #expect(!passed)

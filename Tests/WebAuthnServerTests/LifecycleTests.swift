@@ -26,8 +26,8 @@ struct LifecycleTests {
         return SoftwareAuthenticator(profile: profile)
     }
 
-    func start() throws -> ServeProcess {
-        try ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--passkey-providers", Self.providerSample, "--rate-limit", "off"])
+    func start() async throws -> ServeProcess {
+        try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--passkey-providers", Self.providerSample, "--rate-limit", "off"])
     }
 
     /// Registers `username` (a new account); returns the credential id and the signed-in cookie.
@@ -63,7 +63,7 @@ struct LifecycleTests {
 
     @Test("a refused re-authentication (another account's credential) changes nothing: its challenge and the counter stay, the session is not renewed")
     func refusedReauthenticationChangesNothing() async throws {
-        let server = try start()
+        let server = try await start()
         defer { server.stop() }
         let alice = Self.passkey(), bob = Self.passkey()
         let (_, aliceCookie, _) = try await register(server, alice, username: "alice")
@@ -85,7 +85,7 @@ struct LifecycleTests {
 
     @Test("step-up: deleting needs a recent UV assertion by the signed-in account; re-authentication gives it, and the answer carries the signal")
     func stepUp() async throws {
-        let server = try start()
+        let server = try await start()
         defer { server.stop() }
         let authenticator = Self.passkey()
         let (first, _, _) = try await register(server, authenticator, username: "alice")
@@ -136,7 +136,7 @@ struct LifecycleTests {
 
     @Test("adding a passkey needs a recently verified session, also for an account without one; the addition grants no verification")
     func additionsNeedVerification() async throws {
-        let server = try start()
+        let server = try await start()
         defer { server.stop() }
         let authenticator = Self.passkey()
         let (first, cookie, _) = try await register(server, authenticator, username: "dana")
@@ -153,7 +153,7 @@ struct LifecycleTests {
 
     @Test("a passkey addition finished after sign-out signs in unverified")
     func additionAfterSignOut() async throws {
-        let server = try start()
+        let server = try await start()
         defer { server.stop() }
         let (_, cookie, _) = try await register(server, Self.passkey(), username: "erin")
         let options = try await server.request("/attestation/options", ["username": "erin"], cookie: cookie)
@@ -176,7 +176,7 @@ struct LifecycleTests {
 
     @Test("a re-authentication by another account's credential does not count")
     func stepUpOtherAccount() async throws {
-        let server = try start()
+        let server = try await start()
         defer { server.stop() }
         let alice = Self.passkey(), mallory = Self.passkey()
         let (aliceID, _, _) = try await register(server, alice, username: "alice")
@@ -193,7 +193,7 @@ struct LifecycleTests {
 
     @Test("rename: the owner names a credential; a bad name or another account's credential is refused")
     func rename() async throws {
-        let server = try start()
+        let server = try await start()
         defer { server.stop() }
         let authenticator = Self.passkey()
         let (id, cookie, _) = try await register(server, authenticator, username: "alice")
@@ -221,7 +221,7 @@ struct LifecycleTests {
 
     @Test("provider names: the community list names a known AAGUID with its icon; others fall back to Passkey or Security key")
     func providerNames() async throws {
-        let server = try start()
+        let server = try await start()
         defer { server.stop() }
         let (_, cookie, _) = try await register(server, Self.passkey(), username: "alice")
         let key = SoftwareAuthenticator(
@@ -285,7 +285,7 @@ struct LifecycleTests {
         #expect(try await directory.refresh(from: url).isEmpty && directory.list.isEmpty)
         // The server: from the URL, then with the URL failing, from the cache.
         script.set(.respond(status: 200, headers: [], body: sample))
-        let online = try ServeProcess(
+        let online = try await ServeProcess(
             database: ServeProcess.temporaryDatabase(), extra: ["--passkey-providers", url.absoluteString, "--passkey-providers-cache", cache])
         defer { online.stop() }
         let (_, cookie, _) = try await register(online, Self.passkey(), username: "alice")
@@ -298,7 +298,7 @@ struct LifecycleTests {
         #expect(count == 5)
         online.stop()
         script.set(.respond(status: 503, headers: [], body: []))
-        let offline = try ServeProcess(
+        let offline = try await ServeProcess(
             database: ServeProcess.temporaryDatabase(), extra: ["--passkey-providers", url.absoluteString, "--passkey-providers-cache", cache])
         defer { offline.stop() }
         let (_, cookie2, _) = try await register(offline, Self.passkey(), username: "bob")
@@ -307,7 +307,7 @@ struct LifecycleTests {
 
     @Test("Signals: an unknown credential's sign-in answers signalUnknownCredential; a display-name change answers signalCurrentUserDetails")
     func signals() async throws {
-        let server = try start()
+        let server = try await start()
         defer { server.stop() }
         let authenticator = Self.passkey()
         let (id, cookie, _) = try await register(server, authenticator, username: "alice")
@@ -350,7 +350,7 @@ struct LifecycleTests {
 
     @Test("conditional create: a registration without user presence is accepted only for the signed-in owner who asked for it")
     func conditionalCreate() async throws {
-        let server = try start()
+        let server = try await start()
         defer { server.stop() }
         let authenticator = Self.passkey()
         let (_, cookie, _) = try await register(server, authenticator, username: "alice")
@@ -367,7 +367,7 @@ struct LifecycleTests {
 
     @Test("hints and attestationFormats pass through typed; unknown values are dropped")
     func hints() async throws {
-        let server = try start()
+        let server = try await start()
         defer { server.stop() }
         let options = try await server.request(
             "/attestation/options", ["username": "dora", "hints": ["security-key", "telepathy", "hybrid"], "attestationFormats": ["packed", "x", "tpm"]])

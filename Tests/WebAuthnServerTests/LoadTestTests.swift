@@ -9,11 +9,20 @@ import _WebAuthnEncoding
 struct LoadTestTests {
     /// Runs `webauthn-dev loadtest` (or, `through` the deployable binary, `webauthn loadtest`, which
     /// runs the same) against `server` with `extra` arguments; its exit status and output.
-    static func loadTest(_ server: ServeProcess, _ extra: [String], through tool: String = "webauthn-dev") throws -> (Int32, String) {
+    /// Waited for on a thread of its own, not one of the cooperative pool's (two here), which every
+    /// other test of the process needs.
+    static func loadTest(_ server: ServeProcess, _ extra: [String], through tool: String = "webauthn-dev") async throws -> (Int32, String) {
+        let port = server.port
+        return try await withCheckedThrowingContinuation { continuation in
+            Thread { continuation.resume(with: Result { try runLoadTest(port: port, extra, through: tool) }) }.start()
+        }
+    }
+
+    static func runLoadTest(port: Int, _ extra: [String], through tool: String) throws -> (Int32, String) {
         let process = Process()
         process.executableURL = ServeProcess.binary.deletingLastPathComponent().appendingPathComponent(tool)
         process.arguments =
-            ["loadtest", "--url", "http://127.0.0.1:\(server.port)", "--rp-id", ServeProcess.rpId, "--origin", ServeProcess.origin] + extra
+            ["loadtest", "--url", "http://127.0.0.1:\(port)", "--rp-id", ServeProcess.rpId, "--origin", ServeProcess.origin] + extra
         let output = Pipe()
         process.standardOutput = output
         process.standardError = output
@@ -26,14 +35,14 @@ struct LoadTestTests {
     @Test(
         "webauthn loadtest (webauthn-dev's, on SQLite through the deployable binary) against webauthn serve: every sign-in succeeds and the report carries its figures",
         arguments: ServerTests.sharedDatabases)
-    func loadTest(kind: String) throws {
+    func loadTest(kind: String) async throws {
         let database = kind == "postgres" ? ProcessInfo.processInfo.environment["WEBAUTHN_TEST_POSTGRES"]! : ServeProcess.temporaryDatabase()
         // On PostgreSQL one connection: every statement that arrives while it is busy goes in a pipeline.
-        let server = try ServeProcess(database: database, extra: ["--rate-limit", "off"] + (kind == "postgres" ? ["--db-connections", "1"] : []))
+        let server = try await ServeProcess(database: database, extra: ["--rate-limit", "off"] + (kind == "postgres" ? ["--db-connections", "1"] : []))
         defer { server.stop() }
         let report = FileManager.default.temporaryDirectory.appendingPathComponent("loadtest-\(UUID().uuidString).json")
         defer { try? FileManager.default.removeItem(at: report) }
-        let (status, text) = try Self.loadTest(
+        let (status, text) = try await Self.loadTest(
             server,
             [
                 "--users", "8", "--duration", "2", "--concurrency", "4", "--usernameless", "0.5", "--server-pid", String(server.process.processIdentifier),
@@ -51,10 +60,10 @@ struct LoadTestTests {
     }
 
     @Test("a throttling server: the report names the failures and says how to run the server")
-    func throttled() throws {
-        let server = try ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--rate-limit", "1:1"])
+    func throttled() async throws {
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--rate-limit", "1:1"])
         defer { server.stop() }
-        let (_, text) = try Self.loadTest(server, ["--users", "2", "--duration", "1", "--concurrency", "2"])
+        let (_, text) = try await Self.loadTest(server, ["--users", "2", "--duration", "1", "--concurrency", "2"])
         #expect(text.contains("rate_limited") && text.contains("--rate-limit off"), "\(text)")
     }
 }

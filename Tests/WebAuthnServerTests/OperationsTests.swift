@@ -138,12 +138,12 @@ struct OperationsTests {
             for path in [directory, root, database] { try? FileManager.default.removeItem(atPath: path) }
         }
         let flags = ["--mds-url", standIn.url.absoluteString, "--mds-root", root, "--mds-cache", directory]
-        let first = try ServeProcess(database: database, extra: flags)
+        let first = try await ServeProcess(database: database, extra: flags)
         let ready = try await Self.await(first, "/readyz", status: 200)
         #expect(ready.json["metadata"]?.stringValue == "installed", "\(ready.json)")
         first.stop()
         standIn.stop()
-        let second = try ServeProcess(database: database, extra: flags)
+        let second = try await ServeProcess(database: database, extra: flags)
         defer { second.stop() }
         #expect(try await Self.await(second, "/readyz", status: 200).status == 200)
         // Its first fetch fails (connection refused) and is counted; the cached BLOB stays.

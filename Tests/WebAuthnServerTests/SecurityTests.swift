@@ -52,7 +52,7 @@ struct SecurityTests {
 
     @Test("account takeover: a stranger cannot enroll onto an existing name; the signed-in owner can add a passkey", arguments: databases)
     func enrollment(kind: String) async throws {
-        let server = try ServeProcess(database: Self.database(kind))
+        let server = try await ServeProcess(database: Self.database(kind))
         defer { server.stop() }
         let victim = SoftwareAuthenticator(profile: .platformPasskey)
         let name = Self.unique("alice")
@@ -81,7 +81,7 @@ struct SecurityTests {
         "an account holds at most --max-credentials-per-account credentials; at the cap, 50 of the longest IDs still sign in by name",
         arguments: databases)
     func credentialCap(kind: String) async throws {
-        let server = try ServeProcess(database: Self.database(kind), extra: ["--max-credentials-per-account", "50"])
+        let server = try await ServeProcess(database: Self.database(kind), extra: ["--max-credentials-per-account", "50"])
         defer { server.stop() }
         let name = Self.unique("hoarder")
         let first = SoftwareAuthenticator(profile: .platformPasskey)
@@ -114,7 +114,7 @@ struct SecurityTests {
     @Test("options reserve nothing: a name exists only once its registration completes; two sign-ups race, one wins", arguments: databases)
     func noReservation(kind: String) async throws {
         let database = Self.database(kind)
-        let server = try ServeProcess(database: database)
+        let server = try await ServeProcess(database: database)
         defer { server.stop() }
         let name = Self.unique("zed")
         let first = try await server.request("/attestation/options", ["username": .string(name)])
@@ -145,7 +145,7 @@ struct SecurityTests {
 
     @Test("user presence is required at sign-in whatever the mediation the client names")
     func userPresence() async throws {
-        let server = try ServeProcess(database: ServeProcess.temporaryDatabase(), logLevel: "notice")
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase(), logLevel: "notice")
         defer { server.stop() }
         let key = SoftwareAuthenticator(profile: .platformPasskey)
         let (_, _, id) = try await register(server, key, Self.unique("uma"))
@@ -161,7 +161,7 @@ struct SecurityTests {
 
     @Test("a ceremony is finished only by the browser that started it, with a JSON body", arguments: databases)
     func bound(kind: String) async throws {
-        let server = try ServeProcess(database: Self.database(kind))
+        let server = try await ServeProcess(database: Self.database(kind))
         defer { server.stop() }
         let key = SoftwareAuthenticator(profile: .platformPasskey)
         let name = Self.unique("vic")
@@ -185,7 +185,7 @@ struct SecurityTests {
 
     @Test("session fixation: sign-in and sign-out always change the session; the old cookie signs nobody in", arguments: databases)
     func fixation(kind: String) async throws {
-        let server = try ServeProcess(database: Self.database(kind))
+        let server = try await ServeProcess(database: Self.database(kind))
         defer { server.stop() }
         let key = SoftwareAuthenticator(profile: .platformPasskey)
         let name = Self.unique("fay")
@@ -211,7 +211,7 @@ struct SecurityTests {
     @Test("enumeration: unknown names, names without credentials and real accounts are answered alike, with stable stand-ins", arguments: databases)
     func enumeration(kind: String) async throws {
         let database = Self.database(kind)
-        var server = try ServeProcess(database: database)
+        var server = try await ServeProcess(database: database)
         let key = SoftwareAuthenticator(profile: .platformPasskey)
         let real = Self.unique("ruth"), emptied = Self.unique("emma"), unknown = Self.unique("nobody")
         let realID = try #require(try await register(server, key, real).id)
@@ -235,7 +235,7 @@ struct SecurityTests {
         let again = try await server.request("/assertion/options", ["username": .string(unknown)])
         #expect(again.json["allowCredentials"] == answers[unknown]?.json["allowCredentials"])
         server.stop()
-        server = try ServeProcess(database: database)
+        server = try await ServeProcess(database: database)
         defer { server.stop() }
         let restarted = try await server.request("/assertion/options", ["username": .string(unknown)])
         #expect(restarted.json["allowCredentials"] == answers[unknown]?.json["allowCredentials"])
@@ -250,7 +250,7 @@ struct SecurityTests {
 
     @Test("a wrong owner's credential gets the generic answer and no user handle", arguments: databases)
     func genericFailures(kind: String) async throws {
-        let server = try ServeProcess(database: Self.database(kind))
+        let server = try await ServeProcess(database: Self.database(kind))
         defer { server.stop() }
         let aliceKey = SoftwareAuthenticator(profile: .platformPasskey), bobKey = SoftwareAuthenticator(profile: .platformPasskey)
         let alice = Self.unique("alice"), bob = Self.unique("bob")
@@ -276,7 +276,7 @@ struct SecurityTests {
     @Test("a flood from one address is answered 429 with Retry-After, and leaves storage bounded", arguments: databases)
     func flood(kind: String) async throws {
         let database = Self.database(kind)
-        let server = try ServeProcess(database: database, extra: ["--rate-limit", "5:50"])
+        let server = try await ServeProcess(database: database, extra: ["--rate-limit", "5:50"])
         defer { server.stop() }
         let session = try await server.request("/attestation/options", ["username": .string(Self.unique("sam"))])
         let replies = await withTaskGroup(of: ServeProcess.Reply?.self) { group in
@@ -317,7 +317,7 @@ struct SecurityTests {
 
     @Test("a request trickled a byte at a time is cut off at --request-timeout; a finished request leaves its connection open")
     func requestDeadline() async throws {
-        let server = try ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--request-timeout", "2", "--idle-timeout", "60"])
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--request-timeout", "2", "--idle-timeout", "60"])
         defer { server.stop() }
         let slow = try RawConnection(port: server.port)
         defer { slow.close() }
@@ -344,7 +344,7 @@ struct SecurityTests {
 
     @Test("names: a NUL or a look-alike cannot be registered")
     func names() async throws {
-        let server = try ServeProcess(database: ServeProcess.temporaryDatabase())
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase())
         defer { server.stop() }
         let name = Self.unique("alice")
         _ = try await register(server, SoftwareAuthenticator(profile: .platformPasskey), name)
@@ -364,7 +364,7 @@ struct SecurityTests {
     @Test("a store failure reaches the client as internal_error and a request id, never the driver's text")
     func internalDetail() async throws {
         let database = ServeProcess.temporaryDatabase()
-        let server = try ServeProcess(database: database, logLevel: "error")
+        let server = try await ServeProcess(database: database, logLevel: "error")
         defer { server.stop() }
         #expect(try await server.request("/assertion/options", [:]).ok)
         // Break the store under the running server.
@@ -380,7 +380,7 @@ struct SecurityTests {
     @Test("a store failure during a sign-in is the server's: 500 internal_error, not authentication_failed, and not counted against the session")
     func storeFailureInSignIn() async throws {
         let database = ServeProcess.temporaryDatabase()
-        let server = try ServeProcess(database: database, logLevel: "error")
+        let server = try await ServeProcess(database: database, logLevel: "error")
         defer { server.stop() }
         let key = SoftwareAuthenticator(profile: .platformPasskey)
         let name = Self.unique("outage")
@@ -404,7 +404,7 @@ struct SecurityTests {
 
     @Test("security headers: CSP without inline script on the page, no-store and nosniff on the API")
     func headers() async throws {
-        let server = try ServeProcess(database: ServeProcess.temporaryDatabase())
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase())
         defer { server.stop() }
         let page = try await server.request("/")
         let csp = page.headers["content-security-policy"] ?? ""
@@ -428,7 +428,7 @@ struct SecurityTests {
 
     @Test("a run of combining marks is refused before any string operation (no quadratic normalisation)")
     func combiningMarks() async throws {
-        let server = try ServeProcess(database: ServeProcess.temporaryDatabase())
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase())
         defer { server.stop() }
         let marks = "a" + String(repeating: "\u{301}\u{323}", count: 15_000)
         for path in ["/assertion/options", "/attestation/options"] {
@@ -442,7 +442,7 @@ struct SecurityTests {
 
     @Test("after the credential lookup every sign-in failure is the same answer: a real credential with a wrong origin is not told apart")
     func concealedAfterLookup() async throws {
-        let server = try ServeProcess(database: ServeProcess.temporaryDatabase())
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase())
         defer { server.stop() }
         let key = SoftwareAuthenticator(profile: .platformPasskey)
         let name = Self.unique("ola")
@@ -456,7 +456,7 @@ struct SecurityTests {
 
     @Test("a stand-in credential ID cannot be registered: it answers like a taken one")
     func standInRegistration() async throws {
-        let server = try ServeProcess(database: ServeProcess.temporaryDatabase())
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase())
         defer { server.stop() }
         let standIn = try await server.request("/assertion/options", ["username": .string(Self.unique("ghost"))])
         let id = try #require(standIn.json["allowCredentials"]?.arrayValue?.first?["id"]?.stringValue.flatMap(Base64URL.decode))
@@ -471,7 +471,7 @@ struct SecurityTests {
 
     @Test("failed results are throttled per session; minted cookies share their address's budget; errors carry the headers")
     func failureThrottle() async throws {
-        let server = try ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--rate-limit", "5:5"])
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--rate-limit", "5:5"])
         defer { server.stop() }
         let key = SoftwareAuthenticator(profile: .platformPasskey)
         let id = try #require(try await register(server, key, Self.unique("tia")).id)
@@ -498,14 +498,14 @@ struct SecurityTests {
     @Test("without a configured secret the one kept in the database is used: stand-ins and sessions survive a restart", arguments: databases)
     func keptSecret(kind: String) async throws {
         let database = Self.database(kind)
-        var server = try ServeProcess(database: database, sharedSecret: false)
+        var server = try await ServeProcess(database: database, sharedSecret: false)
         let name = Self.unique("sol")
         let key = SoftwareAuthenticator(profile: .platformPasskey)
         let registered = try await register(server, key, name)
         let before = try await server.request("/assertion/options", ["username": .string(Self.unique("ghost-") + "x")])
         let ghost = try await server.request("/assertion/options", ["username": "ghost-fixed"])
         server.stop()
-        server = try ServeProcess(database: database, sharedSecret: false)
+        server = try await ServeProcess(database: database, sharedSecret: false)
         defer { server.stop() }
         #expect(before.ok)
         let again = try await server.request("/assertion/options", ["username": "ghost-fixed"])

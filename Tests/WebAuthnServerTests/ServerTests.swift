@@ -39,7 +39,7 @@ struct ServerTests {
 
     @Test("the FIDO2 conformance API: register, sign in by name and without, replay refused")
     func conformanceFlow() async throws {
-        let server = try ServeProcess(database: ServeProcess.temporaryDatabase())
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase())
         defer { server.stop() }
         let authenticator = SoftwareAuthenticator(profile: .securityKey)
         // Options carry rp.id, timeout, ES256/EdDSA/RS256, and echo what was asked.
@@ -106,7 +106,7 @@ struct ServerTests {
 
     @Test("failures: bad bodies, tampering, each a 4xx with status failed and a non-empty message")
     func failures() async throws {
-        let server = try ServeProcess(database: ServeProcess.temporaryDatabase())
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase())
         defer { server.stop() }
         let authenticator = SoftwareAuthenticator(profile: .securityKey)
         let (id, _) = try await register(server, authenticator, username: "bob")
@@ -132,7 +132,7 @@ struct ServerTests {
 
     @Test("log lines carry the request's metadata, formatted when written (StreamLogHandler's format)")
     func requestLogLines() async throws {
-        let server = try ServeProcess(database: ServeProcess.temporaryDatabase(), logLevel: "info")
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase(), logLevel: "info")
         defer { server.stop() }
         _ = try await server.request("/assertion/options", [:])
         _ = try await server.request("/nowhere")
@@ -153,7 +153,7 @@ struct ServerTests {
 
     @Test("well-known files are served from configuration")
     func wellKnown() async throws {
-        let server = try ServeProcess(
+        let server = try await ServeProcess(
             database: ServeProcess.temporaryDatabase(),
             extra: ["--related-origin", "https://example.co.uk", "--apple-app-id", "ABCDE12345.com.example.app"])
         defer { server.stop() }
@@ -171,8 +171,8 @@ struct ServerTests {
     @Test("two serve processes sharing one database: one assertion sent to both at once succeeds exactly once", arguments: sharedDatabases)
     func twoInstances(kind: String) async throws {
         let database = kind == "postgres" ? ProcessInfo.processInfo.environment["WEBAUTHN_TEST_POSTGRES"]! : ServeProcess.temporaryDatabase()
-        let a = try ServeProcess(database: database)
-        let b = try ServeProcess(database: database)
+        let a = try await ServeProcess(database: database)
+        let b = try await ServeProcess(database: database)
         defer { a.stop(); b.stop() }
         let authenticator = SoftwareAuthenticator(profile: .securityKey)
         let username = "carol-\(UUID().uuidString)"
@@ -199,7 +199,7 @@ struct ServerTests {
     @Test("SIGKILL under a load of registrations loses no acknowledged credential, and the database reopens", arguments: sharedDatabases)
     func crashSafety(kind: String) async throws {
         let database = kind == "postgres" ? ProcessInfo.processInfo.environment["WEBAUTHN_TEST_POSTGRES"]! : ServeProcess.temporaryDatabase()
-        let server = try ServeProcess(database: database)
+        let server = try await ServeProcess(database: database)
         let authenticator = SoftwareAuthenticator(profile: .securityKey)
         let acknowledged = AcknowledgedIDs()
         let load = Task {
@@ -228,7 +228,7 @@ struct ServerTests {
             let store = try await PostgresStore.open(url: database, connections: 1)
             for id in acknowledged.all { #expect(try await store.credential(id: id) != nil) }
         }
-        let restarted = try ServeProcess(database: database)
+        let restarted = try await ServeProcess(database: database)
         defer { restarted.stop() }
         #expect(try await restarted.request("/attestation/options", ["username": "after-crash"]).ok)
     }

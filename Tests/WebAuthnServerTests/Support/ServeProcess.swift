@@ -52,7 +52,11 @@ final class ServeProcess: @unchecked Sendable {
     }()
 
     /// Starts `serve` on a free port with a SQLite database at `database`.
-    init(database: String, extra: [String] = [], logLevel: String = "warning", sharedSecret: Bool = true) throws {
+    ///
+    /// Async, and it waits without blocking: Swift Testing runs the tests on the cooperative
+    /// pool (two threads here), and a start that slept on one of them stalled every other test
+    /// of the process, which on a loaded CI machine made timed checks elsewhere fail.
+    init(database: String, extra: [String] = [], logLevel: String = "warning", sharedSecret: Bool = true) async throws {
         self.database = database
         process.executableURL = Self.binary
         process.arguments =
@@ -64,13 +68,19 @@ final class ServeProcess: @unchecked Sendable {
         _ = FileManager.default.createFile(atPath: errorLog.path, contents: nil)
         process.standardError = try FileHandle(forWritingTo: errorLog)
         try process.run()
-        // The one line saying where it listens carries the port.
+        // The one line saying where it listens carries the port; the pipe is read without blocking.
+        let fd = output.fileHandleForReading.fileDescriptor
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
         var text = ""
-        let deadline = Date().addingTimeInterval(20)
-        while port == 0 && Date() < deadline {
-            let data = output.fileHandleForReading.availableData
-            if data.isEmpty { Thread.sleep(forTimeInterval: 0.05); continue }
-            text += String(decoding: data, as: UTF8.self)
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let deadline = Date().addingTimeInterval(60)
+        while port == 0 && Date() < deadline && process.isRunning {
+            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count <= 0 {
+                try await Task.sleep(for: .milliseconds(20))
+                continue
+            }
+            text += String(decoding: buffer.prefix(count), as: UTF8.self)
             if let range = text.range(of: #"127\.0\.0\.1:(\d+)"#, options: .regularExpression) {
                 port = Int(text[range].split(separator: ":")[1]) ?? 0
             }
