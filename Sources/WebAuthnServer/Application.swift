@@ -76,15 +76,13 @@ public func buildApplication(
     routes.add(to: router, atPath: configuration.path)
     OperationsRoutes(engine: engine, metadata: configuration.metadata, exposure: configuration.metrics, export: export).add(to: router)
     let port = configuration.port
-    // In milliseconds, at least 1 and at most a day.
-    let (seconds, attoseconds) = configuration.requestTimeout.components
-    let deadline: Int64 = seconds >= 86_400 ? 86_400_000 : max(1, seconds * 1000 + attoseconds / 1_000_000_000_000_000)
+    let deadline = configuration.requestTimeout
     let callback = configuration.onServerRunning
     return Application(
         router: router,
         server: .http1(
             configuration: .init(
-                additionalChannelHandlers: [RequestDeadlineHandler(deadline: .milliseconds(deadline))],
+                additionalChannelHandlers: [RequestDeadlineHandler(deadline: deadline)],
                 idleTimeout: .seconds(configuration.idleTimeout.components.seconds))),
         configuration: .init(address: .hostname(configuration.host, port: port), serverName: "webauthn"),
         onServerRunning: { channel in await callback(channel.localAddress?.port ?? port) },

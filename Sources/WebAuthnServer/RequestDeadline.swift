@@ -16,7 +16,8 @@ final class RequestDeadlineHandler: ChannelInboundHandler, RemovableChannelHandl
     private let deadline: TimeAmount
     private var timer: Scheduled<Void>?
 
-    init(deadline: TimeAmount) { self.deadline = deadline }
+    /// `deadline` is clamped to NIO's range (nanoseconds in an `Int64`), and to at least 1 ms.
+    init(deadline: Duration) { self.deadline = max(.milliseconds(1), TimeAmount(deadline)) }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {

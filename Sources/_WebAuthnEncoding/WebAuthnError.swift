@@ -220,7 +220,8 @@ extension WebAuthnError.Code {
     public static let reauthenticationRequired: Self = "reauthentication_required"
     /// A credential's name is empty, too long or holds control characters.
     public static let credentialNameInvalid: Self = "credential_name_invalid"
-    /// The account holds as many credentials as the server allows: one must be deleted before another is added.
+    /// The user holds as many credentials as the relying party allows (`WebAuthnEngine.Limits.maxCredentialsPerUser`):
+    /// one must be deleted before another is added.
     public static let credentialLimitReached: Self = "credential_limit_reached"
     /// What the server tells a client for any failed sign-in whose detail would help an attacker
     /// (unknown credential, another account's credential, user handle mismatch, bad signature).
