@@ -17,6 +17,12 @@ public struct ApplicationConfiguration: Sendable {
     /// timeout alone lets a client that trickles a byte every few seconds hold a connection for
     /// ever. Default 10 seconds (a 64 KiB body at 6.4 KB/s).
     public var requestTimeout: Duration = .seconds(10)
+    /// The most connections one client address may hold open at once (IPv6 addresses by their
+    /// /64); a connection beyond it is closed as soon as it is accepted. The ``ServerConfiguration/trustedProxies``
+    /// are exempt (a proxy carries many clients' connections). Browsers open at most six per
+    /// server; the room above that is for clients behind one NAT address. Nil: no limit.
+    /// Default 256.
+    public var maxConnectionsPerAddress: Int? = 256
     /// The routes' configuration (secret, throttling, proxies, demo, ...).
     public var routes: ServerConfiguration
     /// Where the ceremony routes are mounted ("" for the root, as the FIDO conformance tools expect).
@@ -77,12 +83,17 @@ public func buildApplication(
     OperationsRoutes(engine: engine, metadata: configuration.metadata, exposure: configuration.metrics, export: export).add(to: router)
     let port = configuration.port
     let deadline = configuration.requestTimeout
+    let connections = configuration.maxConnectionsPerAddress.map {
+        ConnectionCounts(limit: max(1, $0), exempt: configuration.routes.trustedProxies)
+    }
     let callback = configuration.onServerRunning
     return Application(
         router: router,
         server: .http1(
             configuration: .init(
-                additionalChannelHandlers: [RequestDeadlineHandler(deadline: deadline)],
+                additionalChannelHandlers: (connections.map { [ConnectionLimitHandler(counts: $0)] } ?? []) + [
+                    RequestDeadlineHandler(deadline: deadline), ExpectContinueHandler(),
+                ],
                 idleTimeout: .seconds(configuration.idleTimeout.components.seconds))),
         configuration: .init(address: .hostname(configuration.host, port: port), serverName: "webauthn"),
         onServerRunning: { channel in await callback(channel.localAddress?.port ?? port) },

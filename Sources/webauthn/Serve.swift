@@ -59,6 +59,12 @@ struct Serve: AsyncParsableCommand {
         help: "Seconds a request's body may take to arrive after its head; a connection still sending one then is closed. Default 10.")
     var requestTimeout: Int64 = 10
     @Option(
+        name: .customLong("max-connections-per-address"),
+        help:
+            "The most connections one client address (IPv6: its /64) may hold open; more are closed when accepted. Trusted proxies are exempt. 0: no limit. Default 256."
+    )
+    var maxConnectionsPerAddress = 256
+    @Option(
         name: .customLong("secret-file"),
         help: ArgumentHelp(
             "A file holding the server secret (at least 32 bytes; or the WEBAUTHN_SECRET environment variable): it signs session cookies and derives the stand-ins of unknown names. Default: one generated once and kept in the database."
@@ -138,6 +144,7 @@ struct Serve: AsyncParsableCommand {
         guard challengeTTL > 0 else { throw ValidationError("--challenge-ttl must be positive") }
         guard idleTimeout > 0 else { throw ValidationError("--idle-timeout must be positive") }
         guard (1...3600).contains(requestTimeout) else { throw ValidationError("--request-timeout must be 1...3600") }
+        guard (0...1_000_000).contains(maxConnectionsPerAddress) else { throw ValidationError("--max-connections-per-address must be 0...1000000") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level: unknown level \(logLevel)") }
         guard isPostgres || (db.hasPrefix("sqlite:") && db.count > "sqlite:".count) else {
             throw ValidationError("--db must be sqlite:PATH or postgres://USER@HOST:PORT/DB")
@@ -360,6 +367,7 @@ struct Serve: AsyncParsableCommand {
                 FileHandle.standardOutput.write(Data(line.utf8))
             }, metadata: metadata, metrics: MetricsExposure(rawValue: metrics) ?? .loopback)
         application.requestTimeout = .seconds(requestTimeout)
+        application.maxConnectionsPerAddress = maxConnectionsPerAddress == 0 ? nil : maxConnectionsPerAddress
         let app = buildApplication(engine: engine, accounts: store, sessions: store, configuration: application)
         // The store first: a group shuts its services down in reverse order, so the HTTP server
         // drains before the store closes (and the metadata service stops before either).

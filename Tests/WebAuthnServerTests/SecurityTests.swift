@@ -342,6 +342,69 @@ struct SecurityTests {
         #expect(try quick.receive().hasPrefix("HTTP/1.1 200"))
     }
 
+    @Test("connections: one address holds at most --max-connections-per-address; a closed one makes room")
+    func connectionCap() async throws {
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--max-connections-per-address", "3"])
+        defer { server.stop() }
+        let health = "GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n"
+        var held: [RawConnection] = []
+        defer { for c in held { c.close() } }
+        for _ in 0..<3 {
+            let c = try RawConnection(port: server.port)
+            try c.send(health)
+            #expect(try c.receive().hasPrefix("HTTP/1.1 200"))
+            held.append(c)
+        }
+        // The fourth is closed as soon as it is accepted: no answer, end of file.
+        let extra = try RawConnection(port: server.port)
+        defer { extra.close() }
+        try? extra.send(health)
+        #expect(throws: RawConnection.Failure.self) { try extra.receive() }
+        // The three held still answer.
+        for c in held {
+            try c.send(health)
+            #expect(try c.receive().hasPrefix("HTTP/1.1 200"))
+        }
+        // One closed makes room for one more (once the server has seen it close).
+        held.removeFirst().close()
+        var answered = false
+        for _ in 0..<50 where !answered {
+            try await Task.sleep(for: .milliseconds(100))
+            guard let c = try? RawConnection(port: server.port) else { continue }
+            if (try? c.send(health)) != nil, let reply = try? c.receive(), reply.hasPrefix("HTTP/1.1 200") {
+                answered = true
+                held.append(c)
+            } else {
+                c.close()
+            }
+        }
+        #expect(answered, "no room after a connection closed")
+    }
+
+    @Test("Expect: 100-continue is answered before the body is sent; the body is then read and answered as any other")
+    func expectContinue() async throws {
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--request-timeout", "3"])
+        defer { server.stop() }
+        let c = try RawConnection(port: server.port)
+        defer { c.close() }
+        let head = "POST /assertion/options HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"
+        // Without the interim answer the server waits for the body until its deadline closes the connection.
+        try c.send(head + "Expect: 100-Continue\r\n\r\n")
+        #expect(try c.receive().hasPrefix("HTTP/1.1 100 Continue\r\n"))
+        try c.send("{}")
+        #expect(try c.receive().hasPrefix("HTTP/1.1 200"))
+        // On the same connection, a request without the expectation gets no interim answer.
+        try c.send(head + "\r\n{}")
+        #expect(try c.receive().hasPrefix("HTTP/1.1 200"))
+        // Pipelined behind an unanswered request, no interim answer goes out ahead of that request's.
+        try c.send(head + "\r\n{}" + head + "Expect: 100-continue\r\n\r\n")
+        #expect(try c.receive().hasPrefix("HTTP/1.1 200"))
+        try c.send("{}")
+        var rest = ""
+        while !rest.contains("HTTP/1.1 200"), let more = try? c.receive() { rest += more }
+        #expect(rest.contains("HTTP/1.1 200"), "\(rest.prefix(200))")
+    }
+
     @Test("names: a NUL or a look-alike cannot be registered")
     func names() async throws {
         let server = try await ServeProcess(database: ServeProcess.temporaryDatabase())

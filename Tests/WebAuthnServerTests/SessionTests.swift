@@ -157,4 +157,29 @@ struct SessionTests {
         #expect(RateLimit.parse("5:50") == .some(RateLimit(perAddress: 5, perSession: 50)))
         #expect(RateLimit.parse("0") == nil && RateLimit.parse("x") == nil && RateLimit.parse("1:2:3") == nil && RateLimit.parse("inf") == nil)
     }
+
+    @Test("connection counts: per address, IPv6 by its /64, trusted proxies not counted, a close makes room")
+    func connectionCounts() {
+        let counts = ConnectionCounts(limit: 2, exempt: [CIDR("10.0.0.0/8")!])
+        #expect(counts.open("192.0.2.1") == .counted("192.0.2.1"))
+        #expect(counts.open("192.0.2.1") == .counted("192.0.2.1"))
+        #expect(counts.open("192.0.2.1") == .refused)
+        #expect(counts.open("192.0.2.2") == .counted("192.0.2.2"), "another address has its own count")
+        // An IPv4-mapped address is the IPv4 address; IPv6 addresses of one /64 share a count.
+        #expect(counts.open("::ffff:192.0.2.2") == .counted("192.0.2.2"))
+        #expect(counts.open("192.0.2.2") == .refused)
+        #expect(counts.open("2001:db8:1:2::1") != .refused && counts.open("2001:db8:1:2:ffff::9") != .refused)
+        #expect(counts.open("2001:db8:1:2::77") == .refused)
+        #expect(counts.open("2001:db8:1:3::1") != .refused, "the next /64 is another subscriber")
+        // A trusted proxy carries many clients: never counted, never refused.
+        for _ in 0..<10 { #expect(counts.open("10.1.2.3") == .exempt) }
+        // A close makes room for exactly one.
+        counts.close("192.0.2.1")
+        #expect(counts.open(from: "192.0.2.1") == 1)
+        #expect(counts.open("192.0.2.1") == .counted("192.0.2.1"))
+        #expect(counts.open("192.0.2.1") == .refused)
+        counts.close("192.0.2.1")
+        counts.close("192.0.2.1")
+        #expect(counts.open(from: "192.0.2.1") == 0, "a key with no connection left is dropped")
+    }
 }
