@@ -92,7 +92,7 @@ public func buildApplication(
         server: .http1(
             configuration: .init(
                 additionalChannelHandlers: (connections.map { [ConnectionLimitHandler(counts: $0)] } ?? []) + [
-                    RequestDeadlineHandler(deadline: deadline), ExpectContinueHandler(),
+                    RequestDeadlineHandler(deadline: deadline), ConnectionFlowHandler(),
                 ],
                 idleTimeout: .seconds(configuration.idleTimeout.components.seconds))),
         configuration: .init(address: .hostname(configuration.host, port: port), serverName: "webauthn"),

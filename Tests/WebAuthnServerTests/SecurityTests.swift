@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import WebAuthnCore
 @testable import WebAuthnSQLite
+@testable import WebAuthnServer
 import WebAuthnPostgres
 import WebAuthnTesting
 import WebAuthnMetadata
@@ -403,6 +404,34 @@ struct SecurityTests {
         var rest = ""
         while !rest.contains("HTTP/1.1 200"), let more = try? c.receive() { rest += more }
         #expect(rest.contains("HTTP/1.1 200"), "\(rest.prefix(200))")
+    }
+
+    @Test("pipelining: 32 requests may wait for their answers; one more closes the connection")
+    func pipeliningLimit() async throws {
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase())
+        defer { server.stop() }
+        let health = "GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n"
+        func answers(_ c: RawConnection, upTo count: Int) -> (answers: Int, closed: Bool) {
+            var text = ""
+            while text.components(separatedBy: "HTTP/1.1 200").count - 1 < count {
+                guard let more = try? c.receive() else { return (text.components(separatedBy: "HTTP/1.1 200").count - 1, true) }
+                text += more
+            }
+            return (count, false)
+        }
+        // At the limit: every request is answered and the connection stays open for the next.
+        let within = try RawConnection(port: server.port)
+        defer { within.close() }
+        try within.send(String(repeating: health, count: ConnectionFlowHandler.maxUnanswered))
+        #expect(answers(within, upTo: ConnectionFlowHandler.maxUnanswered) == (ConnectionFlowHandler.maxUnanswered, false))
+        try within.send(health)
+        #expect(try within.receive().hasPrefix("HTTP/1.1 200"))
+        // Past it (a client that sends thousands and reads none held megabytes per connection): closed.
+        let past = try RawConnection(port: server.port)
+        defer { past.close() }
+        _ = try? past.send(String(repeating: health, count: 2_000))  // the server may close while it arrives
+        let outcome = answers(past, upTo: 2_000)
+        #expect(outcome.closed && outcome.answers <= ConnectionFlowHandler.maxUnanswered, "\(outcome)")
     }
 
     @Test("names: a NUL or a look-alike cannot be registered")

@@ -1,0 +1,58 @@
+internal import HTTPTypes
+internal import NIOCore
+internal import NIOHTTPTypes
+
+/// What a connection may ask of the server ahead of reading its answers.
+///
+/// - **Pipelining.** At most ``maxUnanswered`` requests may wait for their answers. A client that
+///   sent 20,000 pipelined requests on a connection and read no answer held 1.6 to 2 MB of decoded
+///   requests per connection, and 2.3 GB over 256 connections (red team). A connection past the
+///   limit is closed, and the requests beyond it are dropped unread. Browsers do not pipeline.
+///   The idle timeout does not apply while an answer is being written, so such a connection lived
+///   for ever; now at most 32 answers (a few hundred KB) wait in the kernel's buffers, the last is
+///   written, and the idle timeout closes the connection.
+/// - **`Expect: 100-continue`** is answered with `100 Continue`, so that a client waiting for it
+///   sends its body at once (RFC 9110 §10.1.1). curl 7.88 took 1.01 s for a 3 KB sign-in options
+///   request, 0.01 s with it. It is not sent behind a pipelined request still unanswered, where it
+///   would reach the client ahead of that request's answer; the client then sends its body after
+///   its own wait, as RFC 9110 lets it. The body is bounded as any other.
+final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    /// The most requests one connection may have waiting for their answers.
+    static let maxUnanswered = 32
+
+    /// Requests whose answer has not been written to its end.
+    private var unanswered = 0
+    /// Past the pipelining limit: closing, and nothing more is passed on.
+    private var refusing = false
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !refusing else { return }
+        if case .head(let head) = unwrapInboundIn(data) {
+            guard unanswered < Self.maxUnanswered else {
+                refusing = true
+                context.close(promise: nil)
+                return
+            }
+            if unanswered == 0, Self.expectsContinue(head) {
+                context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
+            }
+            unanswered += 1
+        }
+        context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if case .end = unwrapOutboundIn(data) { unanswered = max(0, unanswered - 1) }
+        context.write(data, promise: promise)
+    }
+
+    /// Whether the request asks for `100 Continue`: an `Expect` field of `100-continue`, in any case.
+    static func expectsContinue(_ head: HTTPRequest) -> Bool {
+        head.headerFields[values: .expect].contains { $0.lowercased() == "100-continue" }
+    }
+}
