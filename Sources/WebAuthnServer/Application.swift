@@ -15,7 +15,8 @@ public struct ApplicationConfiguration: Sendable {
     /// How long a request may take to arrive, from its head (once parsed) to the end of its body; a
     /// connection whose request is still arriving then is closed without an answer. The idle
     /// timeout alone lets a client that trickles a byte every few seconds hold a connection for
-    /// ever. Default 10 seconds (a 64 KiB body at 6.4 KB/s).
+    /// ever. Also how long answers may wait for a client that reads none of them (the connection
+    /// unwritable) before it is closed. Default 10 seconds (a 64 KiB body at 6.4 KB/s).
     public var requestTimeout: Duration = .seconds(10)
     /// The most connections one client address may hold open at once (IPv6 addresses by their
     /// /64); a connection beyond it is closed as soon as it is accepted. The ``ServerConfiguration/trustedProxies``
@@ -83,6 +84,7 @@ public func buildApplication(
     OperationsRoutes(engine: engine, metadata: configuration.metadata, exposure: configuration.metrics, export: export).add(to: router)
     let port = configuration.port
     let deadline = configuration.requestTimeout
+    let maxBody = configuration.routes.maxBodySize
     let connections = configuration.maxConnectionsPerAddress.map {
         ConnectionCounts(limit: max(1, $0), exempt: configuration.routes.trustedProxies)
     }
@@ -92,7 +94,7 @@ public func buildApplication(
         server: .http1(
             configuration: .init(
                 additionalChannelHandlers: (connections.map { [ConnectionLimitHandler(counts: $0)] } ?? []) + [
-                    RequestDeadlineHandler(deadline: deadline), ConnectionFlowHandler(),
+                    RequestDeadlineHandler(deadline: deadline), ConnectionFlowHandler(stallTimeout: deadline, maxBodySize: maxBody),
                 ],
                 idleTimeout: .seconds(configuration.idleTimeout.components.seconds))),
         configuration: .init(address: .hostname(configuration.host, port: port), serverName: "webauthn"),

@@ -8,14 +8,18 @@ internal import NIOHTTPTypes
 ///   sent 20,000 pipelined requests on a connection and read no answer held 1.6 to 2 MB of decoded
 ///   requests per connection, and 2.3 GB over 256 connections (red team). A connection past the
 ///   limit is closed, and the requests beyond it are dropped unread. Browsers do not pipeline.
-///   The idle timeout does not apply while an answer is being written, so such a connection lived
-///   for ever; now at most 32 answers (a few hundred KB) wait in the kernel's buffers, the last is
-///   written, and the idle timeout closes the connection.
+/// - **Answers nobody reads.** A connection whose answers cannot be written for `stallTimeout`
+///   (the channel stays unwritable: the kernel's send buffer and NIO's are full because the client
+///   reads nothing) is closed. The idle timeout does not run while an answer is being written, and
+///   the request deadline ends with the request: a client that sent 30 requests every quarter of a
+///   second and read nothing held each connection, and about 4 MB of kernel memory with it, for
+///   ever, and the server could not shut down while it did (red team).
 /// - **`Expect: 100-continue`** is answered with `100 Continue`, so that a client waiting for it
 ///   sends its body at once (RFC 9110 §10.1.1). curl 7.88 took 1.01 s for a 3 KB sign-in options
 ///   request, 0.01 s with it. It is not sent behind a pipelined request still unanswered, where it
-///   would reach the client ahead of that request's answer; the client then sends its body after
-///   its own wait, as RFC 9110 lets it. The body is bounded as any other.
+///   would reach the client ahead of that request's answer (the client then sends its body after
+///   its own wait, as RFC 9110 lets it), nor for a declared length over `maxBodySize`, which is
+///   refused (413) without the body. A body is bounded as any other.
 final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -25,10 +29,20 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
     /// The most requests one connection may have waiting for their answers.
     static let maxUnanswered = 32
 
+    private let stallTimeout: TimeAmount
+    private let maxBodySize: Int
     /// Requests whose answer has not been written to its end.
     private var unanswered = 0
     /// Past the pipelining limit: closing, and nothing more is passed on.
     private var refusing = false
+    /// Runs while the channel is unwritable; closes the connection when it fires.
+    private var stallTimer: Scheduled<Void>?
+
+    /// `stallTimeout` is clamped to NIO's range and to at least 1 ms.
+    init(stallTimeout: Duration, maxBodySize: Int) {
+        self.stallTimeout = max(.milliseconds(1), TimeAmount(stallTimeout))
+        self.maxBodySize = maxBodySize
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !refusing else { return }
@@ -38,7 +52,7 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
                 context.close(promise: nil)
                 return
             }
-            if unanswered == 0, Self.expectsContinue(head) {
+            if unanswered == 0, Self.expectsContinue(head), Self.declaredLength(head).map({ $0 <= maxBodySize }) ?? true {
                 context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
             }
             unanswered += 1
@@ -49,6 +63,34 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         if case .end = unwrapOutboundIn(data) { unanswered = max(0, unanswered - 1) }
         context.write(data, promise: promise)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        stallTimer?.cancel()
+        stallTimer = nil
+        if !context.channel.isWritable {
+            let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            stallTimer = context.eventLoop.scheduleTask(in: stallTimeout) { loopBound.value.close(promise: nil) }
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        stallTimer?.cancel()
+        stallTimer = nil
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        stallTimer?.cancel()
+        stallTimer = nil
+    }
+
+    /// The request's `Content-Length`, when it has one that is a number (a larger one than `Int`
+    /// holds reads as `Int.max`).
+    static func declaredLength(_ head: HTTPRequest) -> Int? {
+        guard let text = head.headerFields[.contentLength], !text.isEmpty, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else { return nil }
+        return Int(text) ?? .max
     }
 
     /// Whether the request asks for `100 Continue`: an `Expect` field of `100-continue`, in any case.

@@ -110,6 +110,11 @@ enum HTTP {
     /// Reads a bounded JSON body.
     static func body(_ request: Request, limit: Int) async throws(WebAuthnError) -> JSONValue {
         let buffer: ByteBuffer
+        // A declared length over the limit is refused before any of the body is read (and a client
+        // that sent `Expect: 100-continue` was not invited to send it).
+        if let declared = request.headers[.contentLength], let length = Int(declared), length > limit {
+            throw WebAuthnError(.inputTooLarge, "the request body is larger than \(limit) bytes")
+        }
         do {
             buffer = try await request.body.collect(upTo: limit)
         } catch {

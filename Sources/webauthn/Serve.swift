@@ -56,7 +56,9 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("idle-timeout"), help: "Seconds before an idle connection is closed.") var idleTimeout: Int64 = 30
     @Option(
         name: .customLong("request-timeout"),
-        help: "Seconds a request's body may take to arrive after its head; a connection still sending one then is closed. Default 10.")
+        help:
+            "Seconds a request's body may take to arrive after its head, and answers may wait for a client that reads none; the connection is then closed. Default 10."
+    )
     var requestTimeout: Int64 = 10
     @Option(
         name: .customLong("max-connections-per-address"),

@@ -394,6 +394,12 @@ struct SecurityTests {
         #expect(try c.receive().hasPrefix("HTTP/1.1 100 Continue\r\n"))
         try c.send("{}")
         #expect(try c.receive().hasPrefix("HTTP/1.1 200"))
+        // A declared length over the limit is refused without inviting the body.
+        let big = "POST /assertion/options HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: 10000000\r\n"
+        let refused = try RawConnection(port: server.port)
+        defer { refused.close() }
+        try refused.send(big + "Expect: 100-continue\r\n\r\n")
+        #expect(try refused.receive().hasPrefix("HTTP/1.1 413"))
         // On the same connection, a request without the expectation gets no interim answer.
         try c.send(head + "\r\n{}")
         #expect(try c.receive().hasPrefix("HTTP/1.1 200"))
@@ -432,6 +438,28 @@ struct SecurityTests {
         _ = try? past.send(String(repeating: health, count: 2_000))  // the server may close while it arrives
         let outcome = answers(past, upTo: 2_000)
         #expect(outcome.closed && outcome.answers <= ConnectionFlowHandler.maxUnanswered, "\(outcome)")
+    }
+
+    @Test("answers nobody reads: a connection that cannot be written to for --request-timeout is closed")
+    func unreadAnswers() async throws {
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--request-timeout", "2", "--idle-timeout", "60"])
+        defer { server.stop() }
+        let c = try RawConnection(port: server.port, receiveBuffer: 4096)
+        defer { c.close() }
+        // Under the pipelining limit each time, and nothing read: the answers (13 KB each) fill the
+        // kernel's buffers and NIO's until the server cannot write. The idle timeout does not run
+        // while an answer is being written: before, the connection lived for ever.
+        let batch = String(repeating: "GET /demo.js HTTP/1.1\r\nHost: a\r\n\r\n", count: 30)
+        var sent = 0
+        for _ in 0..<20 {
+            guard (try? c.send(batch)) != nil else { break }
+            sent += 30
+            try await Task.sleep(for: .milliseconds(250))
+        }
+        try await Task.sleep(for: .seconds(4))
+        // Closed: what the kernel already held arrives, then the end of the connection, short of every answer.
+        let drained = c.drain(counting: "HTTP/1.1 200")
+        #expect(drained.closed && drained.count < sent, "\(drained.count) answers of \(sent), closed: \(drained.closed)")
     }
 
     @Test("names: a NUL or a look-alike cannot be registered")

@@ -13,10 +13,13 @@ final class RawConnection: @unchecked Sendable {
         let description: String
     }
 
-    init(port: Int) throws {
+    /// A connection to `port`; `receiveBuffer`: the socket's receive buffer in bytes, set before
+    /// connecting (a small one makes the server's answers back up sooner).
+    init(port: Int, receiveBuffer: Int32? = nil) throws {
         signal(SIGPIPE, SIG_IGN)
         fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Failure(description: "socket() failed: \(errno)") }
+        if var size = receiveBuffer { setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size)) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -30,6 +33,7 @@ final class RawConnection: @unchecked Sendable {
         }
         var timeout = timeval(tv_sec: 10, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }
 
     func send(_ text: String) throws {
@@ -51,6 +55,21 @@ final class RawConnection: @unchecked Sendable {
         var byte: UInt8 = 0
         let count = Glibc.recv(fd, &byte, 1, Int32(MSG_DONTWAIT | MSG_PEEK))
         return count == 0 || (count < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+    }
+
+    /// Reads until the server closes (end of file) or nothing arrives for the receive timeout:
+    /// how many times `marker` occurred, and whether the server closed.
+    func drain(counting marker: String) -> (count: Int, closed: Bool) {
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        var received: [UInt8] = []
+        while true {
+            let count = buffer.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, $0.count, 0) }
+            if count <= 0 {
+                let text = String(decoding: received, as: UTF8.self)
+                return (text.components(separatedBy: marker).count - 1, count == 0)
+            }
+            received += buffer.prefix(count)
+        }
     }
 
     func close() { Glibc.close(fd) }
