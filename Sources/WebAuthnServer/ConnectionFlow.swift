@@ -52,7 +52,7 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
                 context.close(promise: nil)
                 return
             }
-            if unanswered == 0, Self.expectsContinue(head), Self.declaredLength(head).map({ $0 <= maxBodySize }) ?? true {
+            if unanswered == 0, Self.expectsContinue(head), HTTP.declaredLength(head.headerFields).map({ $0 <= maxBodySize }) ?? true {
                 context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
             }
             unanswered += 1
@@ -84,13 +84,6 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
     func handlerRemoved(context: ChannelHandlerContext) {
         stallTimer?.cancel()
         stallTimer = nil
-    }
-
-    /// The request's `Content-Length`, when it has one that is a number (a larger one than `Int`
-    /// holds reads as `Int.max`).
-    static func declaredLength(_ head: HTTPRequest) -> Int? {
-        guard let text = head.headerFields[.contentLength], !text.isEmpty, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else { return nil }
-        return Int(text) ?? .max
     }
 
     /// Whether the request asks for `100 Continue`: an `Expect` field of `100-continue`, in any case.

@@ -107,12 +107,19 @@ enum HTTP {
         return fields
     }
 
+    /// The request's `Content-Length`, when it is a number; one larger than `Int` holds reads as
+    /// `Int.max` (over every limit). The connection's handler and the body reader judge it alike.
+    static func declaredLength(_ fields: HTTPFields) -> Int? {
+        guard let text = fields[.contentLength], !text.isEmpty, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else { return nil }
+        return Int(text) ?? .max
+    }
+
     /// Reads a bounded JSON body.
     static func body(_ request: Request, limit: Int) async throws(WebAuthnError) -> JSONValue {
         let buffer: ByteBuffer
         // A declared length over the limit is refused before any of the body is read (and a client
         // that sent `Expect: 100-continue` was not invited to send it).
-        if let declared = request.headers[.contentLength], let length = Int(declared), length > limit {
+        if let length = declaredLength(request.headers), length > limit {
             throw WebAuthnError(.inputTooLarge, "the request body is larger than \(limit) bytes")
         }
         do {

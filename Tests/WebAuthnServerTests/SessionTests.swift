@@ -182,4 +182,19 @@ struct SessionTests {
         counts.close("192.0.2.1")
         #expect(counts.open(from: "192.0.2.1") == 0, "a key with no connection left is dropped")
     }
+
+    @Test("Content-Length as the connection handler and the body reader judge it: digits only, an overflow over every limit")
+    func declaredLength() {
+        func length(_ value: String?) -> Int? {
+            var fields = HTTPFields()
+            if let value { fields[.contentLength] = value }
+            return HTTP.declaredLength(fields)
+        }
+        #expect(length("0") == 0 && length("65536") == 65_536)
+        #expect(length(nil) == nil && length("") == nil)
+        for malformed in ["+5", "-1", "1 2", "0x10", "1e3", "５"] { #expect(length(malformed) == nil, "\(malformed)") }
+        // Past Int (and past UInt64): larger than any limit, never a trap or a wrap.
+        #expect(length("9223372036854775808") == .max)
+        #expect(length(String(repeating: "9", count: 4096)) == .max)
+    }
 }
