@@ -157,7 +157,11 @@ public struct WebAuthnRoutes: Sendable {
             var response = HTTP.failed(WebAuthnError(.rateLimited, "too many requests; retry in \(throttled.seconds) s"), status: .tooManyRequests)
             response.headers[.retryAfter] = String(throttled.seconds)
             metrics.throttled(scope: throttled.scope)
-            Audit.event("throttled", context, ["scope": .string(throttled.scope), "path": .string(request.uri.path)])
+            // One audit event per address in each ten seconds: a refused request costs the
+            // client nothing, and a line for each wrote the log as fast as they came.
+            if limiter?.take("l:" + throttled.address, rate: Self.throttledEventRate, now: now, burst: 1) == nil {
+                Audit.event("throttled", context, ["scope": .string(throttled.scope), "path": .string(request.uri.path)])
+            }
             return response
         } catch {
             return failure(WebAuthnError(.storageFailure, "\(error)"), request, context)
@@ -200,13 +204,17 @@ public struct WebAuthnRoutes: Sendable {
                 request, peer: (context as? any RemoteAddressRequestContext)?.remoteAddress,
                 trustedProxies: configuration.trustedProxies))
         if let token = sessions.token(request) {
-            if limiter.isEmpty("f:" + token.cookieValue, now: now, rate: Self.failureRate) { throw Throttled(seconds: 10, scope: "failures") }
-            if let wait = limiter.take("s:" + token.cookieValue, rate: limit.perSession, now: now) { throw Throttled(seconds: wait, scope: "session") }
+            if limiter.isEmpty("f:" + token.cookieValue, now: now, rate: Self.failureRate) { throw Throttled(seconds: 10, scope: "failures", address: address) }
+            if let wait = limiter.take("s:" + token.cookieValue, rate: limit.perSession, now: now) {
+                throw Throttled(seconds: wait, scope: "session", address: address)
+            }
             // All the sessions of one address together: minting cookies buys no extra budget.
-            if let wait = limiter.take("A:" + address, rate: limit.perSession, now: now) { throw Throttled(seconds: wait, scope: "address") }
-            if starts, let wait = limiter.take("c:" + address, rate: limit.perAddress, now: now) { throw Throttled(seconds: wait, scope: "address") }
+            if let wait = limiter.take("A:" + address, rate: limit.perSession, now: now) { throw Throttled(seconds: wait, scope: "address", address: address) }
+            if starts, let wait = limiter.take("c:" + address, rate: limit.perAddress, now: now) {
+                throw Throttled(seconds: wait, scope: "address", address: address)
+            }
         } else {
-            if let wait = limiter.take("a:" + address, rate: limit.perAddress, now: now) { throw Throttled(seconds: wait, scope: "address") }
+            if let wait = limiter.take("a:" + address, rate: limit.perAddress, now: now) { throw Throttled(seconds: wait, scope: "address", address: address) }
         }
     }
 
@@ -219,9 +227,14 @@ public struct WebAuthnRoutes: Sendable {
         _ = limiter.take("f:" + token.cookieValue, rate: Self.failureRate, now: now, burst: 5)
     }
 
+    /// The `throttled` audit events written per client address: one each ten seconds.
+    static let throttledEventRate = 0.1
+
     struct Throttled: Error {
         let seconds: Int
         let scope: String
+        /// The client's address bucket (``ClientAddress/bucket(_:)``).
+        let address: String
     }
 
     /// The account the request is signed in as: the host application's hook
@@ -233,9 +246,9 @@ public struct WebAuthnRoutes: Sendable {
 }
 
 /// The audit trail: one structured log event (level notice) per
-/// registration, sign-in, failure, deletion and throttling, with the request
-/// id and hashes of the account handle and credential id; never a
-/// challenge, cookie, key or body.
+/// registration, sign-in, failure and deletion, and one per client address
+/// in each ten seconds it is throttled, with the request id and hashes of the
+/// account handle and credential id; never a challenge, cookie, key or body.
 enum Audit {
     static func event<Context: RequestContext>(_ name: String, _ context: Context, _ metadata: Logger.Metadata = [:]) {
         var m = metadata

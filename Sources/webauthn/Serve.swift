@@ -53,6 +53,12 @@ struct Serve: AsyncParsableCommand {
         help: "An app ID for /.well-known/apple-app-site-association webcredentials (repeatable).")
     var appleAppIDs: [String] = []
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error, critical.") var logLevel = "info"
+    @Option(
+        name: .customLong("log-rate"),
+        help:
+            "Log lines below notice (the request log) written per second at most, in bursts of ten seconds' worth; the rest are counted and not written. Notices and above (the audit trail) are always written. 0: no limit. Default 200."
+    )
+    var logRate = 200
     @Option(name: .customLong("idle-timeout"), help: "Seconds before an idle connection is closed.") var idleTimeout: Int64 = 30
     @Option(
         name: .customLong("request-timeout"),
@@ -148,6 +154,7 @@ struct Serve: AsyncParsableCommand {
         guard (1...3600).contains(requestTimeout) else { throw ValidationError("--request-timeout must be 1...3600") }
         guard (0...1_000_000).contains(maxConnectionsPerAddress) else { throw ValidationError("--max-connections-per-address must be 0...1000000") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level: unknown level \(logLevel)") }
+        guard (0...1_000_000).contains(logRate) else { throw ValidationError("--log-rate must be 0...1000000") }
         guard isPostgres || (db.hasPrefix("sqlite:") && db.count > "sqlite:".count) else {
             throw ValidationError("--db must be sqlite:PATH or postgres://USER@HOST:PORT/DB")
         }
@@ -265,7 +272,8 @@ struct Serve: AsyncParsableCommand {
     var isPostgres: Bool { db.hasPrefix("postgres://") || db.hasPrefix("postgresql://") }
 
     func run() async throws {
-        var logger = Logger(label: "webauthn", factory: ServerLogHandler.init(label:))
+        let budget = logRate > 0 ? LogBudget(rate: Double(logRate)) : nil
+        var logger = Logger(label: "webauthn") { ServerLogHandler(label: $0, budget: budget) }
         logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
         let types = try VerifyRegistration.parseTypes(attestationTypes)
         let crossOrigin: CrossOriginPolicy = !topOrigins.isEmpty ? .allowTopOrigins(topOrigins) : allowCrossOrigin ? .allowAnyTopOrigin : .deny

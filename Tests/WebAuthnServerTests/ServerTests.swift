@@ -151,6 +151,40 @@ struct ServerTests {
         #expect(lines.contains { $0.contains("…(4001 bytes)") } && lines.allSatisfy { $0.utf8.count < 1_000 }, "\(lines.map(\.count))")
     }
 
+    @Test("a stranger's flood cannot write the log as fast as it sends: the request log keeps --log-rate, throttling is audited once per address")
+    func logFlood() async throws {
+        // Red team: 45,000 cheap requests a second from one address wrote 7 MB of log a second,
+        // and every refused request wrote a `throttled` audit line.
+        let server = try await ServeProcess(
+            database: ServeProcess.temporaryDatabase(), extra: ["--log-rate", "5", "--rate-limit", "1:1"], logLevel: "info")
+        defer { server.stop() }
+        let started = ContinuousClock.now
+        for _ in 0..<150 { _ = try await server.request("/nowhere") }
+        var refused = 0
+        for _ in 0..<40 where try await server.request("/assertion/options", [:]).status == 429 { refused += 1 }
+        let seconds = Double((ContinuousClock.now - started).components.seconds) + 1
+        try await Task.sleep(for: .milliseconds(1_200))
+        _ = try await server.request("/healthz")  // written, after the count of those that were not
+        server.stop()
+        let log = server.log
+        let requestLines = log.split(separator: "\n").filter { $0.contains("[Hummingbird] Request") }
+        // The burst (ten seconds' worth: 50), and 5 a second after it.
+        #expect(requestLines.count >= 50 && Double(requestLines.count) <= 52 + seconds * 5, "\(requestLines.count) in \(seconds) s")
+        let lines = log.split(separator: "\n")
+        // Each line written after some were not says how many, so that nothing is lost silently.
+        let summaries = lines.indices.filter { lines[$0].contains("log lines below notice not written (over --log-rate)") }
+        let dropped = summaries.map { at in
+            lines[at].split(separator: " ").first { $0.hasPrefix("log.dropped=") }.flatMap { Int($0.dropFirst("log.dropped=".count)) } ?? 0
+        }
+        #expect(dropped.reduce(0, +) + requestLines.count == 191, "\(dropped), \(requestLines.count)")
+        #expect(summaries.allSatisfy { lines[$0].contains(" warning ") }, "\(log.suffix(2000))")
+        let last = try #require(summaries.last)
+        #expect(lines.count > last + 1 && lines[last + 1].contains("hb.request.path=/healthz"), "\(lines.suffix(from: last))")
+        // Every refused request is counted in /metrics; one audit line says the address is throttled.
+        let throttled = log.split(separator: "\n").filter { $0.contains("event=throttled") }
+        #expect(refused >= 25 && (1...2).contains(throttled.count), "\(refused) refused, \(throttled.count) lines")
+    }
+
     @Test("well-known files are served from configuration")
     func wellKnown() async throws {
         let server = try await ServeProcess(
