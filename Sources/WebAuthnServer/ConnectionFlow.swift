@@ -36,7 +36,7 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
     /// Past the pipelining limit: closing, and nothing more is passed on.
     private var refusing = false
     /// Runs while the channel is unwritable; closes the connection when it fires.
-    private var stallTimer: Scheduled<Void>?
+    private var stallTimer = CloseTimer()
 
     /// `stallTimeout` is clamped to NIO's range and to at least 1 ms.
     init(stallTimeout: Duration, maxBodySize: Int) {
@@ -66,25 +66,16 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
-        stallTimer?.cancel()
-        stallTimer = nil
-        if !context.channel.isWritable {
-            let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
-            stallTimer = context.eventLoop.scheduleTask(in: stallTimeout) { loopBound.value.close(promise: nil) }
-        }
+        if context.channel.isWritable { stallTimer.cancel() } else { stallTimer.start(context, after: stallTimeout) }
         context.fireChannelWritabilityChanged()
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        stallTimer?.cancel()
-        stallTimer = nil
+        stallTimer.cancel()
         context.fireChannelInactive()
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) {
-        stallTimer?.cancel()
-        stallTimer = nil
-    }
+    func handlerRemoved(context: ChannelHandlerContext) { stallTimer.cancel() }
 
     /// Whether the request asks for `100 Continue`: an `Expect` field of `100-continue`, in any case.
     static func expectsContinue(_ head: HTTPRequest) -> Bool {

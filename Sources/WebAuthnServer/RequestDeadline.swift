@@ -14,7 +14,7 @@ final class RequestDeadlineHandler: ChannelInboundHandler, RemovableChannelHandl
     typealias InboundOut = HTTPRequestPart
 
     private let deadline: TimeAmount
-    private var timer: Scheduled<Void>?
+    private var timer = CloseTimer()
 
     /// `deadline` is clamped to NIO's range (nanoseconds in an `Int64`), and to at least 1 ms.
     init(deadline: Duration) { self.deadline = max(.milliseconds(1), TimeAmount(deadline)) }
@@ -22,12 +22,9 @@ final class RequestDeadlineHandler: ChannelInboundHandler, RemovableChannelHandl
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head:
-            timer?.cancel()
-            let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
-            timer = context.eventLoop.scheduleTask(in: deadline) { loopBound.value.close(promise: nil) }
+            timer.start(context, after: deadline)
         case .end:
-            timer?.cancel()
-            timer = nil
+            timer.cancel()
         case .body:
             break
         }
@@ -35,13 +32,28 @@ final class RequestDeadlineHandler: ChannelInboundHandler, RemovableChannelHandl
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        timer?.cancel()
-        timer = nil
+        timer.cancel()
         context.fireChannelInactive()
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) {
-        timer?.cancel()
-        timer = nil
+    func handlerRemoved(context: ChannelHandlerContext) { timer.cancel() }
+}
+
+/// A timer on a connection's event loop that closes the connection when it fires; at most one
+/// runs at a time. Used from the connection's event loop only.
+struct CloseTimer {
+    private var scheduled: Scheduled<Void>?
+
+    /// Starts the timer (cancelling one that runs): the connection is closed after `delay`.
+    mutating func start(_ context: ChannelHandlerContext, after delay: TimeAmount) {
+        cancel()
+        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        scheduled = context.eventLoop.scheduleTask(in: delay) { loopBound.value.close(promise: nil) }
+    }
+
+    /// Stops the timer, if it runs.
+    mutating func cancel() {
+        scheduled?.cancel()
+        scheduled = nil
     }
 }
