@@ -106,6 +106,7 @@ extension WebAuthnRoutes {
             guard let claim = identity.nonce else {
                 throw WebAuthnError(.appleNonceMismatch, "the identity token carries no nonce; ask POST /apple/nonce for one and put it in the request")
             }
+            try await requireRecentToLink(identity, token: token, apple)
             try await engine.consumeSingleUse(.appleNonce, key: Self.appleNonceKey(claim), binding: token?.binding)
             let exchange = try await apple.signIn.exchange(code: code, clientID: identity.audience, expectedSub: identity.sub)
             let user = AppleUserData(body["user"])
@@ -125,8 +126,26 @@ extension WebAuthnRoutes {
         }
     }
 
+    /// Refuses (`reauthentication_required`) to link a new Apple identity to the account a
+    /// passkey session is signed in to, unless the session verified the user within the
+    /// step-up window: linking adds a way into the account, as adding a passkey does, and the
+    /// sign-in that follows marks the session verified. Red team: a stolen session, too old
+    /// to delete a passkey, linked the thief's own Apple ID, came back verified, deleted the
+    /// victim's passkeys, and the thief's Apple ID signed in to the account from then on.
+    /// An identity already linked (or transferred from one that is) only signs in to its own
+    /// account; an account signed in only through the host's `signedInAccount` hook is the
+    /// host's to vouch for. Checked before the nonce is spent and the code exchanged.
+    func requireRecentToLink(_ identity: AppleIdentityToken, token: BrowserSessions.Token?, _ apple: AppleConfiguration) async throws {
+        guard let session = try await sessions.signedIn(token, now: now) else { return }
+        for subject in [identity.sub] + (identity.transferSub.map { [$0] } ?? []) {
+            if try await apple.identities.identity(provider: Self.appleProvider, subject: subject) != nil { return }
+        }
+        try requireRecent(session)
+    }
+
     /// The account of a verified Apple identity: the one it is linked to, else the
-    /// signed-in account (linked now), else a new one made with it. The refresh token
+    /// signed-in account (linked now, if the session verified the user recently: see
+    /// ``requireRecentToLink(_:token:_:)``), else a new one made with it. The refresh token
     /// is kept sealed under the server secret, bound to the identity.
     func appleAccount(
         _ identity: AppleIdentityToken, refreshToken: String?, user: AppleUserData, request: Request,
@@ -150,6 +169,7 @@ extension WebAuthnRoutes {
             return (moved.userHandle, false)
         }
         if let handle = try await signedInAccount(request, token: token) {
+            if let session = try await sessions.signedIn(token, now: now), session.userHandle == handle { try requireRecent(session) }
             try await apple.identities.link(
                 LinkedIdentity(
                     provider: Self.appleProvider, subject: identity.sub, userHandle: handle, email: identity.email, emailVerified: identity.emailVerified,
@@ -321,9 +341,10 @@ extension WebAuthnRoutes {
         guard Bytes.sameUTF8(identity.audience, servicesID) else {
             throw WebAuthnError(.appleTokenClaimInvalid, "the web flow's token is for another client than the Services ID")
         }
+        let token = sessions.token(request)
+        try await requireRecentToLink(identity, token: token, apple)
         let exchange = try await apple.signIn.exchange(code: code, clientID: servicesID, redirectURI: apple.redirectURI, expectedSub: identity.sub)
         let user = AppleUserData(form["user"].flatMap { try? JSONValue.parse($0, limits: JSONLimits(maxBytes: 4096, maxDepth: 4)) })
-        let token = sessions.token(request)
         let (handle, created) = try await appleAccount(
             identity, refreshToken: exchange.tokens.refreshToken, user: user, request: request,
             token: token, apple)

@@ -64,6 +64,7 @@ extension AppleStandIn {
             let redirect = Self.field(form, "redirect_uri")
             let now = clock.now()
             let grant = state.withLock { s -> Code? in
+                s.codeExchanges += 1
                 guard var entry = s.codes[code], !entry.used else { return nil }
                 entry.used = true  // a failed attempt uses the code up too, as Apple's does
                 s.codes[code] = entry

@@ -99,6 +99,7 @@ public final class AppleStandIn: Sendable {
         var refreshTokens: [String: RefreshToken] = [:]
         var revocations: [Revocation] = []
         var keySetRequests = 0
+        var codeExchanges = 0
         var keysAvailable = true
         var authorizeUser = User()
         var firstConsent = true
@@ -190,6 +191,9 @@ public final class AppleStandIn: Sendable {
 
     /// How many times `/auth/keys` was asked.
     public var keySetRequests: Int { state.withLock { $0.keySetRequests } }
+
+    /// How many times `/auth/token` was asked to exchange an authorization code (the client check passed).
+    public var codeExchanges: Int { state.withLock { $0.codeExchanges } }
 
     /// The calls to `/auth/revoke` that passed the client check, in order.
     public var revocations: [Revocation] { state.withLock { $0.revocations } }

@@ -4,6 +4,7 @@ import Foundation
 #endif
 import Hummingbird
 import SignInWithApple
+import Synchronization
 import Testing
 import WebAuthnCore
 import WebAuthnServer
@@ -65,7 +66,7 @@ struct AppleFlowTests {
     }
 
     /// Runs the server with Sign in with Apple against a fresh stand-in and SQLite store.
-    static func withServer(rateLimit: RateLimit? = nil, _ body: (Setup, Int) async throws -> Void) async throws {
+    static func withServer(rateLimit: RateLimit? = nil, clock: WebAuthnClock = .system, _ body: (Setup, Int) async throws -> Void) async throws {
         let credentials = try AppleStandIn.makeCredentials()
         let standIn = try AppleStandIn(credentials: credentials, clientIDs: [clientID, servicesID])
         let applePort = try standIn.start()
@@ -73,7 +74,7 @@ struct AppleFlowTests {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("apple-\(UUID().uuidString).sqlite").path
         defer { try? FileManager.default.removeItem(atPath: path) }
         let store = try await SQLiteStore.open(path: path)
-        let rp = try RelyingParty(id: "localhost", name: "Test", origins: ["http://localhost"])
+        let rp = try RelyingParty(id: "localhost", name: "Test", origins: ["http://localhost"], clock: clock)
         let engine = WebAuthnEngine(relyingParty: rp, credentials: store, challenges: store, accounts: store)
         let apple = try SignInWithAppleConfiguration(
             clientIDs: [clientID, servicesID], credentials: credentials,
@@ -195,6 +196,50 @@ struct AppleFlowTests {
             #expect(setup.standIn.revocations.count == 1 && setup.standIn.revocations.first?.clientID == Self.clientID)
             #expect(try await setup.store.account(handle: handle) == nil)
             #expect(try await app.send("/demo/session", method: "GET").body["user"] == .null)
+        }
+    }
+
+    @Test("linking a new Apple ID to a signed-in account needs a recent verification, in both flows; an Apple ID already linked signs in")
+    func linkingNeedsStepUp() async throws {
+        // Red team: a stolen session, too old to delete a passkey, linked the thief's Apple ID,
+        // came back verified, and deleted the victim's passkeys; the thief's Apple ID then signed in.
+        let offset = Mutex<TimeInterval>(0)
+        try await Self.withServer(clock: WebAuthnClock { Date().addingTimeInterval(offset.withLock { $0 }) }) { setup, port in
+            let app = Client(port: port)
+            func signIn(_ user: AppleStandIn.User) async throws -> (status: Int, body: JSONValue) {
+                let nonce = try #require(try await app.send("/apple/nonce", json: "{}").body["nonce"]?.stringValue)
+                let reply = try await app.send("/apple/signin", json: Self.signInBody(setup, user: user, nonce: nonce))
+                return (reply.status, reply.body)
+            }
+            let owner = AppleStandIn.User(), second = AppleStandIn.User(), thief = AppleStandIn.User()
+            #expect(try await signIn(owner).status == 200)
+            let handle = try #require(try await setup.store.identity(provider: "apple", subject: owner.sub)?.userHandle)
+            // Within the window the owner links a second Apple ID.
+            let linked = try await signIn(second)
+            #expect(linked.status == 200 && linked.body["created"]?.boolValue == false, "\(linked.body)")
+            #expect(try await setup.store.identity(provider: "apple", subject: second.sub)?.userHandle == handle)
+            offset.withLock { $0 = 400 }  // past the 300 s window: the session is signed in, no longer recent
+            let exchanges = setup.standIn.codeExchanges
+            let refused = try await signIn(thief)
+            #expect(refused.status == 401 && refused.body["errorMessage"]?.stringValue?.hasPrefix("reauthentication_required") == true, "\(refused.body)")
+            #expect(try await setup.store.identity(provider: "apple", subject: thief.sub) == nil)
+            #expect(setup.standIn.codeExchanges == exchanges, "refused before the code is exchanged")
+            #expect(try await app.send("/demo/session", method: "GET").body["recentlyVerified"]?.boolValue == false)
+            // The web flow, from the same stale session.
+            let start = try await app.send("/apple/web/start", method: "GET")
+            let location = try #require(start.location.flatMap(URLComponents.init(string:)))
+            let state = try #require(location.queryItems?.first { $0.name == "state" }?.value)
+            let nonce = try #require(location.queryItems?.first { $0.name == "nonce" }?.value)
+            func enc(_ s: String) -> String { s.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "" }
+            let token = setup.standIn.identityToken(for: thief, audience: Self.servicesID, nonce: nonce)
+            let code = setup.standIn.authorizationCode(for: thief, clientID: Self.servicesID, redirectURI: "http://127.0.0.1/apple/web/callback")
+            let web = try await app.send("/apple/web/callback", form: "code=\(enc(code))&id_token=\(enc(token))&state=\(enc(state))")
+            #expect(web.status == 401 && web.body["errorMessage"]?.stringValue?.hasPrefix("reauthentication_required") == true, "\(web.body)")
+            #expect(try await setup.store.identity(provider: "apple", subject: thief.sub) == nil)
+            // An Apple ID the account already holds is a way in: it signs in, and verifies the session.
+            let again = try await signIn(second)
+            #expect(again.status == 200 && again.body["created"]?.boolValue == false, "\(again.body)")
+            #expect(try await app.send("/demo/session", method: "GET").body["recentlyVerified"]?.boolValue == true)
         }
     }
 
