@@ -57,6 +57,13 @@ public struct AppleTokenClient: Sendable {
         try await tokenRequest([("grant_type", "refresh_token"), ("refresh_token", refreshToken)], clientID: clientID)
     }
 
+    /// The OAuth `error` of Apple's refusal (an `apple_request_refused` this client threw), such as
+    /// `invalid_grant` or `invalid_client`; nil for any other error.
+    public static func refusal(of error: WebAuthnError) -> Substring? {
+        guard error.code == .appleRequestRefused, let range = error.message.range(of: " endpoint answered ") else { return nil }
+        return error.message[range.upperBound...].prefix { $0 != ":" && $0 != " " }
+    }
+
     /// Revokes a refresh token (`token_type_hint=refresh_token`), as account deletion requires.
     public func revoke(refreshToken: String, clientID: String) async throws(WebAuthnError) {
         let fields = [("token", refreshToken), ("token_type_hint", "refresh_token")]

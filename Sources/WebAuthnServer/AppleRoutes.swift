@@ -35,6 +35,8 @@ public struct AppleConfiguration: Sendable {
 
 extension WebAuthnRoutes {
     static let appleProvider = "apple"
+    /// The codes of Apple's endpoints failing (502): not counted as the client's failures.
+    static let appleUpstreamFailures: Set<WebAuthnError.Code> = [.appleEndpointUnavailable, .appleJWKSUnavailable, .appleJWKSInvalid]
     /// How long an issued nonce or web-flow state stays usable.
     static let appleNonceLifetime: TimeInterval = 600
     /// The cookie that binds a web flow to the browser that started it.
@@ -120,7 +122,8 @@ extension WebAuthnRoutes {
             payload["email"] = identity.email.map(JSONValue.string) ?? JSONValue.null
             return HTTP.ok(payload, cookie: sessions.cookie(signedIn))
         } catch let error as WebAuthnError {
-            if let token { try? noteFailure(token) }
+            // Apple failing is not the client's failure: it does not spend the session's allowance.
+            if let token, !Self.appleUpstreamFailures.contains(error.code) { try? noteFailure(token) }
             Audit.event("apple_sign_in_failed", context, ["code": .string(error.code.rawValue)])
             throw error
         }
@@ -361,18 +364,26 @@ extension WebAuthnRoutes {
 
     /// Revokes a refresh token at Apple. It was issued to one of the client ids; Apple
     /// refuses it (`apple_request_refused`) for the others, so each is tried in turn.
+    ///
+    /// Apple answers 200 for a token it no longer holds valid; `invalid_grant` from every client
+    /// id says the same, so there is nothing left to revoke and the deletion goes on (red team: an
+    /// endpoint that answered so kept the account from ever being deleted). Any other refusal
+    /// (`invalid_client`: the server's Apple credentials) is Apple's or the operator's to fix, not
+    /// the user's: `apple_endpoint_unavailable` (502), with Apple's answer in the log, and the
+    /// account stays.
     func revoke(_ refreshToken: String, _ apple: AppleConfiguration) async throws(WebAuthnError) {
         let client = try apple.signIn.tokenClient()
-        var lastError: WebAuthnError?
+        var refusals: [WebAuthnError] = []
         for clientID in apple.signIn.configuration.clientIDs {
             let outcome: WebAuthnError? = await Self.attempt { () async throws(WebAuthnError) in
                 try await client.revoke(refreshToken: refreshToken, clientID: clientID)
             }
             guard let failure = outcome else { return }
             guard failure.code == .appleRequestRefused else { throw failure }
-            lastError = failure
+            refusals.append(failure)
         }
-        if let lastError { throw lastError }
+        guard let last = refusals.last, !refusals.allSatisfy({ AppleTokenClient.refusal(of: $0) == "invalid_grant" }) else { return }
+        throw WebAuthnError(.appleEndpointUnavailable, "Apple refused to revoke the refresh token: \(last.message)")
     }
 
     /// Runs `body`, returning its error instead of throwing it.

@@ -175,11 +175,11 @@ public struct WebAuthnRoutes: Sendable {
             if error.code == .storageFailure { metrics.storeError() }
             context.logger.error("internal error", metadata: ["code": .string(error.code.rawValue), "detail": .string(error.message)])
             return HTTP.failed(WebAuthnError(.internalError, "the server failed; quote request id \(id)"), status: .internalServerError)
-        case .appleEndpointUnavailable:
-            // The upstream's address and transport errors stay in the log.
+        case .appleEndpointUnavailable, .appleJWKSUnavailable, .appleJWKSInvalid:
+            // Apple's fault, not the client's: 502, and the upstream's address, status and transport
+            // errors stay in the log (red team: the key endpoint's failures answered 400 with them).
             context.logger.warning("Apple's endpoint failed", metadata: ["code": .string(error.code.rawValue), "detail": .string(error.message)])
-            return HTTP.failed(
-                WebAuthnError(.appleEndpointUnavailable, "Sign in with Apple is not answering; try again later (request id \(id))"), status: .badGateway)
+            return HTTP.failed(WebAuthnError(error.code, "Sign in with Apple is not answering; try again later (request id \(id))"), status: .badGateway)
         case .tooManyPendingCeremonies:
             context.logger.warning("pending ceremonies at their limit", metadata: ["code": .string(error.code.rawValue)])
             var response = HTTP.failed(error, status: .serviceUnavailable)

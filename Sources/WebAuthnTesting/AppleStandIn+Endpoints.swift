@@ -98,6 +98,7 @@ extension AppleStandIn {
         if let error = clientError(form) { return Self.oauthError(error) }
         guard let token = Self.field(form, "token") else { return Self.oauthError("invalid_request") }
         let clientID = Self.field(form, "client_id") ?? ""
+        if let refusal = state.withLock({ $0.revokeRefusal }) { return Self.oauthError(refusal) }
         state.withLock { s in
             s.revocations.append(Revocation(clientID: clientID, token: token, tokenTypeHint: Self.field(form, "token_type_hint")))
             if s.refreshTokens[token]?.clientID == clientID { s.refreshTokens[token]?.revoked = true }

@@ -100,6 +100,7 @@ public final class AppleStandIn: Sendable {
         var revocations: [Revocation] = []
         var keySetRequests = 0
         var codeExchanges = 0
+        var revokeRefusal: String?
         var keysAvailable = true
         var authorizeUser = User()
         var firstConsent = true
@@ -191,6 +192,14 @@ public final class AppleStandIn: Sendable {
 
     /// How many times `/auth/keys` was asked.
     public var keySetRequests: Int { state.withLock { $0.keySetRequests } }
+
+    /// The OAuth error `/auth/revoke` answers every request with (HTTP 400), such as
+    /// `invalid_client`; nil (the default): it revokes and answers 200, as Apple does, for a
+    /// token it knows or not.
+    public var revokeRefusal: String? {
+        get { state.withLock { $0.revokeRefusal } }
+        set { state.withLock { $0.revokeRefusal = newValue } }
+    }
 
     /// How many times `/auth/token` was asked to exchange an authorization code (the client check passed).
     public var codeExchanges: Int { state.withLock { $0.codeExchanges } }

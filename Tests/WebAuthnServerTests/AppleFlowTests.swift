@@ -66,7 +66,9 @@ struct AppleFlowTests {
     }
 
     /// Runs the server with Sign in with Apple against a fresh stand-in and SQLite store.
-    static func withServer(rateLimit: RateLimit? = nil, clock: WebAuthnClock = .system, _ body: (Setup, Int) async throws -> Void) async throws {
+    static func withServer(
+        rateLimit: RateLimit? = nil, clock: WebAuthnClock = .system, appleClock: WebAuthnClock = .system, _ body: (Setup, Int) async throws -> Void
+    ) async throws {
         let credentials = try AppleStandIn.makeCredentials()
         let standIn = try AppleStandIn(credentials: credentials, clientIDs: [clientID, servicesID])
         let applePort = try standIn.start()
@@ -82,7 +84,8 @@ struct AppleFlowTests {
         let configuration = ServerConfiguration(
             demo: true, rateLimit: rateLimit,
             apple: AppleConfiguration(
-                signIn: AppleSignIn(configuration: apple), identities: store, servicesID: servicesID, redirectURI: "http://127.0.0.1/apple/web/callback"))
+                signIn: AppleSignIn(configuration: apple, clock: appleClock), identities: store, servicesID: servicesID,
+                redirectURI: "http://127.0.0.1/apple/web/callback"))
         try await EmbeddingTests.serving({ running in
             buildApplication(
                 engine: engine, accounts: store, sessions: store,
@@ -310,6 +313,32 @@ struct AppleFlowTests {
         }
     }
 
+    @Test(
+        "Apple refusing the revocation: invalid_grant from every client id (no valid token left) deletes the account; invalid_client answers 502 and keeps it")
+    func revocationRefused() async throws {
+        try await Self.withServer { setup, port in
+            func signedIn(_ user: AppleStandIn.User) async throws -> (Client, [UInt8]) {
+                let app = Client(port: port)
+                let nonce = try #require(try await app.send("/apple/nonce", json: "{}").body["nonce"]?.stringValue)
+                #expect(try await app.send("/apple/signin", json: Self.signInBody(setup, user: user, nonce: nonce)).status == 200)
+                return (app, try #require(try await setup.store.identity(provider: "apple", subject: user.sub)?.userHandle))
+            }
+            let (kept, keptHandle) = try await signedIn(AppleStandIn.User())
+            setup.standIn.revokeRefusal = "invalid_client"
+            let refused = try await kept.send("/demo/account", method: "DELETE")
+            let message = refused.body["errorMessage"]?.stringValue ?? ""
+            #expect(refused.status == 502 && message.hasPrefix("apple_endpoint_unavailable") && !message.contains("invalid_client"), "\(refused.body)")
+            #expect(try await setup.store.account(handle: keptHandle) != nil)
+            // Red team: an endpoint answering invalid_grant for every client id kept the account for ever.
+            setup.standIn.revokeRefusal = "invalid_grant"
+            let (gone, goneHandle) = try await signedIn(AppleStandIn.User())
+            let deleted = try await gone.send("/demo/account", method: "DELETE")
+            #expect(deleted.status == 200, "\(deleted.body)")
+            #expect(try await setup.store.account(handle: goneHandle) == nil)
+            #expect(try await kept.send("/demo/account", method: "DELETE").status == 200)
+        }
+    }
+
     @Test("Apple unreachable: 502 with a generic message (the upstream's address stays in the log), and nothing deleted")
     func upstreamDown() async throws {
         try await Self.withServer { setup, port in
@@ -324,6 +353,30 @@ struct AppleFlowTests {
             #expect(deleted.status == 502 && message.hasPrefix("apple_endpoint_unavailable"), "\(deleted.body)")
             #expect(!message.contains("127.0.0.1") && !message.contains(String(applePort)) && !message.contains("/auth/"), "\(message)")
             #expect(try await setup.store.identity(provider: "apple", subject: user.sub) != nil)
+        }
+    }
+
+    @Test("Apple's key endpoint failing: 502 with a generic message, not the upstream's detail, and not counted as the client's failure")
+    func keysDown() async throws {
+        let offset = Mutex<TimeInterval>(0)
+        try await Self.withServer(rateLimit: RateLimit(), appleClock: WebAuthnClock { Date().addingTimeInterval(offset.withLock { $0 }) }) { setup, port in
+            let app = Client(port: port)
+            setup.standIn.keysAvailable = false
+            let user = AppleStandIn.User()
+            let applePort = try #require(setup.standIn.port)
+            // More attempts than the session's allowance of failures (5): none counts against it.
+            for _ in 0..<7 {
+                let nonce = try #require(try await app.send("/apple/nonce", json: "{}").body["nonce"]?.stringValue)
+                let reply = try await app.send("/apple/signin", json: Self.signInBody(setup, user: user, nonce: nonce))
+                let message = reply.body["errorMessage"]?.stringValue ?? ""
+                #expect(reply.status == 502 && message.hasPrefix("apple_jwks_unavailable"), "\(reply.body)")
+                #expect(!message.contains("127.0.0.1") && !message.contains(String(applePort)) && !message.contains("/auth/"), "\(message)")
+            }
+            setup.standIn.keysAvailable = true
+            offset.withLock { $0 = 6 }  // past the key cache's 5 s between fetches while it holds no set
+            let nonce = try #require(try await app.send("/apple/nonce", json: "{}").body["nonce"]?.stringValue)
+            let signedIn = try await app.send("/apple/signin", json: Self.signInBody(setup, user: user, nonce: nonce))
+            #expect(signedIn.status == 200, "\(signedIn.body)")
         }
     }
 
