@@ -213,10 +213,20 @@ extension PostgresStore {
     /// Deletes the account with its credentials, linked identities and sessions
     /// in one statement; false when there is none.
     public func deleteAccount(handle: [UInt8]) async throws -> Bool {
-        // One statement: the account, its credentials, identities and sessions, or nothing.
+        // First the ceremonies pending under the account's sessions, alone: a registration that
+        // holds one (consuming it with its credential insert) is waited for, and the deletion's
+        // own statement then starts after it committed, so its snapshot has the credential. Else
+        // a registration finished after the deletion stored a credential for no account (red
+        // team). The ceremonies are dropped again in the deletion's statement.
+        _ = try await pool.query(
+            "DELETE FROM challenges WHERE binding IN (SELECT id_hash FROM sessions WHERE user_handle = $1)", [PGText.bytea(handle)],
+            retry: .idempotent)
+        // One statement: the account, its credentials, identities, sessions and pending ceremonies, or nothing.
         let rows = try await pool.query(
             """
             WITH account AS (DELETE FROM accounts WHERE handle = $1 RETURNING handle),
+                 ceremonies_gone AS (
+                     DELETE FROM challenges WHERE binding IN (SELECT id_hash FROM sessions WHERE user_handle IN (SELECT handle FROM account))),
                  credentials_gone AS (DELETE FROM credentials WHERE user_handle IN (SELECT handle FROM account)),
                  identities_gone AS (DELETE FROM identities WHERE user_handle IN (SELECT handle FROM account)),
                  sessions_gone AS (DELETE FROM sessions WHERE user_handle IN (SELECT handle FROM account))

@@ -232,6 +232,25 @@ enum SQLiteMigrations {
                 """,
             ]
         ),
+        // Deleting an account also drops the ceremonies pending under its sessions' bindings: a
+        // registration started by the account's session and finished after the deletion found its
+        // challenge and stored a credential for an account that no longer existed (red team). The
+        // ceremony goes in the deletion's statement, so the registration's consumption fails, or
+        // it committed first and the credential goes with the account.
+        (
+            8,
+            [
+                "DROP TRIGGER accounts_delete",
+                """
+                CREATE TRIGGER accounts_delete AFTER DELETE ON accounts BEGIN
+                    DELETE FROM challenges WHERE binding IN (SELECT id_hash FROM sessions WHERE user_handle = OLD.handle);
+                    DELETE FROM credentials WHERE user_handle = OLD.handle;
+                    DELETE FROM identities WHERE user_handle = OLD.handle;
+                    DELETE FROM sessions WHERE user_handle = OLD.handle;
+                END
+                """,
+            ]
+        ),
     ]
 
     /// Work a migration needs beyond SQL, run in its transaction after its statements.

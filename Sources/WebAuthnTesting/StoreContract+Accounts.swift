@@ -74,7 +74,20 @@ extension StoreContract {
             idHash: SecureRandom.bytes(32), userHandle: frank.id, createdAt: Date(timeIntervalSince1970: 1_800_000_000),
             authenticatedAt: Date(timeIntervalSince1970: 1_800_000_000), expiresAt: Date(timeIntervalSince1970: 1_900_000_000))
         try await stores.sessions.insert(session)
+        // A store that keeps accounts, sessions and ceremonies together drops the ceremonies pending
+        // under the account's sessions with it: a registration started there cannot finish after.
+        let together =
+            (stores.challenges as AnyObject) === (stores.accounts as AnyObject) && (stores.sessions as AnyObject) === (stores.accounts as AnyObject)
+        let started = try ceremony(binding: session.idHash), unrelated = try ceremony(binding: SecureRandom.bytes(32))
+        if together {
+            try await stores.challenges.insert(started)
+            try await stores.challenges.insert(unrelated)
+        }
         try expect(try await stores.accounts.deleteAccount(handle: frank.id), "the account is deleted")
+        if together {
+            try expect(try await stores.challenges.pending(challenge: started.challenge) == nil, "a ceremony its session started is gone")
+            try expect(try await stores.challenges.pending(challenge: unrelated.challenge) != nil, "another session's ceremony stays")
+        }
         _ = try await stores.sessions.deleteSessions(userHandle: frank.id)
         try expect(try await stores.accounts.account(handle: frank.id) == nil, "the account is gone")
         try expect(try await stores.accounts.account(named: "frank") == nil, "its name is gone")

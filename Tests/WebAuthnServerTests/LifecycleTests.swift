@@ -174,6 +174,31 @@ struct LifecycleTests {
         #expect(try await server.request("/demo/session", cookie: result.cookie).json["user"]?.stringValue == "erin")
     }
 
+    @Test("a passkey addition finished after its account was deleted stores nothing, and that passkey signs nobody in")
+    func additionAfterDeletion() async throws {
+        // Red team: the result after `DELETE /demo/account` answered 200 and left a credential
+        // of no account, which still signed in through discoverable login.
+        let server = try await start()
+        defer { server.stop() }
+        let (_, cookie, _) = try await register(server, Self.passkey(), username: "fay")
+        let options = try await server.request("/attestation/options", ["username": "fay"], cookie: cookie)
+        #expect(options.ok, "\(options.errorMessage)")
+        let deleted = try await server.request("/demo/account", cookie: cookie, method: "DELETE")
+        #expect(deleted.ok, "\(deleted.errorMessage)")
+        let late = Self.passkey()
+        let parts = try late.register(
+            rpId: rpId, origin: origin, challenge: Base64URL.decode(options.json["challenge"]!.stringValue!)!,
+            userHandle: Base64URL.decode(options.json["user"]!["id"]!.stringValue!)!)
+        let result = try await server.request("/attestation/result", parts.json, cookie: options.cookie ?? cookie)
+        #expect(!result.ok && result.errorMessage.hasPrefix("challenge_unknown"), "\(result.status) \(result.errorMessage)")
+        let signIn = try await server.request("/assertion/options", [:])
+        let assertion = try late.authenticate(
+            rpId: rpId, origin: origin, challenge: Base64URL.decode(signIn.json["challenge"]!.stringValue!)!, credentialId: parts.id)
+        let refused = try await server.request("/assertion/result", assertion.json, cookie: signIn.cookie)
+        #expect(refused.status == 401, "\(refused.status) \(refused.errorMessage)")
+        #expect(try await server.request("/attestation/options", ["username": "fay"]).ok, "the name is free again")
+    }
+
     @Test("a re-authentication by another account's credential does not count")
     func stepUpOtherAccount() async throws {
         let server = try await start()

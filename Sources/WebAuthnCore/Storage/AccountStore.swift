@@ -20,7 +20,9 @@ public protocol AccountStore: Sendable {
     /// Creates `user` with its first credential: both, or nothing.
     func create(_ user: UserEntity, firstCredential: CredentialRecord) async throws
     /// Deletes the account with its credentials and linked identities (and, in a
-    /// store that also keeps sessions, its sessions), atomically; false when there is none.
+    /// store that also keeps sessions, its sessions and, when it keeps ceremonies too, the
+    /// ceremonies pending under those sessions' bindings, so that a registration the account
+    /// started cannot store a credential after it), atomically; false when there is none.
     func deleteAccount(handle: [UInt8]) async throws -> Bool
     /// Sets the account's display name (not its user name, which is its key); false when there is no such account.
     func setDisplayName(_ displayName: String, handle: [UInt8]) async throws -> Bool
