@@ -103,10 +103,9 @@ extension WebAuthnRoutes {
                 try throttle(request, context)
                 let handle = try await requireRecentVerification(request)
                 let id = try credentialID(context)
-                guard let credential = try await engine.credentials.credential(id: id), credential.userHandle == handle else {
-                    throw WebAuthnError(.credentialUnknown, "you have no such credential")
+                try await credentialDeletions.run(handle) { () async throws(WebAuthnError) in
+                    try await Self.storing { try await deleteCredential(id, of: handle) }
                 }
-                _ = try await engine.credentials.delete(id: id)
                 Audit.event("credential_deleted", context, ["account": .string(Audit.hash(handle)), "credential": .string(Audit.hash(id))])
                 // The provider should stop offering it: the account's credentials as they are now.
                 let signal = try await engine.allAcceptedCredentialsSignal(userHandle: handle)
@@ -176,6 +175,25 @@ extension WebAuthnRoutes {
     }
 
     /// The `:id` of a credential route, decoded (at most 2 KiB of text).
+    /// Deletes one of the account's credentials, unless it is the account's last way to sign in
+    /// (no other credential, no linked identity): `last_credential`. Red team: deleting the last
+    /// passkey left the account, its name taken, with nobody able to sign in to it. Run under
+    /// ``credentialDeletions`` so that two deletions of an account's last two do not both pass.
+    func deleteCredential(_ id: [UInt8], of handle: [UInt8]) async throws {
+        let held = try await engine.credentials.credentials(forUser: handle)
+        guard held.contains(where: { $0.id == id }) else { throw WebAuthnError(.credentialUnknown, "you have no such credential") }
+        if held.count == 1, try await configuration.apple?.identities.identities(forUser: handle).isEmpty ?? true {
+            throw WebAuthnError(
+                .lastCredential, "this passkey is the only way to sign in to the account: add another first, or delete the account")
+        }
+        _ = try await engine.credentials.delete(id: id)
+    }
+
+    /// Runs store work, its errors as `WebAuthnError` (a store's own become `storage_failure`).
+    static func storing<T: Sendable>(_ body: () async throws -> T) async throws(WebAuthnError) -> T {
+        do { return try await body() } catch let error as WebAuthnError { throw error } catch { throw WebAuthnError(.storageFailure, "\(error)") }
+    }
+
     func credentialID<Context: RequestContext>(_ context: Context) throws -> [UInt8] {
         guard let text = context.parameters.get("id"), text.utf8.count <= 2048, let id = Base64URL.decode(text), !id.isEmpty else {
             throw WebAuthnError(.credentialUnknown, "you have no such credential")

@@ -55,7 +55,7 @@ enum HTTP {
             .reauthenticationRequired:
             return .unauthorized
         case .sessionMismatch: return .forbidden
-        case .usernameUnavailable, .credentialLimitReached: return .conflict
+        case .usernameUnavailable, .credentialLimitReached, .lastCredential: return .conflict
         case .contentTypeUnsupported: return .unsupportedMediaType
         case .rateLimited: return .tooManyRequests
         case .tooManyPendingCeremonies: return .serviceUnavailable

@@ -33,6 +33,8 @@ public struct WebAuthnRoutes: Sendable {
     let sessions: BrowserSessions
     let standIns: StandIns
     let limiter: RateLimiter?
+    /// Deletions of one account's credentials, one at a time (``deleteCredential(_:of:)``).
+    let credentialDeletions = KeyedSerializer<[UInt8]>()
     let metrics: RouteMetrics
 
     /// Routes over `engine` and its stores.

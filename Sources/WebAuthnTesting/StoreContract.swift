@@ -194,7 +194,9 @@ public enum StoreContract {
             name: "identities", summary: "identities: an account created with its first identity, unique by provider and subject; link, update, relink, unlink",
             body: identitiesCheck),
         Check(
-            name: "accountDeletion", summary: "accounts: deleting one removes its credentials and identities (and its sessions, and the ceremonies pending under them, where kept) and nothing else",
+            name: "accountDeletion",
+            summary:
+                "accounts: deleting one removes its credentials and identities (and its sessions, and the ceremonies pending under them, where kept) and nothing else",
             body: accountDeletionCheck),
     ]
 }

@@ -223,6 +223,9 @@ extension WebAuthnError.Code {
     /// The user holds as many credentials as the relying party allows (`WebAuthnEngine.Limits.maxCredentialsPerUser`):
     /// one must be deleted before another is added.
     public static let credentialLimitReached: Self = "credential_limit_reached"
+    /// The credential is the account's only way to sign in (no other credential, no linked
+    /// identity): deleting it would lock the account out. Delete the account instead, or add another first.
+    public static let lastCredential: Self = "last_credential"
     /// What the server tells a client for any failed sign-in whose detail would help an attacker
     /// (unknown credential, another account's credential, user handle mismatch, bad signature).
     public static let authenticationFailed: Self = "authentication_failed"
@@ -262,7 +265,7 @@ extension WebAuthnError.Code {
         .userHandleMismatch, .signatureInvalid, .counterRegression, .concurrentUpdate, .credentialFlagged,
         .discoverableCredentialMissing, .credentialProtectionWeaker, .extensionOutputInvalid,
         .sessionMismatch, .usernameInvalid, .usernameUnavailable, .signInRequired, .reauthenticationRequired, .credentialNameInvalid,
-        .credentialLimitReached,
+        .credentialLimitReached, .lastCredential,
         .authenticationFailed, .rateLimited,
         .tooManyPendingCeremonies, .contentTypeUnsupported, .internalError,
         .configurationInvalid, .storageFailure, .cryptoFailure,

@@ -140,9 +140,16 @@ struct LifecycleTests {
         defer { server.stop() }
         let authenticator = Self.passkey()
         let (first, cookie, _) = try await register(server, authenticator, username: "dana")
-        // The account's only passkey goes (recently verified: a new account's registration).
-        let deleted = try await server.request("/demo/credentials/\(Base64URL.encode(first))", cookie: cookie, method: "DELETE")
-        #expect(deleted.ok, "\(deleted.errorMessage)")
+        // The account's only passkey stays: it is the account's only way in (red team: deleted, it
+        // left the account, its name taken, with nobody able to sign in). Recently verified: a new
+        // account's registration.
+        let kept = try await server.request("/demo/credentials/\(Base64URL.encode(first))", cookie: cookie, method: "DELETE")
+        #expect(kept.status == 409 && kept.errorMessage.hasPrefix("last_credential"), "\(kept.errorMessage)")
+        #expect(try await server.request("/demo/credentials", cookie: cookie).json["credentials"]?.arrayValue?.count == 1)
+        // An account without a passkey (deleted through the store, as an Apple-only account has none).
+        let store = try await SQLiteStore.open(path: server.database)
+        #expect(try await store.delete(id: first))
+        try await store.close()
         // A stolen cookie, the window past: adding a passkey (the thief's own, with UV) is refused.
         try await ageSessions(server)
         let thief = Self.passkey()
@@ -172,6 +179,26 @@ struct LifecycleTests {
         let form = try await server.request("/demo/logout", cookie: result.cookie, raw: Array("x=1".utf8), contentType: "application/x-www-form-urlencoded")
         #expect(form.status == 415)
         #expect(try await server.request("/demo/session", cookie: result.cookie).json["user"]?.stringValue == "erin")
+    }
+
+    @Test("the last two passkeys deleted at once: one goes, the other stays (last_credential)")
+    func lastTwoAtOnce() async throws {
+        let server = try await start()
+        defer { server.stop() }
+        let (first, cookie, _) = try await register(server, Self.passkey(), username: "gil")
+        let (second, added, reply) = try await register(server, Self.passkey(), username: "gil", cookie: cookie)
+        #expect(reply.ok, "\(reply.errorMessage)")
+        // Eight requests for each at once: without one deletion at a time per account, two of
+        // them read two passkeys, and both went.
+        let replies = await withTaskGroup(of: ServeProcess.Reply?.self) { group in
+            for id in Array(repeating: [first, second], count: 8).joined() {
+                group.addTask { try? await server.request("/demo/credentials/\(Base64URL.encode(id))", cookie: added, method: "DELETE") }
+            }
+            return await group.reduce(into: [ServeProcess.Reply]()) { if let r = $1 { $0.append(r) } }
+        }
+        #expect(replies.count == 16 && replies.filter(\.ok).count == 1, "\(replies.map(\.errorMessage))")
+        #expect(replies.allSatisfy { $0.ok || $0.errorMessage.hasPrefix("last_credential") || $0.errorMessage.hasPrefix("credential_unknown") })
+        #expect(try await server.request("/demo/credentials", cookie: added).json["credentials"]?.arrayValue?.count == 1)
     }
 
     @Test("a passkey addition finished after its account was deleted stores nothing, and that passkey signs nobody in")
