@@ -131,6 +131,8 @@ final class PostgresConnection: @unchecked Sendable {
 
         /// `unique_violation`: a duplicate primary key or unique index entry.
         var isUniqueViolation: Bool { sqlState == "23505" }
+        /// A NOT NULL constraint failed.
+        var isNotNullViolation: Bool { sqlState == "23502" }
 
         /// Whether the error ends the session rather than the statement: class 08
         /// (connection exception), or the server shutting down or not yet up.

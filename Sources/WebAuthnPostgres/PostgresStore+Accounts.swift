@@ -118,6 +118,43 @@ extension PostgresStore {
         }
     }
 
+    /// A registration's writes for a credential added to an existing account, in one statement:
+    /// the credential's owner is the account's handle read under a share lock, so a deletion under
+    /// way is waited for and then leaves it NULL, which the NOT NULL constraint refuses: nothing
+    /// changes (`account_unknown`). A deletion that comes after waits for this statement; its last
+    /// statement then removes what it committed (``deleteAccount(handle:)``).
+    public func commitRegistration(
+        consuming challenge: [UInt8], addingTo account: [UInt8], credential r: CredentialRecord, signingIn session: SignedInSession?,
+        replacing oldSession: [UInt8]?
+    ) async throws -> Bool {
+        guard r.userHandle == account else { throw WebAuthnError(.configurationInvalid, "the credential's user handle is not the account's") }
+        var values: [String?] = [PGText.bytea(challenge), PGText.bytea(account)]
+        var next = values.count
+        let selected = CredentialColumn.allCases.map { column -> String in
+            guard column != .userHandle else { return "(SELECT handle FROM owner)" }
+            next += 1
+            return "$\(next)"
+        }
+        values += r.values(CredentialColumn.allCases.filter { $0 != .userHandle }).map(PGText.value)
+        var ctes = [
+            "consumed AS (DELETE FROM challenges WHERE challenge = $1 RETURNING challenge)",
+            "owner AS (SELECT handle FROM accounts WHERE handle = $2 FOR SHARE)",
+            "credential AS (INSERT INTO credentials (\(CredentialColumn.list)) SELECT \(selected.joined(separator: ", ")) FROM consumed RETURNING id)",
+        ]
+        if let session {
+            ctes.append(Self.sessionReplacement(first: values.count + 1, when: "EXISTS (SELECT 1 FROM credential)"))
+            values += Self.sessionValues(session, replacing: oldSession)
+        }
+        do {
+            let rows = try await pool.query("WITH \(ctes.joined(separator: ",\n")) SELECT (SELECT COUNT(*) FROM consumed) AS consumed", values)
+            return rows.first?["consumed"] == "1"
+        } catch let error as PostgresConnection.Failure where error.isNotNullViolation {
+            throw accountDeleted
+        } catch let error as PostgresConnection.Failure where error.isUniqueViolation {
+            throw Self.duplicate(error, creating: nil, credential: r)
+        }
+    }
+
     static func account(_ row: PostgresConnection.Row) throws -> UserEntity {
         guard let name = row["name"], let handle = PGText.bytes(row["handle"]) else { throw WebAuthnError(.storageFailure, "accounts row is unreadable") }
         return try UserEntity(id: handle, name: name, displayName: row["display_name"])
@@ -232,6 +269,18 @@ extension PostgresStore {
                  sessions_gone AS (DELETE FROM sessions WHERE user_handle IN (SELECT handle FROM account))
             SELECT handle FROM account
             """, [PGText.bytea(handle)], retry: .idempotent)
+        // A registration that held the account's row (``commitRegistration(consuming:addingTo:credential:signingIn:replacing:)``)
+        // committed before the deletion went on, after this statement's snapshot was taken: what it
+        // stored goes now, in a statement of its own.
+        if !rows.isEmpty {
+            _ = try await pool.query(
+                """
+                WITH gone AS (SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM accounts WHERE handle = $1)),
+                     credentials_gone AS (DELETE FROM credentials WHERE user_handle = $1 AND EXISTS (SELECT 1 FROM gone)),
+                     sessions_gone AS (DELETE FROM sessions WHERE user_handle = $1 AND EXISTS (SELECT 1 FROM gone))
+                SELECT 1
+                """, [PGText.bytea(handle)], retry: .idempotent)
+        }
         return !rows.isEmpty
     }
 

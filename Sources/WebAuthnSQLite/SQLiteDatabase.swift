@@ -291,6 +291,8 @@ struct SQLiteError: Error, CustomStringConvertible {
     var isConstraint: Bool { extendedCode & 0xff == 19 }
     /// A primary key or unique index violation.
     var isDuplicate: Bool { extendedCode == 19 | (6 << 8) || extendedCode == 19 | (8 << 8) || extendedCode == 19 | (10 << 8) }
+    /// A NOT NULL constraint failed.
+    var isNotNull: Bool { extendedCode == 19 | (5 << 8) }
     /// A trigger's `RAISE(ABORT, …)`.
     var isTriggerAbort: Bool { extendedCode == 19 | (7 << 8) }
     /// Constraint failures back out their statement (or unit) alone; the transaction goes on.

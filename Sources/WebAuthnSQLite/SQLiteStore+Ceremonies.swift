@@ -71,6 +71,39 @@ extension SQLiteStore {
         }
     }
 
+    /// A registration's writes for a credential added to an existing account, as one unit: the
+    /// credential's owner is read from `accounts` in the insert, so that a deleted account leaves
+    /// it NULL, which the NOT NULL constraint refuses, and the whole unit is backed out
+    /// (`account_unknown`). One writer at a time: a deletion is wholly before the unit (refused)
+    /// or after it (its trigger deletes the credential with the account).
+    public func commitRegistration(
+        consuming challenge: [UInt8], addingTo account: [UInt8], credential r: CredentialRecord, signingIn session: SignedInSession?,
+        replacing oldSession: [UInt8]?
+    ) async throws -> Bool {
+        guard r.userHandle == account else { throw WebAuthnError(.configurationInvalid, "the credential's user handle is not the account's") }
+        let sessionStatements = session.map { Self.replacing(oldSession, with: $0) } ?? []
+        do {
+            _ = try await write(
+                [
+                    ("DELETE FROM challenges WHERE challenge = ? RETURNING challenge", [.blob(challenge)]),
+                    (Self.insertForAccountSQL, r.values().map(SQLiteData.init)),
+                ]
+                    + sessionStatements, requiresFirstRow: true)
+            return true
+        } catch let error as SQLiteError where error.isFirstRowMissing {
+            return false
+        } catch let error as SQLiteError where error.isNotNull {
+            throw accountDeleted
+        } catch let error as SQLiteError where error.isDuplicate {
+            throw Self.alreadyRegistered(r)
+        }
+    }
+
+    /// The credential insert whose owner is the account's handle as `accounts` has it now (NULL when deleted).
+    static let insertForAccountSQL =
+        "INSERT INTO credentials (\(CredentialColumn.list)) VALUES ("
+        + CredentialColumn.allCases.map { $0 == .userHandle ? "(SELECT handle FROM accounts WHERE handle = ?)" : "?" }.joined(separator: ", ") + ")"
+
     // MARK: ChallengeStore
 
     /// Keeps a ceremony under its challenge (replacing one under the same challenge),

@@ -176,6 +176,24 @@ extension StoreContract {
         try expect(try await sessions.session(idHash: refused.idHash) == nil, "and stores no session")
         try expect(try await sessions.session(idHash: new.idHash) == new, "and ends none")
         try expect(try await stores.accounts.account(handle: kim.id) == nil, "and creates no account")
+        // A credential added to an existing account: stored with the session while the account exists...
+        let third = try record(user: june.id)
+        let c4 = try await pending()
+        let added = signedIn(june.id, at: 3)
+        try expect(try await store.commitRegistration(consuming: c4.challenge, addingTo: june.id, credential: third, signingIn: added, replacing: new.idHash))
+        try expect(same(try await store.credential(id: third.id), third), "a credential added to an existing account is stored")
+        try expect(try await sessions.session(idHash: added.idHash) == added, "with its session")
+        // ...and refused once it was deleted (account_unknown): nothing changes, no credential of no account.
+        try expect(try await stores.accounts.deleteAccount(handle: june.id))
+        let c5 = try await pending()
+        let orphan = try record(user: june.id), after = signedIn(june.id, at: 4)
+        try expect(
+            await errorCode {
+                _ = try await store.commitRegistration(consuming: c5.challenge, addingTo: june.id, credential: orphan, signingIn: after, replacing: nil)
+            } == "account_unknown")
+        try expect(try await store.credential(id: orphan.id) == nil, "no credential for a deleted account")
+        try expect(try await sessions.session(idHash: after.idHash) == nil, "and no session")
+        try expect(try await store.pending(challenge: c5.challenge) != nil, "and the challenge stays")
     }
 
     static func accountWithCredentialsCheck(_ stores: Stores) async throws {

@@ -226,6 +226,36 @@ struct LifecycleTests {
         #expect(try await server.request("/attestation/options", ["username": "fay"]).ok, "the name is free again")
     }
 
+    @Test("a passkey addition started under a cookie since rotated, finished after the account's deletion, stores nothing")
+    func additionAfterDeletionRotated() async throws {
+        // Red team, second pass: two tabs start an addition; the first finishes (the cookie
+        // rotates), the account is deleted, the second finishes with the old cookie: 200, and a
+        // credential of no account that signed in.
+        let server = try await start()
+        defer { server.stop() }
+        let (_, cookie, _) = try await register(server, Self.passkey(), username: "hal")
+        let tab1 = try await server.request("/attestation/options", ["username": "hal"], cookie: cookie)
+        let tab2 = try await server.request("/attestation/options", ["username": "hal"], cookie: cookie)
+        #expect(tab1.ok && tab2.ok, "\(tab1.errorMessage) \(tab2.errorMessage)")
+        func finish(_ options: ServeProcess.Reply, _ key: SoftwareAuthenticator) async throws -> (RegistrationParts, ServeProcess.Reply) {
+            let parts = try key.register(
+                rpId: rpId, origin: origin, challenge: Base64URL.decode(options.json["challenge"]!.stringValue!)!,
+                userHandle: Base64URL.decode(options.json["user"]!["id"]!.stringValue!)!)
+            return (parts, try await server.request("/attestation/result", parts.json, cookie: options.cookie ?? cookie))
+        }
+        let (_, first) = try await finish(tab1, Self.passkey())
+        #expect(first.ok && first.cookie != nil && first.cookie != cookie, "\(first.errorMessage)")
+        let deleted = try await server.request("/demo/account", cookie: first.cookie, method: "DELETE")
+        #expect(deleted.ok, "\(deleted.errorMessage)")
+        let late = Self.passkey()
+        let (parts, second) = try await finish(tab2, late)
+        #expect(!second.ok && second.errorMessage.hasPrefix("account_unknown"), "\(second.status) \(second.errorMessage)")
+        let signIn = try await server.request("/assertion/options", [:])
+        let assertion = try late.authenticate(
+            rpId: rpId, origin: origin, challenge: Base64URL.decode(signIn.json["challenge"]!.stringValue!)!, credentialId: parts.id)
+        #expect(try await server.request("/assertion/result", assertion.json, cookie: signIn.cookie).status == 401)
+    }
+
     @Test("a re-authentication by another account's credential does not count")
     func stepUpOtherAccount() async throws {
         let server = try await start()

@@ -51,6 +51,55 @@ struct SecurityTests {
         return (options, try await server.request("/assertion/result", parts.json, cookie: options.cookie ?? cookie))
     }
 
+    @Test("passkey additions racing the account's deletion: none leaves a credential or session of no account", arguments: databases)
+    func additionsRacingDeletion(kind: String) async throws {
+        // Red team, second pass: 20 results racing one deletion left 7 credentials of no account
+        // in 10 tries. Each addition below is a tab of session A; the deletion comes from session B.
+        let database = Self.database(kind)
+        let server = try await ServeProcess(database: database, extra: ["--rate-limit", "off"])
+        defer { server.stop() }
+        let key = SoftwareAuthenticator(profile: .platformPasskey)
+        let name = Self.unique("ray")
+        let registered = try await register(server, key, name)
+        let a = try #require(registered.result?.cookie)
+        let credential = try #require(registered.id)
+        let b = try #require(try await signIn(server, key, name, credential: credential).result.cookie)
+        let handle = try #require(registered.options.json["user"]?["id"]?.stringValue.flatMap(Base64URL.decode))
+        var tabs: [ServeProcess.Reply] = []
+        for _ in 0..<PendingCeremony.maxPerBinding { tabs.append(try await server.request("/attestation/options", ["username": .string(name)], cookie: a)) }
+        let started = tabs.filter { $0.ok }.count
+        #expect(started == tabs.count, "\(tabs.map { $0.errorMessage })")
+        let outcomes = await withTaskGroup(of: String.self) { group in
+            for tab in tabs {
+                group.addTask {
+                    guard
+                        let parts = try? SoftwareAuthenticator(profile: .platformPasskey).register(
+                            rpId: self.rpId, origin: self.origin, challenge: Base64URL.decode(tab.json["challenge"]!.stringValue!)!, userHandle: handle),
+                        let reply = try? await server.request("/attestation/result", parts.json, cookie: a)
+                    else { return "no answer" }
+                    return reply.ok ? "ok" : String(reply.errorMessage.prefix { $0 != ":" })
+                }
+            }
+            group.addTask {
+                let deleted = try? await server.request("/demo/account", cookie: b, method: "DELETE")
+                return deleted?.ok == true ? "deleted" : "not deleted: \(deleted?.errorMessage ?? "no answer")"
+            }
+            return await group.reduce(into: [String]()) { $0.append($1) }
+        }
+        #expect(outcomes.contains("deleted"), "\(outcomes)")
+        #expect(outcomes.allSatisfy { ["ok", "deleted", "account_unknown", "challenge_unknown"].contains($0) }, "\(outcomes)")
+        if kind == "postgres" {
+            let store = try await PostgresStore.open(url: database, connections: 1)
+            #expect(try await store.credentials(forUser: handle).isEmpty, "\(outcomes)")
+            #expect(try await store.account(handle: handle) == nil)
+        } else {
+            let store = try await SQLiteStore.open(path: database)
+            #expect(try await store.credentials(forUser: handle).isEmpty, "\(outcomes)")
+            #expect(try await store.account(handle: handle) == nil)
+            try await store.close()
+        }
+    }
+
     @Test("account takeover: a stranger cannot enroll onto an existing name; the signed-in owner can add a passkey", arguments: databases)
     func enrollment(kind: String) async throws {
         let server = try await ServeProcess(database: Self.database(kind))

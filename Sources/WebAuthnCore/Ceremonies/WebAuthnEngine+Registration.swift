@@ -88,7 +88,9 @@ extension WebAuthnEngine {
     ///   `challenge_expired`, `session_mismatch`, `origin_not_allowed`, ...; see
     ///   `Docs/Errors.md`), `credential_already_registered`, `username_unavailable`
     ///   (new accounts), `credential_limit_reached` (the user holds
-    ///   ``Limits/maxCredentialsPerUser``), or `storage_failure`. Nothing is stored on failure.
+    ///   ``Limits/maxCredentialsPerUser``), `account_unknown` (a credential for an existing account
+    ///   of the engine's account store, deleted since the registration started), or
+    ///   `storage_failure`. Nothing is stored on failure.
     public func finishRegistration(
         _ response: RegistrationResponse, expectedChallenge: [UInt8]? = nil,
         binding: [UInt8]? = nil, signingIn: SessionSignIn<RegistrationResult>? = nil
@@ -121,14 +123,29 @@ extension WebAuthnEngine {
         let together =
             committing != nil && (account == nil || (accounts as AnyObject) === (committing as AnyObject))
             && (signingIn.map { ($0.store as AnyObject) === (committing as AnyObject) } ?? false)
+        // A credential added to an account of the engine's account store needs the account to
+        // exist when it is stored: a registration started before the account's deletion must not
+        // store a credential of no account after it (in the commit's transaction where the
+        // account store is the committing store; else read just before).
+        let addingToAccount = !ceremony.newAccount && accounts != nil
         let commit = { [self, account, session] () async throws(WebAuthnError) -> Bool in
             if let committing, account == nil || (accounts as AnyObject) === (committing as AnyObject) {
+                let sameStore = (accounts as AnyObject) === (committing as AnyObject)
+                if addingToAccount, !sameStore, let accounts, try await store({ try await accounts.account(handle: record.userHandle) }) == nil {
+                    throw accountDeleted
+                }
                 return try await store {
-                    try await committing.commitRegistration(
+                    if addingToAccount && sameStore {
+                        return try await committing.commitRegistration(
+                            consuming: ceremony.challenge, addingTo: record.userHandle, credential: record, signingIn: together ? session : nil,
+                            replacing: together ? signingIn?.replacing : nil)
+                    }
+                    return try await committing.commitRegistration(
                         consuming: ceremony.challenge, creating: account, credential: record, signingIn: together ? session : nil,
                         replacing: together ? signingIn?.replacing : nil)
                 }
             }
+            if addingToAccount, let accounts, try await store({ try await accounts.account(handle: record.userHandle) }) == nil { throw accountDeleted }
             let stepwise = StepwiseRegistration(challenges: challenges, credentials: credentials, accounts: accounts)
             return try await store { try await stepwise.commit(consuming: ceremony.challenge, creating: account, credential: record) }
         }

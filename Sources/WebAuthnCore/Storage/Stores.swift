@@ -116,6 +116,16 @@ public protocol SignInCommitting: ChallengeStore, CredentialStore {
         consuming challenge: [UInt8], creating account: UserEntity?, credential: CredentialRecord, signingIn session: SignedInSession?,
         replacing oldSession: [UInt8]?
     ) async throws -> Bool
+    /// ``commitRegistration(consuming:creating:credential:signingIn:replacing:)`` for a credential
+    /// added to an existing account of this store (an ``AccountStore``): the account must still
+    /// exist when the credential is stored, in the same transaction. Throws `account_unknown`,
+    /// having changed nothing, when it was deleted: a registration started before an account's
+    /// deletion must not store a credential of no account after it. The default reads the
+    /// account, then commits (a deletion in between is not seen).
+    func commitRegistration(
+        consuming challenge: [UInt8], addingTo account: [UInt8], credential: CredentialRecord, signingIn session: SignedInSession?,
+        replacing oldSession: [UInt8]?
+    ) async throws -> Bool
 }
 
 /// A registration's writes one after the other, for stores that cannot make them one transaction:
@@ -177,6 +187,15 @@ extension SignInCommitting {
             try await sessions.replace(oldSession, with: session)
         }
         return true
+    }
+
+    /// Reads the account, then commits.
+    public func commitRegistration(
+        consuming challenge: [UInt8], addingTo account: [UInt8], credential: CredentialRecord, signingIn session: SignedInSession?,
+        replacing oldSession: [UInt8]?
+    ) async throws -> Bool {
+        guard let accounts = self as? any AccountStore, try await accounts.account(handle: account) != nil else { throw accountDeleted }
+        return try await commitRegistration(consuming: challenge, creating: nil, credential: credential, signingIn: session, replacing: oldSession)
     }
 
     /// Reads the ceremony, then the credential.
@@ -274,3 +293,6 @@ extension SessionStore {
         try await insert(session)
     }
 }
+
+/// The error of a registration whose account was deleted before its credential was stored.
+package let accountDeleted = WebAuthnError(.accountUnknown, "the account was deleted; the credential was not stored")
