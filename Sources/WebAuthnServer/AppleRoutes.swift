@@ -117,14 +117,14 @@ extension WebAuthnRoutes {
                 token: token, apple)
             let signedIn = try await sessions.signIn(handle, replacing: token, now: now, verified: true)
             let metadata: Logger.Metadata = ["account": .string(Audit.hash(handle)), "method": "apple", "created": .string(created ? "true" : "false")]
-            Audit.event("signed_in", context, metadata)
+            audit("signed_in", request, context, metadata)
             var payload: JSONObject = ["sub": .string(identity.sub), "created": .bool(created)]
             payload["email"] = identity.email.map(JSONValue.string) ?? JSONValue.null
             return HTTP.ok(payload, cookie: sessions.cookie(signedIn))
         } catch let error as WebAuthnError {
             // Apple failing is not the client's failure: it does not spend the session's allowance.
             if let token, !Self.appleUpstreamFailures.contains(error.code) { try? noteFailure(token) }
-            Audit.event("apple_sign_in_failed", context, ["code": .string(error.code.rawValue)])
+            audit("apple_sign_in_failed", request, context, ["code": .string(error.code.rawValue)])
             throw error
         }
     }
@@ -231,13 +231,13 @@ extension WebAuthnRoutes {
         // (Two deliveries at the same instant may both act: every action is idempotent.)
         let seen = Digest.sha256(Array(("apple notification " + note.dedupeKey).utf8))
         if try await engine.isSingleUsePending(.appleNotification, key: seen) {
-            Audit.event("apple_notification", context, ["type": .string(note.type), "duplicate": "true"])
+            audit("apple_notification", request, context, ["type": .string(note.type), "duplicate": "true"])
             return HTTP.ok()
         }
         let identities = apple.identities
         guard var linked = try await identities.identity(provider: Self.appleProvider, subject: note.sub) else {
             let metadata: Logger.Metadata = ["type": .string(note.type), "linked": "false"]
-            Audit.event("apple_notification", context, metadata)
+            audit("apple_notification", request, context, metadata)
             return HTTP.ok()
         }
         // An event older than the record's last change was applied already (or superseded); a
@@ -250,7 +250,7 @@ extension WebAuthnRoutes {
                 case .other: false
                 }
             if superseded {
-                Audit.event("apple_notification", context, ["type": .string(note.type), "superseded": "true"])
+                audit("apple_notification", request, context, ["type": .string(note.type), "superseded": "true"])
                 return HTTP.ok()
             }
         }
@@ -281,7 +281,7 @@ extension WebAuthnRoutes {
                 "a notification's dedupe key was not kept", metadata: ["code": .string((error as? WebAuthnError)?.code.rawValue ?? "storage_failure")])
         }
         let metadata: Logger.Metadata = ["type": .string(note.type), "account": .string(Audit.hash(linked.userHandle))]
-        Audit.event("apple_notification", context, metadata)
+        audit("apple_notification", request, context, metadata)
         return HTTP.ok()
     }
 
@@ -353,7 +353,7 @@ extension WebAuthnRoutes {
             token: token, apple)
         let signedIn = try await sessions.signIn(handle, replacing: token, now: now, verified: true)
         let metadata: Logger.Metadata = ["account": .string(Audit.hash(handle)), "method": "apple-web", "created": .string(created ? "true" : "false")]
-        Audit.event("signed_in", context, metadata)
+        audit("signed_in", request, context, metadata)
         var response = Response(status: .seeOther, headers: [.location: "/", .cacheControl: "no-store"])
         response.setCookie(sessions.cookie(signedIn))
         response.setCookie(appleFlowCookie(value: "", maxAge: 0))

@@ -94,7 +94,7 @@ extension WebAuthnRoutes {
                 guard try await engine.credentials.rename(id: id, ofUser: handle, to: name) else {
                     throw WebAuthnError(.credentialUnknown, "you have no such credential")
                 }
-                Audit.event("credential_renamed", context, ["account": .string(Audit.hash(handle)), "credential": .string(Audit.hash(id))])
+                audit("credential_renamed", request, context, ["account": .string(Audit.hash(handle)), "credential": .string(Audit.hash(id))])
                 return HTTP.ok(["name": name.map(JSONValue.string) ?? .null])
             }
         }
@@ -106,7 +106,7 @@ extension WebAuthnRoutes {
                 try await credentialDeletions.run(handle) { () async throws(WebAuthnError) in
                     try await Self.storing { try await deleteCredential(id, of: handle) }
                 }
-                Audit.event("credential_deleted", context, ["account": .string(Audit.hash(handle)), "credential": .string(Audit.hash(id))])
+                audit("credential_deleted", request, context, ["account": .string(Audit.hash(handle)), "credential": .string(Audit.hash(id))])
                 // The provider should stop offering it: the account's credentials as they are now.
                 let signal = try await engine.allAcceptedCredentialsSignal(userHandle: handle)
                 return HTTP.ok(["signal": signal.payload(rpId: engine.relyingParty.id)])
@@ -122,7 +122,7 @@ extension WebAuthnRoutes {
                 guard try await accounts.setDisplayName(displayName, handle: handle), let account = try await accounts.account(handle: handle) else {
                     throw WebAuthnError(.signInRequired, "sign in first")
                 }
-                Audit.event("account_renamed", context, ["account": .string(Audit.hash(handle))])
+                audit("account_renamed", request, context, ["account": .string(Audit.hash(handle))])
                 // The provider should show the new name with the account's passkeys.
                 return HTTP.ok([
                     "displayName": .string(account.displayName),
@@ -135,7 +135,7 @@ extension WebAuthnRoutes {
                 try throttle(request, context)
                 let handle = try await requireRecentVerification(request)
                 try await deleteAccount(handle)
-                Audit.event("account_deleted", context, ["account": .string(Audit.hash(handle))])
+                audit("account_deleted", request, context, ["account": .string(Audit.hash(handle))])
                 // Every passkey of the account is gone: the provider may drop them all.
                 var response = HTTP.ok([
                     "signal": CredentialSignal.allAcceptedCredentials(userHandle: handle, credentialIds: []).payload(rpId: engine.relyingParty.id)
@@ -152,7 +152,7 @@ extension WebAuthnRoutes {
                 let token = sessions.token(request)
                 let signedIn = try await sessions.signedIn(token, now: now) != nil
                 try await sessions.signOut(token)
-                if signedIn { Audit.event("signed_out", context) }
+                if signedIn { audit("signed_out", request, context) }
                 var response = HTTP.ok()
                 response.setCookie(sessions.expiredCookie)
                 return response

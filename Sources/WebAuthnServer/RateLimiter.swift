@@ -18,6 +18,8 @@ final class RateLimiter: Sendable {
     struct Bucket {
         var tokens: Double
         var updated: Date
+        /// Takes refused since the last one allowed (``admit(_:rate:burst:now:)`` reports it).
+        var refused = 0
     }
     private struct State {
         var buckets: [String: Bucket] = [:]
@@ -32,8 +34,21 @@ final class RateLimiter: Sendable {
     /// Takes one token from `key`'s bucket (rate per second, burst = ten
     /// seconds of rate). Returns nil when allowed, else the seconds to wait.
     func take(_ key: String, rate: Double, now: Date, burst explicitBurst: Double? = nil) -> Int? {
-        let burst = explicitBurst ?? rate * 10
-        return state.withLock { s in
+        let (allowed, bucket) = takeToken(key, rate: rate, burst: explicitBurst ?? rate * 10, now: now)
+        return allowed ? nil : max(1, Int(((1 - bucket.tokens) / rate).rounded(.up)))
+    }
+
+    /// Takes one token from `key`'s bucket, as ``take(_:rate:now:burst:)`` does, for work that is
+    /// skipped when refused (a log line): nil when refused (counted), else how many were refused
+    /// since the last one allowed.
+    func admit(_ key: String, rate: Double, burst: Double, now: Date) -> Int? {
+        let (allowed, bucket) = takeToken(key, rate: rate, burst: burst, now: now)
+        return allowed ? bucket.refused : nil
+    }
+
+    /// One take: whether it was allowed, and the bucket as it was before the refusals were reset.
+    private func takeToken(_ key: String, rate: Double, burst: Double, now: Date) -> (Bool, Bucket) {
+        state.withLock { s in
             var bucket =
                 s.buckets[key]
                 ?? {
@@ -43,11 +58,13 @@ final class RateLimiter: Sendable {
             let elapsed = max(0, now.timeIntervalSince(bucket.updated))
             bucket.tokens = min(burst, bucket.tokens + elapsed * rate)
             bucket.updated = now
-            var wait: Int?
-            if bucket.tokens >= 1 {
+            let allowed = bucket.tokens >= 1
+            let seen = bucket
+            if allowed {
                 bucket.tokens -= 1
+                bucket.refused = 0
             } else {
-                wait = max(1, Int(((1 - bucket.tokens) / rate).rounded(.up)))
+                bucket.refused += 1
             }
             s.buckets[key] = bucket
             while s.buckets.count > maxTracked, s.head < s.order.count {
@@ -58,7 +75,7 @@ final class RateLimiter: Sendable {
                 s.order.removeFirst(s.head)
                 s.head = 0
             }
-            return wait
+            return (allowed, seen)
         }
     }
 

@@ -98,14 +98,14 @@ extension WebAuthnRoutes {
                 do throws(WebAuthnError) {
                     _ = try await engine.finishAuthentication(AuthenticationResponse(json: body), binding: token.binding, signingIn: signingIn)
                 } catch {
-                    Audit.event("reauthentication_failed", context, ["code": .string(error.code.rawValue)])
+                    audit("reauthentication_failed", request, context, ["code": .string(error.code.rawValue)])
                     if Self.serverFailures.contains(error.code) { throw error }
                     try noteFailure(token)
                     if error.code == .reauthenticationRequired || Self.shownBeforeLookup.contains(error.code) { throw error }
                     throw WebAuthnError(.authenticationFailed, "the credential could not be verified")
                 }
                 await sessions.sweepIfDue(now: now)
-                Audit.event("reauthenticated", context, ["account": .string(Audit.hash(session.userHandle))])
+                audit("reauthenticated", request, context, ["account": .string(Audit.hash(session.userHandle))])
                 return HTTP.ok(
                     ["verifiedUntil": .string(ISO8601DateFormatter().string(from: now.addingTimeInterval(configuration.reauthenticationWindow)))],
                     cookie: sessions.cookie(renewed))

@@ -23,7 +23,7 @@ extension WebAuthnRoutes {
             configuration.conformance
             ? true : await configuration.mayEnroll(EnrollmentRequest(name: name, existingAccount: existing, signedInAs: signedIn))
         guard allowed else {
-            Audit.event("enrollment_refused", context, ["account": .string(Audit.hash(existing?.id ?? []))])
+            audit("enrollment_refused", request, context, ["account": .string(Audit.hash(existing?.id ?? []))])
             throw WebAuthnError(
                 .usernameUnavailable,
                 existing == nil
@@ -103,13 +103,13 @@ extension WebAuthnRoutes {
             }
             result = try await engine.finishRegistration(response, binding: token?.binding, signingIn: signingIn)
         } catch {
-            Audit.event("registration_failed", context, ["code": .string(error.code.rawValue)])
+            audit("registration_failed", request, context, ["code": .string(error.code.rawValue)])
             if let token { try noteFailure(token) }
             throw error
         }
         await sessions.sweepIfDue(now: now)
-        Audit.event(
-            "registered", context,
+        audit(
+            "registered", request, context,
             [
                 "account": .string(Audit.hash(result.credential.userHandle)),
                 "credential": .string(Audit.hash(result.credential.id)), "fmt": .string(result.format.rawValue),
@@ -199,7 +199,7 @@ extension WebAuthnRoutes {
             presented = response.id
             result = try await engine.finishAuthentication(response, binding: token?.binding, signingIn: signingIn)
         } catch {
-            Audit.event("sign_in_failed", context, ["code": .string(error.code.rawValue)])
+            audit("sign_in_failed", request, context, ["code": .string(error.code.rawValue)])
             if Self.serverFailures.contains(error.code) { throw error }
             if let token { try noteFailure(token) }
             if !configuration.conformance && !Self.shownBeforeLookup.contains(error.code) {
@@ -217,8 +217,8 @@ extension WebAuthnRoutes {
             throw error
         }
         await sessions.sweepIfDue(now: now)
-        Audit.event(
-            "signed_in", context,
+        audit(
+            "signed_in", request, context,
             [
                 "account": .string(Audit.hash(result.userHandle)), "credential": .string(Audit.hash(result.credentialId)),
                 "uv": .string(String(result.userVerified)),

@@ -33,6 +33,9 @@ public struct WebAuthnRoutes: Sendable {
     let sessions: BrowserSessions
     let standIns: StandIns
     let limiter: RateLimiter?
+    /// The audit events' budgets, per account or client address (``audit(_:_:_:_:)``); kept
+    /// whether or not requests are throttled.
+    let auditBudget = RateLimiter(maxTracked: 100_000)
     /// Deletions of one account's credentials, one at a time (``deleteCredential(_:of:)``).
     let credentialDeletions = KeyedSerializer<[UInt8]>()
     let metrics: RouteMetrics
@@ -162,7 +165,7 @@ public struct WebAuthnRoutes: Sendable {
             // One audit event per address in each ten seconds: a refused request costs the
             // client nothing, and a line for each wrote the log as fast as they came.
             if limiter?.take("l:" + throttled.address, rate: Self.throttledEventRate, now: now, burst: 1) == nil {
-                Audit.event("throttled", context, ["scope": .string(throttled.scope), "path": .string(request.uri.path)])
+                audit("throttled", request, context, ["scope": .string(throttled.scope), "path": .string(request.uri.path)])
             }
             return response
         } catch {
@@ -180,7 +183,12 @@ public struct WebAuthnRoutes: Sendable {
         case .appleEndpointUnavailable, .appleJWKSUnavailable, .appleJWKSInvalid:
             // Apple's fault, not the client's: 502, and the upstream's address, status and transport
             // errors stay in the log (red team: the key endpoint's failures answered 400 with them).
-            context.logger.warning("Apple's endpoint failed", metadata: ["code": .string(error.code.rawValue), "detail": .string(error.message)])
+            // One line a second at most (in bursts of 10): during an outage every attempt fails so.
+            if let suppressed = auditBudget.admit("apple-upstream", rate: 1, burst: 10, now: now) {
+                var metadata: Logger.Metadata = ["code": .string(error.code.rawValue), "detail": .string(error.message)]
+                if suppressed > 0 { metadata["suppressed"] = .stringConvertible(suppressed) }
+                context.logger.warning("Apple's endpoint failed", metadata: metadata)
+            }
             return HTTP.failed(WebAuthnError(error.code, "Sign in with Apple is not answering; try again later (request id \(id))"), status: .badGateway)
         case .tooManyPendingCeremonies:
             context.logger.warning("pending ceremonies at their limit", metadata: ["code": .string(error.code.rawValue)])
@@ -201,10 +209,7 @@ public struct WebAuthnRoutes: Sendable {
     func throttle<Context: RequestContext>(_ request: Request, _ context: Context, starts: Bool = false) throws {
         guard let limit = configuration.rateLimit, let limiter else { return }
         let now = self.now
-        let address = ClientAddress.bucket(
-            ClientAddress.of(
-                request, peer: (context as? any RemoteAddressRequestContext)?.remoteAddress,
-                trustedProxies: configuration.trustedProxies))
+        let address = clientAddress(request, context)
         if let token = sessions.token(request) {
             if limiter.isEmpty("f:" + token.cookieValue, now: now, rate: Self.failureRate) { throw Throttled(seconds: 10, scope: "failures", address: address) }
             if let wait = limiter.take("s:" + token.cookieValue, rate: limit.perSession, now: now) {
@@ -247,16 +252,47 @@ public struct WebAuthnRoutes: Sendable {
     }
 }
 
+extension WebAuthnRoutes {
+    /// Writes an audit event (``Audit``), within the budget of its account (the events that name
+    /// one) or else of its client address: ``Audit/rate`` a second, in bursts of ``Audit/burst``.
+    /// Red team: a signed-in stranger renaming their own account in a loop wrote 900 audit lines a
+    /// second (14 GB a day), and failed sign-ins without a cookie 90 a second per address. An event
+    /// over the budget is counted, not written; the next one written for that account or address
+    /// says how many were not (`suppressed`). Other accounts' and addresses' events are unaffected.
+    func audit<Context: RequestContext>(_ name: String, _ request: Request, _ context: Context, _ metadata: Logger.Metadata = [:]) {
+        let key: String
+        if case .string(let account)? = metadata["account"] {
+            key = "u:" + account
+        } else {
+            key = "p:" + clientAddress(request, context)
+        }
+        guard let suppressed = auditBudget.admit(key, rate: Audit.rate, burst: Audit.burst, now: now) else { return }
+        var m = metadata
+        m["event"] = .string(name)
+        if suppressed > 0 { m["suppressed"] = .stringConvertible(suppressed) }
+        context.logger.notice("audit", metadata: m)
+    }
+
+    /// The client's address bucket (``ClientAddress/bucket(_:)``): the socket peer, or behind a
+    /// trusted proxy the forwarded address.
+    func clientAddress<Context: RequestContext>(_ request: Request, _ context: Context) -> String {
+        ClientAddress.bucket(
+            ClientAddress.of(
+                request, peer: (context as? any RemoteAddressRequestContext)?.remoteAddress, trustedProxies: configuration.trustedProxies))
+    }
+}
+
 /// The audit trail: one structured log event (level notice) per
 /// registration, sign-in, failure and deletion, and one per client address
 /// in each ten seconds it is throttled, with the request id and hashes of the
 /// account handle and credential id; never a challenge, cookie, key or body.
+/// Each account (or, for events that name none, each client address) has a
+/// budget of ``rate`` events a second (``WebAuthnRoutes/audit(_:_:_:_:)``).
 enum Audit {
-    static func event<Context: RequestContext>(_ name: String, _ context: Context, _ metadata: Logger.Metadata = [:]) {
-        var m = metadata
-        m["event"] = .string(name)
-        context.logger.notice("audit", metadata: m)
-    }
+    /// Audit events written per account or client address, per second.
+    static let rate = 5.0
+    /// The burst of audit events one account or client address may write.
+    static let burst = 50.0
 
     /// The first 12 bytes of SHA-256, in base64url: enough to correlate, not to identify.
     static func hash(_ bytes: [UInt8]) -> String { Base64URL.encode(Array(Digest.sha256(bytes).prefix(12))) }

@@ -185,6 +185,50 @@ struct ServerTests {
         #expect(refused >= 25 && (1...2).contains(throttled.count), "\(refused) refused, \(throttled.count) lines")
     }
 
+    @Test("the audit trail keeps a budget per account and per address: a stranger's loop cannot write it as fast as it runs, and others' events are written")
+    func auditFlood() async throws {
+        // Red team: a self-registered account renaming itself in a loop wrote 900 audit lines a
+        // second; failed sign-ins without a cookie 90 a second per address.
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--rate-limit", "off"], logLevel: "notice")
+        defer { server.stop() }
+        func register(_ name: String) async throws -> String? {
+            let key = SoftwareAuthenticator(profile: .platformPasskey)
+            let options = try await server.request("/attestation/options", ["username": .string(name)])
+            let parts = try key.register(
+                rpId: ServeProcess.rpId, origin: ServeProcess.origin, challenge: Base64URL.decode(options.json["challenge"]!.stringValue!)!,
+                userHandle: Base64URL.decode(options.json["user"]!["id"]!.stringValue!)!)
+            return try await server.request("/attestation/result", parts.json, cookie: options.cookie).cookie
+        }
+        let stranger = try await register("mallory"), neighbour = try await register("nora")
+        let started = ContinuousClock.now
+        for i in 0..<150 {
+            #expect(try await server.request("/demo/account", ["displayName": .string("M \(i)")], cookie: stranger, method: "PATCH").ok)
+        }
+        for _ in 0..<150 { _ = try await server.request("/assertion/result", ["id": "AAAA"]) }
+        let seconds = Double((ContinuousClock.now - started).components.seconds) + 1
+        #expect(try await server.request("/demo/account", ["displayName": "Nora N"], cookie: neighbour, method: "PATCH").ok)
+        try await Task.sleep(for: .milliseconds(1_200))
+        #expect(try await server.request("/demo/account", ["displayName": "M last"], cookie: stranger, method: "PATCH").ok)
+        server.stop()
+        let lines = server.log.split(separator: "\n")
+        let renames = lines.filter { $0.contains("event=account_renamed") }
+        let failures = lines.filter { $0.contains("event=sign_in_failed") }
+        // Each: the burst (50) and 5 a second after it; the neighbour's one, and the stranger's last.
+        #expect(renames.count >= 52 && Double(renames.count) <= 52 + seconds * 5, "\(renames.count) in \(seconds) s")
+        #expect(failures.count >= 50 && Double(failures.count) <= 50 + seconds * 5, "\(failures.count) in \(seconds) s")
+        func field(_ line: Substring, _ name: String) -> Substring? {
+            line.split(separator: " ").first { $0.hasPrefix(name + "=") }.map { $0.dropFirst(name.count + 1) }
+        }
+        let accounts = Dictionary(grouping: renames) { field($0, "account") ?? "" }
+        let mallory = try #require(accounts.max { $0.value.count < $1.value.count })
+        // Nothing is lost silently: each line written after some were not says how many.
+        let suppressed = mallory.value.compactMap { field($0, "suppressed").flatMap { Int($0) } }.reduce(0, +)
+        #expect(mallory.value.count + suppressed == 151, "\(mallory.value.count) written, \(suppressed) counted")
+        #expect(mallory.value.last.flatMap { field($0, "suppressed") } != nil, "the line after the pause says how many were not written")
+        // The neighbour's event is written at once, whatever the stranger did.
+        #expect(accounts.count == 2 && accounts.values.contains { $0.count == 1 && field($0[0], "suppressed") == nil }, "\(accounts.mapValues(\.count))")
+    }
+
     @Test("well-known files are served from configuration")
     func wellKnown() async throws {
         let server = try await ServeProcess(
