@@ -82,6 +82,12 @@ extension StoreContract {
             try expect(try await oneRead.pending(challenge: listed.challenge, credentialId: long[0]).ceremony?.allowCredentials == long)
         }
         try expect(try await challenges.consume(challenge: listed.challenge)?.allowCredentials == long, "a long ceremony is consumed whole")
+        // A registration to an existing account keeps that it is one (its credential needs the account still there).
+        let adding = PendingCeremony(
+            kind: .registration, challenge: SecureRandom.bytes(32), user: try UserEntity(id: [3, 4], name: "ada", displayName: "Ada"),
+            userVerification: .preferred, addsToAccount: true, expiresAt: Date(timeIntervalSince1970: 1_900_000_000.5))
+        try await challenges.insert(adding)
+        try expect(try await challenges.consume(challenge: adding.challenge)?.addsToAccount == true, "addsToAccount reads back")
     }
 
     static func challengeBoundsCheck(_ stores: Stores) async throws {

@@ -178,8 +178,9 @@ struct ServerTests {
         }
         #expect(dropped.reduce(0, +) + requestLines.count == 191, "\(dropped), \(requestLines.count)")
         #expect(summaries.allSatisfy { lines[$0].contains(" warning ") }, "\(log.suffix(2000))")
-        let last = try #require(summaries.last)
-        #expect(lines.count > last + 1 && lines[last + 1].contains("hb.request.path=/healthz"), "\(lines.suffix(from: last))")
+        // The health check after the pause is written (with, before it, the count of the flood's
+        // last lines not written, if any were not): the sum above holds only with it.
+        #expect(lines.contains { $0.contains("hb.request.path=/healthz") })
         // Every refused request is counted in /metrics; one audit line says the address is throttled.
         let throttled = log.split(separator: "\n").filter { $0.contains("event=throttled") }
         #expect(refused >= 25 && (1...2).contains(throttled.count), "\(refused) refused, \(throttled.count) lines")

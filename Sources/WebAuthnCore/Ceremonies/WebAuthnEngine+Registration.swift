@@ -52,9 +52,12 @@ extension WebAuthnEngine {
         let challenge = try Self.newChallenge(length: challengeLength)
         let existing = newAccount ? [] : try await store { try await credentials.credentials(forUser: user.id) }
         try requireRoom(existing.count)
+        // A credential for an account of the account store is stored only while that account exists.
+        var addsToAccount = false
+        if !newAccount, let accounts { addsToAccount = try await store { try await accounts.account(handle: user.id) } != nil }
         let ceremony = PendingCeremony(
             kind: .registration, challenge: challenge, user: user, algorithms: rp.policy.algorithms,
-            userVerification: selection.userVerification, conditionalCreate: conditionalCreate, newAccount: newAccount,
+            userVerification: selection.userVerification, conditionalCreate: conditionalCreate, newAccount: newAccount, addsToAccount: addsToAccount,
             residentKey: selection.residentKey, authenticatorAttachment: selection.authenticatorAttachment,
             credentialProtection: extensions.credentialProtectionRequest,
             binding: binding, expiresAt: rp.clock.now().addingTimeInterval(rp.challengeLifetime))
@@ -88,8 +91,8 @@ extension WebAuthnEngine {
     ///   `challenge_expired`, `session_mismatch`, `origin_not_allowed`, ...; see
     ///   `Docs/Errors.md`), `credential_already_registered`, `username_unavailable`
     ///   (new accounts), `credential_limit_reached` (the user holds
-    ///   ``Limits/maxCredentialsPerUser``), `account_unknown` (a credential for an existing account
-    ///   of the engine's account store, deleted since the registration started), or
+    ///   ``Limits/maxCredentialsPerUser``), `account_unknown` (the user was an account of the
+    ///   engine's account store when the registration started, and it was deleted since), or
     ///   `storage_failure`. Nothing is stored on failure.
     public func finishRegistration(
         _ response: RegistrationResponse, expectedChallenge: [UInt8]? = nil,
@@ -123,11 +126,11 @@ extension WebAuthnEngine {
         let together =
             committing != nil && (account == nil || (accounts as AnyObject) === (committing as AnyObject))
             && (signingIn.map { ($0.store as AnyObject) === (committing as AnyObject) } ?? false)
-        // A credential added to an account of the engine's account store needs the account to
-        // exist when it is stored: a registration started before the account's deletion must not
-        // store a credential of no account after it (in the commit's transaction where the
-        // account store is the committing store; else read just before).
-        let addingToAccount = !ceremony.newAccount && accounts != nil
+        // A credential added to an account of the engine's account store (it was one when the
+        // ceremony started) needs the account to exist when it is stored: a registration started
+        // before the account's deletion must not store a credential of no account after it (in the
+        // commit's transaction where the account store is the committing store; else read just before).
+        let addingToAccount = ceremony.addsToAccount && accounts != nil
         let commit = { [self, account, session] () async throws(WebAuthnError) -> Bool in
             if let committing, account == nil || (accounts as AnyObject) === (committing as AnyObject) {
                 let sameStore = (accounts as AnyObject) === (committing as AnyObject)

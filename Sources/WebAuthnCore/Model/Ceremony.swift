@@ -45,6 +45,11 @@ public struct PendingCeremony: Sendable {
     /// Registration only: the ceremony creates the account `user` together with
     /// its first credential (atomically, through ``AccountStore/create(_:firstCredential:)``).
     public let newAccount: Bool
+    /// Registration only: `user` was an account of the engine's account store when the
+    /// ceremony started, so the credential is stored only if that account still exists
+    /// (in the commit's transaction where the store can): a registration must not store a
+    /// credential for an account deleted since (`account_unknown`).
+    public let addsToAccount: Bool
     /// Registration: the `residentKey` the options asked for; `.required` makes a
     /// response reporting `credProps.rk: false` fail (`discoverable_credential_missing`).
     public let residentKey: ResidentKeyRequirement
@@ -65,8 +70,8 @@ public struct PendingCeremony: Sendable {
     /// ``RelyingParty/challengeLifetime``); a response after it fails with `challenge_expired`.
     public let expiresAt: Date
 
-    /// A pending ceremony. ``conditionalCreate`` and ``newAccount`` are kept only
-    /// for `.registration` (false for every other kind).
+    /// A pending ceremony. ``conditionalCreate``, ``newAccount`` and ``addsToAccount`` are kept
+    /// only for `.registration` (false for every other kind).
     ///
     /// - Parameters:
     ///   - kind: What the ceremony is for.
@@ -78,6 +83,7 @@ public struct PendingCeremony: Sendable {
     ///   - userVerification: The user verification the options asked for.
     ///   - conditionalCreate: Registration: the options are for a conditional create.
     ///   - newAccount: Registration: the ceremony creates `user` with its first credential.
+    ///   - addsToAccount: Registration: `user` is an existing account of the engine's account store.
     ///   - residentKey: Registration: the `residentKey` the options asked for.
     ///   - authenticatorAttachment: Registration: the attachment the options asked for, if any.
     ///   - credentialProtection: Registration: the credProtect request of the options, if any.
@@ -87,7 +93,7 @@ public struct PendingCeremony: Sendable {
     public init(
         kind: Kind, challenge: [UInt8], user: UserEntity? = nil, userHandle: [UInt8]? = nil,
         allowCredentials: [[UInt8]] = [], algorithms: [COSEAlgorithm] = [],
-        userVerification: UserVerificationRequirement, conditionalCreate: Bool = false, newAccount: Bool = false,
+        userVerification: UserVerificationRequirement, conditionalCreate: Bool = false, newAccount: Bool = false, addsToAccount: Bool = false,
         residentKey: ResidentKeyRequirement = .discouraged, authenticatorAttachment: AuthenticatorAttachment? = nil,
         credentialProtection: CredentialProtectionRequest? = nil, appID: String? = nil,
         binding: [UInt8]? = nil, expiresAt: Date
@@ -101,6 +107,7 @@ public struct PendingCeremony: Sendable {
         self.userVerification = userVerification
         self.conditionalCreate = kind == .registration && conditionalCreate
         self.newAccount = kind == .registration && newAccount
+        self.addsToAccount = kind == .registration && !newAccount && addsToAccount
         self.residentKey = residentKey
         self.authenticatorAttachment = authenticatorAttachment
         self.credentialProtection = credentialProtection

@@ -27,6 +27,7 @@ extension PendingCeremony {
             o["credProtect"] = ["level": .number(Double(credentialProtection.policy.rawValue)), "enforce": .bool(credentialProtection.enforce)]
         }
         if let appID { o["appid"] = .string(appID) }
+        if addsToAccount { o["addsToAccount"] = true }
         return .object(o)
     }
 
@@ -61,7 +62,7 @@ extension PendingCeremony {
             allowCredentials: (json["allowCredentials"]?.arrayValue ?? []).compactMap { $0.stringValue.flatMap(Base64URL.decode) },
             algorithms: (json["algorithms"]?.arrayValue ?? []).compactMap { $0.intValue.map { COSEAlgorithm($0) } },
             userVerification: uv, conditionalCreate: json["conditionalCreate"]?.boolValue ?? false,
-            newAccount: json["newAccount"]?.boolValue ?? false,
+            newAccount: json["newAccount"]?.boolValue ?? false, addsToAccount: json["addsToAccount"]?.boolValue ?? false,
             residentKey: json["residentKey"]?.stringValue.map(ResidentKeyRequirement.init(rawValue:)) ?? .discouraged,
             authenticatorAttachment: json["authenticatorAttachment"]?.stringValue.map(AuthenticatorAttachment.init(rawValue:)),
             credentialProtection: json["credProtect"].flatMap { p in
