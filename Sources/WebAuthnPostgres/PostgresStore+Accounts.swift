@@ -85,34 +85,15 @@ extension PostgresStore {
         consuming challenge: [UInt8], creating account: UserEntity?, credential r: CredentialRecord, signingIn session: SignedInSession?,
         replacing oldSession: [UInt8]?
     ) async throws -> Bool {
-        var values: [String?] = [PGText.bytea(challenge)]
-        var ctes = ["consumed AS (DELETE FROM challenges WHERE challenge = $1 RETURNING challenge)"]
-        if let account {
-            values += [account.name, UserName.lookalikeKey(account.name), PGText.bytea(account.id), account.displayName]
-            ctes.append("account AS (INSERT INTO accounts (name, name_key, handle, display_name) SELECT $2, $3, $4, $5 FROM consumed RETURNING handle)")
-            var next = values.count
-            let selected = CredentialColumn.allCases.map { column -> String in
-                guard column != .userHandle else { return "handle" }
-                next += 1
-                return "$\(next)"
-            }
-            values += r.values(CredentialColumn.allCases.filter { $0 != .userHandle }).map(PGText.value)
-            ctes.append(
-                "credential AS (INSERT INTO credentials (\(CredentialColumn.list)) SELECT \(selected.joined(separator: ", ")) FROM account RETURNING id)")
-        } else {
-            let first = values.count + 1
-            values += r.values().map(PGText.value)
-            ctes.append(
-                "credential AS (INSERT INTO credentials (\(CredentialColumn.list)) SELECT \(Self.parameters(first...(values.count))) FROM consumed RETURNING id)"
-            )
-        }
-        if let session {
-            ctes.append(Self.sessionReplacement(first: values.count + 1, when: "EXISTS (SELECT 1 FROM credential)"))
-            values += Self.sessionValues(session, replacing: oldSession)
-        }
         do {
-            let rows = try await pool.query("WITH \(ctes.joined(separator: ",\n")) SELECT (SELECT COUNT(*) FROM consumed) AS consumed", values)
-            return rows.first?["consumed"] == "1"
+            guard let account else {
+                return try await registration(consuming: challenge, owner: nil, from: "consumed", credential: r, signingIn: session, replacing: oldSession)
+            }
+            return try await registration(
+                consuming: challenge,
+                prelude: ["account AS (INSERT INTO accounts (name, name_key, handle, display_name) SELECT $2, $3, $4, $5 FROM consumed RETURNING handle)"],
+                preludeValues: [account.name, UserName.lookalikeKey(account.name), PGText.bytea(account.id), account.displayName],
+                owner: "handle", from: "account", credential: r, signingIn: session, replacing: oldSession)
         } catch let error as PostgresConnection.Failure where error.isUniqueViolation {
             throw Self.duplicate(error, creating: account, credential: r)
         }
@@ -128,31 +109,42 @@ extension PostgresStore {
         replacing oldSession: [UInt8]?
     ) async throws -> Bool {
         guard r.userHandle == account else { throw WebAuthnError(.configurationInvalid, "the credential's user handle is not the account's") }
-        var values: [String?] = [PGText.bytea(challenge), PGText.bytea(account)]
-        var next = values.count
-        let selected = CredentialColumn.allCases.map { column -> String in
-            guard column != .userHandle else { return "(SELECT handle FROM owner)" }
-            next += 1
-            return "$\(next)"
-        }
-        values += r.values(CredentialColumn.allCases.filter { $0 != .userHandle }).map(PGText.value)
-        var ctes = [
-            "consumed AS (DELETE FROM challenges WHERE challenge = $1 RETURNING challenge)",
-            "owner AS (SELECT handle FROM accounts WHERE handle = $2 FOR SHARE)",
-            "credential AS (INSERT INTO credentials (\(CredentialColumn.list)) SELECT \(selected.joined(separator: ", ")) FROM consumed RETURNING id)",
-        ]
-        if let session {
-            ctes.append(Self.sessionReplacement(first: values.count + 1, when: "EXISTS (SELECT 1 FROM credential)"))
-            values += Self.sessionValues(session, replacing: oldSession)
-        }
         do {
-            let rows = try await pool.query("WITH \(ctes.joined(separator: ",\n")) SELECT (SELECT COUNT(*) FROM consumed) AS consumed", values)
-            return rows.first?["consumed"] == "1"
+            return try await registration(
+                consuming: challenge, prelude: ["owner AS (SELECT handle FROM accounts WHERE handle = $2 FOR SHARE)"],
+                preludeValues: [PGText.bytea(account)], owner: "(SELECT handle FROM owner)", from: "consumed", credential: r, signingIn: session,
+                replacing: oldSession)
         } catch let error as PostgresConnection.Failure where error.isNotNullViolation {
             throw accountDeleted
         } catch let error as PostgresConnection.Failure where error.isUniqueViolation {
             throw Self.duplicate(error, creating: nil, credential: r)
         }
+    }
+
+    /// The one statement of a registration: the ceremony consumed; `prelude`, more CTEs whose
+    /// values are numbered from `$2`; the credential inserted from `source`, its user handle the
+    /// SQL expression `owner` (nil: the record's own); the session replaced when given. Whether a
+    /// ceremony was consumed.
+    private func registration(
+        consuming challenge: [UInt8], prelude: [String] = [], preludeValues: [String?] = [], owner: String?, from source: String,
+        credential r: CredentialRecord, signingIn session: SignedInSession?, replacing oldSession: [UInt8]?
+    ) async throws -> Bool {
+        var values: [String?] = [PGText.bytea(challenge)] + preludeValues
+        var next = values.count
+        let selected = CredentialColumn.allCases.map { column -> String in
+            if column == .userHandle, let owner { return owner }
+            next += 1
+            return "$\(next)"
+        }
+        values += r.values(CredentialColumn.allCases.filter { $0 != .userHandle || owner == nil }).map(PGText.value)
+        var ctes = ["consumed AS (DELETE FROM challenges WHERE challenge = $1 RETURNING challenge)"] + prelude
+        ctes.append("credential AS (INSERT INTO credentials (\(CredentialColumn.list)) SELECT \(selected.joined(separator: ", ")) FROM \(source) RETURNING id)")
+        if let session {
+            ctes.append(Self.sessionReplacement(first: values.count + 1, when: "EXISTS (SELECT 1 FROM credential)"))
+            values += Self.sessionValues(session, replacing: oldSession)
+        }
+        let rows = try await pool.query("WITH \(ctes.joined(separator: ",\n")) SELECT (SELECT COUNT(*) FROM consumed) AS consumed", values)
+        return rows.first?["consumed"] == "1"
     }
 
     static func account(_ row: PostgresConnection.Row) throws -> UserEntity {

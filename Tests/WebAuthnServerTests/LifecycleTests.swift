@@ -47,6 +47,16 @@ struct LifecycleTests {
         return (parts.id, result.cookie ?? options.cookie ?? cookie, result)
     }
 
+    /// Finishes a registration whose options were `options`, with `authenticator`: its parts and the result's reply.
+    func finish(
+        _ server: ServeProcess, _ options: ServeProcess.Reply, _ authenticator: SoftwareAuthenticator, cookie: String?
+    ) async throws -> (RegistrationParts, ServeProcess.Reply) {
+        let parts = try authenticator.register(
+            rpId: rpId, origin: origin, challenge: Base64URL.decode(options.json["challenge"]!.stringValue!)!,
+            userHandle: Base64URL.decode(options.json["user"]!["id"]!.stringValue!)!)
+        return (parts, try await server.request("/attestation/result", parts.json, cookie: options.cookie ?? cookie))
+    }
+
     /// Signs in by name; `verified` false strips UV from the assertion (as a sign-in that only checks presence).
     func signIn(_ server: ServeProcess, _ authenticator: SoftwareAuthenticator, username: String, id: [UInt8], verified: Bool) async throws -> String? {
         let options = try await server.request("/assertion/options", ["username": .string(username), "userVerification": "discouraged"])
@@ -213,10 +223,7 @@ struct LifecycleTests {
         let deleted = try await server.request("/demo/account", cookie: cookie, method: "DELETE")
         #expect(deleted.ok, "\(deleted.errorMessage)")
         let late = Self.passkey()
-        let parts = try late.register(
-            rpId: rpId, origin: origin, challenge: Base64URL.decode(options.json["challenge"]!.stringValue!)!,
-            userHandle: Base64URL.decode(options.json["user"]!["id"]!.stringValue!)!)
-        let result = try await server.request("/attestation/result", parts.json, cookie: options.cookie ?? cookie)
+        let (parts, result) = try await finish(server, options, late, cookie: cookie)
         #expect(!result.ok && result.errorMessage.hasPrefix("challenge_unknown"), "\(result.status) \(result.errorMessage)")
         let signIn = try await server.request("/assertion/options", [:])
         let assertion = try late.authenticate(
@@ -237,18 +244,12 @@ struct LifecycleTests {
         let tab1 = try await server.request("/attestation/options", ["username": "hal"], cookie: cookie)
         let tab2 = try await server.request("/attestation/options", ["username": "hal"], cookie: cookie)
         #expect(tab1.ok && tab2.ok, "\(tab1.errorMessage) \(tab2.errorMessage)")
-        func finish(_ options: ServeProcess.Reply, _ key: SoftwareAuthenticator) async throws -> (RegistrationParts, ServeProcess.Reply) {
-            let parts = try key.register(
-                rpId: rpId, origin: origin, challenge: Base64URL.decode(options.json["challenge"]!.stringValue!)!,
-                userHandle: Base64URL.decode(options.json["user"]!["id"]!.stringValue!)!)
-            return (parts, try await server.request("/attestation/result", parts.json, cookie: options.cookie ?? cookie))
-        }
-        let (_, first) = try await finish(tab1, Self.passkey())
+        let (_, first) = try await finish(server, tab1, Self.passkey(), cookie: cookie)
         #expect(first.ok && first.cookie != nil && first.cookie != cookie, "\(first.errorMessage)")
         let deleted = try await server.request("/demo/account", cookie: first.cookie, method: "DELETE")
         #expect(deleted.ok, "\(deleted.errorMessage)")
         let late = Self.passkey()
-        let (parts, second) = try await finish(tab2, late)
+        let (parts, second) = try await finish(server, tab2, late, cookie: cookie)
         #expect(!second.ok && second.errorMessage.hasPrefix("account_unknown"), "\(second.status) \(second.errorMessage)")
         let signIn = try await server.request("/assertion/options", [:])
         let assertion = try late.authenticate(
