@@ -62,7 +62,7 @@ extension WebAuthnRoutes {
         let session = token ?? sessions.mint()
         let options = try await engine.startRegistration(
             user: user, authenticatorSelection: selection, attestation: attestation, hints: Array(hints), attestationFormats: Array(formats),
-            extensions: extensions, newAccount: existing == nil,
+            extensions: extensions, newAccount: existing == nil, addingToAccount: existing != nil,
             conditionalCreate: conditionalCreate, binding: session.binding)
         var payload = options.json.objectValue ?? JSONObject()
         if let requested {

@@ -97,6 +97,43 @@ struct EngineSessionTests {
         #expect(try await challenges.pending(challenge: b.challenge) != nil)
     }
 
+    @Test("a credential for an account of the account store is stored only while the account exists; a host's own users are not checked")
+    func addingToAccount() async throws {
+        let (engine, _, accounts) = try engine()
+        let key = SoftwareAuthenticator(profile: .platformPasskey)
+        // Started while the account exists, by the engine's read or the caller's word (the server
+        // passes what it found: red team, a deletion between its read and a second one here left
+        // the ceremony unchecked); the account deleted before the result: nothing is stored.
+        for said in [nil, true] as [Bool?] {
+            let ada = UserEntity.new(name: "ada")
+            let first = try await engine.startRegistration(user: ada, newAccount: true)
+            _ = try await engine.finishRegistration(
+                json: try key.register(rpId: "example.com", origin: origin, challenge: first.challenge, userHandle: ada.id).jsonBytes)
+            let options = try await engine.startRegistration(user: ada, addingToAccount: said)
+            #expect(try await accounts.deleteAccount(handle: ada.id))
+            let parts = try SoftwareAuthenticator(profile: .platformPasskey).register(
+                rpId: "example.com", origin: origin, challenge: options.challenge, userHandle: ada.id)
+            #expect(await errorCode { _ = try await engine.finishRegistration(json: parts.jsonBytes) } == "account_unknown", "\(String(describing: said))")
+            #expect(try await engine.credentials.credential(id: parts.id) == nil)
+        }
+        // The caller found the account, which is deleted before the options are made (the red
+        // team's race, 144 credentials of no account in 30 rounds on PostgreSQL): still checked.
+        let bea = UserEntity.new(name: "bea")
+        let made = try await engine.startRegistration(user: bea, newAccount: true)
+        _ = try await engine.finishRegistration(
+            json: try key.register(rpId: "example.com", origin: origin, challenge: made.challenge, userHandle: bea.id).jsonBytes)
+        #expect(try await accounts.deleteAccount(handle: bea.id))
+        let late = try await engine.startRegistration(user: bea, addingToAccount: true)
+        let orphan = try SoftwareAuthenticator(profile: .platformPasskey).register(
+            rpId: "example.com", origin: origin, challenge: late.challenge, userHandle: bea.id)
+        #expect(await errorCode { _ = try await engine.finishRegistration(json: orphan.jsonBytes) } == "account_unknown")
+        // A user the host keeps elsewhere (not in the account store): registered as before.
+        let guest = UserEntity.new(name: "guest")
+        let options = try await engine.startRegistration(user: guest)
+        let parts = try key.register(rpId: "example.com", origin: origin, challenge: options.challenge, userHandle: guest.id)
+        #expect(await errorCode { _ = try await engine.finishRegistration(json: parts.jsonBytes) } == nil)
+    }
+
     @Test("conditional create relaxes user presence only when the relying party asked for it")
     func conditionalCreate() async throws {
         let (engine, _, _) = try engine()

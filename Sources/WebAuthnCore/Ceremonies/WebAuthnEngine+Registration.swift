@@ -24,6 +24,12 @@ extension WebAuthnEngine {
     ///   - newAccount: the registration creates `user` together with its first
     ///     credential (through ``accounts``), atomically, when it finishes; no
     ///     account or name exists before that.
+    ///   - addingToAccount: whether `user` is an account of the engine's account store (``accounts``),
+    ///     which must then still exist when the credential is stored (`account_unknown` otherwise):
+    ///     a registration must not store a credential for an account deleted meanwhile. True: the
+    ///     caller found the account (pass it: a second read here could miss an account deleted since
+    ///     the caller's, and the ceremony would escape the check); false: the host keeps this user
+    ///     elsewhere; nil (the default): the engine reads the account store. Ignored with `newAccount`.
     ///   - conditionalCreate: the options are for a conditional create (an
     ///     automatic passkey upgrade of a signed-in account): the response may
     ///     lack user presence. Only the caller, who knows the account is signed
@@ -43,6 +49,7 @@ extension WebAuthnEngine {
         attestationFormats: [AttestationFormat] = [],
         extensions: ClientExtensions = ClientExtensions(),
         newAccount: Bool = false,
+        addingToAccount: Bool? = nil,
         conditionalCreate: Bool = false,
         binding: [UInt8]? = nil,
         challengeLength: Int = 32
@@ -54,7 +61,13 @@ extension WebAuthnEngine {
         try requireRoom(existing.count)
         // A credential for an account of the account store is stored only while that account exists.
         var addsToAccount = false
-        if !newAccount, let accounts { addsToAccount = try await store { try await accounts.account(handle: user.id) } != nil }
+        if !newAccount, let accounts {
+            if let addingToAccount {
+                addsToAccount = addingToAccount
+            } else {
+                addsToAccount = try await store { try await accounts.account(handle: user.id) } != nil
+            }
+        }
         let ceremony = PendingCeremony(
             kind: .registration, challenge: challenge, user: user, algorithms: rp.policy.algorithms,
             userVerification: selection.userVerification, conditionalCreate: conditionalCreate, newAccount: newAccount, addsToAccount: addsToAccount,
