@@ -75,6 +75,7 @@ extension WebAuthnRoutes {
                 try HTTP.requireJSON(request)
                 try throttle(request, context)
                 let handle = try await requireSignedIn(request)
+                try throttleChanges(handle, request, context)
                 let id = try credentialID(context)
                 let body = try await HTTP.body(request, limit: 4096)
                 // A string names it; "" or null clears the name; anything else is refused.
@@ -117,6 +118,7 @@ extension WebAuthnRoutes {
                 try HTTP.requireJSON(request)
                 try throttle(request, context)
                 let handle = try await requireSignedIn(request)
+                try throttleChanges(handle, request, context)
                 let body = try await HTTP.body(request, limit: 4096)
                 let displayName = try UserName.normalize(displayName: body["displayName"]?.stringValue ?? "")
                 guard try await accounts.setDisplayName(displayName, handle: handle), let account = try await accounts.account(handle: handle) else {

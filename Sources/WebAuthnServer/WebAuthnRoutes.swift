@@ -33,8 +33,8 @@ public struct WebAuthnRoutes: Sendable {
     let sessions: BrowserSessions
     let standIns: StandIns
     let limiter: RateLimiter?
-    /// The audit events' budgets, per account or client address (``audit(_:_:_:_:)``); kept
-    /// whether or not requests are throttled.
+    /// The budgets of refusals' audit events per client address (``audit(_:_:_:_:)``) and of
+    /// changes per account (``throttleChanges(_:_:_:)``); kept whether or not requests are throttled.
     let auditBudget = RateLimiter(maxTracked: 100_000)
     /// Deletions of one account's credentials, one at a time (``deleteCredential(_:of:)``).
     let credentialDeletions = KeyedSerializer<[UInt8]>()
@@ -253,24 +253,34 @@ public struct WebAuthnRoutes: Sendable {
 }
 
 extension WebAuthnRoutes {
-    /// Writes an audit event (``Audit``), within the budget of its account (the events that name
-    /// one) or else of its client address: ``Audit/rate`` a second, in bursts of ``Audit/burst``.
-    /// Red team: a signed-in stranger renaming their own account in a loop wrote 900 audit lines a
-    /// second (14 GB a day), and failed sign-ins without a cookie 90 a second per address. An event
-    /// over the budget is counted, not written; the next one written for that account or address
-    /// says how many were not (`suppressed`). Other accounts' and addresses' events are unaffected.
+    /// Writes an audit event (``Audit``). An event that records a change to an account (it names
+    /// the account, and the account's own session or a verified ceremony caused it) is always
+    /// written: what causes it is throttled (``throttleChanges(_:_:_:)`` for renames). A refusal or
+    /// failure, which a stranger causes at will, is written within its client address's budget of
+    /// ``Audit/rate`` a second in bursts of ``Audit/burst``; the rest are counted, and the next one
+    /// written for that address says how many were not (`suppressed`). Red team: failed sign-ins
+    /// without a cookie wrote 90 lines a second per address; keyed by the account they named,
+    /// refusals a stranger caused spent that account's budget and hid its own deletions.
     func audit<Context: RequestContext>(_ name: String, _ request: Request, _ context: Context, _ metadata: Logger.Metadata = [:]) {
-        let key: String
-        if case .string(let account)? = metadata["account"] {
-            key = "u:" + account
-        } else {
-            key = "p:" + clientAddress(request, context)
-        }
-        guard let suppressed = auditBudget.admit(key, rate: Audit.rate, burst: Audit.burst, now: now) else { return }
         var m = metadata
+        if metadata["account"] == nil || Audit.refusals.contains(name) {
+            guard let suppressed = auditBudget.admit("p:" + clientAddress(request, context), rate: Audit.rate, burst: Audit.burst, now: now) else {
+                return
+            }
+            if suppressed > 0 { m["suppressed"] = .stringConvertible(suppressed) }
+        }
         m["event"] = .string(name)
-        if suppressed > 0 { m["suppressed"] = .stringConvertible(suppressed) }
         context.logger.notice("audit", metadata: m)
+    }
+
+    /// Counts a change to `account` (a rename) against the account's allowance of
+    /// ``Audit/changeRate`` a second in bursts of ``Audit/changeBurst``, whether or not requests are
+    /// throttled otherwise: `429 rate_limited` past it. Red team: a signed-in stranger renaming their
+    /// own account in a loop made 900 changes, and wrote 900 audit lines, a second.
+    func throttleChanges<Context: RequestContext>(_ account: [UInt8], _ request: Request, _ context: Context) throws {
+        if let wait = auditBudget.take("c:" + Audit.hash(account), rate: Audit.changeRate, now: now, burst: Audit.changeBurst) {
+            throw Throttled(seconds: wait, scope: "changes", address: clientAddress(request, context))
+        }
     }
 
     /// The client's address bucket (``ClientAddress/bucket(_:)``): the socket peer, or behind a
@@ -286,13 +296,18 @@ extension WebAuthnRoutes {
 /// registration, sign-in, failure and deletion, and one per client address
 /// in each ten seconds it is throttled, with the request id and hashes of the
 /// account handle and credential id; never a challenge, cookie, key or body.
-/// Each account (or, for events that name none, each client address) has a
-/// budget of ``rate`` events a second (``WebAuthnRoutes/audit(_:_:_:_:)``).
+/// Refusals and failures are written within a budget per client address
+/// (``WebAuthnRoutes/audit(_:_:_:_:)``); changes to an account always are.
 enum Audit {
-    /// Audit events written per account or client address, per second.
+    /// Refusal and failure events written per client address, per second.
     static let rate = 5.0
-    /// The burst of audit events one account or client address may write.
+    /// The burst of refusal and failure events one client address may write.
     static let burst = 50.0
+    /// Events that name an account but record a refusal a stranger can cause (asking to enroll
+    /// onto a taken name): budgeted by address like failures, never by the account they name.
+    static let refusals: Set<String> = ["enrollment_refused"]
+    /// Renames per account per second, and their burst.
+    static let changeRate = 1.0, changeBurst = 20.0
 
     /// The first 12 bytes of SHA-256, in base64url: enough to correlate, not to identify.
     static func hash(_ bytes: [UInt8]) -> String { Base64URL.encode(Array(Digest.sha256(bytes).prefix(12))) }
