@@ -260,13 +260,12 @@ extension WebAuthnRoutes {
             linked.isPrivateEmail = note.isPrivateEmail ?? linked.isPrivateEmail
             linked.updatedAt = note.eventTime ?? now
             _ = try await identities.update(linked)
-        case .consentRevoked:
+        case .consentRevoked, .accountDeleted:
             _ = try await identities.unlink(provider: Self.appleProvider, subject: note.sub)
             _ = try await sessions.store.deleteSessions(userHandle: linked.userHandle)
-        case .accountDeleted:
-            _ = try await identities.unlink(provider: Self.appleProvider, subject: note.sub)
-            _ = try await sessions.store.deleteSessions(userHandle: linked.userHandle)
-            // The account goes too when nothing else signs it in.
+            // The account goes too when nothing else signs it in: nobody could sign in to it again,
+            // and its name would stay taken (red team: consent revoked for an account whose only
+            // passkey had been deleted; signing in with Apple again makes a new account).
             let credentials = try await engine.credentials.credentials(forUser: linked.userHandle)
             let others = try await identities.identities(forUser: linked.userHandle)
             if credentials.isEmpty && others.isEmpty { _ = try await accounts.deleteAccount(handle: linked.userHandle) }

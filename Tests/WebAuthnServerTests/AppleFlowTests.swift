@@ -157,7 +157,7 @@ struct AppleFlowTests {
         }
     }
 
-    @Test("notifications: consent revoked unlinks and signs out; account deleted removes an Apple-only account; duplicates are fine")
+    @Test("notifications: consent revoked unlinks and signs out; either removes an Apple-only account; duplicates are fine")
     func notifications() async throws {
         try await Self.withServer { setup, port in
             let app = Client(port: port)
@@ -165,8 +165,10 @@ struct AppleFlowTests {
             let nonce = try #require(try await app.send("/apple/nonce", json: "{}").body["nonce"]?.stringValue)
             #expect(try await app.send("/apple/signin", json: Self.signInBody(setup, user: user, nonce: nonce)).status == 200)
             let handle = try #require(try await setup.store.identity(provider: "apple", subject: user.sub)?.userHandle)
-            func post(_ type: String, asString: Bool) async throws -> Int {
-                let event: JSONObject = ["type": .string(type), "sub": .string(user.sub), "event_time": .number(Date().timeIntervalSince1970 * 1000)]
+            func post(_ type: String, asString: Bool, sub: String? = nil) async throws -> Int {
+                let event: JSONObject = [
+                    "type": .string(type), "sub": .string(sub ?? user.sub), "event_time": .number(Date().timeIntervalSince1970 * 1000),
+                ]
                 let events: JSONValue = asString ? .string(JSONValue.object(event).serialized()) : .object(event)
                 let claims: JSONValue = [
                     "iss": "https://appleid.apple.com", "aud": .string(Self.clientID), "iat": .number(Date().timeIntervalSince1970.rounded()),
@@ -176,6 +178,16 @@ struct AppleFlowTests {
                 return try await Client(port: port).send("/apple/notifications", json: JSONValue.object(["payload": .string(payload)]).serialized()).status
             }
             #expect(try await post("email-disabled", asString: true) == 200)
+            // Consent revoked for an Apple-only account: unlinked, signed out, and the account, which
+            // nothing could sign in to any more, deleted.
+            let other = Client(port: port), revoking = AppleStandIn.User()
+            let otherNonce = try #require(try await other.send("/apple/nonce", json: "{}").body["nonce"]?.stringValue)
+            #expect(try await other.send("/apple/signin", json: Self.signInBody(setup, user: revoking, nonce: otherNonce)).status == 200)
+            let revokingHandle = try #require(try await setup.store.identity(provider: "apple", subject: revoking.sub)?.userHandle)
+            #expect(try await post("consent-revoked", asString: false, sub: revoking.sub) == 200)
+            #expect(try await setup.store.identity(provider: "apple", subject: revoking.sub) == nil)
+            #expect(try await setup.store.account(handle: revokingHandle) == nil)
+            #expect(try await other.send("/demo/session", method: "GET").body["user"] == .null)
             #expect(try await post("account-delete", asString: false) == 200)
             #expect(try await setup.store.identity(provider: "apple", subject: user.sub) == nil)
             #expect(try await setup.store.account(handle: handle) == nil)
