@@ -78,6 +78,30 @@ enum PostgresMigrations {
                 "ALTER TABLE credentials ADD COLUMN flag TEXT",
             ]
         ),
+        // A credential deleted only while its account keeps another way in: the account's row
+        // locked, then counted with a snapshot taken after the lock (each statement of a PL/pgSQL
+        // function takes its own), so that concurrent deletions of the last two cannot both pass.
+        (
+            7,
+            [
+                """
+                CREATE FUNCTION webauthn_delete_credential(cid BYTEA, owner BYTEA) RETURNS INTEGER LANGUAGE plpgsql AS $fn$
+                BEGIN
+                    PERFORM 1 FROM accounts WHERE handle = owner FOR UPDATE;
+                    IF NOT EXISTS (SELECT 1 FROM credentials WHERE id = cid AND user_handle = owner) THEN
+                        RETURN 0;
+                    END IF;
+                    IF (SELECT COUNT(*) FROM credentials WHERE user_handle = owner) < 2
+                        AND NOT EXISTS (SELECT 1 FROM identities WHERE user_handle = owner) THEN
+                        RETURN -1;
+                    END IF;
+                    DELETE FROM credentials WHERE id = cid AND user_handle = owner;
+                    RETURN 1;
+                END
+                $fn$
+                """
+            ]
+        ),
     ]
 
     /// Work a migration needs beyond SQL, in its transaction: look-alike keys

@@ -13,7 +13,7 @@ internal import _WebAuthnCrypto
 /// A `Service`: run in a `ServiceGroup` (before the services that use it,
 /// which shut down first), it closes its connections on graceful shutdown.
 public final class PostgresStore: CredentialStore, CredentialAuditing, ChallengeStore, SignInCommitting, AccountStore, LinkedIdentityStore, SessionStore,
-    Service
+    AccountWayInGuarding, Service
 {
     let pool: PostgresPool
 
@@ -100,6 +100,19 @@ public final class PostgresStore: CredentialStore, CredentialAuditing, Challenge
     /// Removes a credential; returns whether it existed.
     public func delete(id: [UInt8]) async throws -> Bool {
         !(try await pool.query("DELETE FROM credentials WHERE id = $1 RETURNING id", [PGText.bytea(id)])).isEmpty
+    }
+
+    /// Deletes `handle`'s credential `id` unless it is the account's last way in, through the
+    /// `webauthn_delete_credential` function (migration 7): it locks the account's row, then counts
+    /// with a snapshot taken after the lock, so that two deletions of the last two are serialized
+    /// and the second sees one. (One statement alone counts with the snapshot it started with.)
+    package func deleteCredential(id: [UInt8], ofAccount handle: [UInt8]) async throws -> CredentialDeletion {
+        let rows = try await pool.query("SELECT webauthn_delete_credential($1, $2) AS outcome", [PGText.bytea(id), PGText.bytea(handle)])
+        switch rows.first?["outcome"] {
+        case "1": return .deleted
+        case "-1": return .lastWayIn
+        default: return .notFound
+        }
     }
 
     /// Up to `limit` credentials whose IDs sort after `cursor` (bytea compares bytewise), in that order.

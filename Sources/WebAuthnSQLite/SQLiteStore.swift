@@ -19,7 +19,8 @@ internal import _WebAuthnCrypto
 ///
 /// A `Service`: run in a `ServiceGroup` (before the services that use it,
 /// which shut down first), it closes the database on graceful shutdown.
-public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeStore, SignInCommitting, AccountStore, LinkedIdentityStore, SessionStore, Service
+public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeStore, SignInCommitting, AccountStore, LinkedIdentityStore, SessionStore,
+    AccountWayInGuarding, Service
 {
     /// The database (over GRDB): a writer connection and, for a file, a pool of readers
     /// that see committed writes only. `connection` for the tests and migrations.
@@ -194,6 +195,19 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
     /// Removes a credential; returns whether it existed.
     public func delete(id: [UInt8]) async throws -> Bool {
         !(try await query("DELETE FROM credentials WHERE id = ? RETURNING id", [.blob(id)])).isEmpty
+    }
+
+    /// Deletes `handle`'s credential `id` unless it is the account's last way in, in one statement
+    /// (one writer at a time: two deletions of the last two are serialized, and the second sees one).
+    package func deleteCredential(id: [UInt8], ofAccount handle: [UInt8]) async throws -> CredentialDeletion {
+        let deleted = try await query(
+            """
+            DELETE FROM credentials WHERE id = ? AND user_handle = ?
+              AND ((SELECT COUNT(*) FROM credentials WHERE user_handle = ?) > 1 OR EXISTS (SELECT 1 FROM identities WHERE user_handle = ?))
+            RETURNING id
+            """, [.blob(id), .blob(handle), .blob(handle), .blob(handle)])
+        if !deleted.isEmpty { return .deleted }
+        return try await credential(id: id)?.userHandle == handle ? .lastWayIn : .notFound
     }
 
     /// Up to `limit` credentials whose IDs sort after `cursor` (BLOBs compare bytewise), in that order.

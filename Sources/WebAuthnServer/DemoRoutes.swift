@@ -182,14 +182,25 @@ extension WebAuthnRoutes {
     /// passkey left the account, its name taken, with nobody able to sign in to it. Run under
     /// ``credentialDeletions`` so that two deletions of an account's last two do not both pass.
     func deleteCredential(_ id: [UInt8], of handle: [UInt8]) async throws {
+        // A store that keeps the accounts with the credentials decides in one transaction, for every
+        // process sharing it (red team: two processes deleted an account's last two at once).
+        if let guarding = accounts as? any AccountWayInGuarding, (accounts as AnyObject) === (engine.credentials as AnyObject) {
+            switch try await guarding.deleteCredential(id: id, ofAccount: handle) {
+            case .deleted: return
+            case .lastWayIn: throw Self.lastWayIn
+            case .notFound: throw WebAuthnError(.credentialUnknown, "you have no such credential")
+            }
+        }
         let held = try await engine.credentials.credentials(forUser: handle)
         guard held.contains(where: { $0.id == id }) else { throw WebAuthnError(.credentialUnknown, "you have no such credential") }
         if held.count == 1, try await configuration.apple?.identities.identities(forUser: handle).isEmpty ?? true {
-            throw WebAuthnError(
-                .lastCredential, "this passkey is the only way to sign in to the account: add another first, or delete the account")
+            throw Self.lastWayIn
         }
         _ = try await engine.credentials.delete(id: id)
     }
+
+    static let lastWayIn = WebAuthnError(
+        .lastCredential, "this passkey is the only way to sign in to the account: add another first, or delete the account")
 
     /// Runs store work, its errors as `WebAuthnError` (a store's own become `storage_failure`).
     static func storing<T: Sendable>(_ body: () async throws -> T) async throws(WebAuthnError) -> T {

@@ -103,6 +103,38 @@ extension StoreContract {
         try await stores.accounts.create(frank2, firstCredential: try record(user: frank2.id))
     }
 
+    static func lastWayInCheck(_ stores: Stores) async throws {
+        guard let guarding = stores.accounts as? any AccountWayInGuarding, (stores.accounts as AnyObject) === (stores.credentials as AnyObject) else {
+            return  // the server counts, then deletes, one deletion at a time per account in its process
+        }
+        let olga = UserEntity.new(name: "olga"), pia = UserEntity.new(name: "pia")
+        let first = try record(user: olga.id), second = try record(user: olga.id), hers = try record(user: pia.id)
+        try await stores.accounts.create(olga, firstCredential: first)
+        try await stores.accounts.create(pia, firstCredential: hers)
+        try expect(try await guarding.deleteCredential(id: first.id, ofAccount: olga.id) == .lastWayIn, "the only credential stays")
+        try expect(try await stores.credentials.credential(id: first.id) != nil)
+        try expect(try await guarding.deleteCredential(id: hers.id, ofAccount: olga.id) == .notFound, "another account's credential is not found")
+        try expect(try await stores.credentials.credential(id: hers.id) != nil)
+        try await stores.credentials.insert(second)
+        try expect(try await guarding.deleteCredential(id: first.id, ofAccount: olga.id) == .deleted, "one of two goes")
+        try expect(try await guarding.deleteCredential(id: second.id, ofAccount: olga.id) == .lastWayIn, "the last one stays")
+        try expect(try await guarding.deleteCredential(id: first.id, ofAccount: olga.id) == .notFound, "a deleted one is not found")
+        // A linked identity is a way in: the last credential may go.
+        try await stores.identities.link(identity("olga.sub", user: olga.id))
+        try expect(try await guarding.deleteCredential(id: second.id, ofAccount: olga.id) == .deleted, "with an identity, the last credential may go")
+        // Sixteen deletions of an account's last two at once: exactly one goes.
+        let quinn = UserEntity.new(name: "quinn")
+        let a = try record(user: quinn.id), b = try record(user: quinn.id)
+        try await stores.accounts.create(quinn, firstCredential: a)
+        try await stores.credentials.insert(b)
+        let outcomes = try await withThrowingTaskGroup(of: CredentialDeletion.self) { group in
+            for id in Array(repeating: [a.id, b.id], count: 8).joined() { group.addTask { try await guarding.deleteCredential(id: id, ofAccount: quinn.id) } }
+            return try await group.reduce(into: [CredentialDeletion]()) { $0.append($1) }
+        }
+        try expect(outcomes.filter { $0 == .deleted }.count == 1, "exactly one deletion of the last two passes: \(outcomes)")
+        try expect(try await stores.credentials.credentials(forUser: quinn.id).count == 1, "one way in is left")
+    }
+
     static func accountsCheck(_ stores: Stores) async throws {
         let accounts = stores.accounts
         // Sixteen concurrent sign-ups for one name: exactly one account, with its credential.

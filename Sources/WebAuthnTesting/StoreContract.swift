@@ -198,5 +198,10 @@ public enum StoreContract {
             summary:
                 "accounts: deleting one removes its credentials and identities (and its sessions, and the ceremonies pending under them, where kept) and nothing else",
             body: accountDeletionCheck),
+        Check(
+            name: "lastWayIn",
+            summary:
+                "accounts (stores keeping credentials and identities with them): a credential is deleted only while its account keeps another way in, in one transaction",
+            body: lastWayInCheck),
     ]
 }

@@ -100,6 +100,32 @@ struct SecurityTests {
         }
     }
 
+    @Test("two processes deleting an account's last two passkeys at once leave one (last_credential)", arguments: databases)
+    func lastTwoAcrossProcesses(kind: String) async throws {
+        // Red team, third pass: one deletion at a time per account held in a process, not across
+        // two sharing a store: 5 of 10 accounts (SQLite) and 7 of 10 (PostgreSQL) were left with none.
+        let database = Self.database(kind)
+        let one = try await ServeProcess(database: database, extra: ["--rate-limit", "off"])
+        defer { one.stop() }
+        let two = try await ServeProcess(database: database, extra: ["--rate-limit", "off"])
+        defer { two.stop() }
+        var left: [Int] = []
+        for _ in 0..<6 {
+            let name = Self.unique("una")
+            let first = try await register(one, SoftwareAuthenticator(profile: .platformPasskey), name)
+            let cookie = try #require(first.result?.cookie)
+            let second = try await register(one, SoftwareAuthenticator(profile: .platformPasskey), name, cookie: cookie)
+            let ids = [try #require(first.id), try #require(second.id)]
+            let signedIn = second.result?.cookie ?? cookie
+            async let a = one.request("/demo/credentials/" + Base64URL.encode(ids[0]), cookie: signedIn, method: "DELETE")
+            async let b = two.request("/demo/credentials/" + Base64URL.encode(ids[1]), cookie: signedIn, method: "DELETE")
+            let replies = try await [a, b]
+            #expect(replies.allSatisfy { $0.ok || $0.errorMessage.hasPrefix("last_credential") }, "\(replies.map(\.errorMessage))")
+            left.append(try await one.request("/demo/credentials", cookie: signedIn).json["credentials"]?.arrayValue?.count ?? -1)
+        }
+        #expect(left.allSatisfy { $0 == 1 }, "credentials left per account: \(left)")
+    }
+
     @Test("account takeover: a stranger cannot enroll onto an existing name; the signed-in owner can add a passkey", arguments: databases)
     func enrollment(kind: String) async throws {
         let server = try await ServeProcess(database: Self.database(kind))

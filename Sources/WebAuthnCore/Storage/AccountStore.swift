@@ -220,3 +220,21 @@ public final class InMemoryAccountStore: AccountStore, LinkedIdentityStore {
         s.byHandle[ByteKey(user.id)] = user
     }
 }
+
+/// What ``AccountWayInGuarding/deleteCredential(id:ofAccount:)`` did.
+package enum CredentialDeletion: Sendable, Equatable {
+    /// The credential is gone.
+    case deleted
+    /// It is the account's last way to sign in (no other credential, no linked identity): kept.
+    case lastWayIn
+    /// The account holds no credential with that ID.
+    case notFound
+}
+
+/// A store of accounts with their credentials and linked identities that deletes a credential
+/// only while its account keeps another way in, in one transaction: two deletions of an account's
+/// last two credentials, from any processes sharing the store, cannot both pass.
+package protocol AccountWayInGuarding: Sendable {
+    /// Deletes `handle`'s credential `id` unless it is the account's last way to sign in.
+    func deleteCredential(id: [UInt8], ofAccount handle: [UInt8]) async throws -> CredentialDeletion
+}
