@@ -90,6 +90,7 @@ final class LogBudget: Sendable {
         var tokens: Double
         var updated: ContinuousClock.Instant
         var dropped = 0
+        var reported: ContinuousClock.Instant?
     }
     private let state: Mutex<State>
     let rate: Double
@@ -102,7 +103,9 @@ final class LogBudget: Sendable {
     }
 
     /// Takes one line's token: nil when the line must be dropped (it is counted), else the
-    /// number of lines dropped since the last one written (counted from zero again).
+    /// number of lines dropped not yet reported, at most once a second (then counted from zero
+    /// again), so that the warning saying so is one line a second at most (red team: one before
+    /// every line let through doubled a flood's log, at warning level); 0 in between.
     func admit(now: ContinuousClock.Instant = .now) -> Int? {
         state.withLock { s in
             let elapsed = s.updated.duration(to: now)
@@ -114,7 +117,11 @@ final class LogBudget: Sendable {
                 return nil
             }
             s.tokens -= 1
-            defer { s.dropped = 0 }
+            guard s.dropped > 0, s.reported.map({ $0.duration(to: now) >= .seconds(1) }) ?? true else { return 0 }
+            defer {
+                s.dropped = 0
+                s.reported = now
+            }
             return s.dropped
         }
     }
