@@ -102,6 +102,24 @@ enum PostgresMigrations {
                 """
             ]
         ),
+        // Room for one more credential: the account's row locked, then its credentials counted with
+        // a snapshot taken after the lock, so that concurrent registrations to one account, from any
+        // processes, cannot together pass the limit. (One statement alone counts with the snapshot
+        // it started with, before the lock was had.) The lock is held to the end of the caller's
+        // statement's transaction.
+        (
+            8,
+            [
+                """
+                CREATE FUNCTION webauthn_credential_room(owner BYTEA, most INTEGER) RETURNS BOOLEAN LANGUAGE plpgsql AS $fn$
+                BEGIN
+                    PERFORM 1 FROM accounts WHERE handle = owner FOR UPDATE;
+                    RETURN (SELECT COUNT(*) FROM credentials WHERE user_handle = owner) < most;
+                END
+                $fn$
+                """
+            ]
+        ),
     ]
 
     /// Work a migration needs beyond SQL, in its transaction: look-alike keys

@@ -100,22 +100,28 @@ extension PostgresStore {
     }
 
     /// A registration's writes for a credential added to an existing account, in one statement:
-    /// the credential's owner is the account's handle read under a share lock, so a deletion under
-    /// way is waited for and then leaves it NULL, which the NOT NULL constraint refuses: nothing
-    /// changes (`account_unknown`). A deletion that comes after waits for this statement; its last
-    /// statement then removes what it committed (``deleteAccount(handle:)``).
+    /// the credential's owner is the account's handle, read under a share lock and only while
+    /// `webauthn_credential_room` (migration 8) finds it holding fewer than `limit` credentials. That
+    /// function locks the account's row and counts after the lock, so concurrent registrations to
+    /// one account wait for each other and cannot together pass the limit; a deletion under way is
+    /// waited for and then leaves no row. No owner: the NOT NULL constraint refuses the insert and
+    /// nothing changes (`account_unknown`, or `credential_limit_reached`). A deletion that comes
+    /// after waits for this statement; its last statement then removes what it committed
+    /// (``deleteAccount(handle:)``).
     public func commitRegistration(
-        consuming challenge: [UInt8], addingTo account: [UInt8], credential r: CredentialRecord, signingIn session: SignedInSession?,
+        consuming challenge: [UInt8], addingTo account: [UInt8], limit: Int, credential r: CredentialRecord, signingIn session: SignedInSession?,
         replacing oldSession: [UInt8]?
     ) async throws -> Bool {
         guard r.userHandle == account else { throw WebAuthnError(.configurationInvalid, "the credential's user handle is not the account's") }
         do {
             return try await registration(
-                consuming: challenge, prelude: ["owner AS (SELECT handle FROM accounts WHERE handle = $2 FOR SHARE)"],
-                preludeValues: [PGText.bytea(account)], owner: "(SELECT handle FROM owner)", from: "consumed", credential: r, signingIn: session,
-                replacing: oldSession)
+                consuming: challenge,
+                prelude: ["owner AS (SELECT handle FROM accounts WHERE handle = $2 AND webauthn_credential_room($2, $3) FOR SHARE)"],
+                preludeValues: [PGText.bytea(account), String(limit)], owner: "(SELECT handle FROM owner)", from: "consumed", credential: r,
+                signingIn: session, replacing: oldSession)
         } catch let error as PostgresConnection.Failure where error.isNotNullViolation {
-            throw accountDeleted
+            guard try await self.account(handle: account) != nil else { throw accountDeleted }
+            throw credentialLimit(held: try await credentials(forUser: account).count, limit: limit)
         } catch let error as PostgresConnection.Failure where error.isUniqueViolation {
             throw Self.duplicate(error, creating: nil, credential: r)
         }

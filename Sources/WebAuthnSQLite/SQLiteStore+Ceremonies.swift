@@ -72,12 +72,13 @@ extension SQLiteStore {
     }
 
     /// A registration's writes for a credential added to an existing account, as one unit: the
-    /// credential's owner is read from `accounts` in the insert, so that a deleted account leaves
-    /// it NULL, which the NOT NULL constraint refuses, and the whole unit is backed out
-    /// (`account_unknown`). One writer at a time: a deletion is wholly before the unit (refused)
-    /// or after it (its trigger deletes the credential with the account).
+    /// credential's owner is read from `accounts` in the insert, and only while the account holds
+    /// fewer than `limit` credentials. A deleted account, or one at its limit, leaves it NULL, which
+    /// the NOT NULL constraint refuses, and the whole unit is backed out (`account_unknown` or
+    /// `credential_limit_reached`). One writer at a time, for every process: a deletion or another
+    /// registration is wholly before this unit or after it.
     public func commitRegistration(
-        consuming challenge: [UInt8], addingTo account: [UInt8], credential r: CredentialRecord, signingIn session: SignedInSession?,
+        consuming challenge: [UInt8], addingTo account: [UInt8], limit: Int, credential r: CredentialRecord, signingIn session: SignedInSession?,
         replacing oldSession: [UInt8]?
     ) async throws -> Bool {
         guard r.userHandle == account else { throw WebAuthnError(.configurationInvalid, "the credential's user handle is not the account's") }
@@ -86,23 +87,32 @@ extension SQLiteStore {
             _ = try await write(
                 [
                     ("DELETE FROM challenges WHERE challenge = ? RETURNING challenge", [.blob(challenge)]),
-                    (Self.insertForAccountSQL, r.values().map(SQLiteData.init)),
-                ]
-                    + sessionStatements, requiresFirstRow: true)
+                    (
+                        Self.insertForAccountSQL,
+                        [.blob(account), .blob(account), .integer(Int64(limit))] + r.values(Self.insertForAccountColumns).map(SQLiteData.init)
+                    ),
+                ] + sessionStatements, requiresFirstRow: true)
             return true
         } catch let error as SQLiteError where error.isFirstRowMissing {
             return false
         } catch let error as SQLiteError where error.isNotNull {
-            throw accountDeleted
+            guard try await self.account(handle: account) != nil else { throw accountDeleted }
+            throw credentialLimit(held: try await credentials(forUser: account).count, limit: limit)
         } catch let error as SQLiteError where error.isDuplicate {
             throw Self.alreadyRegistered(r)
         }
     }
 
-    /// The credential insert whose owner is the account's handle as `accounts` has it now (NULL when deleted).
+    /// The credential columns but the owner, in the order ``insertForAccountSQL`` binds them.
+    static let insertForAccountColumns = CredentialColumn.allCases.filter { $0 != .userHandle }
+
+    /// The credential insert whose owner is the account's handle as `accounts` has it now, while it
+    /// holds fewer credentials than the limit (NULL when deleted or full). Binds the handle twice and
+    /// the limit, then ``insertForAccountColumns``.
     static let insertForAccountSQL =
-        "INSERT INTO credentials (\(CredentialColumn.list)) VALUES ("
-        + CredentialColumn.allCases.map { $0 == .userHandle ? "(SELECT handle FROM accounts WHERE handle = ?)" : "?" }.joined(separator: ", ") + ")"
+        "INSERT INTO credentials (user_handle, \(insertForAccountColumns.map(\.rawValue).joined(separator: ", "))) VALUES ("
+        + "(SELECT handle FROM accounts WHERE handle = ? AND (SELECT COUNT(*) FROM credentials WHERE user_handle = ?) < ?), "
+        + placeholders(insertForAccountColumns.count) + ")"
 
     // MARK: ChallengeStore
 

@@ -180,7 +180,9 @@ extension StoreContract {
         let third = try record(user: june.id)
         let c4 = try await pending()
         let added = signedIn(june.id, at: 3)
-        try expect(try await store.commitRegistration(consuming: c4.challenge, addingTo: june.id, credential: third, signingIn: added, replacing: new.idHash))
+        try expect(
+            try await store.commitRegistration(
+                consuming: c4.challenge, addingTo: june.id, limit: 32, credential: third, signingIn: added, replacing: new.idHash))
         try expect(same(try await store.credential(id: third.id), third), "a credential added to an existing account is stored")
         try expect(try await sessions.session(idHash: added.idHash) == added, "with its session")
         // ...and refused once it was deleted (account_unknown): nothing changes, no credential of no account.
@@ -189,7 +191,8 @@ extension StoreContract {
         let orphan = try record(user: june.id), after = signedIn(june.id, at: 4)
         try expect(
             await errorCode {
-                _ = try await store.commitRegistration(consuming: c5.challenge, addingTo: june.id, credential: orphan, signingIn: after, replacing: nil)
+                _ = try await store.commitRegistration(
+                    consuming: c5.challenge, addingTo: june.id, limit: 32, credential: orphan, signingIn: after, replacing: nil)
             } == "account_unknown")
         try expect(try await store.credential(id: orphan.id) == nil, "no credential for a deleted account")
         try expect(try await sessions.session(idHash: after.idHash) == nil, "and no session")

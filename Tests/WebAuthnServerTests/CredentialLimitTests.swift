@@ -45,4 +45,47 @@ struct CredentialLimitTests {
         #expect(try await store.credentials(forUser: user.id).count == 3)
         #expect(engine.registrationsByUser.heldCount == 0)
     }
+
+    @Test("two processes sharing a store, finishing registrations at once, store only up to the limit", arguments: ServerTests.sharedDatabases)
+    func acrossProcesses(kind: String) async throws {
+        // Each engine below is a process of its own: its own store connections and its own
+        // one-registration-at-a-time per user. Before the store checked the limit, each let one
+        // past it (the last notes' "one past the cap per process").
+        let path = ServeProcess.temporaryDatabase()
+        func open() async throws -> any CredentialStore & ChallengeStore & AccountStore {
+            if kind == "postgres" { return try await PostgresStore.open(url: ProcessInfo.processInfo.environment["WEBAUTHN_TEST_POSTGRES"]!, connections: 4) }
+            return try await SQLiteStore.open(path: path)
+        }
+        let rp = try RelyingParty(id: "example.com", origins: ["https://example.com"])
+        var engines: [WebAuthnEngine] = []
+        for _ in 0..<2 {
+            let store = try await open()
+            engines.append(
+                WebAuthnEngine(
+                    relyingParty: rp, credentials: store, challenges: store, accounts: store, limits: WebAuthnEngine.Limits(maxCredentialsPerUser: 2)))
+        }
+        let user = UserEntity.new(name: "limit-\(UUID().uuidString.prefix(8))")
+        func parts(_ options: CreationOptions) throws -> RegistrationParts {
+            try SoftwareAuthenticator().register(rpId: "example.com", origin: "https://example.com", challenge: options.challenge, userHandle: user.id)
+        }
+        _ = try await engines[0].finishRegistration(json: try parts(try await engines[0].startRegistration(user: user, newAccount: true)).jsonBytes)
+        // Twelve ceremonies started while the user holds one, finished at once, half by each: one fits.
+        var pending: [RegistrationParts] = []
+        for _ in 0..<12 { pending.append(try parts(try await engines[0].startRegistration(user: user, addingToAccount: true))) }
+        let outcomes = await withTaskGroup(of: String.self) { group in
+            for (i, p) in pending.enumerated() {
+                let engine = engines[i % 2]
+                group.addTask {
+                    do {
+                        _ = try await engine.finishRegistration(json: p.jsonBytes)
+                        return "stored"
+                    } catch { return (error as? WebAuthnError)?.code.rawValue ?? "\(error)" }
+                }
+            }
+            return await group.reduce(into: [String]()) { $0.append($1) }
+        }
+        #expect(outcomes.filter { $0 == "stored" }.count == 1, "\(outcomes)")
+        #expect(outcomes.filter { $0 == "credential_limit_reached" }.count == 11, "\(outcomes)")
+        #expect(try await engines[1].credentials.credentials(forUser: user.id).count == 2)
+    }
 }

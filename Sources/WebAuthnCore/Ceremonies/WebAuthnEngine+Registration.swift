@@ -153,8 +153,8 @@ extension WebAuthnEngine {
                 return try await store {
                     if addingToAccount && sameStore {
                         return try await committing.commitRegistration(
-                            consuming: ceremony.challenge, addingTo: record.userHandle, credential: record, signingIn: together ? session : nil,
-                            replacing: together ? signingIn?.replacing : nil)
+                            consuming: ceremony.challenge, addingTo: record.userHandle, limit: limits.maxCredentialsPerUser, credential: record,
+                            signingIn: together ? session : nil, replacing: together ? signingIn?.replacing : nil)
                     }
                     return try await committing.commitRegistration(
                         consuming: ceremony.challenge, creating: account, credential: record, signingIn: together ? session : nil,
@@ -172,7 +172,8 @@ extension WebAuthnEngine {
             // Checked again here, and committed before another registration of the same user in
             // this process counts: ceremonies started before the user reached the limit (up to
             // `PendingCeremony.maxPerBinding` per session, in any number of sessions) must not
-            // pass it. Processes sharing a store may each add one past it at the same instant.
+            // pass it. Where the store adds to an account in one transaction, it checks the limit
+            // there too, for every process sharing it.
             committed = try await registrationsByUser.run(record.userHandle) { () async throws(WebAuthnError) -> Bool in
                 try requireRoom(try await store { try await credentials.credentials(forUser: record.userHandle) }.count)
                 return try await commit()
@@ -186,11 +187,7 @@ extension WebAuthnEngine {
 
     /// Refuses a registration for a user who holds ``Limits/maxCredentialsPerUser`` credentials.
     private func requireRoom(_ held: Int) throws(WebAuthnError) {
-        guard held < limits.maxCredentialsPerUser else {
-            throw WebAuthnError(
-                .credentialLimitReached,
-                "the user holds \(held) credentials, the most this relying party allows (\(limits.maxCredentialsPerUser)); delete one to add another")
-        }
+        guard held < limits.maxCredentialsPerUser else { throw credentialLimit(held: held, limit: limits.maxCredentialsPerUser) }
     }
 
     /// Decodes a JSON request body (`RegistrationResponseJSON`) and finishes the

@@ -117,13 +117,15 @@ public protocol SignInCommitting: ChallengeStore, CredentialStore {
         replacing oldSession: [UInt8]?
     ) async throws -> Bool
     /// ``commitRegistration(consuming:creating:credential:signingIn:replacing:)`` for a credential
-    /// added to an existing account of this store (an ``AccountStore``): the account must still
-    /// exist when the credential is stored, in the same transaction. Throws `account_unknown`,
-    /// having changed nothing, when it was deleted: a registration started before an account's
-    /// deletion must not store a credential of no account after it. The default reads the
-    /// account, then commits (a deletion in between is not seen).
+    /// added to an existing account of this store (an ``AccountStore``), in the same transaction:
+    /// the account must still exist, and hold fewer than `limit` credentials. Throws
+    /// `account_unknown` when it was deleted (a registration started before an account's deletion
+    /// must not store a credential of no account after it), or `credential_limit_reached` when it
+    /// holds `limit`, having changed nothing; of concurrent registrations to one account, from any
+    /// processes sharing the store, no more pass than the limit leaves room for. The default
+    /// reads the account and counts its credentials, then commits (not atomic).
     func commitRegistration(
-        consuming challenge: [UInt8], addingTo account: [UInt8], credential: CredentialRecord, signingIn session: SignedInSession?,
+        consuming challenge: [UInt8], addingTo account: [UInt8], limit: Int, credential: CredentialRecord, signingIn session: SignedInSession?,
         replacing oldSession: [UInt8]?
     ) async throws -> Bool
 }
@@ -189,12 +191,14 @@ extension SignInCommitting {
         return true
     }
 
-    /// Reads the account, then commits.
+    /// Reads the account and counts its credentials, then commits.
     public func commitRegistration(
-        consuming challenge: [UInt8], addingTo account: [UInt8], credential: CredentialRecord, signingIn session: SignedInSession?,
+        consuming challenge: [UInt8], addingTo account: [UInt8], limit: Int, credential: CredentialRecord, signingIn session: SignedInSession?,
         replacing oldSession: [UInt8]?
     ) async throws -> Bool {
         guard let accounts = self as? any AccountStore, try await accounts.account(handle: account) != nil else { throw accountDeleted }
+        let held = try await credentials(forUser: account).count
+        guard held < limit else { throw credentialLimit(held: held, limit: limit) }
         return try await commitRegistration(consuming: challenge, creating: nil, credential: credential, signingIn: session, replacing: oldSession)
     }
 
@@ -296,3 +300,9 @@ extension SessionStore {
 
 /// The error of a registration whose account was deleted before its credential was stored.
 package let accountDeleted = WebAuthnError(.accountUnknown, "the account was deleted; the credential was not stored")
+
+/// The error of a registration for a user who holds `held` credentials, `limit` being the most allowed.
+package func credentialLimit(held: Int, limit: Int) -> WebAuthnError {
+    WebAuthnError(
+        .credentialLimitReached, "the user holds \(held) credentials, the most this relying party allows (\(limit)); delete one to add another")
+}
