@@ -29,17 +29,7 @@ struct CredentialLimitTests {
         // Twelve ceremonies started while the user holds one, finished at once: two fit.
         var pending: [RegistrationParts] = []
         for _ in 0..<12 { pending.append(try parts(try await engine.startRegistration(user: user))) }
-        let outcomes = await withTaskGroup(of: String.self) { group in
-            for p in pending {
-                group.addTask {
-                    do {
-                        _ = try await engine.finishRegistration(json: p.jsonBytes)
-                        return "stored"
-                    } catch { return (error as? WebAuthnError)?.code.rawValue ?? "\(error)" }
-                }
-            }
-            return await group.reduce(into: [String]()) { $0.append($1) }
-        }
+        let outcomes = await Self.finishAtOnce(pending, on: [engine])
         #expect(outcomes.filter { $0 == "stored" }.count == 2, "\(outcomes)")
         #expect(outcomes.filter { $0 == "credential_limit_reached" }.count == 10, "\(outcomes)")
         #expect(try await store.credentials(forUser: user.id).count == 3)
@@ -72,9 +62,17 @@ struct CredentialLimitTests {
         // Twelve ceremonies started while the user holds one, finished at once, half by each: one fits.
         var pending: [RegistrationParts] = []
         for _ in 0..<12 { pending.append(try parts(try await engines[0].startRegistration(user: user, addingToAccount: true))) }
-        let outcomes = await withTaskGroup(of: String.self) { group in
+        let outcomes = await Self.finishAtOnce(pending, on: engines)
+        #expect(outcomes.filter { $0 == "stored" }.count == 1, "\(outcomes)")
+        #expect(outcomes.filter { $0 == "credential_limit_reached" }.count == 11, "\(outcomes)")
+        #expect(try await engines[1].credentials.credentials(forUser: user.id).count == 2)
+    }
+
+    /// Finishes every registration at once, in turn on each engine: "stored", or the error's code.
+    static func finishAtOnce(_ pending: [RegistrationParts], on engines: [WebAuthnEngine]) async -> [String] {
+        await withTaskGroup(of: String.self) { group in
             for (i, p) in pending.enumerated() {
-                let engine = engines[i % 2]
+                let engine = engines[i % engines.count]
                 group.addTask {
                     do {
                         _ = try await engine.finishRegistration(json: p.jsonBytes)
@@ -84,8 +82,5 @@ struct CredentialLimitTests {
             }
             return await group.reduce(into: [String]()) { $0.append($1) }
         }
-        #expect(outcomes.filter { $0 == "stored" }.count == 1, "\(outcomes)")
-        #expect(outcomes.filter { $0 == "credential_limit_reached" }.count == 11, "\(outcomes)")
-        #expect(try await engines[1].credentials.credentials(forUser: user.id).count == 2)
     }
 }
