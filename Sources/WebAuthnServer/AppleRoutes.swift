@@ -1,10 +1,10 @@
-public import Foundation
-public import Hummingbird
+internal import Foundation
+internal import Hummingbird
 internal import Logging
 public import SignInWithApple
 public import WebAuthnCore
-package import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 /// Sign in with Apple on the server: what an iOS app built with
 /// AuthenticationServices sends (an identity token, an authorization code, the
@@ -211,152 +211,6 @@ extension WebAuthnRoutes {
 
     func openRefreshToken(_ sealed: [UInt8], subject: String) throws(WebAuthnError) -> String {
         String(decoding: try Seal.open(sealed, key: refreshTokenKey, associated: Array("apple/\(subject)".utf8)), as: UTF8.self)
-    }
-
-    // MARK: Notifications
-
-    /// `POST /apple/notifications`: Apple's server-to-server events, verified, acted on
-    /// idempotently (a duplicate answers 200 and changes nothing more).
-    func appleNotification<Context: RequestContext>(_ request: Request, _ context: Context, _ apple: AppleConfiguration) async throws -> Response {
-        let buffer: ByteBuffer
-        do { buffer = try await request.body.collect(upTo: AppleNotification.maxBodySize) } catch {
-            throw WebAuthnError(.inputTooLarge, "the notification is larger than \(AppleNotification.maxBodySize) bytes")
-        }
-        let note = try await apple.signIn.verifyNotification(body: Array(buffer.readableBytesView))
-        if let time = note.eventTime, time > now.addingTimeInterval(apple.signIn.configuration.leeway) {
-            throw WebAuthnError(.appleNotificationInvalid, "the event_time is in the future")
-        }
-        // Duplicates (Apple delivers some twice; a captured one may be replayed): the key of each
-        // notification acted on is kept for an hour, and a later delivery is answered without acting.
-        // (Two deliveries at the same instant may both act: every action is idempotent.)
-        let seen = Digest.sha256(Array(("apple notification " + note.dedupeKey).utf8))
-        if try await engine.isSingleUsePending(.appleNotification, key: seen) {
-            audit("apple_notification", request, context, ["type": .string(note.type), "duplicate": "true"])
-            return HTTP.ok()
-        }
-        let identities = apple.identities
-        guard var linked = try await identities.identity(provider: Self.appleProvider, subject: note.sub) else {
-            let metadata: Logger.Metadata = ["type": .string(note.type), "linked": "false"]
-            audit("apple_notification", request, context, metadata)
-            return HTTP.ok()
-        }
-        // An event older than the record's last change was applied already (or superseded); a
-        // revocation or deletion from before the identity was (re)linked is not about this link.
-        if let time = note.eventTime {
-            let superseded =
-                switch note.event {
-                case .emailEnabled, .emailDisabled: time < linked.updatedAt
-                case .consentRevoked, .accountDeleted: time < linked.createdAt
-                case .other: false
-                }
-            if superseded {
-                audit("apple_notification", request, context, ["type": .string(note.type), "superseded": "true"])
-                return HTTP.ok()
-            }
-        }
-        switch note.event {
-        case .emailDisabled, .emailEnabled:
-            linked.email = note.email ?? linked.email
-            linked.isPrivateEmail = note.isPrivateEmail ?? linked.isPrivateEmail
-            linked.updatedAt = note.eventTime ?? now
-            _ = try await identities.update(linked)
-        case .consentRevoked, .accountDeleted:
-            _ = try await identities.unlink(provider: Self.appleProvider, subject: note.sub)
-            _ = try await sessions.store.deleteSessions(userHandle: linked.userHandle)
-            // The account goes too when nothing else signs it in: nobody could sign in to it again,
-            // and its name would stay taken (red team: consent revoked for an account whose only
-            // passkey had been deleted; signing in with Apple again makes a new account).
-            let credentials = try await engine.credentials.credentials(forUser: linked.userHandle)
-            let others = try await identities.identities(forUser: linked.userHandle)
-            if credentials.isEmpty && others.isEmpty { _ = try await accounts.deleteAccount(handle: linked.userHandle) }
-        case .other:
-            break
-        }
-        do {
-            try await engine.storeSingleUse(.appleNotification, key: seen, binding: nil, lifetime: 3600)
-        } catch {
-            // Acted on already: answer 200 all the same (the actions are idempotent; only the dedupe is lost).
-            context.logger.warning(
-                "a notification's dedupe key was not kept", metadata: ["code": .string((error as? WebAuthnError)?.code.rawValue ?? "storage_failure")])
-        }
-        let metadata: Logger.Metadata = ["type": .string(note.type), "account": .string(Audit.hash(linked.userHandle))]
-        audit("apple_notification", request, context, metadata)
-        return HTTP.ok()
-    }
-
-    // MARK: Web flow
-
-    /// The flow cookie: SameSite=None and Secure over HTTPS (Apple's form post is cross-site), Lax otherwise.
-    func appleFlowCookie(value: String, maxAge: Int) -> Cookie {
-        let sameSite: Cookie.SameSite = configuration.secureCookies ? .none : .lax
-        return Cookie(
-            name: appleFlowCookieName, value: value, maxAge: maxAge, path: "/", secure: configuration.secureCookies, httpOnly: true,
-            sameSite: sameSite)
-    }
-
-    /// The nonce of a web-flow state: derived from it under the server secret, so only the state is stored.
-    func appleWebNonce(_ state: String) -> String {
-        Base64URL.encode(Digest.hmacSHA256(key: configuration.secret, Array("apple web nonce".utf8), Array(state.utf8)))
-    }
-
-    /// `GET /apple/web/start`: a single-use state bound to this browser by a flow cookie
-    /// (SameSite=None and Secure over HTTPS, so Apple's cross-site form post carries it),
-    /// then a redirect to Apple's authorization page.
-    func appleWebStart(_ request: Request, _ apple: AppleConfiguration) async throws -> Response {
-        guard let servicesID = apple.servicesID, let redirectURI = apple.redirectURI else { throw WebAuthnError(.configurationInvalid, "no web flow") }
-        let flow = SecureRandom.bytes(32)
-        let state = Base64URL.encode(SecureRandom.bytes(32))
-        try await engine.storeSingleUse(
-            .appleState, key: Digest.sha256(Array(state.utf8)), binding: Digest.sha256(flow),
-            lifetime: Self.appleNonceLifetime)
-        var components = URLComponents(url: apple.signIn.configuration.baseURL.appendingPathComponent("auth/authorize"), resolvingAgainstBaseURL: false)
-        let query: [(String, String)] = [
-            ("client_id", servicesID), ("redirect_uri", redirectURI), ("response_type", "code id_token"), ("response_mode", "form_post"),
-            ("scope", "name email"), ("state", state), ("nonce", appleWebNonce(state)),
-        ]
-        components?.queryItems = query.map { URLQueryItem(name: $0.0, value: $0.1) }
-        guard let location = components?.url?.absoluteString else { throw WebAuthnError(.configurationInvalid, "the Apple base URL is not a URL") }
-        var response = Response(status: .found, headers: [.location: location, .cacheControl: "no-store"])
-        response.setCookie(appleFlowCookie(value: Base64URL.encode(flow), maxAge: Int(Self.appleNonceLifetime)))
-        return response
-    }
-
-    /// `POST /apple/web/callback`: Apple's form post (`code`, `id_token`, `state`, and on
-    /// first consent `user`). The state must be one this browser started (its flow
-    /// cookie), unused and unexpired; the token must carry the state's nonce; the code is
-    /// exchanged with the Services ID. Then 303 to `/`, signed in.
-    func appleWebCallback<Context: RequestContext>(_ request: Request, _ context: Context, _ apple: AppleConfiguration) async throws -> Response {
-        guard let servicesID = apple.servicesID else { throw WebAuthnError(.configurationInvalid, "no web flow") }
-        let buffer: ByteBuffer
-        do { buffer = try await request.body.collect(upTo: configuration.maxBodySize) } catch {
-            throw WebAuthnError(.inputTooLarge, "the form is larger than \(configuration.maxBodySize) bytes")
-        }
-        let form = try HTTP.form(Array(buffer.readableBytesView))
-        guard let state = form["state"], !state.isEmpty, state.utf8.count <= 256, let idToken = form["id_token"], let code = form["code"],
-            !code.isEmpty, code.utf8.count <= 1024
-        else {
-            throw WebAuthnError(.responseMalformed, "the form needs code, id_token and state")
-        }
-        let flow = HTTP.cookie(appleFlowCookieName, in: request).flatMap { Base64URL.decode(String($0)) }
-        try await engine.consumeSingleUse(.appleState, key: Digest.sha256(Array(state.utf8)), binding: flow.map(Digest.sha256) ?? [])
-        let identity = try await apple.signIn.verifyIdentityToken(idToken, nonce: appleWebNonce(state))
-        guard Bytes.sameUTF8(identity.audience, servicesID) else {
-            throw WebAuthnError(.appleTokenClaimInvalid, "the web flow's token is for another client than the Services ID")
-        }
-        let token = sessions.token(request)
-        try await requireRecentToLink(identity, token: token, apple)
-        let exchange = try await apple.signIn.exchange(code: code, clientID: servicesID, redirectURI: apple.redirectURI, expectedSub: identity.sub)
-        let user = AppleUserData(form["user"].flatMap { try? JSONValue.parse($0, limits: JSONLimits(maxBytes: 4096, maxDepth: 4)) })
-        let (handle, created) = try await appleAccount(
-            identity, refreshToken: exchange.tokens.refreshToken, user: user, request: request,
-            token: token, apple)
-        let signedIn = try await sessions.signIn(handle, replacing: token, now: now, verified: true)
-        let metadata: Logger.Metadata = ["account": .string(Audit.hash(handle)), "method": "apple-web", "created": .string(created ? "true" : "false")]
-        audit("signed_in", request, context, metadata)
-        var response = Response(status: .seeOther, headers: [.location: "/", .cacheControl: "no-store"])
-        response.setCookie(sessions.cookie(signedIn))
-        response.setCookie(appleFlowCookie(value: "", maxAge: 0))
-        return response
     }
 
     // MARK: Account deletion

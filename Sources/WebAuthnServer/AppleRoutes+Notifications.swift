@@ -1,0 +1,81 @@
+internal import Foundation
+internal import Hummingbird
+internal import Logging
+internal import SignInWithApple
+internal import WebAuthnCore
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
+
+/// Sign in with Apple: the server-to-server notifications.
+extension WebAuthnRoutes {
+    // MARK: Notifications
+
+    /// `POST /apple/notifications`: Apple's server-to-server events, verified, acted on
+    /// idempotently (a duplicate answers 200 and changes nothing more).
+    func appleNotification<Context: RequestContext>(_ request: Request, _ context: Context, _ apple: AppleConfiguration) async throws -> Response {
+        let buffer: ByteBuffer
+        do { buffer = try await request.body.collect(upTo: AppleNotification.maxBodySize) } catch {
+            throw WebAuthnError(.inputTooLarge, "the notification is larger than \(AppleNotification.maxBodySize) bytes")
+        }
+        let note = try await apple.signIn.verifyNotification(body: Array(buffer.readableBytesView))
+        if let time = note.eventTime, time > now.addingTimeInterval(apple.signIn.configuration.leeway) {
+            throw WebAuthnError(.appleNotificationInvalid, "the event_time is in the future")
+        }
+        // Duplicates (Apple delivers some twice; a captured one may be replayed): the key of each
+        // notification acted on is kept for an hour, and a later delivery is answered without acting.
+        // (Two deliveries at the same instant may both act: every action is idempotent.)
+        let seen = Digest.sha256(Array(("apple notification " + note.dedupeKey).utf8))
+        if try await engine.isSingleUsePending(.appleNotification, key: seen) {
+            audit("apple_notification", request, context, ["type": .string(note.type), "duplicate": "true"])
+            return HTTP.ok()
+        }
+        let identities = apple.identities
+        guard var linked = try await identities.identity(provider: Self.appleProvider, subject: note.sub) else {
+            let metadata: Logger.Metadata = ["type": .string(note.type), "linked": "false"]
+            audit("apple_notification", request, context, metadata)
+            return HTTP.ok()
+        }
+        // An event older than the record's last change was applied already (or superseded); a
+        // revocation or deletion from before the identity was (re)linked is not about this link.
+        if let time = note.eventTime {
+            let superseded =
+                switch note.event {
+                case .emailEnabled, .emailDisabled: time < linked.updatedAt
+                case .consentRevoked, .accountDeleted: time < linked.createdAt
+                case .other: false
+                }
+            if superseded {
+                audit("apple_notification", request, context, ["type": .string(note.type), "superseded": "true"])
+                return HTTP.ok()
+            }
+        }
+        switch note.event {
+        case .emailDisabled, .emailEnabled:
+            linked.email = note.email ?? linked.email
+            linked.isPrivateEmail = note.isPrivateEmail ?? linked.isPrivateEmail
+            linked.updatedAt = note.eventTime ?? now
+            _ = try await identities.update(linked)
+        case .consentRevoked, .accountDeleted:
+            _ = try await identities.unlink(provider: Self.appleProvider, subject: note.sub)
+            _ = try await sessions.store.deleteSessions(userHandle: linked.userHandle)
+            // The account goes too when nothing else signs it in: nobody could sign in to it again,
+            // and its name would stay taken (red team: consent revoked for an account whose only
+            // passkey had been deleted; signing in with Apple again makes a new account).
+            let credentials = try await engine.credentials.credentials(forUser: linked.userHandle)
+            let others = try await identities.identities(forUser: linked.userHandle)
+            if credentials.isEmpty && others.isEmpty { _ = try await accounts.deleteAccount(handle: linked.userHandle) }
+        case .other:
+            break
+        }
+        do {
+            try await engine.storeSingleUse(.appleNotification, key: seen, binding: nil, lifetime: 3600)
+        } catch {
+            // Acted on already: answer 200 all the same (the actions are idempotent; only the dedupe is lost).
+            context.logger.warning(
+                "a notification's dedupe key was not kept", metadata: ["code": .string(error.code.rawValue)])
+        }
+        let metadata: Logger.Metadata = ["type": .string(note.type), "account": .string(Audit.hash(linked.userHandle))]
+        audit("apple_notification", request, context, metadata)
+        return HTTP.ok()
+    }
+}
