@@ -245,17 +245,10 @@ extension PostgresStore {
         !(try await pool.query("UPDATE accounts SET display_name = $1 WHERE handle = $2 RETURNING handle", [displayName, PGText.bytea(handle)])).isEmpty
     }
 
-    /// Deletes the account with its credentials, linked identities and sessions
-    /// in one statement; false when there is none.
+    /// Deletes the account with its credentials, linked identities, sessions and the ceremonies
+    /// pending under them, in one statement; false when there is none. A second statement then
+    /// removes what a registration it waited for committed (see the comment below).
     public func deleteAccount(handle: [UInt8]) async throws -> Bool {
-        // First the ceremonies pending under the account's sessions, alone: a registration that
-        // holds one (consuming it with its credential insert) is waited for, and the deletion's
-        // own statement then starts after it committed, so its snapshot has the credential. Else
-        // a registration finished after the deletion stored a credential for no account (red
-        // team). The ceremonies are dropped again in the deletion's statement.
-        _ = try await pool.query(
-            "DELETE FROM challenges WHERE binding IN (SELECT id_hash FROM sessions WHERE user_handle = $1)", [PGText.bytea(handle)],
-            retry: .idempotent)
         // One statement: the account, its credentials, identities, sessions and pending ceremonies, or nothing.
         let rows = try await pool.query(
             """
@@ -267,9 +260,9 @@ extension PostgresStore {
                  sessions_gone AS (DELETE FROM sessions WHERE user_handle IN (SELECT handle FROM account))
             SELECT handle FROM account
             """, [PGText.bytea(handle)], retry: .idempotent)
-        // A registration that held the account's row (``commitRegistration(consuming:addingTo:credential:signingIn:replacing:)``)
+        // A registration that held the account's row (``commitRegistration(consuming:addingTo:limit:credential:signingIn:replacing:)``)
         // committed before the deletion went on, after this statement's snapshot was taken: what it
-        // stored goes now, in a statement of its own.
+        // stored goes now, in a statement of its own (a fresh snapshot).
         if !rows.isEmpty {
             _ = try await pool.query(
                 """

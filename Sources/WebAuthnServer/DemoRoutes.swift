@@ -104,9 +104,7 @@ extension WebAuthnRoutes {
                 try throttle(request, context)
                 let handle = try await requireRecentVerification(request)
                 let id = try credentialID(context)
-                try await credentialDeletions.run(handle) { () async throws(WebAuthnError) in
-                    try await Self.storing { try await deleteCredential(id, of: handle) }
-                }
+                try await deleteCredential(id, of: handle)
                 audit("credential_deleted", request, context, ["account": .string(Audit.hash(handle)), "credential": .string(Audit.hash(id))])
                 // The provider should stop offering it: the account's credentials as they are now.
                 let signal = try await engine.allAcceptedCredentialsSignal(userHandle: handle)
@@ -176,37 +174,39 @@ extension WebAuthnRoutes {
         return ProviderNames(metadata: { anchors.metadataEntry(for: $0) }, list: configuration.passkeyProviders.list)
     }
 
-    /// The `:id` of a credential route, decoded (at most 2 KiB of text).
     /// Deletes one of the account's credentials, unless it is the account's last way to sign in
     /// (no other credential, no linked identity): `last_credential`. Red team: deleting the last
-    /// passkey left the account, its name taken, with nobody able to sign in to it. Run under
-    /// ``credentialDeletions`` so that two deletions of an account's last two do not both pass.
+    /// passkey left the account, its name taken, with nobody able to sign in to it. A store that
+    /// keeps the accounts with the credentials decides in one transaction, for every process
+    /// sharing it (red team: two processes deleted an account's last two at once); with other
+    /// stores, deletions of one account's credentials run one at a time in this process.
     func deleteCredential(_ id: [UInt8], of handle: [UInt8]) async throws {
-        // A store that keeps the accounts with the credentials decides in one transaction, for every
-        // process sharing it (red team: two processes deleted an account's last two at once).
+        let unknown = WebAuthnError(.credentialUnknown, "you have no such credential")
         if let guarding = accounts as? any AccountWayInGuarding, (accounts as AnyObject) === (engine.credentials as AnyObject) {
             switch try await guarding.deleteCredential(id: id, ofAccount: handle) {
             case .deleted: return
             case .lastWayIn: throw Self.lastWayIn
-            case .notFound: throw WebAuthnError(.credentialUnknown, "you have no such credential")
+            case .notFound: throw unknown
             }
         }
-        let held = try await engine.credentials.credentials(forUser: handle)
-        guard held.contains(where: { $0.id == id }) else { throw WebAuthnError(.credentialUnknown, "you have no such credential") }
-        if held.count == 1, try await configuration.apple?.identities.identities(forUser: handle).isEmpty ?? true {
-            throw Self.lastWayIn
+        try await credentialDeletions.run(handle) { () async throws(WebAuthnError) in
+            do {
+                let held = try await engine.credentials.credentials(forUser: handle)
+                guard held.contains(where: { $0.id == id }) else { throw unknown }
+                if held.count == 1, try await configuration.apple?.identities.identities(forUser: handle).isEmpty ?? true { throw Self.lastWayIn }
+                _ = try await engine.credentials.delete(id: id)
+            } catch let error as WebAuthnError {
+                throw error
+            } catch {
+                throw WebAuthnError(.storageFailure, "\(error)")
+            }
         }
-        _ = try await engine.credentials.delete(id: id)
     }
 
     static let lastWayIn = WebAuthnError(
         .lastCredential, "this passkey is the only way to sign in to the account: add another first, or delete the account")
 
-    /// Runs store work, its errors as `WebAuthnError` (a store's own become `storage_failure`).
-    static func storing<T: Sendable>(_ body: () async throws -> T) async throws(WebAuthnError) -> T {
-        do { return try await body() } catch let error as WebAuthnError { throw error } catch { throw WebAuthnError(.storageFailure, "\(error)") }
-    }
-
+    /// The `:id` of a credential route, decoded (at most 2 KiB of text).
     func credentialID<Context: RequestContext>(_ context: Context) throws -> [UInt8] {
         guard let text = context.parameters.get("id"), text.utf8.count <= 2048, let id = Base64URL.decode(text), !id.isEmpty else {
             throw WebAuthnError(.credentialUnknown, "you have no such credential")

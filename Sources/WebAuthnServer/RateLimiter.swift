@@ -14,7 +14,7 @@ public import WebAuthnCore
 /// Token buckets keyed by client address or session, on the engine's clock.
 /// O(1) per request: at `maxTracked` buckets the oldest one is forgotten
 /// (found through an insertion-order queue, never by a scan).
-final class RateLimiter: Sendable {
+package final class RateLimiter: Sendable {
     struct Bucket {
         var tokens: Double
         var updated: Date
@@ -29,7 +29,7 @@ final class RateLimiter: Sendable {
     private let state = Mutex(State())
     let maxTracked: Int
 
-    init(maxTracked: Int) { self.maxTracked = maxTracked }
+    package init(maxTracked: Int) { self.maxTracked = maxTracked }
 
     /// Takes one token from `key`'s bucket (rate per second, burst = ten
     /// seconds of rate). Returns nil when allowed, else the seconds to wait.
@@ -41,7 +41,7 @@ final class RateLimiter: Sendable {
     /// Takes one token from `key`'s bucket, as ``take(_:rate:now:burst:)`` does, for work that is
     /// skipped when refused (a log line): nil when refused (counted), else how many were refused
     /// since the last one allowed.
-    func admit(_ key: String, rate: Double, burst: Double, now: Date) -> Int? {
+    package func admit(_ key: String, rate: Double, burst: Double, now: Date) -> Int? {
         let (allowed, bucket) = takeToken(key, rate: rate, burst: burst, now: now)
         return allowed ? bucket.refused : nil
     }

@@ -1,5 +1,7 @@
+import Foundation
 import Logging
 import Synchronization
+import WebAuthnServer
 
 /// `webauthn serve`'s log lines: swift-log's `StreamLogHandler` on standard error, the same
 /// lines, but the logger's metadata is formatted when a line is written, not when it is set.
@@ -82,47 +84,29 @@ struct ServerLogHandler: LogHandler {
     }
 }
 
-/// A token bucket of log lines: `rate` a second, with a burst of ten seconds' worth. Without
-/// it a stranger's flood of cheap requests (healthz, 404s: 45,000 a second from one address in
-/// the red team's run) wrote 7 MB of request log a second until the disk was full.
+/// The budget of log lines: `rate` a second, with a burst of ten seconds' worth (a token bucket
+/// of the server's ``RateLimiter``). Without it a stranger's flood of cheap requests (healthz,
+/// 404s: 45,000 a second from one address in the red team's run) wrote 7 MB of request log a
+/// second until the disk was full.
 final class LogBudget: Sendable {
-    private struct State {
-        var tokens: Double
-        var updated: ContinuousClock.Instant
-        var dropped = 0
-        var reported: ContinuousClock.Instant?
-    }
-    private let state: Mutex<State>
+    private let bucket = RateLimiter(maxTracked: 1)
+    /// Lines not written and not yet reported, and when the last report was made.
+    private let unreported = Mutex<(count: Int, reported: Date?)>((0, nil))
     let rate: Double
-    let burst: Double
 
-    init(rate: Double) {
-        self.rate = rate
-        burst = rate * 10
-        state = Mutex(State(tokens: rate * 10, updated: .now))
-    }
+    init(rate: Double) { self.rate = rate }
 
     /// Takes one line's token: nil when the line must be dropped (it is counted), else the
     /// number of lines dropped not yet reported, at most once a second (then counted from zero
     /// again), so that the warning saying so is one line a second at most (red team: one before
     /// every line let through doubled a flood's log, at warning level); 0 in between.
-    func admit(now: ContinuousClock.Instant = .now) -> Int? {
-        state.withLock { s in
-            let elapsed = s.updated.duration(to: now)
-            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
-            s.tokens = min(burst, s.tokens + max(0, seconds) * rate)
-            s.updated = max(s.updated, now)
-            guard s.tokens >= 1 else {
-                s.dropped += 1
-                return nil
-            }
-            s.tokens -= 1
-            guard s.dropped > 0, s.reported.map({ $0.duration(to: now) >= .seconds(1) }) ?? true else { return 0 }
-            defer {
-                s.dropped = 0
-                s.reported = now
-            }
-            return s.dropped
+    func admit(now: Date = Date()) -> Int? {
+        guard let refused = bucket.admit("lines", rate: rate, burst: rate * 10, now: now) else { return nil }
+        return unreported.withLock { u in
+            u.count += refused
+            guard u.count > 0, u.reported.map({ now.timeIntervalSince($0) >= 1 }) ?? true else { return 0 }
+            defer { u = (0, now) }
+            return u.count
         }
     }
 }

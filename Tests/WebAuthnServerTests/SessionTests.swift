@@ -6,6 +6,7 @@ import Testing
 @testable import WebAuthnServer
 import WebAuthnMetadata
 import WebAuthnConformance
+import WebAuthnTesting
 import _WebAuthnEncoding
 import _WebAuthnCrypto
 
@@ -196,5 +197,39 @@ struct SessionTests {
         // Past Int (and past UInt64): larger than any limit, never a trap or a wrap.
         #expect(length("9223372036854775808") == .max)
         #expect(length(String(repeating: "9", count: 4096)) == .max)
+    }
+
+    @Test("stores that cannot guard the last way in: deletions of one account's credentials run one at a time; 16 at once of the last two leave one")
+    func lastTwoInProcess() async throws {
+        let credentials = InMemoryCredentialStore()
+        let accounts = InMemoryAccountStore(credentials: credentials)
+        let rp = try RelyingParty(id: "example.com", origins: ["https://example.com"])
+        let engine = WebAuthnEngine(relyingParty: rp, credentials: credentials, challenges: InMemoryChallengeStore(), accounts: accounts)
+        let routes = WebAuthnRoutes(
+            engine: engine, accounts: accounts, sessions: InMemorySessionStore(), configuration: ServerConfiguration(secret: SecureRandom.bytes(32)))
+        for round in 0..<20 {  // twenty accounts: without the serializer, a few rounds in each run lose both
+            let user = UserEntity.new(name: "vic\(round)")
+            var ids: [[UInt8]] = []
+            for newAccount in [true, false] {
+                let options = try await engine.startRegistration(user: user, newAccount: newAccount)
+                let parts = try SoftwareAuthenticator().register(
+                    rpId: "example.com", origin: "https://example.com", challenge: options.challenge, userHandle: user.id)
+                ids.append(try await engine.finishRegistration(json: parts.jsonBytes).credential.id)
+            }
+            let outcomes = await withTaskGroup(of: String.self) { group in
+                for id in Array(repeating: ids, count: 8).joined() {
+                    group.addTask {
+                        do {
+                            try await routes.deleteCredential(id, of: user.id)
+                            return "deleted"
+                        } catch { return (error as? WebAuthnError)?.code.rawValue ?? "\(error)" }
+                    }
+                }
+                return await group.reduce(into: [String]()) { $0.append($1) }
+            }
+            #expect(outcomes.filter { $0 == "deleted" }.count == 1, "\(outcomes)")
+            #expect(outcomes.allSatisfy { ["deleted", "last_credential", "credential_unknown"].contains($0) }, "\(outcomes)")
+            #expect(try await credentials.credentials(forUser: user.id).count == 1)
+        }
     }
 }

@@ -143,13 +143,13 @@ extension WebAuthnEngine {
         // ceremony started) needs the account to exist when it is stored: a registration started
         // before the account's deletion must not store a credential of no account after it (in the
         // commit's transaction where the account store is the committing store; else read just before).
+        let sameStore = committing != nil && (accounts as AnyObject) === (committing as AnyObject)
         let addingToAccount = ceremony.addsToAccount && accounts != nil
         let commit = { [self, account, session] () async throws(WebAuthnError) -> Bool in
-            if let committing, account == nil || (accounts as AnyObject) === (committing as AnyObject) {
-                let sameStore = (accounts as AnyObject) === (committing as AnyObject)
-                if addingToAccount, !sameStore, let accounts, try await store({ try await accounts.account(handle: record.userHandle) }) == nil {
-                    throw accountDeleted
-                }
+            if addingToAccount, !sameStore, let accounts, try await store({ try await accounts.account(handle: record.userHandle) }) == nil {
+                throw accountDeleted
+            }
+            if let committing, account == nil || sameStore {
                 return try await store {
                     if addingToAccount && sameStore {
                         return try await committing.commitRegistration(
@@ -161,7 +161,6 @@ extension WebAuthnEngine {
                         replacing: together ? signingIn?.replacing : nil)
                 }
             }
-            if addingToAccount, let accounts, try await store({ try await accounts.account(handle: record.userHandle) }) == nil { throw accountDeleted }
             let stepwise = StepwiseRegistration(challenges: challenges, credentials: credentials, accounts: accounts)
             return try await store { try await stepwise.commit(consuming: ceremony.challenge, creating: account, credential: record) }
         }
