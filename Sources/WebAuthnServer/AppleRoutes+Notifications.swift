@@ -1,9 +1,7 @@
-internal import Foundation
 internal import Hummingbird
 internal import Logging
 internal import SignInWithApple
 internal import WebAuthnCore
-internal import _WebAuthnEncoding
 internal import _WebAuthnCrypto
 
 /// Sign in with Apple: the server-to-server notifications.

@@ -1,9 +1,6 @@
 internal import Foundation
 internal import Hummingbird
-internal import Logging
-internal import SignInWithApple
 internal import WebAuthnCore
-internal import _WebAuthnEncoding
 internal import _WebAuthnCrypto
 
 /// Sign in with Apple: the web flow for browsers.
@@ -71,12 +68,8 @@ extension WebAuthnRoutes {
         try await requireRecentToLink(identity, token: token, apple)
         let exchange = try await apple.signIn.exchange(code: code, clientID: servicesID, redirectURI: apple.redirectURI, expectedSub: identity.sub)
         let user = AppleUserData(form["user"].flatMap { try? JSONValue.parse($0, limits: JSONLimits(maxBytes: 4096, maxDepth: 4)) })
-        let (handle, created) = try await appleAccount(
-            identity, refreshToken: exchange.tokens.refreshToken, user: user, request: request,
-            token: token, apple)
-        let signedIn = try await sessions.signIn(handle, replacing: token, now: now, verified: true)
-        let metadata: Logger.Metadata = ["account": .string(Audit.hash(handle)), "method": "apple-web", "created": .string(created ? "true" : "false")]
-        audit("signed_in", request, context, metadata)
+        let (signedIn, _) = try await appleSignedIn(
+            identity, refreshToken: exchange.tokens.refreshToken, user: user, method: "apple-web", request, context, token: token, apple)
         var response = Response(status: .seeOther, headers: [.location: "/", .cacheControl: "no-store"])
         response.setCookie(sessions.cookie(signedIn))
         response.setCookie(appleFlowCookie(value: "", maxAge: 0))

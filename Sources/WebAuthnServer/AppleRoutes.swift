@@ -111,13 +111,9 @@ extension WebAuthnRoutes {
             try await requireRecentToLink(identity, token: token, apple)
             try await engine.consumeSingleUse(.appleNonce, key: Self.appleNonceKey(claim), binding: token?.binding)
             let exchange = try await apple.signIn.exchange(code: code, clientID: identity.audience, expectedSub: identity.sub)
-            let user = AppleUserData(body["user"])
-            let (handle, created) = try await appleAccount(
-                identity, refreshToken: exchange.tokens.refreshToken, user: user, request: request,
-                token: token, apple)
-            let signedIn = try await sessions.signIn(handle, replacing: token, now: now, verified: true)
-            let metadata: Logger.Metadata = ["account": .string(Audit.hash(handle)), "method": "apple", "created": .string(created ? "true" : "false")]
-            audit("signed_in", request, context, metadata)
+            let (signedIn, created) = try await appleSignedIn(
+                identity, refreshToken: exchange.tokens.refreshToken, user: AppleUserData(body["user"]), method: "apple", request, context, token: token,
+                apple)
             var payload: JSONObject = ["sub": .string(identity.sub), "created": .bool(created)]
             payload["email"] = identity.email.map(JSONValue.string) ?? JSONValue.null
             return HTTP.ok(payload, cookie: sessions.cookie(signedIn))
@@ -127,6 +123,20 @@ extension WebAuthnRoutes {
             audit("apple_sign_in_failed", request, context, ["code": .string(error.code.rawValue)])
             throw error
         }
+    }
+
+    /// The end of both flows, once the token is verified and the code exchanged: the account
+    /// found, linked or made (``appleAccount(_:refreshToken:user:request:token:_:)``), the session
+    /// signed in and verified, the sign-in audited.
+    func appleSignedIn<Context: RequestContext>(
+        _ identity: AppleIdentityToken, refreshToken: String?, user: AppleUserData, method: String, _ request: Request, _ context: Context,
+        token: BrowserSessions.Token?, _ apple: AppleConfiguration
+    ) async throws -> (session: BrowserSessions.Token, created: Bool) {
+        let (handle, created) = try await appleAccount(identity, refreshToken: refreshToken, user: user, request: request, token: token, apple)
+        let signedIn = try await sessions.signIn(handle, replacing: token, now: now, verified: true)
+        let metadata: Logger.Metadata = ["account": .string(Audit.hash(handle)), "method": .string(method), "created": .string(created ? "true" : "false")]
+        audit("signed_in", request, context, metadata)
+        return (signedIn, created)
     }
 
     /// Refuses (`reauthentication_required`) to link a new Apple identity to the account a
