@@ -59,6 +59,18 @@ struct ExchangeTests {
         let appCode = standIn.authorizationCode(for: user, clientID: TokenFixture.clientID)
         let wrongClient = await refusal { _ = try await apple.exchange(code: appCode, clientID: TokenFixture.servicesID) }
         #expect(wrongClient?.message.contains("invalid_grant") == true)
+        // The refusal's OAuth error, as the server's revocation reads it, from the error this client threw.
+        #expect(reused.flatMap(AppleTokenClient.refusal(of:)) == "invalid_grant")
+        #expect(mismatch.flatMap(AppleTokenClient.refusal(of:)) == nil, "not a refusal")
+        // Apple's `error` string is the client's to quote, bounded; a hostile one reads as itself, cut at a space or colon.
+        for (message, expected) in [
+            ("Apple's revoke endpoint answered invalid_client (HTTP 400)", "invalid_client"),
+            ("Apple's revoke endpoint answered invalid_grant: the token is revoked (HTTP 400)", "invalid_grant"),
+            ("Apple's revoke endpoint answered ", ""), ("no marker at all", nil),
+            ("Apple's revoke endpoint answered " + String(repeating: "x", count: 64) + " (HTTP 400)", String(repeating: "x", count: 64)),
+        ] as [(String, String?)] {
+            #expect(AppleTokenClient.refusal(of: WebAuthnError(.appleRequestRefused, message)).map(String.init) == expected, "\(message)")
+        }
     }
 
     @Test("redirect_uri is sent only when given, form-encoded: a URI with & + = and spaces survives")
