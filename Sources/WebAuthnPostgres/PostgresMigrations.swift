@@ -120,6 +120,23 @@ enum PostgresMigrations {
                 """
             ]
         ),
+        // An identity unlinked under a share lock on its account's row, which a deletion of the
+        // account's last credential (version 7) takes for update: the two cannot each count the
+        // other as the way in that remains (an Apple consent revoked while the last passkey is
+        // deleted). The identity is deleted whether or not its account exists.
+        (
+            9,
+            [
+                """
+                CREATE FUNCTION webauthn_unlink(p TEXT, s TEXT) RETURNS SETOF identities LANGUAGE plpgsql AS $fn$
+                BEGIN
+                    PERFORM 1 FROM accounts WHERE handle = (SELECT user_handle FROM identities WHERE provider = p AND subject = s) FOR SHARE;
+                    RETURN QUERY DELETE FROM identities WHERE provider = p AND subject = s RETURNING *;
+                END
+                $fn$
+                """
+            ]
+        ),
     ]
 
     /// Work a migration needs beyond SQL, in its transaction: look-alike keys

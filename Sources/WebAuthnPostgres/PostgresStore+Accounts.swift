@@ -358,10 +358,11 @@ extension PostgresStore {
         }
     }
 
-    /// Removes the link and returns it; nil when it was not linked.
+    /// Removes the link and returns it; nil when it was not linked. The account's row is locked
+    /// for share first (`webauthn_unlink`), so that the deletion of its last credential, which
+    /// counts the account's identities after locking that row, cannot run beside it.
     public func unlink(provider: String, subject: String) async throws -> LinkedIdentity? {
-        try await pool.query("DELETE FROM identities WHERE provider = $1 AND subject = $2 RETURNING \(Self.identityColumns)", [provider, subject])
-            .first.map(Self.identity)
+        try await pool.query("SELECT \(Self.identityColumns) FROM webauthn_unlink($1, $2)", [provider, subject]).first.map(Self.identity)
     }
 
     /// provider, subject, email, email_verified, is_private_email, refresh_token, created_at, updated_at, as text parameters.

@@ -396,6 +396,47 @@ struct StoreContractTests {
         await store.close()
     }
 
+    @Test(
+        "postgres: an Apple identity unlinked while the account's last passkey is deleted leaves it a way in (the deletion waits, then refuses)",
+        .enabled(if: postgresURL != nil))
+    func postgresUnlinkBesideLastDeletion() async throws {
+        // Noted by the fourth red-team pass: the unlink (Apple's consent-revoked) took no lock on
+        // the account, so a deletion of the last passkey counted the identity being unlinked as the
+        // way in that remained, and both committed. Here the unlink is held open in a transaction.
+        let url = try #require(Self.postgresURL)
+        let application = "unlink_" + UUID().uuidString.prefix(8).lowercased()
+        let store = try await Self.postgresStore(url, application: application, connections: 1)
+        let schema = try #require(try await store.pool.query("SELECT current_schema() AS s").first?["s"])
+        let dana = UserEntity.new(name: "dana")
+        let passkey = try Self.record(user: dana.id)
+        try await store.create(dana, firstCredential: passkey)
+        try await store.link(LinkedIdentity(provider: "apple", subject: "001.dana", userHandle: dana.id, createdAt: Date()))
+        let revoking = try PostgresPool(url: url + "?options=-c%20search_path%3D\(schema)", size: 1)
+        _ = try await revoking.query("BEGIN")
+        #expect(try await revoking.query("SELECT subject FROM webauthn_unlink($1, $2)", ["apple", "001.dana"]).first?["subject"] == "001.dana")
+        let deletion = Task { try await store.deleteCredential(id: passkey.id, ofAccount: dana.id) }
+        let monitor = try PostgresPool(url: url, size: 1)
+        var waited = false
+        for _ in 0..<300 where !waited {
+            waited =
+                !(try await monitor.query(
+                    "SELECT 1 AS x FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'", [application])).isEmpty
+            if !waited { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        #expect(waited, "the deletion waits for the unlink's lock on the account")
+        _ = try await revoking.query("COMMIT")
+        #expect(try await deletion.value == .lastWayIn)
+        #expect(try await store.credential(id: passkey.id) != nil, "the account keeps its passkey")
+        // Unlinking an identity whose account is gone still removes it.
+        try await store.link(LinkedIdentity(provider: "apple", subject: "002.dana", userHandle: dana.id, createdAt: Date()))
+        _ = try await store.pool.query("DELETE FROM accounts")
+        #expect(try await store.unlink(provider: "apple", subject: "002.dana")?.userHandle == dana.id)
+        #expect(try await store.unlink(provider: "apple", subject: "002.dana") == nil)
+        await monitor.close()
+        await revoking.close()
+        await store.close()
+    }
+
     @Test("stores are services: a graceful shutdown of their group closes them; a closed store throws storage_failure, and closes again harmlessly")
     func services() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("service-\(UUID().uuidString).sqlite").path
