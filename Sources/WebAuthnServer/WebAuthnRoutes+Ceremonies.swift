@@ -85,6 +85,14 @@ extension WebAuthnRoutes {
         let signedIn = sessions.mint()
         let now = self.now
         let signingIn = SessionSignIn<RegistrationResult>(store: sessions.store, replacing: token?.binding) { [self] result in
+            // Called after every check, step 27 too (a real ID is refused there): a stand-in ID is
+            // refused at the same point, with the same answer, so registration cannot tell the two
+            // apart (checked before the verification, a stand-in ID with any body answered "taken").
+            if standIns.isStandIn(result.credential.id) {
+                throw WebAuthnError(
+                    .credentialAlreadyRegistered, "credential \(Base64URL.encode(result.credential.id).prefix(96)) is already registered",
+                    step: "WebAuthn L3 §7.1 step 27")
+            }
             let handle = result.credential.userHandle
             if result.createdAccount { return sessions.session(for: handle, token: signedIn, now: now, verified: true) }
             let previous = try await sessions.signedIn(token, now: now)
@@ -95,12 +103,6 @@ extension WebAuthnRoutes {
         }
         do throws(WebAuthnError) {
             let response = try RegistrationResponse(json: body)
-            // A stand-in ID answers like one that is taken, so registration cannot tell stand-ins from real credentials.
-            if standIns.isStandIn(response.id) {
-                throw WebAuthnError(
-                    .credentialAlreadyRegistered, "credential \(Base64URL.encode(response.id).prefix(96)) is already registered",
-                    step: "WebAuthn L3 §7.1 step 27")
-            }
             result = try await engine.finishRegistration(response, binding: token?.binding, signingIn: signingIn)
         } catch {
             audit("registration_failed", request, context, ["code": .string(error.code.rawValue)])

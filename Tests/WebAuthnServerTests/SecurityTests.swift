@@ -332,6 +332,32 @@ struct SecurityTests {
         let refused = try await server.request("/assertion/result", forged.json, cookie: restarted.cookie)
         #expect(refused.status == 401 && refused.errorMessage.hasPrefix("authentication_failed"), "\(refused.errorMessage)")
         #expect(!refused.errorMessage.contains("credential_"))
+        // Registration cannot tell a stand-in ID from a real one either (red team, fifth pass: a
+        // stand-in ID with a garbage body was refused as taken before any check, a real one as
+        // malformed client data). The same body answers alike; a valid registration claiming
+        // either ID is refused at step 27, after every check.
+        let standIn = try #require(restarted.json["allowCredentials"]?.arrayValue?.first?["id"]?.stringValue.flatMap(Base64URL.decode))
+        var answered: [String] = []
+        for id in [realID, standIn] {
+            let garbage: JSONValue = [
+                "id": .string(Base64URL.encode(id)), "rawId": .string(Base64URL.encode(id)), "type": "public-key",
+                "response": ["clientDataJSON": "e30", "attestationObject": "oA"],
+            ]
+            let reply = try await server.request("/attestation/result", garbage)
+            answered.append("\(reply.status) \(reply.errorMessage.prefix { $0 != ":" })")
+        }
+        #expect(answered[0] == answered[1], "\(answered)")
+        for id in [realID, standIn] {
+            let name = Self.unique("sly")
+            let options = try await server.request("/attestation/options", ["username": .string(name), "displayName": .string(name)])
+            var parts = try SoftwareAuthenticator(profile: .platformPasskey).register(
+                rpId: rpId, origin: origin, challenge: try #require(options.json["challenge"]?.stringValue.flatMap(Base64URL.decode)),
+                userHandle: try #require(options.json["user"]?["id"]?.stringValue.flatMap(Base64URL.decode)))
+            parts.id = id
+            parts.authenticatorData.attested?.credentialId = id
+            let reply = try await server.request("/attestation/result", parts.json, cookie: options.cookie)
+            #expect(reply.status == 400 && reply.errorMessage.hasPrefix("credential_already_registered"), "\(reply.errorMessage)")
+        }
     }
 
     @Test("a wrong owner's credential gets the generic answer and no user handle", arguments: databases)
