@@ -137,18 +137,44 @@ enum PostgresMigrations {
                 """
             ]
         ),
+        // A session that ends (signed out, signed out everywhere, rotated at a sign-in, expired,
+        // beyond the per-account cap, its account deleted) takes the ceremonies pending under its
+        // binding with it: an addition started before a sign-out could be finished after it with
+        // the old cookie, and signed in (red team, fifth pass). A row trigger fires at the end of
+        // its statement, after a ceremony that statement consumed is gone.
+        (
+            10,
+            [
+                """
+                CREATE FUNCTION webauthn_session_ended() RETURNS trigger LANGUAGE plpgsql AS $fn$
+                BEGIN
+                    DELETE FROM challenges WHERE binding = OLD.id_hash;
+                    RETURN NULL;
+                END
+                $fn$
+                """,
+                "CREATE TRIGGER sessions_delete AFTER DELETE ON sessions FOR EACH ROW EXECUTE FUNCTION webauthn_session_ended()",
+            ]
+        ),
+        // Look-alike keys computed again: the table of look-alikes grew (Lisu, Cherokee). Every key
+        // is first made unique and unlike any name's key (names have no spaces), so that no key computed again can
+        // meet an old one; a key two accounts share is suffixed (with a space) for the later one.
+        (
+            11,
+            ["UPDATE accounts SET name_key = 'migrating ' || encode(handle, 'hex')"]
+        ),
     ]
 
     /// Work a migration needs beyond SQL, in its transaction: look-alike keys
-    /// for accounts made before version 2 (a duplicate key is suffixed, so the
-    /// migration never fails on old data).
+    /// for accounts made before version 2, and again at version 11 (a duplicate key is
+    /// suffixed, so the migration never fails on old data).
     static func afterStatements(of version: Int, _ c: PostgresConnection) throws {
-        guard version == 2 else { return }
+        guard version == 2 || version == 11 else { return }
         var seen: Set<String> = []
         for row in try c.execute("SELECT name, encode(handle, 'hex') AS h FROM accounts ORDER BY name", retry: .never) {
             guard let name = row["name"], let handle = row["h"] else { continue }
             var key = UserName.lookalikeKey(name)
-            if !seen.insert(key).inserted { key += "#legacy-" + handle }
+            if !seen.insert(key).inserted { key += " legacy " + handle }
             _ = try c.execute("UPDATE accounts SET name_key = $1 WHERE name = $2", [key, name], retry: .never)
         }
     }

@@ -238,6 +238,14 @@ extension PostgresStore {
         try await pool.query("DELETE FROM sessions WHERE user_handle = $1 RETURNING id_hash", [PGText.bytea(userHandle)]).count
     }
 
+    /// Ends every session of the account but `kept`, in one statement; returns how many.
+    public func deleteSessions(userHandle: [UInt8], except kept: [UInt8]) async throws -> Int {
+        // Not sent again once it may have run: a repeat would count none.
+        try await pool.query(
+            "DELETE FROM sessions WHERE user_handle = $1 AND id_hash <> $2 RETURNING id_hash", [PGText.bytea(userHandle), PGText.bytea(kept)]
+        ).count
+    }
+
     // MARK: Account deletion and linked identities
 
     /// Sets the account's display name, in one `UPDATE`; false when there is no such account.

@@ -251,11 +251,29 @@ enum SQLiteMigrations {
                 """,
             ]
         ),
+        // A session that ends (signed out, signed out everywhere, rotated at a sign-in, expired,
+        // beyond the per-account cap, its account deleted) takes the ceremonies pending under its
+        // binding with it: an addition started before a sign-out could be finished after it with
+        // the old cookie, and signed in (red team, fifth pass).
+        (
+            9,
+            [
+                """
+                CREATE TRIGGER sessions_delete AFTER DELETE ON sessions BEGIN
+                    DELETE FROM challenges WHERE binding = OLD.id_hash;
+                END
+                """
+            ]
+        ),
+        // Look-alike keys computed again: the table of look-alikes grew (Lisu, Cherokee). Every key
+        // is first made unique and unlike any name's key (names have no spaces), so that no key computed again can
+        // meet an old one; a key two accounts share is suffixed (with a space) for the later one.
+        (10, ["UPDATE accounts SET name_key = 'migrating ' || rowid"]),
     ]
 
     /// Work a migration needs beyond SQL, run in its transaction after its statements.
     static func afterStatements(of version: Int, _ connection: SQLiteConnectionHandle) throws {
-        guard version == 2 else { return }
+        guard version == 2 || version == 10 else { return }
         // Look-alike keys for accounts made before version 2. Two old accounts
         // with one key keep distinct keys (the later one suffixed), so the
         // migration never fails; names made from now on cannot collide.
@@ -263,7 +281,7 @@ enum SQLiteMigrations {
         for row in try connection.query("SELECT rowid AS r, name FROM accounts ORDER BY rowid") {
             guard let name = row.column("name")?.string, let rowid = row.column("r")?.integer else { continue }
             var key = UserName.lookalikeKey(name)
-            if !seen.insert(key).inserted { key += "#legacy-\(rowid)" }
+            if !seen.insert(key).inserted { key += " legacy \(rowid)" }
             _ = try connection.query("UPDATE accounts SET name_key = ? WHERE rowid = ?", [.text(key), .integer(Int64(rowid))])
         }
     }

@@ -151,6 +151,11 @@ extension SQLiteStore {
         try await query("DELETE FROM sessions WHERE user_handle = ? RETURNING id_hash", [.blob(userHandle)]).count
     }
 
+    /// Ends every session of the account but `kept`, in one statement; returns how many.
+    public func deleteSessions(userHandle: [UInt8], except kept: [UInt8]) async throws -> Int {
+        try await query("DELETE FROM sessions WHERE user_handle = ? AND id_hash <> ? RETURNING id_hash", [.blob(userHandle), .blob(kept)]).count
+    }
+
     // MARK: Account deletion and linked identities
 
     /// Deletes the account with its credentials, linked identities and sessions

@@ -39,7 +39,7 @@ enum DemoPage {
               <h2>Signed in as <span id="who"></span></h2>
               <p class="muted"><span id="display-name"></span> <button id="edit-display-name" class="link">Change display name</button></p>
             </div>
-            <div class="row"><button id="add-passkey" class="primary">Add a passkey</button> <button id="logout">Sign out</button></div>
+            <div class="row"><button id="add-passkey" class="primary">Add a passkey</button> <button id="logout">Sign out</button> <button id="logout-everywhere" class="link">Sign out everywhere</button></div>
           </div>
           <h3>Your passkeys and security keys</h3>
           <ul id="credentials" class="credentials"></ul>
@@ -326,6 +326,10 @@ enum DemoPage {
         $('logout').onclick = async () => {
           await post('/demo/logout', {});
           await refresh(); say('Signed out.');
+        };
+        $('logout-everywhere').onclick = async () => {
+          await post('/demo/logout', { everywhere: true });
+          await refresh(); say('Signed out on every device.');
         };
         // Passkey autofill on the user name field, while signed out.
         async function startAutofill() {

@@ -102,13 +102,19 @@ extension WebAuthnRoutes {
         router.delete("/demo/credentials/:id") { request, context in
             await handle(request, context) {
                 try throttle(request, context)
-                let handle = try await requireRecentVerification(request)
+                let session = try await requireRecentSession(request)
+                let handle = session.userHandle
                 let id = try credentialID(context)
                 try await deleteCredential(id, of: handle)
-                audit("credential_deleted", request, context, ["account": .string(Audit.hash(handle)), "credential": .string(Audit.hash(id))])
+                // Whoever signed in elsewhere goes (red team, fifth pass: an intruder's passkey
+                // deleted, its session still signed in and finished an addition it had started).
+                let ended = try await sessions.store.deleteSessions(userHandle: handle, except: session.idHash)
+                audit(
+                    "credential_deleted", request, context,
+                    ["account": .string(Audit.hash(handle)), "credential": .string(Audit.hash(id)), "sessions_ended": .stringConvertible(ended)])
                 // The provider should stop offering it: the account's credentials as they are now.
                 let signal = try await engine.allAcceptedCredentialsSignal(userHandle: handle)
-                return HTTP.ok(["signal": signal.payload(rpId: engine.relyingParty.id)])
+                return HTTP.ok(["signal": signal.payload(rpId: engine.relyingParty.id), "otherSessionsEnded": .number(Double(ended))])
             }
         }
         router.patch("/demo/account") { request, context in
@@ -149,11 +155,21 @@ extension WebAuthnRoutes {
                 // JSON only: a form on a sibling site (same-site, so SameSite=Strict lets the cookie through) cannot sign the user out.
                 try HTTP.requireJSON(request)
                 try throttle(request, context)
+                // An empty or unreadable body signs this session out, as before the option existed.
+                let body = (try? await HTTP.body(request, limit: 1024)) ?? [:]
                 let token = sessions.token(request)
-                let signedIn = try await sessions.signedIn(token, now: now) != nil
-                try await sessions.signOut(token)
-                if signedIn { audit("signed_out", request, context) }
+                let signedIn = try await sessions.signedIn(token, now: now)
                 var response = HTTP.ok()
+                // `{"everywhere": true}`: every session of the account ends, on every device (and
+                // the ceremonies pending under them), as after a lost phone or a stolen cookie.
+                if body["everywhere"]?.boolValue == true, let signedIn {
+                    let ended = try await sessions.store.deleteSessions(userHandle: signedIn.userHandle)
+                    audit("signed_out", request, context, ["account": .string(Audit.hash(signedIn.userHandle)), "sessions_ended": .stringConvertible(ended)])
+                    response = HTTP.ok(["sessionsEnded": .number(Double(ended))])
+                } else {
+                    try await sessions.signOut(token)
+                    if signedIn != nil { audit("signed_out", request, context) }
+                }
                 response.setCookie(sessions.expiredCookie)
                 return response
             }

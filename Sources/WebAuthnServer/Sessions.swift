@@ -95,7 +95,7 @@ struct BrowserSessions: Sendable {
         if due { _ = try? await store.sweepSessions(expiredBefore: now) }
     }
 
-    /// Ends the session of `token` on the server.
+    /// Ends the session of `token` on the server (and, in the SQL stores, the ceremonies pending under it).
     func signOut(_ token: Token?) async throws {
         if let token { try await store.delete(idHash: token.binding) }
     }

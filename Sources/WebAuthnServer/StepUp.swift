@@ -27,11 +27,16 @@ extension WebAuthnRoutes {
     ///   when the account has not verified the user recently (the page then runs
     ///   `/reauthentication/options` and `/result`, and tries again).
     public func requireRecentVerification(_ request: Request) async throws -> [UInt8] {
+        try await requireRecentSession(request).userHandle
+    }
+
+    /// The signed-in session of the request, if it verified the user recently; see ``requireRecentVerification(_:)``.
+    func requireRecentSession(_ request: Request) async throws -> SignedInSession {
         guard let session = try await sessions.signedIn(sessions.token(request), now: now) else {
             throw WebAuthnError(.signInRequired, "sign in first")
         }
         try requireRecent(session)
-        return session.userHandle
+        return session
     }
 
     func requireRecent(_ session: SignedInSession) throws {

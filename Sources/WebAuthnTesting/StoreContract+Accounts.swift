@@ -206,5 +206,45 @@ extension StoreContract {
         let remaining = try await sessions.sweepSessions(expiredBefore: Date(timeIntervalSince1970: 1_850_000_000))
         try expect(try await sessions.session(idHash: old.idHash) == nil)
         try expect(remaining == SignedInSession.maxPerUser)
+        // Every session of an account but one: the others end, the kept one and other accounts' stay.
+        let owner = SecureRandom.bytes(32), other = SecureRandom.bytes(32)
+        let (mine, elsewhere, theirs) = (session(1, user: owner), session(2, user: owner), session(3, user: other))
+        for s in [mine, elsewhere, theirs] { try await sessions.insert(s) }
+        try expect(try await sessions.deleteSessions(userHandle: owner, except: mine.idHash) == 1, "one other session ends")
+        try expect(try await sessions.session(idHash: mine.idHash) == mine, "the kept session stays as it was")
+        try expect(try await sessions.session(idHash: elsewhere.idHash) == nil, "the other session is gone")
+        try expect(try await sessions.session(idHash: theirs.idHash) == theirs, "another account's session stays")
+        try expect(try await sessions.deleteSessions(userHandle: owner, except: theirs.idHash) == 1, "a kept hash of another account keeps nothing")
+    }
+
+    static func sessionCeremoniesCheck(_ stores: Stores) async throws {
+        // Only a store that keeps sessions and ceremonies together can end both at once.
+        guard (stores.challenges as AnyObject) === (stores.sessions as AnyObject) else { return }
+        let user = SecureRandom.bytes(32)
+        func session() -> SignedInSession {
+            SignedInSession(
+                idHash: SecureRandom.bytes(32), userHandle: user, createdAt: Date(timeIntervalSince1970: 1_800_000_000),
+                authenticatedAt: Date(timeIntervalSince1970: 1_800_000_000), expiresAt: Date(timeIntervalSince1970: 1_900_000_000))
+        }
+        let (a, b, c, d) = (session(), session(), session(), session())
+        for s in [a, b, c] { try await stores.sessions.insert(s) }
+        func started(under s: SignedInSession) async throws -> PendingCeremony {
+            let pending = try ceremony(binding: s.idHash)
+            try await stores.challenges.insert(pending)
+            return pending
+        }
+        func kept(_ p: PendingCeremony) async throws -> Bool { try await stores.challenges.pending(challenge: p.challenge) != nil }
+        let (underA, underB, underC, elsewhere) = (try await started(under: a), try await started(under: b), try await started(under: c), try ceremony())
+        try await stores.challenges.insert(elsewhere)
+        try await stores.sessions.delete(idHash: a.idHash)
+        try expect(!(try await kept(underA)), "a signed-out session's ceremony is gone")
+        try expect(try await kept(underB), "another session's ceremony stays")
+        try await stores.sessions.replace(b.idHash, with: d)
+        try expect(!(try await kept(underB)), "a replaced session's ceremony is gone")
+        let underD = try await started(under: d)
+        try expect(try await stores.sessions.deleteSessions(userHandle: user) == 2, "both sessions left end")
+        let (keptC, keptD) = (try await kept(underC), try await kept(underD))
+        try expect(!keptC && !keptD, "the ceremonies of every session of the account are gone")
+        try expect(try await kept(elsewhere), "a ceremony bound to no session of the account stays")
     }
 }

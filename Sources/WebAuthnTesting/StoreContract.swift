@@ -183,7 +183,14 @@ public enum StoreContract {
             name: "challengeBounds", summary: "challenges: a binding keeps its newest ceremonies only; a sweep removes the expired ones and counts the rest",
             body: challengeBoundsCheck),
         Check(name: "accounts", summary: "accounts: an account exists only with its first credential; names are unique by look-alike key", body: accountsCheck),
-        Check(name: "sessions", summary: "sessions: stored by hash, read back, ended, at most maxPerUser per account, swept when expired", body: sessionsCheck),
+        Check(
+            name: "sessions",
+            summary: "sessions: stored by hash, read back, ended, at most maxPerUser per account, swept when expired; all of an account's but one ended",
+            body: sessionsCheck),
+        Check(
+            name: "sessionCeremonies",
+            summary: "sessions (stores keeping ceremonies too): a session that ends, is replaced or is ended with its account's takes its pending ceremonies",
+            body: sessionCeremoniesCheck),
         Check(
             name: "sessionReplace", summary: "sessions: a replacement ends the old session and stores the new one, within maxPerUser",
             body: sessionReplaceCheck),

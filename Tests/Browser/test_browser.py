@@ -230,8 +230,9 @@ def cdp_authenticator(driver):
 def wait_status(driver, before=None, seconds=20):
     """Waits for #status to show an outcome (class ok or error) other than `before`; returns (class, text)."""
     def outcome():
-        s = driver.find_element("id", "status")
-        kind, text = s.get_attribute("class"), s.text
+        # Class and text read together: read apart, the class of one status could pair with the
+        # text of the next (an "ok" class with the step-up's "Confirm it is you…").
+        kind, text = driver.execute_script("const s = document.getElementById('status'); return [s.className, s.textContent];")
         return (kind, text) if kind and (kind, text) != before else None
     return wait_for(outcome, seconds) or ("timeout", driver.find_element("id", "status").text)
 
@@ -325,6 +326,11 @@ const [id, done] = arguments;
             assert "NotAllowedError" in result["error"] or "not allowed" in result["error"].lower(), (result, held)
         driver.save_screenshot(os.path.join(tempfile.gettempdir(), "webauthn-account.png"))
         print("account view screenshot:", os.path.join(tempfile.gettempdir(), "webauthn-account.png"))
+        # Sign out everywhere: the page shows the welcome card again, and the session is gone.
+        driver.execute_script("document.getElementById('logout-everywhere').click();")
+        assert wait_for(lambda: driver.find_element("id", "welcome").is_displayed())
+        assert driver.find_element("id", "status").text == "Signed out on every device."
+        assert driver.execute_async_script(SESSION)["user"] is None
     finally:
         driver.execute_cdp_cmd("WebAuthn.removeVirtualAuthenticator", {"authenticatorId": authenticator})
 

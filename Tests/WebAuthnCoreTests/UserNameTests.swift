@@ -28,6 +28,8 @@ struct UserNameTests {
             "", "ali\u{0}ce", "alice\u{0}admin", "al ice", "alice\u{200B}", "\u{202E}ecila", "alice\n", "\u{301}alice", "p\u{430}ypal",
             String(repeating: "a", count: 65), "\u{E000}x", "a\u{2028}b", "x™",
             "admin\u{3164}", "admin\u{115F}", "g\u{585}\u{585}gle", "a" + String(repeating: "\u{301}\u{323}", count: 40),
+            // Red team, fifth pass: Lisu and Cherokee capitals beside Latin letters were accepted.
+            "\u{A4EE}lice1", "\u{13AA}lice1", "p\u{13A2}x", "\u{1472}ob", "\u{2C9E}tto",
         ])
     func refused(raw: String) {
         #expect(errorCode { _ = try UserName.normalize(name: raw) } == "username_invalid", "\(raw.unicodeScalars.map { String($0.value, radix: 16) })")
@@ -52,6 +54,10 @@ struct UserNameTests {
         #expect(UserName.lookalikeKey("ᴀdmin") == UserName.lookalikeKey("admin"))
         #expect(UserName.lookalikeKey("admın") == UserName.lookalikeKey("admin"))
         #expect(UserName.lookalikeKey("ΑΚΜΕ") == UserName.lookalikeKey("akme"))
+        // Whole names in Lisu or Cherokee capitals that read as Latin ones.
+        #expect(UserName.lookalikeKey("\u{A4EE}\u{A4E1}\u{A4F2}\u{A4DA}\u{A4F0}") == UserName.lookalikeKey("alice"))
+        #expect(UserName.lookalikeKey("\u{13AA}\u{13DE}\u{13A5}\u{13DF}\u{13AC}") == UserName.lookalikeKey("alice"))
+        #expect(UserName.lookalikeKey("\u{13F4}\u{13A1}\u{13AA}\u{13E6}") == UserName.lookalikeKey("brak"))
         // Real Cyrillic words stay apart from Latin gibberish unless every letter folds.
         #expect(UserName.lookalikeKey("иван") != UserName.lookalikeKey("nbah"))
     }

@@ -168,27 +168,69 @@ struct LifecycleTests {
         #expect(try await server.request("/demo/session", cookie: cookie).json["recentlyVerified"]?.boolValue == false)
     }
 
-    @Test("a passkey addition finished after sign-out signs in unverified")
+    @Test("a passkey addition started before sign-out cannot be finished after it: the session's pending ceremonies end with it")
     func additionAfterSignOut() async throws {
+        // Red team, fifth pass: the old cookie finished the addition after sign-out, stored the
+        // passkey and signed in (unverified).
         let server = try await start()
         defer { server.stop() }
-        let (_, cookie, _) = try await register(server, Self.passkey(), username: "erin")
+        let key = Self.passkey()
+        let (id, cookie, _) = try await register(server, key, username: "erin")
         let options = try await server.request("/attestation/options", ["username": "erin"], cookie: cookie)
         #expect(options.ok, "\(options.errorMessage)")
+        // Sign-out takes JSON only: a form from a sibling site cannot sign anyone out.
+        let form = try await server.request("/demo/logout", cookie: cookie, raw: Array("x=1".utf8), contentType: "application/x-www-form-urlencoded")
+        #expect(form.status == 415)
+        #expect(try await server.request("/demo/session", cookie: cookie).json["user"]?.stringValue == "erin")
         let out = try await server.request("/demo/logout", [:], cookie: cookie)
         #expect(out.ok)
-        var parts = try Self.passkey().register(
-            rpId: rpId, origin: origin, challenge: Base64URL.decode(options.json["challenge"]!.stringValue!)!,
-            userHandle: Base64URL.decode(options.json["user"]!["id"]!.stringValue!)!)
-        parts.authenticatorData.flags.remove(.userVerified)
-        let result = try await server.request("/attestation/result", parts.json, cookie: options.cookie ?? cookie)
-        #expect(result.ok, "\(result.errorMessage)")
-        let session = try await server.request("/demo/session", cookie: result.cookie)
-        #expect(session.json["user"]?.stringValue == "erin" && session.json["recentlyVerified"]?.boolValue == false, "\(session.json)")
-        // Sign-out takes JSON only: a form from a sibling site cannot sign anyone out.
-        let form = try await server.request("/demo/logout", cookie: result.cookie, raw: Array("x=1".utf8), contentType: "application/x-www-form-urlencoded")
-        #expect(form.status == 415)
-        #expect(try await server.request("/demo/session", cookie: result.cookie).json["user"]?.stringValue == "erin")
+        let (_, result) = try await finish(server, options, Self.passkey(), cookie: cookie)
+        #expect(!result.ok && result.errorMessage.hasPrefix("challenge_unknown"), "\(result.status) \(result.errorMessage)")
+        #expect(try await server.request("/demo/session", cookie: result.cookie ?? cookie).json["user"] == .null)
+        let again = try await signIn(server, key, username: "erin", id: id, verified: true)
+        #expect(try await server.request("/demo/credentials", cookie: again).json["credentials"]?.arrayValue?.count == 1, "nothing was added")
+    }
+
+    @Test("deleting a passkey signs out the account's other sessions and ends their ceremonies; sign-out everywhere ends every session")
+    func deletionEndsOtherSessions() async throws {
+        // Red team, fifth pass: the owner deleted an intruder's passkey; the intruder's session
+        // stayed signed in and verified, finished an addition it had started before, and signed in
+        // with the passkey that addition stored.
+        let server = try await start()
+        defer { server.stop() }
+        let owner = Self.passkey(), intruder = Self.passkey()
+        let (ownerID, ownerCookie, _) = try await register(server, owner, username: "ivy")
+        // The intruder holds a verified session of the account (a stolen cookie), adds a passkey
+        // of its own and starts a second addition.
+        let stolen = try await signIn(server, owner, username: "ivy", id: ownerID, verified: true)
+        let (intruderID, intruderCookie, added) = try await register(server, intruder, username: "ivy", cookie: stolen)
+        #expect(added.ok, "\(added.errorMessage)")
+        let pending = try await server.request("/attestation/options", ["username": "ivy"], cookie: intruderCookie)
+        #expect(pending.ok, "\(pending.errorMessage)")
+        let deleted = try await server.request("/demo/credentials/" + Base64URL.encode(intruderID), cookie: ownerCookie, method: "DELETE")
+        #expect(deleted.ok && deleted.json["otherSessionsEnded"]?.numberValue == 1, "\(deleted.json)")
+        #expect(try await server.request("/demo/session", cookie: intruderCookie).json["user"] == .null, "the intruder is signed out")
+        let (_, late) = try await finish(server, pending, Self.passkey(), cookie: intruderCookie)
+        #expect(!late.ok && late.errorMessage.hasPrefix("challenge_unknown"), "\(late.status) \(late.errorMessage)")
+        #expect(try await server.request("/attestation/options", ["username": "ivy"], cookie: intruderCookie).status == 409)
+        // The owner's session goes on, as it was (same cookie, still verified).
+        let mine = try await server.request("/demo/session", cookie: ownerCookie)
+        #expect(mine.json["user"]?.stringValue == "ivy" && mine.json["recentlyVerified"]?.boolValue == true, "\(mine.json)")
+        #expect(try await server.request("/demo/credentials", cookie: ownerCookie).json["credentials"]?.arrayValue?.count == 1)
+
+        // Sign-out everywhere: a session signed in elsewhere ends too, and so does this one.
+        let elsewhere = try await signIn(server, owner, username: "ivy", id: ownerID, verified: false)
+        let everywhere = try await server.request("/demo/logout", ["everywhere": true], cookie: ownerCookie)
+        #expect(everywhere.ok && everywhere.json["sessionsEnded"]?.numberValue == 2 && everywhere.cookie?.hasSuffix("=") == true, "\(everywhere.json)")
+        for cookie in [ownerCookie, elsewhere] {
+            #expect(try await server.request("/demo/session", cookie: cookie).json["user"] == .null)
+        }
+        // Without a session it signs nobody out, and a plain sign-out still ends only its own.
+        let one = try await signIn(server, owner, username: "ivy", id: ownerID, verified: false)
+        let two = try await signIn(server, owner, username: "ivy", id: ownerID, verified: false)
+        #expect(try await server.request("/demo/logout", ["everywhere": true]).json["sessionsEnded"] == nil)
+        #expect(try await server.request("/demo/logout", [:], cookie: one).ok)
+        #expect(try await server.request("/demo/session", cookie: two).json["user"]?.stringValue == "ivy")
     }
 
     @Test("the last two passkeys deleted at once: one goes, the other stays (last_credential)")
@@ -250,7 +292,8 @@ struct LifecycleTests {
         #expect(deleted.ok, "\(deleted.errorMessage)")
         let late = Self.passkey()
         let (parts, second) = try await finish(server, tab2, late, cookie: cookie)
-        #expect(!second.ok && second.errorMessage.hasPrefix("account_unknown"), "\(second.status) \(second.errorMessage)")
+        // The rotation ended the old session and the ceremonies pending under it.
+        #expect(!second.ok && second.errorMessage.hasPrefix("challenge_unknown"), "\(second.status) \(second.errorMessage)")
         let signIn = try await server.request("/assertion/options", [:])
         let assertion = try late.authenticate(
             rpId: rpId, origin: origin, challenge: Base64URL.decode(signIn.json["challenge"]!.stringValue!)!, credentialId: parts.id)

@@ -100,9 +100,10 @@ public enum UserName {
 
     /// The key under which accounts are unique: NFKC, case-folded, NFKC,
     /// then letters that look like a Latin letter folded to it (a small
-    /// skeleton in the spirit of UTS #39: Cyrillic and Greek homoglyphs, small
-    /// capitals, dotless i), so `ѕсоре`, `ᴀdmin` and `admın` are the accounts
-    /// `scope`, `admin` and `admin`.
+    /// skeleton in the spirit of UTS #39: Cyrillic, Greek, Armenian, Lisu and
+    /// Cherokee homoglyphs, small capitals, dotless i), so `ѕсоре`, `ᴀdmin`,
+    /// `admın` and `ꓮꓓꓟꓲꓠ` are the accounts `scope` and `admin`. Stores
+    /// recompute the keys of existing accounts when this table grows.
     public static func lookalikeKey(_ name: String) -> String {
         let folded = name.precomposedStringWithCompatibilityMapping.lowercased().precomposedStringWithCompatibilityMapping
         var key = String.UnicodeScalarView()
@@ -128,10 +129,19 @@ public enum UserName {
             ("ᴀ", "a"), ("ʙ", "b"), ("ᴄ", "c"), ("ᴅ", "d"), ("ᴇ", "e"), ("ꜰ", "f"), ("ɢ", "g"), ("ʜ", "h"), ("ɪ", "i"), ("ᴊ", "j"),
             ("ᴋ", "k"), ("ʟ", "l"), ("ᴍ", "m"), ("ɴ", "n"), ("ᴏ", "o"), ("ᴘ", "p"), ("ʀ", "r"), ("ꜱ", "s"), ("ᴛ", "t"), ("ᴜ", "u"),
             ("ᴠ", "v"), ("ᴡ", "w"), ("ʏ", "y"), ("ᴢ", "z"), ("ı", "i"), ("ȷ", "j"), ("ɑ", "a"), ("ɡ", "g"), ("ɩ", "i"), ("ʋ", "u"),
+            // Lisu (red team, fifth pass: `ꓮlice1` beside `alice1`)
+            ("ꓮ", "a"), ("ꓐ", "b"), ("ꓚ", "c"), ("ꓓ", "d"), ("ꓰ", "e"), ("ꓝ", "f"), ("ꓖ", "g"), ("ꓧ", "h"), ("ꓲ", "i"), ("ꓙ", "j"),
+            ("ꓗ", "k"), ("ꓡ", "l"), ("ꓟ", "m"), ("ꓠ", "n"), ("ꓳ", "o"), ("ꓑ", "p"), ("ꓣ", "r"), ("ꓢ", "s"), ("ꓔ", "t"), ("ꓴ", "u"),
+            ("ꓦ", "v"), ("ꓪ", "w"), ("ꓫ", "x"), ("ꓬ", "y"), ("ꓜ", "z"),
+            // Cherokee capitals (keyed below by their lowercase forms, as names are folded)
+            ("Ꭺ", "a"), ("Ᏼ", "b"), ("Ꮟ", "b"), ("Ꮯ", "c"), ("Ꭰ", "d"), ("Ꭼ", "e"), ("Ꮐ", "g"), ("Ꮋ", "h"), ("Ꮒ", "h"), ("Ꭵ", "i"),
+            ("Ꭻ", "j"), ("Ꮶ", "k"), ("Ꮮ", "l"), ("Ꮇ", "m"), ("Ꮲ", "p"), ("Ꭱ", "r"), ("Ꮪ", "s"), ("Ꭲ", "t"), ("Ꮩ", "v"), ("Ꮃ", "w"),
+            ("Ꭹ", "y"), ("Ꮓ", "z"),
         ]
         var table: [UInt32: Unicode.Scalar] = [:]
         for (from, to) in pairs {
-            guard let f = from.unicodeScalars.first, let t = to.unicodeScalars.first else { continue }
+            // Folded as a name is (``lookalikeKey(_:)`` lowercases first): Cherokee capitals have lowercase forms.
+            guard let f = from.lowercased().unicodeScalars.first, let t = to.unicodeScalars.first else { continue }
             table[f.value] = t
         }
         return table
@@ -139,8 +149,11 @@ public enum UserName {
 
     // MARK: Internals
 
+    /// The scripts a name may not mix, because letters of each look like Latin ones. Letters of
+    /// other scripts (Han, kana, Hangul, ...) belong to none, so `tanaka太郎` is one name.
     enum ScriptFamily: String {
-        case latin = "Latin", greek = "Greek", cyrillic = "Cyrillic", armenian = "Armenian"
+        case latin = "Latin", greek = "Greek", cyrillic = "Cyrillic", armenian = "Armenian", lisu = "Lisu", cherokee = "Cherokee"
+        case canadianSyllabics = "Canadian Syllabics", coptic = "Coptic"
 
         init?(_ s: Unicode.Scalar) {
             switch s.value {
@@ -153,6 +166,14 @@ public enum UserName {
                 self = .cyrillic
             case 0x531...0x58F, 0xFB13...0xFB17:
                 self = .armenian
+            case 0xA4D0...0xA4FF, 0x11FB0...0x11FBF:
+                self = .lisu
+            case 0x13A0...0x13FF, 0xAB70...0xABBF:
+                self = .cherokee
+            case 0x1400...0x167F, 0x18B0...0x18FF:
+                self = .canadianSyllabics
+            case 0x2C80...0x2CFF:
+                self = .coptic
             default:
                 return nil
             }

@@ -260,6 +260,10 @@ public protocol SessionStore: Sendable {
     func delete(idHash: [UInt8]) async throws
     /// Ends every session of the account (sign-out everywhere, consent revoked, account deleted); returns how many.
     func deleteSessions(userHandle: [UInt8]) async throws -> Int
+    /// Ends every session of the account but the one whose id hash is `kept` (after a credential
+    /// is deleted, whoever signed in elsewhere goes); returns how many ended. The default reads
+    /// `kept`, ends them all and stores `kept` again (three calls, not atomic).
+    func deleteSessions(userHandle: [UInt8], except kept: [UInt8]) async throws -> Int
     /// Removes every session that expired before `date`; returns how many remain.
     func sweepSessions(expiredBefore date: Date) async throws -> Int
     /// A sign-in's session change: ends `old` (when given) and stores `session`, as one write
@@ -291,6 +295,15 @@ public struct SessionSignIn<Verified: Sendable>: Sendable {
 }
 
 extension SessionStore {
+    /// Reads `kept`, ends every session of the account, then stores `kept` again.
+    public func deleteSessions(userHandle: [UInt8], except kept: [UInt8]) async throws -> Int {
+        let keep = try await session(idHash: kept).flatMap { $0.userHandle == userHandle ? $0 : nil }
+        let ended = try await deleteSessions(userHandle: userHandle)
+        guard let keep else { return ended }
+        try await insert(keep)
+        return max(0, ended - 1)
+    }
+
     /// Deletes `old`, then inserts `session` (two writes).
     public func replace(_ old: [UInt8]?, with session: SignedInSession) async throws {
         if let old, old != session.idHash { try await delete(idHash: old) }
