@@ -163,6 +163,35 @@ enum PostgresMigrations {
             11,
             ["UPDATE accounts SET name_key = 'migrating ' || encode(handle, 'hex')"]
         ),
+        // An account's sessions ended under its row's lock, then deleted with a snapshot taken after
+        // it; an addition's commit takes the same lock before it consumes its ceremony. A commit in
+        // flight is waited for and its new session ended with the others; a commit that comes after
+        // finds its ceremony gone with the session that started it. Both take the account's lock
+        // first, so neither holds a row the other waits for (red team, sixth pass).
+        (
+            12,
+            [
+                """
+                CREATE OR REPLACE FUNCTION webauthn_lock_account(owner BYTEA) RETURNS BOOLEAN LANGUAGE plpgsql AS $fn$
+                BEGIN
+                    PERFORM 1 FROM accounts WHERE handle = owner FOR UPDATE;
+                    RETURN TRUE;
+                END
+                $fn$
+                """,
+                """
+                CREATE OR REPLACE FUNCTION webauthn_end_sessions(owner BYTEA, kept BYTEA) RETURNS INTEGER LANGUAGE plpgsql AS $fn$
+                DECLARE ended INTEGER;
+                BEGIN
+                    PERFORM 1 FROM accounts WHERE handle = owner FOR UPDATE;
+                    DELETE FROM sessions WHERE user_handle = owner AND (kept IS NULL OR id_hash <> kept);
+                    GET DIAGNOSTICS ended = ROW_COUNT;
+                    RETURN ended;
+                END
+                $fn$
+                """,
+            ]
+        ),
     ]
 
     /// Work a migration needs beyond SQL, in its transaction: look-alike keys

@@ -114,8 +114,10 @@ extension PostgresStore {
     ) async throws -> Bool {
         guard r.userHandle == account else { throw WebAuthnError(.configurationInvalid, "the credential's user handle is not the account's") }
         do {
+            // The account's lock before the ceremony's row (`consumeWhen`): the order in which the
+            // sessions' ending takes them (``deleteSessions(userHandle:)``).
             return try await registration(
-                consuming: challenge,
+                consuming: challenge, consumeWhen: "webauthn_lock_account($2)",
                 prelude: ["owner AS (SELECT handle FROM accounts WHERE handle = $2 AND webauthn_credential_room($2, $3) FOR SHARE)"],
                 preludeValues: [PGText.bytea(account), String(limit)], owner: "(SELECT handle FROM owner)", from: "consumed", credential: r,
                 signingIn: session, replacing: oldSession)
@@ -127,12 +129,14 @@ extension PostgresStore {
         }
     }
 
-    /// The one statement of a registration: the ceremony consumed; `prelude`, more CTEs whose
+    /// The one statement of a registration: the ceremony consumed (where `consumeWhen`, an SQL
+    /// condition evaluated before the ceremony's row is locked, holds); `prelude`, more CTEs whose
     /// values are numbered from `$2`; the credential inserted from `source`, its user handle the
     /// SQL expression `owner` (nil: the record's own); the session replaced when given. Whether a
     /// ceremony was consumed.
     private func registration(
-        consuming challenge: [UInt8], prelude: [String] = [], preludeValues: [String?] = [], owner: String?, from source: String,
+        consuming challenge: [UInt8], consumeWhen: String = "TRUE", prelude: [String] = [], preludeValues: [String?] = [], owner: String?,
+        from source: String,
         credential r: CredentialRecord, signingIn session: SignedInSession?, replacing oldSession: [UInt8]?
     ) async throws -> Bool {
         var values: [String?] = [PGText.bytea(challenge)] + preludeValues
@@ -143,7 +147,7 @@ extension PostgresStore {
             return "$\(next)"
         }
         values += r.values(CredentialColumn.allCases.filter { $0 != .userHandle || owner == nil }).map(PGText.value)
-        var ctes = ["consumed AS (DELETE FROM challenges WHERE challenge = $1 RETURNING challenge)"] + prelude
+        var ctes = ["consumed AS (DELETE FROM challenges WHERE challenge = $1 AND \(consumeWhen) RETURNING challenge)"] + prelude
         ctes.append("credential AS (INSERT INTO credentials (\(CredentialColumn.list)) SELECT \(selected.joined(separator: ", ")) FROM \(source) RETURNING id)")
         if let session {
             ctes.append(Self.sessionReplacement(first: values.count + 1, when: "EXISTS (SELECT 1 FROM credential)"))
@@ -233,17 +237,22 @@ extension PostgresStore {
     }
 
     /// Ends every session of the account; returns how many.
+    /// The account's row is locked first (`webauthn_end_sessions`, migration 12): an addition
+    /// committing a new session for it is waited for, and that session ends too.
     public func deleteSessions(userHandle: [UInt8]) async throws -> Int {
-        // Not sent again once it may have run: a repeat would count none.
-        try await pool.query("DELETE FROM sessions WHERE user_handle = $1 RETURNING id_hash", [PGText.bytea(userHandle)]).count
+        try await endSessions(userHandle, except: nil)
     }
 
-    /// Ends every session of the account but `kept`, in one statement; returns how many.
+    /// Ends every session of the account but `kept`, in one statement; returns how many. Locks as
+    /// ``deleteSessions(userHandle:)`` does.
     public func deleteSessions(userHandle: [UInt8], except kept: [UInt8]) async throws -> Int {
+        try await endSessions(userHandle, except: kept)
+    }
+
+    private func endSessions(_ userHandle: [UInt8], except kept: [UInt8]?) async throws -> Int {
         // Not sent again once it may have run: a repeat would count none.
-        try await pool.query(
-            "DELETE FROM sessions WHERE user_handle = $1 AND id_hash <> $2 RETURNING id_hash", [PGText.bytea(userHandle), PGText.bytea(kept)]
-        ).count
+        let rows = try await pool.query("SELECT webauthn_end_sessions($1, $2) AS n", [PGText.bytea(userHandle), kept.map(PGText.bytea)])
+        return Int(rows.first?["n"] ?? "0") ?? 0
     }
 
     // MARK: Account deletion and linked identities

@@ -79,9 +79,13 @@ extension WebAuthnRoutes {
         // Who is signed in afterwards, and verified how: a new account's first credential is the
         // account's only proof so far (verified). A credential added to an existing account proves
         // nothing about its user (the authenticator is whoever's holds the session): the session
-        // keeps the standing it had, and one that is no longer signed in as the account is signed
-        // in unverified. The session is stored with the registration, in its transaction when the
-        // session store is the engine's store.
+        // keeps the standing it had. The addition must still be allowed as its options were, by
+        // the session finishing it: one ended since (signed out, signed out everywhere, ended by a
+        // credential's deletion) adds nothing, even with a ceremony stored after its ceremonies
+        // were dropped (red team, sixth pass: options in flight while the session ended). A
+        // session ending after this check takes the ceremony with it, and the commit then finds
+        // none. The session is stored with the registration, in its transaction when the session
+        // store is the engine's store.
         let signedIn = sessions.mint()
         let now = self.now
         let signingIn = SessionSignIn<RegistrationResult>(store: sessions.store, replacing: token?.binding) { [self] result in
@@ -96,6 +100,13 @@ extension WebAuthnRoutes {
             let handle = result.credential.userHandle
             if result.createdAccount { return sessions.session(for: handle, token: signedIn, now: now, verified: true) }
             let previous = try await sessions.signedIn(token, now: now)
+            if !configuration.conformance, let account = try await accounts.account(handle: handle) {
+                let signedInAs: [UInt8]?
+                if let hook = configuration.signedInAccount, let host = await hook(request) { signedInAs = host } else { signedInAs = previous?.userHandle }
+                guard await configuration.mayEnroll(EnrollmentRequest(name: account.name, existingAccount: account, signedInAs: signedInAs)) else {
+                    throw WebAuthnError(.signInRequired, "the session that started this addition has ended; sign in again")
+                }
+            }
             let sameAccount = previous?.userHandle == handle
             let stillVerified =
                 sameAccount && previous.map { now.timeIntervalSince($0.authenticatedAt) <= configuration.reauthenticationWindow } == true

@@ -3,7 +3,7 @@ import Testing
 @testable import WebAuthnCore
 @testable import WebAuthnSQLite
 @testable import WebAuthnServer
-import WebAuthnPostgres
+@testable import WebAuthnPostgres
 import WebAuthnTesting
 import WebAuthnMetadata
 import WebAuthnConformance
@@ -49,6 +49,47 @@ struct SecurityTests {
             rpId: rpId, origin: origin, challenge: Base64URL.decode(options.json["challenge"]!.stringValue!)!, credentialId: credential)
         try edit(&parts)
         return (options, try await server.request("/assertion/result", parts.json, cookie: options.cookie ?? cookie))
+    }
+
+    @Test("an addition whose ceremony outlived its session (stored after the session's ceremonies were dropped) adds nothing", arguments: databases)
+    func additionOutlivingItsSession(kind: String) async throws {
+        // Red team, sixth pass: options in flight while the owner signed out everywhere (or deleted
+        // the intruder's passkey) stored their ceremony after the session's ceremonies were dropped;
+        // the intruder finished it with the ended session's cookie and added a passkey (7 of 11
+        // rounds on SQLite, 8 of 8 on PostgreSQL). The late store is made here by copying the
+        // ceremony's row aside and back.
+        let database = Self.database(kind)
+        let server = try await ServeProcess(database: database, extra: ["--rate-limit", "off"])
+        defer { server.stop() }
+        let name = Self.unique("oona")
+        let first = try await register(server, SoftwareAuthenticator(profile: .platformPasskey), name)
+        let cookie = try #require(first.result?.cookie)
+        let options = try await server.request("/attestation/options", ["username": .string(name)], cookie: cookie)
+        let challenge = try #require(options.json["challenge"]?.stringValue.flatMap(Base64URL.decode))
+        let saved = "saved_" + Base64URL.encode(SecureRandom.bytes(6)).lowercased().filter { $0.isLetter || $0.isNumber }
+        let postgres = kind == "postgres" ? try await PostgresStore.open(url: database, connections: 1) : nil
+        let sqlite = kind == "postgres" ? nil : try await SQLiteStore.open(path: database)
+        func run(_ sql: String, _ blob: [UInt8]? = nil) async throws {
+            if let postgres {
+                _ = try await postgres.pool.query(sql.replacingOccurrences(of: "?", with: "$1"), blob.map { [PGText.bytea($0)] } ?? [])
+            } else if let sqlite {
+                _ = try await sqlite.connection.query(sql, blob.map { [.blob($0)] } ?? [])
+            }
+        }
+        try await run("CREATE TABLE \(saved) AS SELECT * FROM challenges WHERE challenge = ?", challenge)
+        let out = try await server.request("/demo/logout", ["everywhere": true], cookie: cookie)
+        #expect(out.ok, "\(out.errorMessage)")
+        try await run("INSERT INTO challenges SELECT * FROM \(saved)")
+        try await run("DROP TABLE \(saved)")
+        let parts = try SoftwareAuthenticator(profile: .platformPasskey).register(
+            rpId: rpId, origin: origin, challenge: challenge, userHandle: try #require(options.json["user"]?["id"]?.stringValue.flatMap(Base64URL.decode)))
+        let late = try await server.request("/attestation/result", parts.json, cookie: cookie)
+        #expect(late.status == 401 && late.errorMessage.hasPrefix("sign_in_required"), "\(late.status) \(late.errorMessage)")
+        let added: CredentialRecord?
+        if let postgres { added = try await postgres.credential(id: parts.id) } else { added = try await sqlite?.credential(id: parts.id) }
+        #expect(added == nil, "no passkey was added")
+        try await sqlite?.close()
+        await postgres?.close()
     }
 
     @Test("passkey additions racing the account's deletion: none leaves a credential or session of no account", arguments: databases)

@@ -486,6 +486,68 @@ struct StoreContractTests {
         await store.close()
     }
 
+    @Test(
+        "postgres: ending an account's sessions waits for an addition in flight and ends the session it stores; the addition locks the account before its ceremony",
+        .enabled(if: postgresURL != nil))
+    func postgresSessionsEndAfterAddition() async throws {
+        // Red team, sixth pass: sign-out everywhere deleted the sessions its statement could see;
+        // an addition committing beside it kept the new session it stored.
+        let url = try #require(Self.postgresURL)
+        let application = "ending_" + UUID().uuidString.prefix(8).lowercased()
+        let store = try await Self.postgresStore(url, application: application, connections: 2)
+        let schema = try #require(try await store.pool.query("SELECT current_schema() AS s").first?["s"])
+        let inSchema = url + "?options=-c%20search_path%3D\(schema)"
+        let dana = UserEntity.new(name: "dana")
+        try await store.create(dana, firstCredential: try Self.record(user: dana.id))
+        func session() -> SignedInSession {
+            SignedInSession(
+                idHash: SecureRandom.bytes(32), userHandle: dana.id, createdAt: Date(), authenticatedAt: Date(), expiresAt: Date().addingTimeInterval(3600))
+        }
+        let old = session()
+        try await store.insert(old)
+        let inFlight = try PostgresPool(url: inSchema, size: 1), monitor = try PostgresPool(url: url, size: 1), probe = try PostgresPool(url: inSchema, size: 1)
+        func waitForLock() async throws -> Bool {
+            for _ in 0..<300 {
+                let waiting = try await monitor.query(
+                    "SELECT 1 AS x FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'", [application])
+                if !waiting.isEmpty { return true }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            return false
+        }
+        // An addition in flight holds the account's lock and has stored its new session.
+        let fresh = session()
+        _ = try await inFlight.query("BEGIN")
+        _ = try await inFlight.query("SELECT webauthn_lock_account($1)", [PGText.bytea(dana.id)])
+        _ = try await inFlight.query(
+            "INSERT INTO sessions (id_hash, user_handle, created_at, authenticated_at, expires_at) VALUES ($1, $2, 0, 0, 4000000000)",
+            [PGText.bytea(fresh.idHash), PGText.bytea(dana.id)])
+        let ending = Task { try await store.deleteSessions(userHandle: dana.id) }
+        #expect(try await waitForLock(), "the sessions' ending waits for the addition")
+        _ = try await inFlight.query("COMMIT")
+        #expect(try await ending.value == 2)
+        #expect(try await store.session(idHash: fresh.idHash) == nil, "the session the addition stored ended too")
+
+        // An addition waiting for the account's lock holds no lock on its ceremony's row.
+        let starter = session()
+        try await store.insert(starter)
+        let pending = try Self.ceremony(binding: starter.idHash)
+        try await store.insert(pending)
+        _ = try await inFlight.query("BEGIN")
+        _ = try await inFlight.query("SELECT webauthn_lock_account($1)", [PGText.bytea(dana.id)])
+        let commit = Task {
+            try await store.commitRegistration(
+                consuming: pending.challenge, addingTo: dana.id, limit: 10, credential: try Self.record(user: dana.id), signingIn: nil, replacing: nil)
+        }
+        #expect(try await waitForLock(), "the addition waits for the account's lock")
+        let free = try await probe.query("SELECT 1 AS x FROM challenges WHERE challenge = $1 FOR UPDATE NOWAIT", [PGText.bytea(pending.challenge)])
+        #expect(free.count == 1, "the ceremony's row is not locked while the addition waits")
+        _ = try await inFlight.query("COMMIT")
+        #expect(try await commit.value, "the addition then commits")
+        for pool in [inFlight, monitor, probe] { await pool.close() }
+        await store.close()
+    }
+
     @Test("stores are services: a graceful shutdown of their group closes them; a closed store throws storage_failure, and closes again harmlessly")
     func services() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("service-\(UUID().uuidString).sqlite").path
