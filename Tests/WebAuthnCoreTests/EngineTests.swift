@@ -92,6 +92,26 @@ struct EngineTests {
         #expect(challenges.count == 0)
     }
 
+    @Test("an unknown credential's signature is checked against a decoy key before credential_unknown, as a known one's would be")
+    func unknownCredentialDecoy() async throws {
+        // Red team, sixth pass: a stand-in credential ID failed 80 to 100 µs sooner than a real one
+        // with a wrong signature (the verification it skipped). Counted, not timed.
+        let stranger = SoftwareAuthenticator()
+        let registered = try await register(SoftwareAuthenticator())
+        // A credential the authenticator holds and the engine never saw.
+        let unseen = try stranger.register(rpId: "example.com", origin: origin, challenge: SecureRandom.bytes(32), userHandle: user.id).id
+        let request = try await engine.startAuthentication(userHandle: nil)
+        let unknown = try stranger.authenticate(rpId: "example.com", origin: origin, challenge: request.challenge, credentialId: unseen)
+        let before = WebAuthnEngine.decoyChecks.withLock { $0 }
+        #expect(await errorCode { _ = try await engine.finishAuthentication(json: unknown.jsonBytes) } == "credential_unknown")
+        #expect(WebAuthnEngine.decoyChecks.withLock { $0 } > before, "the decoy verification ran")
+        // Outside allowCredentials, known or not, step 5 answers first, as before.
+        let listed = try await engine.startAuthentication(userHandle: user.id)
+        let outside = try stranger.authenticate(rpId: "example.com", origin: origin, challenge: listed.challenge, credentialId: unseen)
+        #expect(await errorCode { _ = try await engine.finishAuthentication(json: outside.jsonBytes) } == "credential_not_allowed")
+        #expect(WebAuthnEngine.decoyKey != nil && credentials.lookup(id: registered.id) != nil)
+    }
+
     @Test("a replayed response is refused: the challenge is consumed once")
     func replay() async throws {
         let authenticator = SoftwareAuthenticator()
