@@ -12,7 +12,8 @@ struct UserNameTests {
         "names: NFC, full-width mapped, case preserved",
         arguments: [
             ("alice", "alice"), ("Alice", "Alice"), ("ａｌｉｃｅ", "alice"), ("e\u{301}mile", "\u{e9}mile"), ("bob@example.com", "bob@example.com"),
-            ("李小龍", "李小龍"), ("Ωμέγα", "Ωμέγα"), ("Ωmega-is-mixed", ""),
+            ("李小龍", "李小龍"), ("Ωμέγα", "Ωμέγα"), ("Ωmega-is-mixed", ""), ("tanaka太郎", "tanaka太郎"), ("राम१", "राम१"), ("ყო", "ყო"),
+            ("Δ-1", "Δ-1"),
         ])
     func accepted(raw: String, expected: String) throws {
         if expected.isEmpty {  // Greek Omega beside Latin letters: mixed scripts
@@ -30,6 +31,8 @@ struct UserNameTests {
             "admin\u{3164}", "admin\u{115F}", "g\u{585}\u{585}gle", "a" + String(repeating: "\u{301}\u{323}", count: 40),
             // Red team, fifth pass: Lisu and Cherokee capitals beside Latin letters were accepted.
             "\u{A4EE}lice1", "\u{13AA}lice1", "p\u{13A2}x", "\u{1472}ob", "\u{2C9E}tto",
+            // Red team, sixth pass: letters of scripts outside the families beside Latin, and digits other than 0–9.
+            "a\u{16C1}ice", "a\u{2D4F}ice", "sa\u{10DD}", "b\u{B66}b", "b\u{966}b", "b\u{1040}b", "hell\u{C66}", "Δ\u{1040}",
         ])
     func refused(raw: String) {
         #expect(errorCode { _ = try UserName.normalize(name: raw) } == "username_invalid", "\(raw.unicodeScalars.map { String($0.value, radix: 16) })")
@@ -58,6 +61,17 @@ struct UserNameTests {
         #expect(UserName.lookalikeKey("\u{A4EE}\u{A4E1}\u{A4F2}\u{A4DA}\u{A4F0}") == UserName.lookalikeKey("alice"))
         #expect(UserName.lookalikeKey("\u{13AA}\u{13DE}\u{13A5}\u{13DF}\u{13AC}") == UserName.lookalikeKey("alice"))
         #expect(UserName.lookalikeKey("\u{13F4}\u{13A1}\u{13AA}\u{13E6}") == UserName.lookalikeKey("brak"))
+        // Red team, sixth pass: each pair made two accounts.
+        for (one, other) in [
+            ("ΗΟΜΕ59780", "HOME59780"), ("ΗΙΚΕ", "hike"), ("ΤΟΥ", "toy"), ("ΝΟΤΕ", "note"), ("ᗷᗝᗷ", "BOB"), ("ᑕᗩᖇ", "CAR"), ("ⲥⲟⲣⲉ", "cope"),
+            ("ϲοοκ", "cook"), ("ореп", "open"), ("a\u{1C0}ice", "alice"), ("bob\u{1C3}", "bob!"), ("o\u{2BC}neil", "o'neil"), ("b\u{A74F}k", "book"),
+            ("m\u{1D11}\u{1D11}n", "moon"), ("a\u{2A3}e", "adze"), ("ali\u{307}ce", "alice"), ("\u{130}stanbul", "istanbul"), ("ΟΔΟΣ", "οδος"),
+            ("x\u{30FC}y", "x-y"), ("x\u{4E00}y", "x-y"), ("straße", "strasse"), ("ΑΛΙΚΕ", "αλικε"),
+        ] {
+            #expect(UserName.lookalikeKey(one) == UserName.lookalikeKey(other), "\(one) and \(other)")
+        }
+        // Marks that show stay apart: `émile` is not `emile`.
+        #expect(UserName.lookalikeKey("émile") != UserName.lookalikeKey("emile"))
         // Real Cyrillic words stay apart from Latin gibberish unless every letter folds.
         #expect(UserName.lookalikeKey("иван") != UserName.lookalikeKey("nbah"))
     }

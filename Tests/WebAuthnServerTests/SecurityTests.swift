@@ -128,7 +128,8 @@ struct SecurityTests {
             return await group.reduce(into: [String]()) { $0.append($1) }
         }
         #expect(outcomes.contains("deleted"), "\(outcomes)")
-        #expect(outcomes.allSatisfy { ["ok", "deleted", "account_unknown", "challenge_unknown"].contains($0) }, "\(outcomes)")
+        // sign_in_required: a tab finishing after another's result rotated the session it started under.
+        #expect(outcomes.allSatisfy { ["ok", "deleted", "account_unknown", "challenge_unknown", "sign_in_required"].contains($0) }, "\(outcomes)")
         if kind == "postgres" {
             let store = try await PostgresStore.open(url: database, connections: 1)
             #expect(try await store.credentials(forUser: handle).isEmpty, "\(outcomes)")

@@ -12,18 +12,21 @@ package import _WebAuthnCrypto
 ///   (`!`…`~`), a letter, a digit, or a combining mark after a letter; no
 ///   space, control (NUL included), format (zero-width, bidi), private-use or
 ///   unassigned character, nor a default-ignorable one (invisible fillers);
-///   letters from at most one of Latin, Greek, Cyrillic and Armenian (the
-///   common homoglyph families); at most 30 combining marks in a row; 1 to
-///   64 characters, at most 256 bytes of UTF-8.
+///   letters (and digits other than 0–9) from one script family: Latin, Greek,
+///   Cyrillic, Armenian, Lisu, Cherokee, Canadian Syllabics, Coptic (whose
+///   letters look like Latin ones), or the rest, with Latin beside Han, kana,
+///   Hangul and Bopomofo allowed; at most 30 combining
+///   marks in a row; 1 to 64 characters, at most 256 bytes of UTF-8.
 /// - **displayName** (RFC 8266 Nickname): spaces of every kind mapped to
 ///   U+0020, leading and trailing spaces removed, runs collapsed, then NFKC;
 ///   no control, format, private-use or unassigned character; 1 to 64
 ///   characters, at most 256 bytes.
-/// - **look-alike key**: NFKC, case-folded, NFKC again, then Cyrillic, Greek
-///   and Armenian homoglyphs, small capitals and dotless i folded to the
-///   Latin letter they look like. Two names with one key are one account
-///   (`Alice`, `alice`, `ａｌｉｃｅ`, `ᴀlice` and an all-Cyrillic `аlісе`
-///   cannot coexist).
+/// - **look-alike key**: NFKC; capitals that look like a Latin capital folded
+///   to it; lowercased, NFKD; a dot above a soft-dotted letter dropped; small
+///   letters that look like Latin letters folded to them; NFKC. Two names
+///   with one key are one account (`Alice`, `alice`, `ａｌｉｃｅ`, `ᴀlice`, an
+///   all-Cyrillic `аlісе`, Greek `ΑΛΙΚΕ`'s look-alikes and `ali̇ce` cannot
+///   coexist). The tables are in `UserName+Lookalikes.swift`.
 public enum UserName {
     /// The longest name or display name, in Unicode scalars.
     public static let maxCharacters = 64
@@ -45,13 +48,15 @@ public enum UserName {
             guard !p.isDefaultIgnorableCodePoint else { throw invalid("the name contains the invisible U+\(hex(scalar))") }
             switch p.generalCategory {
             case .uppercaseLetter, .lowercaseLetter, .titlecaseLetter, .modifierLetter, .otherLetter:
-                if let family = ScriptFamily(scalar) { families.insert(family) }
+                families.insert(ScriptFamily(letter: scalar))
                 previousWasLetter = true
                 continue
             case .nonspacingMark, .spacingMark, .enclosingMark:
                 guard index > 0, previousWasLetter else { throw invalid("the name has a combining mark that follows no letter (U+\(hex(scalar)))") }
                 continue
             case .decimalNumber:
+                // Digits other than 0–9 belong to their script (`b୦b` is Oriya beside Latin).
+                if !(0x30...0x39).contains(scalar.value) { families.insert(.other) }
                 previousWasLetter = false
                 continue
             default:
@@ -62,7 +67,7 @@ public enum UserName {
                 }
             }
         }
-        guard families.count <= 1 else {
+        guard ScriptFamily.mayMix(families) else {
             throw invalid("the name mixes letters of \(families.map(\.rawValue).sorted().joined(separator: " and ")), which look alike")
         }
         return name
@@ -98,87 +103,37 @@ public enum UserName {
         return name
     }
 
-    /// The key under which accounts are unique: NFKC, case-folded, NFKC,
-    /// then letters that look like a Latin letter folded to it (a small
-    /// skeleton in the spirit of UTS #39: Cyrillic, Greek, Armenian, Lisu and
-    /// Cherokee homoglyphs, small capitals, dotless i), so `ѕсоре`, `ᴀdmin`,
-    /// `admın` and `ꓮꓓꓟꓲꓠ` are the accounts `scope` and `admin`. Stores
-    /// recompute the keys of existing accounts when this table grows.
+    /// The key under which accounts are unique: letters that look like a Latin letter folded to
+    /// it, before and after lowercasing (a small skeleton in the spirit of UTS #39: Cyrillic,
+    /// Greek, Armenian, Lisu, Cherokee, Coptic and Canadian Syllabics homoglyphs, small capitals,
+    /// dotless i, a few Latin letters and ligatures), so `ѕсоре`, `ᴀdmin`, `admın`, `ΑDΜΙΝ` and
+    /// `ꓮꓓꓟꓲꓠ` are the accounts `scope` and `admin`. Stores recompute the keys of existing
+    /// accounts when the tables grow.
     public static func lookalikeKey(_ name: String) -> String {
-        let folded = name.precomposedStringWithCompatibilityMapping.lowercased().precomposedStringWithCompatibilityMapping
+        // Capitals first: lowercased, Greek `Η` (which looks like `H`) would be `η` (which looks like
+        // `n`). Before NFKC too, which makes the lunate sigma `ϲ` (like `c`) a final sigma; after it
+        // for capitals NFKC makes (mathematical `𝚮` is `Η`).
+        func capitalsFolded(_ text: String) -> String {
+            var folded = String.UnicodeScalarView()
+            for scalar in text.unicodeScalars {
+                if let latin = capitalLookalikes[scalar.value] { folded.append(contentsOf: latin.unicodeScalars) } else { folded.append(scalar) }
+            }
+            return String(folded)
+        }
+        // Decomposed, so that a mark is apart from its letter.
+        let folded = capitalsFolded(capitalsFolded(name).precomposedStringWithCompatibilityMapping).lowercased().decomposedStringWithCompatibilityMapping
         var key = String.UnicodeScalarView()
+        var afterSoftDotted = false
         for scalar in folded.unicodeScalars {
-            if let latin = latinLookalikes[scalar.value] { key.append(latin) } else { key.append(scalar) }
+            // A dot above a letter that has one (i, j, і, ј: soft-dotted) shows nothing: `i̇` (and `İ`, lowercased) is `i`.
+            if scalar.value == 0x307 && afterSoftDotted { continue }
+            afterSoftDotted = scalar.properties.isSoftDotted
+            if let latin = latinLookalikes[scalar.value] { key.append(contentsOf: latin.unicodeScalars) } else { key.append(scalar) }
         }
-        return String(key)
+        return String(key).precomposedStringWithCompatibilityMapping
     }
-
-    /// Lowercase letters that render like a Latin letter, and that letter.
-    static let latinLookalikes: [UInt32: Unicode.Scalar] = {
-        let pairs: [(String, Character)] = [
-            // Cyrillic
-            ("а", "a"), ("в", "b"), ("с", "c"), ("ԁ", "d"), ("е", "e"), ("ё", "e"), ("һ", "h"), ("і", "i"), ("ї", "i"), ("ј", "j"),
-            ("к", "k"), ("ӏ", "l"), ("м", "m"), ("н", "h"), ("о", "o"), ("р", "p"), ("ԛ", "q"), ("ѕ", "s"), ("т", "t"), ("џ", "u"),
-            ("ѵ", "v"), ("ԝ", "w"), ("х", "x"), ("у", "y"), ("ү", "y"), ("з", "3"),
-            // Greek
-            ("α", "a"), ("β", "b"), ("ε", "e"), ("η", "n"), ("ι", "i"), ("κ", "k"), ("ν", "v"), ("ο", "o"), ("ρ", "p"),
-            ("υ", "u"), ("χ", "x"), ("γ", "y"), ("ω", "w"), ("ζ", "z"), ("μ", "m"), ("τ", "t"),
-            // Armenian
-            ("օ", "o"), ("ս", "u"), ("ց", "g"), ("հ", "h"), ("ո", "n"), ("զ", "q"),
-            // Latin small capitals and phonetic letters
-            ("ᴀ", "a"), ("ʙ", "b"), ("ᴄ", "c"), ("ᴅ", "d"), ("ᴇ", "e"), ("ꜰ", "f"), ("ɢ", "g"), ("ʜ", "h"), ("ɪ", "i"), ("ᴊ", "j"),
-            ("ᴋ", "k"), ("ʟ", "l"), ("ᴍ", "m"), ("ɴ", "n"), ("ᴏ", "o"), ("ᴘ", "p"), ("ʀ", "r"), ("ꜱ", "s"), ("ᴛ", "t"), ("ᴜ", "u"),
-            ("ᴠ", "v"), ("ᴡ", "w"), ("ʏ", "y"), ("ᴢ", "z"), ("ı", "i"), ("ȷ", "j"), ("ɑ", "a"), ("ɡ", "g"), ("ɩ", "i"), ("ʋ", "u"),
-            // Lisu (red team, fifth pass: `ꓮlice1` beside `alice1`)
-            ("ꓮ", "a"), ("ꓐ", "b"), ("ꓚ", "c"), ("ꓓ", "d"), ("ꓰ", "e"), ("ꓝ", "f"), ("ꓖ", "g"), ("ꓧ", "h"), ("ꓲ", "i"), ("ꓙ", "j"),
-            ("ꓗ", "k"), ("ꓡ", "l"), ("ꓟ", "m"), ("ꓠ", "n"), ("ꓳ", "o"), ("ꓑ", "p"), ("ꓣ", "r"), ("ꓢ", "s"), ("ꓔ", "t"), ("ꓴ", "u"),
-            ("ꓦ", "v"), ("ꓪ", "w"), ("ꓫ", "x"), ("ꓬ", "y"), ("ꓜ", "z"),
-            // Cherokee capitals (keyed below by their lowercase forms, as names are folded)
-            ("Ꭺ", "a"), ("Ᏼ", "b"), ("Ꮟ", "b"), ("Ꮯ", "c"), ("Ꭰ", "d"), ("Ꭼ", "e"), ("Ꮐ", "g"), ("Ꮋ", "h"), ("Ꮒ", "h"), ("Ꭵ", "i"),
-            ("Ꭻ", "j"), ("Ꮶ", "k"), ("Ꮮ", "l"), ("Ꮇ", "m"), ("Ꮲ", "p"), ("Ꭱ", "r"), ("Ꮪ", "s"), ("Ꭲ", "t"), ("Ꮩ", "v"), ("Ꮃ", "w"),
-            ("Ꭹ", "y"), ("Ꮓ", "z"),
-        ]
-        var table: [UInt32: Unicode.Scalar] = [:]
-        for (from, to) in pairs {
-            // Folded as a name is (``lookalikeKey(_:)`` lowercases first): Cherokee capitals have lowercase forms.
-            guard let f = from.lowercased().unicodeScalars.first, let t = to.unicodeScalars.first else { continue }
-            table[f.value] = t
-        }
-        return table
-    }()
 
     // MARK: Internals
-
-    /// The scripts a name may not mix, because letters of each look like Latin ones. Letters of
-    /// other scripts (Han, kana, Hangul, ...) belong to none, so `tanaka太郎` is one name.
-    enum ScriptFamily: String {
-        case latin = "Latin", greek = "Greek", cyrillic = "Cyrillic", armenian = "Armenian", lisu = "Lisu", cherokee = "Cherokee"
-        case canadianSyllabics = "Canadian Syllabics", coptic = "Coptic"
-
-        init?(_ s: Unicode.Scalar) {
-            switch s.value {
-            case 0x41...0x5A, 0x61...0x7A, 0xC0...0x24F, 0x250...0x2AF, 0x1D00...0x1DBF, 0x1E00...0x1EFF, 0x2C60...0x2C7F, 0xA720...0xA7FF, 0xFF21...0xFF3A,
-                0xFF41...0xFF5A:
-                self = .latin
-            case 0x370...0x3FF, 0x1F00...0x1FFF:
-                self = .greek
-            case 0x400...0x52F, 0x1C80...0x1C8F, 0x2DE0...0x2DFF, 0xA640...0xA69F:
-                self = .cyrillic
-            case 0x531...0x58F, 0xFB13...0xFB17:
-                self = .armenian
-            case 0xA4D0...0xA4FF, 0x11FB0...0x11FBF:
-                self = .lisu
-            case 0x13A0...0x13FF, 0xAB70...0xABBF:
-                self = .cherokee
-            case 0x1400...0x167F, 0x18B0...0x18FF:
-                self = .canadianSyllabics
-            case 0x2C80...0x2CFF:
-                self = .coptic
-            default:
-                return nil
-            }
-        }
-    }
 
     /// RFC 8265 width mapping: full-width ASCII forms and the ideographic space.
     static func widthMapped(_ s: Unicode.Scalar) -> Unicode.Scalar {
