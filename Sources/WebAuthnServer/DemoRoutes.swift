@@ -155,8 +155,12 @@ extension WebAuthnRoutes {
                 // JSON only: a form on a sibling site (same-site, so SameSite=Strict lets the cookie through) cannot sign the user out.
                 try HTTP.requireJSON(request)
                 try throttle(request, context)
-                // An empty or unreadable body signs this session out, as before the option existed.
-                let body = (try? await HTTP.body(request, limit: 1024)) ?? [:]
+                // An empty body signs this session out, as before the option existed; one that cannot
+                // be read is refused rather than taken for a plain sign-out (red team, sixth pass).
+                let body = try await HTTP.body(request, limit: 1024, whenEmpty: [:])
+                guard body.objectValue != nil, body["everywhere"].map({ $0.boolValue != nil }) ?? true else {
+                    throw WebAuthnError(.responseMalformed, "the body is an object whose \"everywhere\", if present, is true or false")
+                }
                 let token = sessions.token(request)
                 let signedIn = try await sessions.signedIn(token, now: now)
                 var response = HTTP.ok()

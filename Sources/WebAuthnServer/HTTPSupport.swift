@@ -114,8 +114,8 @@ enum HTTP {
         return Int(text) ?? .max
     }
 
-    /// Reads a bounded JSON body.
-    static func body(_ request: Request, limit: Int) async throws(WebAuthnError) -> JSONValue {
+    /// Reads a bounded JSON body; an empty one is `empty` when given (else malformed).
+    static func body(_ request: Request, limit: Int, whenEmpty empty: JSONValue? = nil) async throws(WebAuthnError) -> JSONValue {
         let buffer: ByteBuffer
         // A declared length over the limit is refused before any of the body is read (and a client
         // that sent `Expect: 100-continue` was not invited to send it).
@@ -127,6 +127,7 @@ enum HTTP {
         } catch {
             throw WebAuthnError(.inputTooLarge, "the request body is larger than \(limit) bytes")
         }
+        if let empty, buffer.readableBytes == 0 { return empty }
         return try JSONValue.parse(Array(buffer.readableBytesView), limits: JSONLimits(maxBytes: limit, maxDepth: 32))
     }
 }

@@ -229,8 +229,15 @@ struct LifecycleTests {
         let one = try await signIn(server, owner, username: "ivy", id: ownerID, verified: false)
         let two = try await signIn(server, owner, username: "ivy", id: ownerID, verified: false)
         #expect(try await server.request("/demo/logout", ["everywhere": true]).json["sessionsEnded"] == nil)
-        #expect(try await server.request("/demo/logout", [:], cookie: one).ok)
+        // A body that cannot be read is refused, not taken for a plain sign-out (red team, sixth pass).
+        for raw in ["[1]", "{\"everywhere\": 1}", "{\"everywhere\": \"true\"}", "{", String(repeating: " ", count: 2000) + "{}"] {
+            let refused = try await server.request("/demo/logout", cookie: two, raw: Array(raw.utf8))
+            #expect(refused.status == 400 || refused.status == 413, "\(raw.prefix(20)): \(refused.status) \(refused.errorMessage)")
+            #expect(try await server.request("/demo/session", cookie: two).json["user"]?.stringValue == "ivy", "\(raw.prefix(20))")
+        }
+        #expect(try await server.request("/demo/logout", cookie: one, raw: []).ok, "an empty body signs this session out")
         #expect(try await server.request("/demo/session", cookie: two).json["user"]?.stringValue == "ivy")
+        #expect(try await server.request("/demo/session", cookie: one).json["user"] == .null)
     }
 
     @Test("the last two passkeys deleted at once: one goes, the other stays (last_credential)")
