@@ -385,6 +385,17 @@ struct StoreContractTests {
         return task
     }
 
+    /// Whether a statement of `application` comes to wait for a lock within 3 s (watched through `monitor`).
+    static func waitsForLock(_ application: String, monitor: PostgresPool) async throws -> Bool {
+        for _ in 0..<300 {
+            let waiting = try await monitor.query(
+                "SELECT 1 AS x FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'", [application])
+            if !waiting.isEmpty { return true }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        return false
+    }
+
     /// Waits until at least `count` statements wait for the pool's connections.
     static func waitUntilWaiting(_ pool: PostgresPool, _ count: Int) async throws {
         for _ in 0..<3000 {
@@ -465,14 +476,7 @@ struct StoreContractTests {
         #expect(try await revoking.query("SELECT subject FROM webauthn_unlink($1, $2)", ["apple", "001.dana"]).first?["subject"] == "001.dana")
         let deletion = Task { try await store.deleteCredential(id: passkey.id, ofAccount: dana.id) }
         let monitor = try PostgresPool(url: url, size: 1)
-        var waited = false
-        for _ in 0..<300 where !waited {
-            waited =
-                !(try await monitor.query(
-                    "SELECT 1 AS x FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'", [application])).isEmpty
-            if !waited { try await Task.sleep(for: .milliseconds(10)) }
-        }
-        #expect(waited, "the deletion waits for the unlink's lock on the account")
+        #expect(try await Self.waitsForLock(application, monitor: monitor), "the deletion waits for the unlink's lock on the account")
         _ = try await revoking.query("COMMIT")
         #expect(try await deletion.value == .lastWayIn)
         #expect(try await store.credential(id: passkey.id) != nil, "the account keeps its passkey")
@@ -506,15 +510,6 @@ struct StoreContractTests {
         let old = session()
         try await store.insert(old)
         let inFlight = try PostgresPool(url: inSchema, size: 1), monitor = try PostgresPool(url: url, size: 1), probe = try PostgresPool(url: inSchema, size: 1)
-        func waitForLock() async throws -> Bool {
-            for _ in 0..<300 {
-                let waiting = try await monitor.query(
-                    "SELECT 1 AS x FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'", [application])
-                if !waiting.isEmpty { return true }
-                try await Task.sleep(for: .milliseconds(10))
-            }
-            return false
-        }
         // An addition in flight holds the account's lock and has stored its new session.
         let fresh = session()
         _ = try await inFlight.query("BEGIN")
@@ -523,7 +518,7 @@ struct StoreContractTests {
             "INSERT INTO sessions (id_hash, user_handle, created_at, authenticated_at, expires_at) VALUES ($1, $2, 0, 0, 4000000000)",
             [PGText.bytea(fresh.idHash), PGText.bytea(dana.id)])
         let ending = Task { try await store.deleteSessions(userHandle: dana.id) }
-        #expect(try await waitForLock(), "the sessions' ending waits for the addition")
+        #expect(try await Self.waitsForLock(application, monitor: monitor), "the sessions' ending waits for the addition")
         _ = try await inFlight.query("COMMIT")
         #expect(try await ending.value == 2)
         #expect(try await store.session(idHash: fresh.idHash) == nil, "the session the addition stored ended too")
@@ -539,7 +534,7 @@ struct StoreContractTests {
             try await store.commitRegistration(
                 consuming: pending.challenge, addingTo: dana.id, limit: 10, credential: try Self.record(user: dana.id), signingIn: nil, replacing: nil)
         }
-        #expect(try await waitForLock(), "the addition waits for the account's lock")
+        #expect(try await Self.waitsForLock(application, monitor: monitor), "the addition waits for the account's lock")
         let free = try await probe.query("SELECT 1 AS x FROM challenges WHERE challenge = $1 FOR UPDATE NOWAIT", [PGText.bytea(pending.challenge)])
         #expect(free.count == 1, "the ceremony's row is not locked while the addition waits")
         _ = try await inFlight.query("COMMIT")
