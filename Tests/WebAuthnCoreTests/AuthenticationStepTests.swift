@@ -117,12 +117,27 @@ struct AuthenticationStepTests {
         #expect(h.verify(parts, credential: credential, ceremony: claimed) == "user_presence_missing")
     }
 
-    @Test("step 17: UV must be set when required")
+    @Test("step 17: UV must be set when required, by the ceremony or by the relying party's policy whatever the ceremony asked")
     func step17UserVerified() throws {
         let credential = try h.registered()
-        let parts = try h.assert(credential)
+        var parts = try h.assert(credential)
+        parts.authenticatorData.flags.remove(.userVerified)
+        parts = try h.authenticator.resign(parts)
         #expect(
             h.verify(parts, credential: credential, ceremony: h.authenticationCeremony(userHandle: h.user.id, uv: .required)) == "user_verification_missing")
+        #expect(h.verify(parts, credential: credential) == nil, "preferred: not required")
+        var strict = h
+        strict.rp = testRP(origins: [Harness.origin], policy: VerificationPolicy(userVerification: .required))
+        #expect(strict.verify(parts, credential: credential) == "user_verification_missing", "the policy overrides a ceremony's preferred")
+    }
+
+    @Test("step 6: the credential record given must be the one the response names")
+    func step6RecordIsTheResponses() throws {
+        // A caller that looked up the wrong record: the response names another credential.
+        let credential = try h.registered()
+        var parts = try h.assert(credential)
+        parts.id = SecureRandom.bytes(16)
+        #expect(h.verify(parts, credential: credential, ceremony: h.authenticationCeremony(userHandle: nil)) == "credential_unknown")
     }
 
     @Test("step 18: BS must not be set without BE")

@@ -172,6 +172,11 @@ struct ExtensionTests {
             }
                 == "rp_id_hash_mismatch")
         #expect(await errorCode { _ = try await appIDSignIn(policy: VerificationPolicy(), offered: appID, signedOver: appID) } == "rp_id_hash_mismatch")
+        // Offered and configured, but signed over neither the RP ID nor the AppID (mutation testing:
+        // without the comparison with the AppID's hash, any rpIdHash passed).
+        #expect(
+            await errorCode { _ = try await appIDSignIn(policy: policy, offered: appID, signedOver: "https://evil.example/app-id.json") }
+                == "rp_id_hash_mismatch")
         // A credential registered through WebAuthn (not fido-u2f) is bound to the RP ID.
         #expect(
             await errorCode {

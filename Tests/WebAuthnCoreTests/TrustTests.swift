@@ -64,6 +64,33 @@ struct TrustTests {
         #expect(errorCode { _ = try CertificateRevocationList(der: [1, 2, 3]) } == "configuration_invalid")
     }
 
+    @Test("step 25: a packed attestation whose certificate a configured CRL revokes is refused, also when untrusted attestation is accepted")
+    func registrationRevoked() throws {
+        // Mutation testing: with the refusal of a revoked chain removed from step 25, registrations
+        // still passed (expiry is checked elsewhere; revocation was not, without a trust policy).
+        let caKey = try SigningKey.generate(.es256), leafKey = try SigningKey.generate(.es256)
+        let ca = try CertificateBuilder.certificateAuthority(organization: "WebAuthn Testing", name: "Revoking CA").build(
+            key: caKey, issuer: nil, issuerKey: caKey)
+        let aaguid = SoftwareAuthenticator.Profile.securityKey.aaguid
+        var leafBuilder = CertificateBuilder(subject: [("C", "AA"), ("O", "WebAuthn Testing"), ("OU", "Authenticator Attestation"), ("CN", "Revoked")])
+        leafBuilder.serial = 4242
+        leafBuilder.extensions = [
+            (X509Certificate.OID.basicConstraints, true, DERWriter.basicConstraintsCAFalse),
+            (X509Certificate.OID.fidoGenCeAAGUID, false, DERWriter.aaguid(aaguid)),
+        ]
+        let leaf = try leafBuilder.build(key: leafKey, issuer: ca, issuerKey: caKey)
+        for (revoking, expected) in [([UInt64](), nil), ([4242], "certificate_revoked")] as [([UInt64], String?)] {
+            let crl = try CertificateRevocationList(der: CRLBuilder(revoking: revoking).build(issuer: ca, issuerKey: caKey))
+            var h = Harness(profile: .securityKey)
+            h.rp = try RelyingParty(
+                id: "example.com", origins: [Harness.origin], clock: .fixed(Self.time2030),
+                trustAnchors: TrustAnchors(formatRoots: [.packed: [ca]], crls: [crl]))
+            #expect(!h.rp.policy.attestation.requireTrustedAttestation)
+            let parts = try h.register(attestation: .packed(x5c: [leaf.der], signer: AttestationSigner(key: leafKey)))
+            #expect(h.verify(parts) == expected, "revoking \(revoking)")
+        }
+    }
+
     @Test("CRLs issued with CRLBuilder revoke what they list, and read as PEM or DER; a broken PEM CRL is a typed error")
     func issuedCRL() throws {
         let caKey = try SigningKey.generate(.es256), leafKey = try SigningKey.generate(.es256)
