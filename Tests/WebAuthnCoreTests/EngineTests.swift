@@ -112,6 +112,61 @@ struct EngineTests {
         #expect(WebAuthnEngine.decoyKey != nil && credentials.lookup(id: registered.id) != nil)
     }
 
+    /// A credential store that takes an existing ID without a word (the engine must not rely on the store for step 27).
+    final class LaxCredentials: CredentialStore {
+        let inner = InMemoryCredentialStore()
+        func credential(id: [UInt8]) async throws -> CredentialRecord? { try await inner.credential(id: id) }
+        func credentials(forUser userHandle: [UInt8]) async throws -> [CredentialRecord] { try await inner.credentials(forUser: userHandle) }
+        func insert(_ record: CredentialRecord) async throws { if try await inner.credential(id: record.id) == nil { try await inner.insert(record) } }
+        func update(_ record: CredentialRecord, expectedSignCount: UInt32) async throws -> Bool {
+            try await inner.update(record, expectedSignCount: expectedSignCount)
+        }
+        func delete(id: [UInt8]) async throws -> Bool { try await inner.delete(id: id) }
+    }
+
+    /// A challenge store where another process consumes every ceremony between its look-up and its consumption.
+    final class RacedChallenges: ChallengeStore {
+        let inner: InMemoryChallengeStore
+        init(clock: WebAuthnClock) { inner = InMemoryChallengeStore(clock: clock) }
+        func insert(_ ceremony: PendingCeremony) async throws { try await inner.insert(ceremony) }
+        func pending(challenge: [UInt8]) async throws -> PendingCeremony? { try await inner.pending(challenge: challenge) }
+        func consume(challenge: [UInt8]) async throws -> PendingCeremony? {
+            _ = try await inner.consume(challenge: challenge)
+            return nil
+        }
+        func sweep(expiredBefore date: Date) async throws -> Int { try await inner.sweep(expiredBefore: date) }
+    }
+
+    @Test("§7.1 step 27 is the engine's own: an ID registered already is refused even by a store that would take it again")
+    func step27WithoutTheStore() async throws {
+        // Mutation testing: without the engine's check the in-memory store's refusal answered the same.
+        let lax = LaxCredentials()
+        let rp = try RelyingParty(id: "example.com", origins: [origin], clock: time.clock)
+        let engine = WebAuthnEngine(relyingParty: rp, credentials: lax, challenges: InMemoryChallengeStore(clock: time.clock))
+        let authenticator = SoftwareAuthenticator()
+        let first = try await engine.startRegistration(user: user)
+        let parts = try authenticator.register(rpId: "example.com", origin: origin, challenge: first.challenge, userHandle: user.id)
+        _ = try await engine.finishRegistration(json: parts.jsonBytes)
+        let second = try await engine.startRegistration(user: UserEntity.new(name: "mallory"))
+        var again = try SoftwareAuthenticator().register(rpId: "example.com", origin: origin, challenge: second.challenge, userHandle: second.user.id)
+        again.id = parts.id
+        again.authenticatorData.attested?.credentialId = parts.id
+        #expect(await errorCode { _ = try await engine.finishRegistration(json: again.jsonBytes) } == "credential_already_registered")
+        #expect(try await lax.credential(id: parts.id)?.userHandle == user.id, "the first owner keeps it")
+    }
+
+    @Test("a registration whose ceremony another process consumed between its look-up and its commit stores nothing and fails")
+    func registrationConsumedMeanwhile() async throws {
+        // Mutation testing: with the commit's outcome ignored, this answered success and stored nothing.
+        let credentials = InMemoryCredentialStore()
+        let rp = try RelyingParty(id: "example.com", origins: [origin], clock: time.clock)
+        let engine = WebAuthnEngine(relyingParty: rp, credentials: credentials, challenges: RacedChallenges(clock: time.clock))
+        let options = try await engine.startRegistration(user: user)
+        let parts = try SoftwareAuthenticator().register(rpId: "example.com", origin: origin, challenge: options.challenge, userHandle: user.id)
+        #expect(await errorCode { _ = try await engine.finishRegistration(json: parts.jsonBytes) } == "challenge_unknown")
+        #expect(credentials.count == 0)
+    }
+
     @Test("a replayed response is refused: the challenge is consumed once")
     func replay() async throws {
         let authenticator = SoftwareAuthenticator()

@@ -288,6 +288,37 @@ struct HostileInputTests {
                             CBORPair(CBOR(-1), CBOR(6)), CBORPair(CBOR(-2), .bytes([UInt8](repeating: 1, count: 32))),
                         ])))
             } == "cose_key_invalid")
+        // Mutation testing found these refusals untested: a text label, an RSA key with private
+        // parts, an RSA key labelled with an EC algorithm.
+        #expect(errorCode { _ = try COSEKey(bytes: Self.ec2(extra: [CBORPair(.text("kid"), .bytes([1]))])) } == "cose_key_invalid")
+        let rsa = try SigningKey.generate(.rs256).coseKey()
+        func rsaKey(alg: Int = -257, extra: [CBORPair] = []) -> [UInt8] {
+            CBOREncoder.encode(
+                .map(
+                    [CBORPair(CBOR(1), CBOR(3)), CBORPair(CBOR(3), CBOR(alg)), CBORPair(CBOR(-1), rsa[-1]!), CBORPair(CBOR(-2), rsa[-2]!)] + extra))
+        }
+        #expect(errorCode { _ = try COSEKey(bytes: rsaKey()) } == nil)
+        #expect(errorCode { _ = try COSEKey(bytes: rsaKey(extra: [CBORPair(CBOR(-3), .bytes([1, 2, 3]))])) } == "cose_key_invalid")  // d
+        #expect(errorCode { _ = try COSEKey(bytes: rsaKey(extra: [CBORPair(CBOR(-4), .bytes([1, 2, 3]))])) } == "cose_key_invalid")  // p
+        #expect(errorCode { _ = try COSEKey(bytes: rsaKey(alg: -7)) } == "cose_key_invalid")
+    }
+
+    @Test("attested credential data with a credential ID of length 0 is malformed")
+    func emptyCredentialID() throws {
+        var parts = try Harness().register()
+        parts.authenticatorData.attested?.credentialId = []
+        #expect(errorCode { _ = try AuthenticatorData(bytes: parts.authenticatorData.bytes) } == "authenticator_data_malformed")
+    }
+
+    @Test("clientDataJSON: a topOrigin that is not a string is malformed, not absent")
+    func topOriginNotAString() throws {
+        // Read as absent, it passed the deny policy's check of topOrigin (mutation testing).
+        for value in ["1", "true", "{}", "[\"https://top.example\"]"] {
+            let json = #"{"type":"webauthn.get","challenge":"AAAA","origin":"https://example.com","crossOrigin":false,"topOrigin":"# + value + "}"
+            #expect(errorCode { _ = try CollectedClientData(bytes: Array(json.utf8)) } == "client_data_malformed", "\(value)")
+        }
+        let null = #"{"type":"webauthn.get","challenge":"AAAA","origin":"https://example.com","topOrigin":null}"#
+        #expect(try CollectedClientData(bytes: Array(null.utf8)).topOrigin == nil)
     }
 
     // MARK: Mutation
