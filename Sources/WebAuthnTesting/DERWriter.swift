@@ -52,4 +52,19 @@ package enum DERWriter {
         return sequence(explicit(4, sequence(rdns)))
     }
     package static func extendedKeyUsage(_ oids: String...) -> [UInt8] { sequence(oids.flatMap { oid($0) }) }
+
+    /// `certificate` (DER) re-encoded as X.509 version 1, its extensions kept, and
+    /// re-signed by `issuerKey` (the key that issued it, with the same signature
+    /// algorithm). OpenSSL writes version 3 whenever a certificate has extensions, so
+    /// this is how a version-1 certificate that meets every other requirement is made.
+    package static func version1(_ certificate: [UInt8], issuerKey: SigningKey) throws(WebAuthnError) -> [UInt8] {
+        // Certificate ::= SEQUENCE { tbsCertificate, signatureAlgorithm, signatureValue BIT STRING }
+        let parts = try DER.parse(certificate).children()
+        guard parts.count == 3 else { throw WebAuthnError(.configurationInvalid, "not a certificate") }
+        // tbsCertificate without its `[0] EXPLICIT version`: version 1 is the DEFAULT, so it is omitted.
+        let fields = try parts[0].children().filter { $0.tag != DER.Tag.contextConstructed(0) }
+        let tbs = tlv(DER.Tag.sequence, fields.flatMap { tlv($0.tag, Array($0.value)) })
+        let bitString: UInt8 = 0x03
+        return sequence(tbs, tlv(parts[1].tag, Array(parts[1].value)), tlv(bitString, [0] + (try issuerKey.sign(tbs))))
+    }
 }

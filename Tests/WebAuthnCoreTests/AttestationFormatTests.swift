@@ -12,6 +12,70 @@ typealias D = DERWriter
 /// each: a W3C vector with exactly that requirement broken.
 @Suite("Attestation formats (WebAuthn L3 §8)")
 struct AttestationFormatTests {
+    // MARK: packed (§8.2)
+
+    /// The W3C packed vector with its attestation certificate re-issued (for the vector's
+    /// attestation key, so attStmt.sig still verifies) from a template that meets §8.2.1,
+    /// after `configure`; with `version1`, the certificate is re-encoded as X.509 version 1.
+    func packedCertificate(version1: Bool = false, _ configure: (inout CertificateBuilder) -> Void = { _ in }) throws -> W3CFixture {
+        var f = W3CFixture("w3c-packed-es256.json")
+        var b = CertificateBuilder(subject: [("C", "AA"), ("O", "WebAuthn Testing"), ("OU", "Authenticator Attestation"), ("CN", "Packed Test")])
+        b.extensions = [
+            (X509Certificate.OID.basicConstraints, true, D.basicConstraintsCAFalse), (X509Certificate.OID.fidoGenCeAAGUID, false, D.aaguid(f.aaguid)),
+        ]
+        configure(&b)
+        let der = f.issue(b, key: f.attestationKey)
+        f.set("x5c", .array([.bytes(version1 ? try D.version1(der, issuerKey: f.caKey) : der)]))
+        return f
+    }
+
+    @Test("packed: an RS1 attestation signature is refused under the default policy")
+    func packedRS1() {
+        var f = W3CFixture("w3c-packed-es256.json")
+        f.set("alg", CBOR(COSEAlgorithm.rs1.rawValue))
+        #expect(f.code() == "algorithm_not_allowed")
+    }
+
+    @Test("packed: an attStmt.alg that is not a supported COSE algorithm is refused")
+    func packedUnsupportedAlgorithm() {
+        var f = W3CFixture("w3c-packed-es256.json")
+        f.set("alg", CBOR(-260))
+        #expect(f.code() == "algorithm_unsupported")
+    }
+
+    @Test("packed step 1: an attStmt member other than alg, sig and x5c is refused")
+    func packedExtraMember() {
+        var f = W3CFixture("w3c-packed-es256.json")
+        #expect(f.code() == nil)
+        f.set("extra", .text("not in the packed syntax"))
+        #expect(f.code() == "attestation_statement_malformed")
+    }
+
+    @Test("packed step 3: a self attestation alg other than the credential key's (ESP256 for an ES256 key) is refused")
+    func packedSelfAlgorithm() {
+        var f = W3CFixture("w3c-packed-self-es256.json")
+        #expect(f.code() == nil)
+        // ESP256 and ES256 sign alike with a P-256 key, so the signature still verifies: only the alg comparison refuses.
+        f.set("alg", CBOR(COSEAlgorithm.esp256.rawValue))
+        #expect(f.code() == "attestation_statement_malformed")
+    }
+
+    @Test("§8.2.1: a conforming re-issued packed attestation certificate verifies")
+    func packedCertificateValid() throws {
+        #expect(try packedCertificate().code() == nil)
+    }
+
+    @Test("§8.2.1: a version-1 attestation certificate is refused, even with every other requirement met")
+    func packedCertificateVersion1() throws {
+        #expect(try packedCertificate(version1: true).code() == "attestation_certificate_invalid")
+    }
+
+    @Test("§8.2.1: subject C must be an ISO 3166 alpha-2 code; lower case \"us\" is refused")
+    func packedCertificateCountry() throws {
+        let f = try packedCertificate { b in b.subject[0] = ("C", "us") }
+        #expect(f.code() == "attestation_certificate_invalid")
+    }
+
     // MARK: fido-u2f (§8.6)
 
     /// The W3C fido-u2f vector with the all-zero AAGUID a U2F client sends
@@ -58,6 +122,23 @@ struct AttestationFormatTests {
         sig[sig.count - 2] ^= 1
         f.set("sig", .bytes(sig))
         #expect(f.code() == "attestation_signature_invalid")
+    }
+
+    @Test("fido-u2f step 3: a P-256 credential key labelled with an alg other than ES256 (ESP256) is refused")
+    func u2fCredentialAlgorithm() throws {
+        var f = u2f()
+        let ceremony = PendingCeremony(
+            kind: .registration, challenge: f.setup.registrationCeremony.challenge, user: f.setup.user, algorithms: [.es256, .esp256],
+            userVerification: .preferred, expiresAt: .distantFuture)
+        let verify = { (f: W3CFixture) in errorCode { _ = try RegistrationVerifier.verify(f.response, ceremony: ceremony, relyingParty: f.setup.rp) } }
+        #expect(verify(f) == nil)
+        // The credential public key follows rpIdHash, flags, signCount, AAGUID and the credential ID (L bytes).
+        let start = 55 + (Int(f.authData[53]) << 8 | Int(f.authData[54]))
+        let key = try CBORDecoder.decode(Array(f.authData[start...]))
+        let relabelled = CBOR.map(key.mapValue!.map { $0.key.intValue == COSE.Label.alg ? CBORPair($0.key, CBOR(COSEAlgorithm.esp256.rawValue)) : $0 })
+        f.authData.replaceSubrange(start..., with: CBOREncoder.encode(relabelled))
+        // The U2F signature base holds the point, not the alg: the signature still verifies.
+        #expect(verify(f) == "attestation_statement_malformed")
     }
 
     // MARK: apple (§8.8)
@@ -159,6 +240,13 @@ struct AttestationFormatTests {
         let teeOnly: (inout VerificationPolicy) -> Void = { $0.attestation.androidKeyEnforcement = .trustedExecutionEnvironment }
         #expect(try android(software: Self.authorizations(origin: 0, purposes: [2])).code(teeOnly) == "attestation_integrity_failed")
         #expect(try android().code(teeOnly) == "attestation_integrity_failed")
+    }
+
+    @Test("android-key: an RS1 attestation signature is refused under the default policy")
+    func androidRS1() throws {
+        var f = try android()
+        f.set("alg", CBOR(COSEAlgorithm.rs1.rawValue))
+        #expect(f.code() == "algorithm_not_allowed")
     }
 
     // MARK: tpm (§8.3)
@@ -294,6 +382,98 @@ struct AttestationFormatTests {
         #expect(f.code { $0.attestation.allowSHA1TPMAttestation = false } == "algorithm_not_allowed")
     }
 
+    @Test("tpm: certInfo with a trailing byte is refused (TPM structures are parsed exactly)")
+    func tpmTrailingByte() throws {
+        #expect(try tpm { $0.append(0) }.code() == "attestation_statement_malformed")
+    }
+
+    /// The offset in a TPMT_PUBLIC of its type-specific parameters: TPMS_RSA_PARMS' keyBits
+    /// (exponent and modulus follow) or TPMS_ECC_PARMS' curveID (kdf, x and y follow).
+    static func tpmParametersOffset(_ pubArea: [UInt8]) throws -> Int {
+        var r = TPM.Reader(pubArea)
+        _ = try r.take(8)  // type, nameAlg, objectAttributes
+        _ = try r.sized()  // authPolicy
+        if try r.u16() != TPM.Alg.null { _ = try r.take(4) }  // symmetric
+        if try r.u16() != TPM.Alg.null { _ = try r.take(2) }  // scheme
+        return r.offset
+    }
+
+    /// A tpm attStmt with `pubArea` in place of its own, certInfo's attested name recomputed
+    /// for it (nameAlg ‖ hash(pubArea)) and certInfo re-signed by `aik`: every check holds but
+    /// whether pubArea's key is the credential public key.
+    static func tpmStatement(_ statement: CBOR, pubArea: [UInt8], aik: SigningKey) throws -> CBOR {
+        var certInfo = statement["certInfo"]!.bytesValue!
+        var r = TPM.Reader(certInfo)
+        _ = try r.take(6)  // magic, type
+        _ = try r.sized()  // qualifiedSigner
+        _ = try r.sized()  // extraData
+        _ = try r.take(TPM.clockInfoSize + 8)  // clockInfo, firmwareVersion
+        let start = r.offset
+        _ = try r.sized()  // attested.name
+        let nameAlg = UInt16(pubArea[2]) << 8 | UInt16(pubArea[3])
+        let name = Array(pubArea[2..<4]) + Digest.hash(TPM.digest(forNameAlg: nameAlg)!, parts: [pubArea])
+        certInfo.replaceSubrange(start..<r.offset, with: [UInt8(name.count >> 8), UInt8(name.count & 0xff)] + name)
+        return statement.replacing("pubArea", with: .bytes(pubArea)).replacing("certInfo", with: .bytes(certInfo))
+            .replacing("sig", with: .bytes(try aik.sign(certInfo)))
+    }
+
+    /// The W3C TPM vector (an ECC P-256 pubArea) with pubArea changed by `edit`, given the
+    /// offset of its curveID and of its x coordinate, then re-certified by the AIK.
+    func tpmECC(_ edit: (inout [UInt8], _ curve: Int, _ x: Int) -> Void) throws -> W3CFixture {
+        var f = W3CFixture("w3c-tpm-es256.json")
+        var pubArea = f.statement["pubArea"]!.bytesValue!
+        let curve = try Self.tpmParametersOffset(pubArea)
+        let kdf = UInt16(pubArea[curve + 2]) << 8 | UInt16(pubArea[curve + 3])
+        let x = curve + (kdf == TPM.Alg.null ? 4 : 6) + 2
+        edit(&pubArea, curve, x)
+        f.statement = try Self.tpmStatement(f.statement, pubArea: pubArea, aik: f.attestationKey)
+        return f
+    }
+
+    @Test("tpm step 2: pubArea naming P-384 for the credential's P-256 point is refused")
+    func tpmPubAreaCurve() throws {
+        #expect(try tpmECC { _, _, _ in }.code() == nil)
+        #expect(try tpmECC { p, curve, _ in p[curve + 1] = UInt8(TPM.ECCCurve.nistP384) }.code() == "attestation_key_mismatch")
+    }
+
+    @Test("tpm step 2: a pubArea holding another P-256 point than the credential key is refused")
+    func tpmPubAreaPoint() throws {
+        let other = try SigningKey.generate(.es256).coseKey()[COSE.Label.x]!.bytesValue!
+        #expect(try tpmECC { p, _, x in p.replaceSubrange(x..<x + other.count, with: other) }.code() == "attestation_key_mismatch")
+    }
+
+    /// An RS256 credential with tpm attestation by the software authenticator, its pubArea
+    /// changed by `edit` (given the offset of keyBits; exponent and modulus follow) and re-certified.
+    func tpmRSA(_ edit: (inout [UInt8], _ parameters: Int) -> Void) throws -> String? {
+        let authority = try AttestationAuthority.generate()
+        let h = Harness()
+        var parts = try h.register(.rs256, attestation: .tpm(authority))
+        var pubArea = parts.statement["pubArea"]!.bytesValue!
+        edit(&pubArea, try Self.tpmParametersOffset(pubArea))
+        parts.statement = try Self.tpmStatement(parts.statement, pubArea: pubArea, aik: authority.attestationKey)
+        return h.verify(parts, ceremony: h.registrationCeremony(algorithms: [.rs256]))
+    }
+
+    @Test("tpm step 2: a pubArea whose RSA modulus is not the credential key's is refused")
+    func tpmPubAreaModulus() throws {
+        #expect(try tpmRSA { _, _ in } == nil)
+        // keyBits(2), exponent(4), then the modulus as a TPM2B: change its last byte.
+        #expect(try tpmRSA { p, _ in p[p.count - 1] ^= 0x02 } == "attestation_key_mismatch")
+    }
+
+    @Test("tpm step 2: a pubArea whose RSA exponent (3) is not the credential key's (65537) is refused")
+    func tpmPubAreaExponent() throws {
+        #expect(try tpmRSA { p, parameters in p.replaceSubrange(parameters + 2..<parameters + 6, with: [0, 0, 0, 3]) } == "attestation_key_mismatch")
+    }
+
+    @Test("§8.3.1: a version-1 AIK certificate is refused, even with every required extension")
+    func aikVersion1() throws {
+        var f = tpmAIK { _ in }
+        let der = f.statement["x5c"]!.arrayValue![0].bytesValue!
+        f.set("x5c", .array([.bytes(try D.version1(der, issuerKey: f.caKey))]))
+        #expect(f.code() == "attestation_certificate_invalid")
+    }
+
     // MARK: compound (L3 §8.9) and shared rules
 
     @Test("compound: every statement must verify; no nesting; at least two")
@@ -311,6 +491,15 @@ struct AttestationFormatTests {
         broken.set("sig", .bytes([0x30, 0x00]))
         f.statement = .array([packed, .map([CBORPair(.text("fmt"), .text("packed")), CBORPair(.text("attStmt"), broken.statement)])])
         #expect(f.code() == "attestation_signature_invalid")
+    }
+
+    @Test("compound: a statement with a member beside fmt and attStmt is refused")
+    func compoundExtraMember() {
+        var f = W3CFixture("w3c-packed-es256.json")
+        let packed = [CBORPair(.text("fmt"), .text("packed")), CBORPair(.text("attStmt"), f.statement)]
+        f.format = "compound"
+        f.statement = .array([.map(packed), .map(packed + [CBORPair(.text("extra"), .text("x"))])])
+        #expect(f.code() == "attestation_statement_malformed")
     }
 
     @Test("x5c: thousands of entries, a malformed certificate, a non-array are typed errors")
