@@ -54,6 +54,8 @@ struct HTTPLimitTests {
             return .json(200, "{}")
         }
         #expect(error?.code == .appleEndpointUnavailable)
-        #expect(Date().timeIntervalSince(start) < 30)  // the 1 s timeout, not the 60 s answer (generous: parallel tests load 2 cores)
+        // The 1 s timeout, not the 60 s answer: well under 60 s. (A CI run beside a red-team pass on the
+        // same two cores took 35 s to resume this task; the bound says which of the two ended it.)
+        #expect(Date().timeIntervalSince(start) < 50)
     }
 }

@@ -80,7 +80,7 @@ struct DocumentationTests {
     }
 
     @Test("every public declaration is documented (swift-format's AllPublicDeclarationsHaveDocumentation)")
-    func everyPublicDeclarationIsDocumented() throws {
+    func everyPublicDeclarationIsDocumented() async throws {
         let configuration = try String(contentsOf: Self.repository.appendingPathComponent(".swift-format"), encoding: .utf8)
         #expect(configuration.contains(#""AllPublicDeclarationsHaveDocumentation": true"#), ".swift-format no longer enables the rule")
         let process = Process()
@@ -95,9 +95,16 @@ struct DocumentationTests {
         process.standardOutput = output
         process.standardError = output
         try process.run()
-        // Read before waiting: the linter blocks once a full pipe is not drained.
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        // Read before waiting (the linter blocks once a full pipe is not drained), on a thread of its
+        // own: the lint takes seconds and must not hold one of the cooperative pool's two threads,
+        // which the timed tests of other suites need.
+        let text = await withCheckedContinuation { continuation in
+            Thread {
+                let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                process.waitUntilExit()
+                continuation.resume(returning: text)
+            }.start()
+        }
         #expect(process.terminationStatus == 0, "swift format lint failed (\(process.terminationStatus)): \(text.prefix(2000))")
         let undocumented = text.split(separator: "\n").filter { $0.contains("AllPublicDeclarationsHaveDocumentation") }
         #expect(undocumented.isEmpty, "\(undocumented.count) public declarations have no /// comment:\n\(undocumented.joined(separator: "\n"))")
