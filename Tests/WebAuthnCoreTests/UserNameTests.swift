@@ -33,6 +33,9 @@ struct UserNameTests {
             "\u{A4EE}lice1", "\u{13AA}lice1", "p\u{13A2}x", "\u{1472}ob", "\u{2C9E}tto",
             // Red team, sixth pass: letters of scripts outside the families beside Latin, and digits other than 0–9.
             "a\u{16C1}ice", "a\u{2D4F}ice", "sa\u{10DD}", "b\u{B66}b", "b\u{966}b", "b\u{1040}b", "hell\u{C66}", "Δ\u{1040}",
+            // Seventh pass: whole names in scripts not recommended for identifiers, and marks of another script.
+            "\u{16D2}\u{16C1}\u{16B1}", "\u{1030F}\u{10315}\u{10309}\u{10314}", "\u{10280}\u{10282}", "\u{13D5}\u{13AA}\u{13D4}",
+            "\u{15B4}\u{15E9}\u{15EA}", "\u{2CA9}\u{2C9F}", "\u{A4EE}\u{A4F8}\u{A4E2}", "bob\u{903}", "bob\u{F35}", "\u{1D41A}lice",
         ])
     func refused(raw: String) {
         #expect(errorCode { _ = try UserName.normalize(name: raw) } == "username_invalid", "\(raw.unicodeScalars.map { String($0.value, radix: 16) })")
@@ -67,6 +70,13 @@ struct UserNameTests {
             ("ϲοοκ", "cook"), ("ореп", "open"), ("a\u{1C0}ice", "alice"), ("bob\u{1C3}", "bob!"), ("o\u{2BC}neil", "o'neil"), ("b\u{A74F}k", "book"),
             ("m\u{1D11}\u{1D11}n", "moon"), ("a\u{2A3}e", "adze"), ("ali\u{307}ce", "alice"), ("\u{130}stanbul", "istanbul"), ("ΟΔΟΣ", "οδος"),
             ("x\u{30FC}y", "x-y"), ("x\u{4E00}y", "x-y"), ("straße", "strasse"), ("ΑΛΙΚΕ", "αλικε"),
+            // Seventh pass.
+            ("al\u{131}\u{307}ce", "alice"), ("\u{237}\u{307}ay", "jay"), ("\u{3B9}\u{307}\u{3BF}", "io"), ("x\u{3161}y", "x-y"),
+            ("x\u{3127}y", "xly"), ("a\u{3163}ice", "alice"), ("a\u{4E28}ice", "alice"), ("a\u{4E8C}b", "a=b"), ("a\u{30CE}b", "a/b"),
+            ("\u{1C1}ama", "llama"), ("o\u{A78C}neil", "o'neil"), ("o\u{2C8}neil", "o'neil"), ("o\u{2B9}neil", "o'neil"), ("a\u{2D0}b", "a:b"),
+            ("a\u{A7FE}ice", "alice"), ("b\u{25C}", "b3"), ("\u{1DD}v\u{1DD}", "eve"), ("\u{3DC}ΟΧ", "FOX"), ("\u{50C}ОТ", "GOT"),
+            ("\u{54F}\u{555}\u{54D}", "SOU"), ("ΣΟΣ", "\u{1A9}O\u{1A9}"), ("ε123", "\u{25B}123"), ("γο", "\u{263}o"), ("φο", "\u{278}o"),
+            ("ΠΟ", "ПО"), ("ΘΟ", "\u{472}О"), ("ΦΟ", "ФО"),
         ] {
             #expect(UserName.lookalikeKey(one) == UserName.lookalikeKey(other), "\(one) and \(other)")
         }

@@ -16,6 +16,8 @@ extension UserName {
         // Coptic
         ("Ⲁ", "a"), ("Ⲃ", "b"), ("Ⲉ", "e"), ("Ⲍ", "z"), ("Ⲏ", "h"), ("Ⲓ", "i"), ("Ⲕ", "k"), ("Ⲙ", "m"), ("Ⲛ", "n"), ("Ⲟ", "o"),
         ("Ⲣ", "p"), ("Ⲥ", "c"), ("Ⲧ", "t"), ("Ⲩ", "y"), ("Ⲭ", "x"),
+        // Red team, seventh pass: capitals of one script that look like a capital of another
+        ("Ϝ", "f"), ("Ԍ", "g"), ("Տ", "s"), ("Օ", "o"), ("Ս", "u"), ("Π", "π"), ("П", "π"), ("Ѳ", "θ"), ("Ф", "φ"), ("Ʃ", "σ"),
     ])
 
     /// Letters (after lowercasing and decomposition) that render like Latin letters, and those
@@ -38,6 +40,10 @@ extension UserName {
             ("ᴋ", "k"), ("ʟ", "l"), ("ᴍ", "m"), ("ɴ", "n"), ("ᴏ", "o"), ("ᴘ", "p"), ("ʀ", "r"), ("ꜱ", "s"), ("ᴛ", "t"), ("ᴜ", "u"),
             ("ᴠ", "v"), ("ᴡ", "w"), ("ʏ", "y"), ("ᴢ", "z"), ("ı", "i"), ("ȷ", "j"), ("ɑ", "a"), ("ɡ", "g"), ("ɩ", "i"), ("ʋ", "u"),
             ("ᴑ", "o"), ("ǀ", "l"), ("ǃ", "!"), ("ʼ", "'"), ("ꝏ", "oo"), ("ʣ", "dz"), ("ß", "ss"),
+            // Red team, seventh pass
+            ("ǁ", "ll"), ("ꞌ", "'"), ("ˈ", "'"), ("ʹ", "'"), ("ː", ":"), ("ꟾ", "l"), ("ɜ", "3"), ("ǝ", "e"), ("ə", "e"), ("ɛ", "e"),
+            ("ɣ", "y"), ("ʃ", "σ"), ("ɸ", "φ"), ("ϝ", "f"), ("ԍ", "g"), ("ѳ", "θ"), ("ф", "φ"), ("ㅡ", "-"), ("ㄧ", "l"), ("ㅣ", "l"),
+            ("丨", "l"), ("二", "="), ("ノ", "/"), ("\u{1173}", "-"), ("\u{1175}", "l"),  // ㅡ and ㅣ as NFKD leaves them
             // Lisu (red team, fifth pass: `ꓮlice1` beside `alice1`)
             ("ꓮ", "a"), ("ꓐ", "b"), ("ꓚ", "c"), ("ꓓ", "d"), ("ꓰ", "e"), ("ꓝ", "f"), ("ꓖ", "g"), ("ꓧ", "h"), ("ꓲ", "i"), ("ꓙ", "j"),
             ("ꓗ", "k"), ("ꓡ", "l"), ("ꓟ", "m"), ("ꓠ", "n"), ("ꓳ", "o"), ("ꓑ", "p"), ("ꓣ", "r"), ("ꓢ", "s"), ("ꓔ", "t"), ("ꓴ", "u"),
@@ -63,45 +69,66 @@ extension UserName {
         return table
     }
 
-    /// The families of scripts a name may not mix. Letters of each of the first eight look like
-    /// Latin letters; `cjk` (Han, kana, Hangul, Bopomofo) may stand beside Latin, as in
-    /// `tanaka太郎`; `other` is every other script's letter and every digit other than 0–9, which
-    /// may not stand beside any of them (`aᛁice` is Runic beside Latin, `b୦b` an Oriya zero).
+    /// The script of a name's letter, digit or combining mark: one of the scripts recommended for
+    /// identifiers (UAX #31, table 5), the CJK ones as one. A letter of any other script (Runic,
+    /// Old Italic, Lisu, Cherokee, Coptic, Canadian Syllabics, ..., and mathematical letters) has
+    /// none, and no name may hold it: those scripts held whole names that read as Latin ones (red
+    /// team, seventh pass). A name's letters and digits come from one script; Latin may stand
+    /// beside Han, kana, Hangul and Bopomofo (`tanaka太郎`).
     enum ScriptFamily: String {
-        case latin = "Latin", greek = "Greek", cyrillic = "Cyrillic", armenian = "Armenian", lisu = "Lisu", cherokee = "Cherokee"
-        case canadianSyllabics = "Canadian Syllabics", coptic = "Coptic", cjk = "Han, kana and Hangul", other = "other scripts"
+        case latin = "Latin", greek = "Greek", cyrillic = "Cyrillic", armenian = "Armenian", hebrew = "Hebrew", arabic = "Arabic"
+        case thaana = "Thaana", devanagari = "Devanagari", bengali = "Bengali", gurmukhi = "Gurmukhi", gujarati = "Gujarati", oriya = "Oriya"
+        case tamil = "Tamil", telugu = "Telugu", kannada = "Kannada", malayalam = "Malayalam", sinhala = "Sinhala", thai = "Thai", lao = "Lao"
+        case tibetan = "Tibetan", myanmar = "Myanmar", georgian = "Georgian", ethiopic = "Ethiopic", khmer = "Khmer"
+        case cjk = "Han, kana, Hangul and Bopomofo"
 
-        /// The family of a letter.
-        init(letter s: Unicode.Scalar) {
+        /// The recommended script of `s`, by block; nil for any other.
+        init?(_ s: Unicode.Scalar) {
             switch s.value {
             case 0x41...0x5A, 0x61...0x7A, 0xC0...0x24F, 0x250...0x2FF, 0x1D00...0x1DBF, 0x1E00...0x1EFF, 0x2C60...0x2C7F, 0xA720...0xA7FF,
                 0xAB30...0xAB6F, 0xFF21...0xFF3A, 0xFF41...0xFF5A:
                 self = .latin
-            case 0x370...0x3FF, 0x1F00...0x1FFF:
-                self = .greek
-            case 0x400...0x52F, 0x1C80...0x1C8F, 0x2DE0...0x2DFF, 0xA640...0xA69F:
-                self = .cyrillic
-            case 0x531...0x58F, 0xFB13...0xFB17:
-                self = .armenian
-            case 0xA4D0...0xA4FF, 0x11FB0...0x11FBF:
-                self = .lisu
-            case 0x13A0...0x13FF, 0xAB70...0xABBF:
-                self = .cherokee
-            case 0x1400...0x167F, 0x18B0...0x18FF:
-                self = .canadianSyllabics
-            case 0x2C80...0x2CFF:
-                self = .coptic
+            case 0x370...0x3FF, 0x1F00...0x1FFF: self = .greek
+            case 0x400...0x52F, 0x1C80...0x1C8F, 0x2DE0...0x2DFF, 0xA640...0xA69F: self = .cyrillic
+            case 0x531...0x58F, 0xFB13...0xFB17: self = .armenian
+            case 0x591...0x5FF, 0xFB1D...0xFB4F: self = .hebrew
+            case 0x600...0x6FF, 0x750...0x77F, 0x8A0...0x8FF, 0xFB50...0xFDFF, 0xFE70...0xFEFF: self = .arabic
+            case 0x780...0x7BF: self = .thaana
+            case 0x900...0x97F, 0xA8E0...0xA8FF: self = .devanagari
+            case 0x980...0x9FF: self = .bengali
+            case 0xA00...0xA7F: self = .gurmukhi
+            case 0xA80...0xAFF: self = .gujarati
+            case 0xB00...0xB7F: self = .oriya
+            case 0xB80...0xBFF: self = .tamil
+            case 0xC00...0xC7F: self = .telugu
+            case 0xC80...0xCFF: self = .kannada
+            case 0xD00...0xD7F: self = .malayalam
+            case 0xD80...0xDFF: self = .sinhala
+            case 0xE00...0xE7F: self = .thai
+            case 0xE80...0xEFF: self = .lao
+            case 0xF00...0xFFF: self = .tibetan
+            case 0x1000...0x109F, 0xA9E0...0xA9FF, 0xAA60...0xAA7F: self = .myanmar
+            case 0x10A0...0x10FF, 0x1C90...0x1CBF, 0x2D00...0x2D2F: self = .georgian
+            case 0x1200...0x139F, 0x2D80...0x2DDF, 0xAB00...0xAB2F: self = .ethiopic
+            case 0x1780...0x17FF, 0x19E0...0x19FF: self = .khmer
             case 0x1100...0x11FF, 0x2E80...0x2FDF, 0x3005...0x3007, 0x3021...0x3029, 0x3031...0x3035, 0x3038...0x303C, 0x3040...0x30FF,
                 0x3100...0x312F, 0x3130...0x318F, 0x31A0...0x31BF, 0x31F0...0x31FF, 0x3400...0x4DBF, 0x4E00...0x9FFF, 0xA960...0xA97F,
                 0xAC00...0xD7FF, 0xF900...0xFAFF, 0xFF66...0xFFDC, 0x20000...0x3FFFF:
                 self = .cjk
             default:
-                self = .other
+                return nil
             }
         }
 
-        /// Whether letters of these families may form one name: one family, or Latin with Han,
-        /// kana and Hangul.
+        /// Combining marks of no one script (the combining diacritics): they may follow a letter of any.
+        static func isInherited(_ s: Unicode.Scalar) -> Bool {
+            switch s.value {
+            case 0x300...0x36F, 0x1AB0...0x1AFF, 0x1DC0...0x1DFF, 0x20D0...0x20FF, 0xFE20...0xFE2F: true
+            default: false
+            }
+        }
+
+        /// Whether letters of these scripts may form one name: one script, or Latin with Han, kana and Hangul.
         static func mayMix(_ families: Set<ScriptFamily>) -> Bool {
             families.count <= 1 || families == [.latin, .cjk]
         }

@@ -12,11 +12,11 @@ package import _WebAuthnCrypto
 ///   (`!`…`~`), a letter, a digit, or a combining mark after a letter; no
 ///   space, control (NUL included), format (zero-width, bidi), private-use or
 ///   unassigned character, nor a default-ignorable one (invisible fillers);
-///   letters (and digits other than 0–9) from one script family: Latin, Greek,
-///   Cyrillic, Armenian, Lisu, Cherokee, Canadian Syllabics, Coptic (whose
-///   letters look like Latin ones), or the rest, with Latin beside Han, kana,
-///   Hangul and Bopomofo allowed; at most 30 combining
-///   marks in a row; 1 to 64 characters, at most 256 bytes of UTF-8.
+///   letters (and digits other than 0–9, and a script's own combining marks)
+///   from one of the scripts recommended for identifiers (UAX #31, table 5),
+///   Latin beside Han, kana, Hangul and Bopomofo allowed; no letter of another
+///   script; at most 30 combining marks in a row; 1 to 64 characters, at most
+///   256 bytes of UTF-8.
 /// - **displayName** (RFC 8266 Nickname): spaces of every kind mapped to
 ///   U+0020, leading and trailing spaces removed, runs collapsed, then NFKC;
 ///   no control, format, private-use or unassigned character; 1 to 64
@@ -41,26 +41,37 @@ public enum UserName {
         let name = mapped.precomposedStringWithCanonicalMapping
         try checkLength(name, what: "name")
         var families: Set<ScriptFamily> = []
-        var previousWasLetter = false
-        for (index, scalar) in name.unicodeScalars.enumerated() {
+        var previousLetter: ScriptFamily?
+        func script(_ scalar: Unicode.Scalar, _ what: String) throws(WebAuthnError) -> ScriptFamily {
+            guard let family = ScriptFamily(scalar) else {
+                throw invalid("the name contains U+\(hex(scalar)), a \(what) of a script not used for user names")
+            }
+            return family
+        }
+        for scalar in name.unicodeScalars {
             let p = scalar.properties
             // Invisible letters (Hangul fillers U+115F, U+3164, ...) are letters by category.
             guard !p.isDefaultIgnorableCodePoint else { throw invalid("the name contains the invisible U+\(hex(scalar))") }
             switch p.generalCategory {
             case .uppercaseLetter, .lowercaseLetter, .titlecaseLetter, .modifierLetter, .otherLetter:
-                families.insert(ScriptFamily(letter: scalar))
-                previousWasLetter = true
+                let family = try script(scalar, "letter")
+                families.insert(family)
+                previousLetter = family
                 continue
             case .nonspacingMark, .spacingMark, .enclosingMark:
-                guard index > 0, previousWasLetter else { throw invalid("the name has a combining mark that follows no letter (U+\(hex(scalar)))") }
+                guard let letter = previousLetter else { throw invalid("the name has a combining mark that follows no letter (U+\(hex(scalar)))") }
+                // A script's own mark only on its letters (`bobः` is a Devanagari visarga after Latin letters).
+                if !ScriptFamily.isInherited(scalar), try script(scalar, "mark") != letter {
+                    throw invalid("the name has a mark of another script than its letter's (U+\(hex(scalar)))")
+                }
                 continue
             case .decimalNumber:
                 // Digits other than 0–9 belong to their script (`b୦b` is Oriya beside Latin).
-                if !(0x30...0x39).contains(scalar.value) { families.insert(.other) }
-                previousWasLetter = false
+                if !(0x30...0x39).contains(scalar.value) { families.insert(try script(scalar, "digit")) }
+                previousLetter = nil
                 continue
             default:
-                previousWasLetter = false
+                previousLetter = nil
                 guard (0x21...0x7E).contains(scalar.value) else {
                     throw invalid(
                         "the name contains U+\(hex(scalar)) (\(describe(p.generalCategory))); names allow letters, digits and printable ASCII, no spaces")
@@ -125,10 +136,12 @@ public enum UserName {
         var key = String.UnicodeScalarView()
         var afterSoftDotted = false
         for scalar in folded.unicodeScalars {
-            // A dot above a letter that has one (i, j, і, ј: soft-dotted) shows nothing: `i̇` (and `İ`, lowercased) is `i`.
+            // A dot above a letter that has one (i, j, і, ј: soft-dotted) shows nothing: `i̇` (and `İ`,
+            // lowercased) is `i`; so is a dot above what folds to one (`ı̇`: red team, seventh pass).
             if scalar.value == 0x307 && afterSoftDotted { continue }
-            afterSoftDotted = scalar.properties.isSoftDotted
-            if let latin = latinLookalikes[scalar.value] { key.append(contentsOf: latin.unicodeScalars) } else { key.append(scalar) }
+            let folded = latinLookalikes[scalar.value].map { Array($0.unicodeScalars) } ?? [scalar]
+            key.append(contentsOf: folded)
+            afterSoftDotted = folded.last?.properties.isSoftDotted ?? false
         }
         return String(key).precomposedStringWithCompatibilityMapping
     }
