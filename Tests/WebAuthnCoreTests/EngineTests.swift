@@ -110,6 +110,17 @@ struct EngineTests {
         let outside = try stranger.authenticate(rpId: "example.com", origin: origin, challenge: listed.challenge, credentialId: unseen)
         #expect(await errorCode { _ = try await engine.finishAuthentication(json: outside.jsonBytes) } == "credential_not_allowed")
         #expect(WebAuthnEngine.decoyKey != nil && credentials.lookup(id: registered.id) != nil)
+        // The decoy fails where a registered credential would: the signature, or an earlier step
+        // (red team, seventh pass: a wrong origin answered later for a stand-in than for a real ID).
+        let rp = engine.relyingParty
+        let ceremony = PendingCeremony(kind: .authentication, challenge: request.challenge, userVerification: .preferred, expiresAt: .distantFuture)
+        func decoy(_ parts: AssertionParts) throws -> String? {
+            WebAuthnEngine.verifyWithDecoy(
+                parts.response, clientData: try CollectedClientData(bytes: parts.response.clientDataJSON), ceremony: ceremony, relyingParty: rp)?.rawValue
+        }
+        #expect(try decoy(unknown) == "signature_invalid")
+        let elsewhere = try stranger.authenticate(rpId: "example.com", origin: "https://evil.example", challenge: request.challenge, credentialId: unseen)
+        #expect(try decoy(elsewhere) == "origin_not_allowed")
     }
 
     /// A credential store that takes an existing ID without a word (the engine must not rely on the store for step 27).

@@ -253,14 +253,23 @@ public struct WebAuthnEngine: Sendable {
     /// name with no account) as for a registered one, whichever step fails. Red team, sixth pass:
     /// without it a wrong signature answered 80 to 100 µs later for a registered ID; seventh pass:
     /// with a signature check alone, a wrong origin answered 46 to 79 µs later for a stand-in.
-    static func verifyWithDecoy(_ response: AuthenticationResponse, clientData: CollectedClientData, ceremony: PendingCeremony, relyingParty rp: RelyingParty) {
-        guard let key = decoyKey else { return }
+    /// Returns the code of the step that failed (the signature's, when every other passed).
+    @discardableResult
+    static func verifyWithDecoy(_ response: AuthenticationResponse, clientData: CollectedClientData, ceremony: PendingCeremony, relyingParty rp: RelyingParty)
+        -> WebAuthnError.Code?
+    {
+        guard let key = decoyKey else { return nil }
         let authData = try? AuthenticatorData(bytes: response.authenticatorData)
         let decoy = CredentialRecord(
             id: response.id, userHandle: ceremony.userHandle ?? response.userHandle ?? [], publicKey: key, signCount: 0, uvInitialized: false,
             backupEligible: authData?.backupEligible ?? false, backupState: authData?.backedUp ?? false, createdAt: rp.clock.now())
-        _ = try? AuthenticationVerifier.verify(response, clientData: clientData, ceremony: ceremony, credential: decoy, relyingParty: rp)
         decoyChecks.withLock { $0 += 1 }
+        do {
+            _ = try AuthenticationVerifier.verify(response, clientData: clientData, ceremony: ceremony, credential: decoy, relyingParty: rp)
+            return nil
+        } catch {
+            return error.code
+        }
     }
 
     /// Stores a sign-in's session after its commit (a session store apart from the sign-in's).
