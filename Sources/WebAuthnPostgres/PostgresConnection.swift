@@ -133,6 +133,9 @@ final class PostgresConnection: @unchecked Sendable {
         var isUniqueViolation: Bool { sqlState == "23505" }
         /// A NOT NULL constraint failed.
         var isNotNullViolation: Bool { sqlState == "23502" }
+        /// `deadlock_detected`: the server chose this statement's transaction to end a deadlock and
+        /// rolled it back, so it took no effect.
+        var isDeadlock: Bool { sqlState == "40P01" }
 
         /// Whether the error ends the session rather than the statement: class 08
         /// (connection exception), or the server shutting down or not yet up.

@@ -543,6 +543,48 @@ struct StoreContractTests {
         await store.close()
     }
 
+    @Test("postgres: a statement the server rolled back to end a deadlock is sent again, and takes effect once", .enabled(if: postgresURL != nil))
+    func postgresDeadlockRetried() async throws {
+        // Red team, seventh pass: concurrent sign-ins of one account deadlocked (13 in its log) and
+        // answered 500. Here the deadlock is made on purpose: the store's statement locks row b then
+        // waits for row a, which another session holds while it waits for b. The store's session
+        // looks for deadlocks first (deadlock_timeout 100 ms against 10 s), so its statement is the
+        // one rolled back.
+        let url = try #require(Self.postgresURL)
+        let store = try await Self.postgresStore(url, application: "deadlock_" + UUID().uuidString.prefix(8).lowercased(), connections: 1)
+        let schema = try #require(try await store.pool.query("SELECT current_schema() AS s").first?["s"])
+        _ = try await store.pool.query("SET deadlock_timeout = '100ms'")
+        _ = try await store.pool.query("CREATE TABLE rows (id TEXT PRIMARY KEY, n INTEGER NOT NULL)")
+        _ = try await store.pool.query("INSERT INTO rows VALUES ('a', 0), ('b', 0)")
+        _ = try await store.pool.query(
+            """
+            CREATE FUNCTION b_then_a() RETURNS INTEGER LANGUAGE plpgsql AS $fn$
+            BEGIN
+                UPDATE rows SET n = n + 1 WHERE id = 'b';
+                PERFORM pg_sleep(0.3);
+                UPDATE rows SET n = n + 1 WHERE id = 'a';
+                RETURN 1;
+            END
+            $fn$
+            """)
+        let other = try PostgresPool(url: url + "?options=-c%20search_path%3D\(schema)", size: 1)
+        _ = try await other.query("SET deadlock_timeout = '10s'")
+        _ = try await other.query("BEGIN")
+        _ = try await other.query("UPDATE rows SET n = n + 10 WHERE id = 'a'")
+        let before = store.pool.deadlocks.current
+        let statement = Task { try await store.pool.query("SELECT b_then_a() AS r") }
+        try await Task.sleep(for: .milliseconds(150))  // the store's statement holds b and sleeps
+        let blocked = Task { try await other.query("UPDATE rows SET n = n + 10 WHERE id = 'b'") }
+        _ = try await blocked.value  // the store's statement was rolled back, which let this one through
+        _ = try await other.query("COMMIT")
+        #expect(try await statement.value.first?["r"] == "1", "sent again, it ran")
+        #expect(store.pool.deadlocks.current > before, "a deadlock was met")
+        let rows = try await store.pool.query("SELECT id, n FROM rows ORDER BY id")
+        #expect(rows.map { $0["n"] } == ["11", "11"], "each statement took effect once")
+        await other.close()
+        await store.close()
+    }
+
     @Test("stores are services: a graceful shutdown of their group closes them; a closed store throws storage_failure, and closes again harmlessly")
     func services() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("service-\(UUID().uuidString).sqlite").path
