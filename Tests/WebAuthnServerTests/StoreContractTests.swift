@@ -547,11 +547,12 @@ struct StoreContractTests {
     func postgresDeadlockRetried() async throws {
         // Red team, seventh pass: concurrent sign-ins of one account deadlocked (13 in its log) and
         // answered 500. Here the deadlock is made on purpose: the store's statement locks row b then
-        // waits for row a, which another session holds while it waits for b. The store's session
-        // looks for deadlocks first (deadlock_timeout 100 ms against 10 s), so its statement is the
-        // one rolled back.
+        // waits for row a, which another session holds while it waits for b (each step waited for,
+        // not timed: a CI run under load broke the first version). The store's session looks for
+        // deadlocks first (deadlock_timeout 100 ms against 10 s), so its statement is rolled back.
         let url = try #require(Self.postgresURL)
-        let store = try await Self.postgresStore(url, application: "deadlock_" + UUID().uuidString.prefix(8).lowercased(), connections: 1)
+        let tag = UUID().uuidString.prefix(8).lowercased()
+        let store = try await Self.postgresStore(url, application: "deadlock_" + tag, connections: 1)
         let schema = try #require(try await store.pool.query("SELECT current_schema() AS s").first?["s"])
         _ = try await store.pool.query("SET deadlock_timeout = '100ms'")
         _ = try await store.pool.query("CREATE TABLE rows (id TEXT PRIMARY KEY, n INTEGER NOT NULL)")
@@ -561,26 +562,37 @@ struct StoreContractTests {
             CREATE FUNCTION b_then_a() RETURNS INTEGER LANGUAGE plpgsql AS $fn$
             BEGIN
                 UPDATE rows SET n = n + 1 WHERE id = 'b';
-                PERFORM pg_sleep(0.3);
+                PERFORM pg_sleep(1);
                 UPDATE rows SET n = n + 1 WHERE id = 'a';
                 RETURN 1;
             END
             $fn$
             """)
-        let other = try PostgresPool(url: url + "?options=-c%20search_path%3D\(schema)", size: 1)
+        let other = try PostgresPool(url: url + "?options=-c%20search_path%3D\(schema)&application_name=deadlock_other_\(tag)", size: 1)
+        let monitor = try PostgresPool(url: url, size: 1)
         _ = try await other.query("SET deadlock_timeout = '10s'")
         _ = try await other.query("BEGIN")
         _ = try await other.query("UPDATE rows SET n = n + 10 WHERE id = 'a'")
         let before = store.pool.deadlocks.current
         let statement = Task { try await store.pool.query("SELECT b_then_a() AS r") }
-        try await Task.sleep(for: .milliseconds(150))  // the store's statement holds b and sleeps
+        // The store's statement holds b and sleeps (a second: time for the other to wait for b, in order).
+        var sleeping = false
+        for _ in 0..<500 where !sleeping {
+            sleeping =
+                !(try await monitor.query(
+                    "SELECT 1 AS x FROM pg_stat_activity WHERE application_name = $1 AND wait_event = 'PgSleep'", ["deadlock_" + tag])).isEmpty
+            if !sleeping { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        #expect(sleeping, "the store's statement took row b")
         let blocked = Task { try await other.query("UPDATE rows SET n = n + 10 WHERE id = 'b'") }
+        #expect(try await Self.waitsForLock("deadlock_other_" + tag, monitor: monitor), "the other session waits for b")
         _ = try await blocked.value  // the store's statement was rolled back, which let this one through
         _ = try await other.query("COMMIT")
         #expect(try await statement.value.first?["r"] == "1", "sent again, it ran")
         #expect(store.pool.deadlocks.current > before, "a deadlock was met")
         let rows = try await store.pool.query("SELECT id, n FROM rows ORDER BY id")
         #expect(rows.map { $0["n"] } == ["11", "11"], "each statement took effect once")
+        await monitor.close()
         await other.close()
         await store.close()
     }
