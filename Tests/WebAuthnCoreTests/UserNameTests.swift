@@ -13,6 +13,8 @@ struct UserNameTests {
         arguments: [
             ("alice", "alice"), ("Alice", "Alice"), ("ａｌｉｃｅ", "alice"), ("e\u{301}mile", "\u{e9}mile"), ("bob@example.com", "bob@example.com"),
             ("李小龍", "李小龍"), ("Ωμέγα", "Ωμέγα"), ("Ωmega-is-mixed", ""), ("tanaka太郎", "tanaka太郎"), ("राम१", "राम१"), ("ყო", "ყო"),
+            ("\u{5D0}\u{5D1}12", "\u{5D0}\u{5D1}12"),
+            ("\u{5D0}-1", "\u{5D0}-1"), ("\u{628}\u{627}\u{628}7", "\u{628}\u{627}\u{628}7"), ("\u{634}\u{64E}", "\u{634}\u{64E}"),
             ("Δ-1", "Δ-1"),
         ])
     func accepted(raw: String, expected: String) throws {
@@ -36,6 +38,8 @@ struct UserNameTests {
             // Seventh pass: whole names in scripts not recommended for identifiers, and marks of another script.
             "\u{16D2}\u{16C1}\u{16B1}", "\u{1030F}\u{10315}\u{10309}\u{10314}", "\u{10280}\u{10282}", "\u{13D5}\u{13AA}\u{13D4}",
             "\u{15B4}\u{15E9}\u{15EA}", "\u{2CA9}\u{2C9F}", "\u{A4EE}\u{A4F8}\u{A4E2}", "bob\u{903}", "bob\u{F35}", "\u{1D41A}lice",
+            // Eighth pass: right-to-left names that read like another once reordered (RFC 5893).
+            "12\u{5D0}\u{5D1}", "1-\u{5D0}", "7\u{628}\u{627}\u{628}", "\u{5D0}-", "-\u{5D0}",
         ])
     func refused(raw: String) {
         #expect(errorCode { _ = try UserName.normalize(name: raw) } == "username_invalid", "\(raw.unicodeScalars.map { String($0.value, radix: 16) })")

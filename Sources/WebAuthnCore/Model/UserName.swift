@@ -81,7 +81,27 @@ public enum UserName {
         guard ScriptFamily.mayMix(families) else {
             throw invalid("the name mixes letters of \(families.map(\.rawValue).sorted().joined(separator: " and ")), which look alike")
         }
+        try checkDirection(name, families)
         return name
+    }
+
+    /// RFC 5893's rule for right-to-left labels, in its part that matters here: a name with
+    /// Hebrew, Arabic or Thaana letters starts with one of them and ends with one of them or a
+    /// digit, so that no two names read alike once the digits and punctuation beside the letters
+    /// are reordered for display (red team, eighth pass: `אב12` and `12אב`, `א-1` and `1-א`).
+    static func checkDirection(_ name: String, _ families: Set<ScriptFamily>) throws(WebAuthnError) {
+        guard !families.isDisjoint(with: [.hebrew, .arabic, .thaana]) else { return }
+        func isRightToLeftLetter(_ s: Unicode.Scalar) -> Bool {
+            guard let family = ScriptFamily(s), [.hebrew, .arabic, .thaana].contains(family) else { return false }
+            return s.properties.generalCategory == .otherLetter || s.properties.generalCategory == .modifierLetter
+        }
+        // Marks after the last letter belong to it.
+        let scalars = name.unicodeScalars.reversed().drop { $0.properties.generalCategory == .nonspacingMark }
+        guard let first = name.unicodeScalars.first, isRightToLeftLetter(first), let last = scalars.first,
+            isRightToLeftLetter(last) || last.properties.generalCategory == .decimalNumber
+        else {
+            throw invalid("a name with right-to-left letters starts with one and ends with one or a digit")
+        }
     }
 
     /// The enforced form of a display name, or `username_invalid`.
