@@ -192,13 +192,18 @@ enum PostgresMigrations {
                 """,
             ]
         ),
+        // Again: the keys are UTS #39 skeletons (`UserName+Skeleton.swift`, red team, eighth pass).
+        (
+            13,
+            ["UPDATE accounts SET name_key = 'migrating ' || encode(handle, 'hex')"]
+        ),
     ]
 
     /// Work a migration needs beyond SQL, in its transaction: look-alike keys
-    /// for accounts made before version 2, and again at version 11 (a duplicate key is
+    /// for accounts made before version 2, and again at versions 11 and 13 (a duplicate key is
     /// suffixed, so the migration never fails on old data).
     static func afterStatements(of version: Int, _ c: PostgresConnection) throws {
-        guard version == 2 || version == 11 else { return }
+        guard [2, 11, 13].contains(version) else { return }
         var seen: Set<String> = []
         for row in try c.execute("SELECT name, encode(handle, 'hex') AS h FROM accounts ORDER BY name", retry: .never) {
             guard let name = row["name"], let handle = row["h"] else { continue }

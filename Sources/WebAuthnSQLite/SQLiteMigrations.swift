@@ -269,11 +269,16 @@ enum SQLiteMigrations {
         // is first made unique and unlike any name's key (names have no spaces), so that no key computed again can
         // meet an old one; a key two accounts share is suffixed (with a space) for the later one.
         (10, ["UPDATE accounts SET name_key = 'migrating ' || rowid"]),
+        // Again: the keys are UTS #39 skeletons (`UserName+Skeleton.swift`, red team, eighth pass).
+        (11, ["UPDATE accounts SET name_key = 'migrating ' || rowid"]),
     ]
+
+    /// The migrations after whose statements every account's look-alike key is computed again.
+    static let keyRecomputations: Set<Int> = [2, 10, 11]
 
     /// Work a migration needs beyond SQL, run in its transaction after its statements.
     static func afterStatements(of version: Int, _ connection: SQLiteConnectionHandle) throws {
-        guard version == 2 || version == 10 else { return }
+        guard keyRecomputations.contains(version) else { return }
         // Look-alike keys for accounts made before version 2. Two old accounts
         // with one key keep distinct keys (the later one suffixed), so the
         // migration never fails; names made from now on cannot collide.

@@ -7,26 +7,29 @@ package import _WebAuthnCrypto
 /// that no two accounts look alike and no name can hide characters.
 ///
 /// A documented subset of the PRECIS profiles:
-/// - **name** (RFC 8265 UsernameCasePreserved): full-width forms mapped to
-///   their ASCII equivalents, then NFC; every character an ASCII printable
+/// - **name** (RFC 8265 UsernameCasePreserved): full-width and half-width
+///   forms mapped to their decompositions, then NFC; every character an ASCII printable
 ///   (`!`…`~`), a letter, a digit, or a combining mark after a letter; no
 ///   space, control (NUL included), format (zero-width, bidi), private-use or
-///   unassigned character, nor a default-ignorable one (invisible fillers);
+///   unassigned character, nor a default-ignorable one (invisible fillers),
+///   nor one NFKC changes (PRECIS IdentifierClass: `ſ`, `ﬁ`, `ª`), nor the
+///   Arabic tatweel;
 ///   letters (and digits other than 0–9, and a script's own combining marks)
 ///   from one of the scripts recommended for identifiers (UAX #31, table 5),
 ///   Latin beside Han, kana, Hangul and Bopomofo allowed; no letter of another
-///   script; at most 30 combining marks in a row; 1 to 64 characters, at most
+///   script; no overlay mark, no mark twice on one letter, at most four marks
+///   on one letter (UTS #39 §5.4); 1 to 64 characters, at most
 ///   256 bytes of UTF-8.
 /// - **displayName** (RFC 8266 Nickname): spaces of every kind mapped to
 ///   U+0020, leading and trailing spaces removed, runs collapsed, then NFKC;
 ///   no control, format, private-use or unassigned character; 1 to 64
 ///   characters, at most 256 bytes.
-/// - **look-alike key**: NFKC; capitals that look like a Latin capital folded
-///   to it; lowercased, NFKD; a dot above a soft-dotted letter dropped; small
-///   letters that look like Latin letters folded to them; NFKC. Two names
-///   with one key are one account (`Alice`, `alice`, `ａｌｉｃｅ`, `ᴀlice`, an
-///   all-Cyrillic `аlісе`, Greek `ΑΛΙΚΕ`'s look-alikes and `ali̇ce` cannot
-///   coexist). The tables are in `UserName+Lookalikes.swift`.
+/// - **look-alike key**: UTS #39's skeleton of the lowercased name, with the
+///   capitals whose small letter looks different folded first. Two names with
+///   one key are one account (`Alice`, `alice`, `ａｌｉｃｅ`, `ᴀlice`, `aIice`,
+///   an all-Cyrillic `аlісе`, Greek `ΑΛΙΚΕ`'s look-alikes and `ali̇ce` cannot
+///   coexist). The tables are generated from `confusables.txt`; see
+///   ``lookalikeKey(_:)``.
 public enum UserName {
     /// The longest name or display name, in Unicode scalars.
     public static let maxCharacters = 64
@@ -37,9 +40,11 @@ public enum UserName {
     public static func normalize(name raw: String) throws(WebAuthnError) -> String {
         guard raw.utf8.count <= maxBytes * 4 else { throw invalid("the name is longer than \(maxBytes) bytes") }
         try checkStreamSafe(raw)
-        let mapped = String(String.UnicodeScalarView(raw.unicodeScalars.map(widthMapped)))
-        let name = mapped.precomposedStringWithCanonicalMapping
+        var mapped = String.UnicodeScalarView()
+        for scalar in raw.unicodeScalars { mapped.append(contentsOf: widthMapped(scalar)) }
+        let name = String(mapped).precomposedStringWithCanonicalMapping
         try checkLength(name, what: "name")
+        try checkMarks(name)
         var families: Set<ScriptFamily> = []
         var previousLetter: ScriptFamily?
         func script(_ scalar: Unicode.Scalar, _ what: String) throws(WebAuthnError) -> ScriptFamily {
@@ -52,6 +57,12 @@ public enum UserName {
             let p = scalar.properties
             // Invisible letters (Hangul fillers U+115F, U+3164, ...) are letters by category.
             guard !p.isDefaultIgnorableCodePoint else { throw invalid("the name contains the invisible U+\(hex(scalar))") }
+            // PRECIS IdentifierClass: no character NFKC changes (`ſ`, `ﬁ`, `ª`, mathematical letters).
+            if !scalar.isASCII, String(scalar).precomposedStringWithCompatibilityMapping.unicodeScalars.elementsEqual(CollectionOfOne(scalar)) == false {
+                throw invalid("the name contains U+\(hex(scalar)), a compatibility form of another character")
+            }
+            // The Arabic tatweel stretches a word and changes no letter (red team, eighth pass).
+            guard scalar.value != 0x640 else { throw invalid("the name contains the tatweel U+0640, which only stretches a word") }
             switch p.generalCategory {
             case .uppercaseLetter, .lowercaseLetter, .titlecaseLetter, .modifierLetter, .otherLetter:
                 let family = try script(scalar, "letter")
@@ -60,8 +71,14 @@ public enum UserName {
                 continue
             case .nonspacingMark, .spacingMark, .enclosingMark:
                 guard let letter = previousLetter else { throw invalid("the name has a combining mark that follows no letter (U+\(hex(scalar)))") }
-                // A script's own mark only on its letters (`bobः` is a Devanagari visarga after Latin letters).
-                if !ScriptFamily.isInherited(scalar), try script(scalar, "mark") != letter {
+                // A script's own mark only on its letters (`bobः` is a Devanagari visarga after Latin
+                // letters); the shared diacritics only on Latin, Greek and Cyrillic ones (a dot on an
+                // Arabic dotless letter draws another letter: red team, eighth pass).
+                if ScriptFamily.isInherited(scalar) {
+                    guard [.latin, .greek, .cyrillic].contains(letter) else {
+                        throw invalid("the name has the diacritic U+\(hex(scalar)) on a \(letter.rawValue) letter")
+                    }
+                } else if try script(scalar, "mark") != letter {
                     throw invalid("the name has a mark of another script than its letter's (U+\(hex(scalar)))")
                 }
                 continue
@@ -134,45 +151,60 @@ public enum UserName {
         return name
     }
 
-    /// The key under which accounts are unique: letters that look like a Latin letter folded to
-    /// it, before and after lowercasing (a small skeleton in the spirit of UTS #39: Cyrillic,
-    /// Greek, Armenian, Lisu, Cherokee, Coptic and Canadian Syllabics homoglyphs, small capitals,
-    /// dotless i, a few Latin letters and ligatures), so `ѕсоре`, `ᴀdmin`, `admın`, `ΑDΜΙΝ` and
-    /// `ꓮꓓꓟꓲꓠ` are the accounts `scope` and `admin`. Stores recompute the keys of existing
-    /// accounts when the tables grow.
+    /// The key under which accounts are unique: UTS #39's skeleton, made case-insensitive. The
+    /// name's NFKD form; capitals whose small letter looks like another letter than they do
+    /// folded first (Greek `Υ` looks like `Y`, `υ` like `u`); lowercased, NFD; every scalar
+    /// replaced by its image in the table made from `confusables.txt` (`UserName+Skeleton.swift`,
+    /// written by `TestVectors/unicode/generate.py`); a dot above a soft-dotted letter dropped.
+    /// So `ѕсоре`, `ᴀdmin`, `admın`, `ΑDΜΙΝ`, `aIice`, `rnoon` and `b0b` are the accounts `scope`,
+    /// `admin`, `alice`, `moon` and `bob`. Stores recompute the keys of existing accounts when the
+    /// tables change.
     public static func lookalikeKey(_ name: String) -> String {
-        // Capitals first: lowercased, Greek `Η` (which looks like `H`) would be `η` (which looks like
-        // `n`). Before NFKC too, which makes the lunate sigma `ϲ` (like `c`) a final sigma; after it
-        // for capitals NFKC makes (mathematical `𝚮` is `Η`).
-        func capitalsFolded(_ text: String) -> String {
-            var folded = String.UnicodeScalarView()
-            for scalar in text.unicodeScalars {
-                if let latin = capitalLookalikes[scalar.value] { folded.append(contentsOf: latin.unicodeScalars) } else { folded.append(scalar) }
-            }
-            return String(folded)
+        let tables = SkeletonTables.shared
+        var folded = String.UnicodeScalarView()
+        for scalar in name.decomposedStringWithCompatibilityMapping.unicodeScalars {
+            if let image = tables.capitals[scalar.value] { folded.append(contentsOf: image) } else { folded.append(scalar) }
         }
-        // Decomposed, so that a mark is apart from its letter.
-        let folded = capitalsFolded(capitalsFolded(name).precomposedStringWithCompatibilityMapping).lowercased().decomposedStringWithCompatibilityMapping
         var key = String.UnicodeScalarView()
         var afterSoftDotted = false
-        for scalar in folded.unicodeScalars {
+        for scalar in String(folded).lowercased().decomposedStringWithCanonicalMapping.unicodeScalars {
             // A dot above a letter that has one (i, j, і, ј: soft-dotted) shows nothing: `i̇` (and `İ`,
             // lowercased) is `i`; so is a dot above what folds to one (`ı̇`: red team, seventh pass).
             if scalar.value == 0x307 && afterSoftDotted { continue }
-            let folded = latinLookalikes[scalar.value].map { Array($0.unicodeScalars) } ?? [scalar]
-            key.append(contentsOf: folded)
-            afterSoftDotted = folded.last?.properties.isSoftDotted ?? false
+            let image = tables.images[scalar.value] ?? [scalar]
+            key.append(contentsOf: image)
+            // Marks below (`ị`, `į`) sit between the letter and its dot without changing it.
+            let combiningClass = scalar.properties.canonicalCombiningClass.rawValue
+            if combiningClass == 0 || combiningClass == 230 { afterSoftDotted = image.last?.properties.isSoftDotted ?? false }
         }
-        return String(key).precomposedStringWithCompatibilityMapping
+        return String(key).decomposedStringWithCanonicalMapping
     }
 
     // MARK: Internals
 
-    /// RFC 8265 width mapping: full-width ASCII forms and the ideographic space.
-    static func widthMapped(_ s: Unicode.Scalar) -> Unicode.Scalar {
-        if (0xFF01...0xFF5E).contains(s.value) { return Unicode.Scalar(s.value - 0xFEE0) ?? s }
-        if s.value == 0x3000 { return " " }
-        return s
+    /// RFC 8265 width mapping: full-width and half-width forms to their decompositions, and the
+    /// ideographic space.
+    static func widthMapped(_ s: Unicode.Scalar) -> [Unicode.Scalar] {
+        if (0xFF01...0xFFEE).contains(s.value) { return Array(String(s).precomposedStringWithCompatibilityMapping.unicodeScalars) }
+        if s.value == 0x3000 { return [" "] }
+        return [s]
+    }
+
+    /// UTS #39 §5.4 on the decomposed name: no overlay mark (`o` + U+0338 draws `ø`), no mark
+    /// twice on one letter, at most four marks on one letter (red team, eighth pass).
+    static func checkMarks(_ name: String) throws(WebAuthnError) {
+        var marks: [Unicode.Scalar] = []
+        for scalar in name.decomposedStringWithCanonicalMapping.unicodeScalars {
+            let p = scalar.properties
+            guard p.generalCategory == .nonspacingMark || p.generalCategory == .enclosingMark else {
+                marks.removeAll(keepingCapacity: true)
+                continue
+            }
+            guard p.canonicalCombiningClass.rawValue != 1 else { throw invalid("the name has the overlay mark U+\(hex(scalar))") }
+            guard !marks.contains(scalar) else { throw invalid("the name has the mark U+\(hex(scalar)) twice on one letter") }
+            marks.append(scalar)
+            guard marks.count <= 4 else { throw invalid("the name has more than four marks on one letter") }
+        }
     }
 
     /// At most 30 combining marks in a row (UAX #15 stream-safe), checked
