@@ -192,24 +192,40 @@ enum PostgresMigrations {
                 """,
             ]
         ),
-        // Again: the keys are UTS #39 skeletons (`UserName+Skeleton.swift`, red team, eighth pass).
+        // Again: the keys are UTS #39 skeletons (`UserName+Skeleton.swift`, red team, eighth pass);
+        // and a second unique key, the name's in capitals (`UserName.capitalsKey`), so that names
+        // whose capitals look unlike their small letters (`Борис`, `борис`) are one account.
         (
             13,
-            ["UPDATE accounts SET name_key = 'migrating ' || encode(handle, 'hex')"]
+            [
+                "UPDATE accounts SET name_key = 'migrating ' || encode(handle, 'hex')",
+                "ALTER TABLE accounts ADD COLUMN capitals_key TEXT",
+                "CREATE UNIQUE INDEX accounts_by_capitals_key ON accounts (capitals_key)",
+            ]
         ),
     ]
+
+    /// The first migration whose accounts have a capitals key.
+    static let capitalsKeyVersion = 13
 
     /// Work a migration needs beyond SQL, in its transaction: look-alike keys
     /// for accounts made before version 2, and again at versions 11 and 13 (a duplicate key is
     /// suffixed, so the migration never fails on old data).
     static func afterStatements(of version: Int, _ c: PostgresConnection) throws {
         guard [2, 11, 13].contains(version) else { return }
-        var seen: Set<String> = []
+        // Capitals keys from their first migration on: cleared first, like the look-alike keys.
+        let capitals = version >= capitalsKeyVersion
+        if capitals { _ = try c.execute("UPDATE accounts SET capitals_key = NULL", retry: .never) }
+        var seen: Set<String> = [], seenCapitals: Set<String> = []
         for row in try c.execute("SELECT name, encode(handle, 'hex') AS h FROM accounts ORDER BY name", retry: .never) {
             guard let name = row["name"], let handle = row["h"] else { continue }
             var key = UserName.lookalikeKey(name)
             if !seen.insert(key).inserted { key += " legacy " + handle }
             _ = try c.execute("UPDATE accounts SET name_key = $1 WHERE name = $2", [key, name], retry: .never)
+            guard capitals else { continue }
+            var capitalsKey = UserName.capitalsKey(name)
+            if !seenCapitals.insert(capitalsKey).inserted { capitalsKey += " legacy " + handle }
+            _ = try c.execute("UPDATE accounts SET capitals_key = $1 WHERE name = $2", [capitalsKey, name], retry: .never)
         }
     }
 

@@ -9,10 +9,18 @@ internal import _WebAuthnCrypto
 extension PostgresStore {
     // MARK: AccountStore
 
-    /// The account whose name has the same look-alike key as `name`, if any.
+    /// The account whose name has the same look-alike key as `name`, else the same capitals key, if any.
     public func account(named name: String) async throws -> UserEntity? {
-        try await pool.query("SELECT name, handle, display_name FROM accounts WHERE name_key = $1", [UserName.lookalikeKey(name)], retry: .idempotent).first
+        try await pool.query("SELECT name, handle, display_name FROM accounts WHERE \(Self.accountNamedSQL)", Self.keys(of: name), retry: .idempotent).first
             .map(Self.account)
+    }
+
+    /// The account a name finds: its look-alike key's ($1), else its capitals key's ($2).
+    static let accountNamedSQL = "handle = (SELECT handle FROM accounts WHERE name_key = $1 OR capitals_key = $2 ORDER BY name_key = $1 DESC LIMIT 1)"
+
+    /// The parameters of ``accountNamedSQL``.
+    static func keys(of name: String) -> [String?] {
+        [UserName.lookalikeKey(name), UserName.capitalsKey(name)]
     }
 
     /// The account named `name` with its credentials, in one round trip when `credentials` is this store.
@@ -23,8 +31,8 @@ extension PostgresStore {
         let rows = try await pool.query(
             """
             SELECT a.name AS account_name, a.handle AS account_handle, a.display_name AS account_display_name, \(CredentialColumn.listOfC)
-            FROM accounts a LEFT JOIN credentials c ON c.user_handle = a.handle WHERE a.name_key = $1 ORDER BY c.created_at
-            """, [UserName.lookalikeKey(name)], retry: .idempotent)
+            FROM accounts a LEFT JOIN credentials c ON c.user_handle = a.handle WHERE a.\(Self.accountNamedSQL) ORDER BY c.created_at
+            """, Self.keys(of: name), retry: .idempotent)
         guard let first = rows.first else { return nil }
         guard let accountName = first["account_name"], let handle = PGText.bytes(first["account_handle"]) else {
             throw WebAuthnError(.storageFailure, "accounts row is unreadable")
@@ -44,9 +52,9 @@ extension PostgresStore {
     /// handle is taken, `credential_already_registered` when the credential ID is.
     public func create(_ user: UserEntity, firstCredential r: CredentialRecord) async throws {
         // One statement: both rows or neither. The credential's owner is the new account's handle;
-        // its other columns are parameters from $5 on.
+        // its other columns are parameters from $6 on.
         let columns = CredentialColumn.allCases.filter { $0 != .userHandle }
-        var next = 4
+        var next = 5
         let selected = CredentialColumn.allCases.map { column -> String in
             guard column != .userHandle else { return "handle" }
             next += 1
@@ -56,16 +64,21 @@ extension PostgresStore {
             _ = try await pool.query(
                 """
                 WITH account AS (
-                    INSERT INTO accounts (name, name_key, handle, display_name) VALUES ($1, $2, $3, $4) RETURNING handle
+                    INSERT INTO accounts (name, name_key, capitals_key, handle, display_name) VALUES ($1, $2, $3, $4, $5) RETURNING handle
                 )
                 INSERT INTO credentials (\(CredentialColumn.list))
                 SELECT \(selected.joined(separator: ", ")) FROM account
                 """,
-                [user.name, UserName.lookalikeKey(user.name), PGText.bytea(user.id), user.displayName] + r.values(columns).map(PGText.value))
+                Self.accountValues(user) + r.values(columns).map(PGText.value))
         } catch let error as PostgresConnection.Failure where error.isUniqueViolation {
             // The account is inserted first; a duplicate in credentials is the credential ID.
             throw Self.duplicate(error, creating: user, credential: r)
         }
+    }
+
+    /// The columns name, name_key, capitals_key, handle and display_name of a new account.
+    static func accountValues(_ user: UserEntity) -> [String?] {
+        [user.name, UserName.lookalikeKey(user.name), UserName.capitalsKey(user.name), PGText.bytea(user.id), user.displayName]
     }
 
     /// The error for a unique violation while creating `user` with credential `r`: the credential
@@ -91,8 +104,10 @@ extension PostgresStore {
             }
             return try await registration(
                 consuming: challenge,
-                prelude: ["account AS (INSERT INTO accounts (name, name_key, handle, display_name) SELECT $2, $3, $4, $5 FROM consumed RETURNING handle)"],
-                preludeValues: [account.name, UserName.lookalikeKey(account.name), PGText.bytea(account.id), account.displayName],
+                prelude: [
+                    "account AS (INSERT INTO accounts (name, name_key, capitals_key, handle, display_name) SELECT $2, $3, $4, $5, $6 FROM consumed RETURNING handle)"
+                ],
+                preludeValues: Self.accountValues(account),
                 owner: "handle", from: "account", credential: r, signingIn: session, replacing: oldSession)
         } catch let error as PostgresConnection.Failure where error.isUniqueViolation {
             throw Self.duplicate(error, creating: account, credential: r)
@@ -237,12 +252,12 @@ extension PostgresStore {
             _ = try await pool.query(
                 """
                 WITH account AS (
-                    INSERT INTO accounts (name, name_key, handle, display_name) VALUES ($1, $2, $3, $4) RETURNING handle
+                    INSERT INTO accounts (name, name_key, capitals_key, handle, display_name) VALUES ($1, $2, $3, $4, $5) RETURNING handle
                 )
                 INSERT INTO identities (provider, subject, user_handle, email, email_verified, is_private_email, refresh_token, created_at, updated_at)
-                SELECT $5, $6, handle, $7, $8::boolean, $9::boolean, $10::bytea, $11, $12 FROM account
+                SELECT $6, $7, handle, $8, $9::boolean, $10::boolean, $11::bytea, $12, $13 FROM account
                 """,
-                [user.name, UserName.lookalikeKey(user.name), PGText.bytea(user.id), user.displayName] + Self.identityValues(i))
+                Self.accountValues(user) + Self.identityValues(i))
         } catch let error as PostgresConnection.Failure where error.isUniqueViolation {
             if error.table == "identities" { throw LinkedIdentity.alreadyLinked(i.provider) }
             throw WebAuthnError(.usernameUnavailable, "an account named \(user.name.prefix(64)) (or a name that looks the same) exists")

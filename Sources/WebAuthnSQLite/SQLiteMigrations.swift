@@ -269,9 +269,60 @@ enum SQLiteMigrations {
         // is first made unique and unlike any name's key (names have no spaces), so that no key computed again can
         // meet an old one; a key two accounts share is suffixed (with a space) for the later one.
         (10, ["UPDATE accounts SET name_key = 'migrating ' || rowid"]),
-        // Again: the keys are UTS #39 skeletons (`UserName+Skeleton.swift`, red team, eighth pass).
-        (11, ["UPDATE accounts SET name_key = 'migrating ' || rowid"]),
+        // Again: the keys are UTS #39 skeletons (`UserName+Skeleton.swift`, red team, eighth pass);
+        // and a second unique key, the name's in capitals (`UserName.capitalsKey`), so that names
+        // whose capitals look unlike their small letters (`Борис`, `борис`) are one account. The
+        // views that create an account with its first credential or identity take it too.
+        (
+            11,
+            [
+                "UPDATE accounts SET name_key = 'migrating ' || rowid",
+                "ALTER TABLE accounts ADD COLUMN capitals_key TEXT",
+                "CREATE UNIQUE INDEX accounts_by_capitals_key ON accounts (capitals_key)",
+                "DROP VIEW IF EXISTS new_accounts",
+                """
+                CREATE VIEW new_accounts AS SELECT
+                    a.name AS name, a.name_key AS name_key, a.capitals_key AS capitals_key, a.handle AS handle, a.display_name AS display_name,
+                    c.id AS id, c.public_key AS public_key, c.sign_count AS sign_count, c.transports AS transports,
+                    c.uv_initialized AS uv_initialized, c.backup_eligible AS backup_eligible, c.backup_state AS backup_state,
+                    c.aaguid AS aaguid, c.attestation_format AS attestation_format, c.created_at AS created_at, c.last_used_at AS last_used_at,
+                    c.name AS credential_name, c.properties AS properties, c.attestation_chain AS attestation_chain, c.flag AS flag
+                FROM accounts a JOIN credentials c ON c.user_handle = a.handle
+                """,
+                """
+                CREATE TRIGGER new_accounts_insert INSTEAD OF INSERT ON new_accounts BEGIN
+                    INSERT INTO accounts (name, name_key, capitals_key, handle, display_name)
+                    VALUES (NEW.name, NEW.name_key, NEW.capitals_key, NEW.handle, NEW.display_name);
+                    INSERT INTO credentials (id, user_handle, public_key, sign_count, transports, uv_initialized, backup_eligible, backup_state,
+                                             aaguid, attestation_format, created_at, last_used_at, name, properties, attestation_chain, flag)
+                    VALUES (NEW.id, NEW.handle, NEW.public_key, NEW.sign_count, NEW.transports, NEW.uv_initialized, NEW.backup_eligible,
+                            NEW.backup_state, NEW.aaguid, NEW.attestation_format, NEW.created_at, NEW.last_used_at, NEW.credential_name,
+                            NEW.properties, NEW.attestation_chain, NEW.flag);
+                END
+                """,
+                "DROP VIEW IF EXISTS new_identity_accounts",
+                """
+                CREATE VIEW new_identity_accounts AS SELECT
+                    a.name AS name, a.name_key AS name_key, a.capitals_key AS capitals_key, a.handle AS handle, a.display_name AS display_name,
+                    i.provider AS provider, i.subject AS subject, i.email AS email, i.email_verified AS email_verified,
+                    i.is_private_email AS is_private_email, i.refresh_token AS refresh_token, i.created_at AS created_at, i.updated_at AS updated_at
+                FROM accounts a JOIN identities i ON i.user_handle = a.handle
+                """,
+                """
+                CREATE TRIGGER new_identity_accounts_insert INSTEAD OF INSERT ON new_identity_accounts BEGIN
+                    INSERT INTO accounts (name, name_key, capitals_key, handle, display_name)
+                    VALUES (NEW.name, NEW.name_key, NEW.capitals_key, NEW.handle, NEW.display_name);
+                    INSERT INTO identities (provider, subject, user_handle, email, email_verified, is_private_email, refresh_token, created_at, updated_at)
+                    VALUES (NEW.provider, NEW.subject, NEW.handle, NEW.email, NEW.email_verified, NEW.is_private_email, NEW.refresh_token,
+                            NEW.created_at, NEW.updated_at);
+                END
+                """,
+            ]
+        ),
     ]
+
+    /// The first migration whose accounts have a capitals key.
+    static let capitalsKeyVersion = 11
 
     /// The migrations after whose statements every account's look-alike key is computed again.
     static let keyRecomputations: Set<Int> = [2, 10, 11]
@@ -282,12 +333,19 @@ enum SQLiteMigrations {
         // Look-alike keys for accounts made before version 2. Two old accounts
         // with one key keep distinct keys (the later one suffixed), so the
         // migration never fails; names made from now on cannot collide.
-        var seen: Set<String> = []
+        // Capitals keys from their first migration on: cleared first, like the look-alike keys.
+        let capitals = version >= capitalsKeyVersion
+        if capitals { _ = try connection.query("UPDATE accounts SET capitals_key = NULL") }
+        var seen: Set<String> = [], seenCapitals: Set<String> = []
         for row in try connection.query("SELECT rowid AS r, name FROM accounts ORDER BY rowid") {
             guard let name = row.column("name")?.string, let rowid = row.column("r")?.integer else { continue }
             var key = UserName.lookalikeKey(name)
             if !seen.insert(key).inserted { key += " legacy \(rowid)" }
             _ = try connection.query("UPDATE accounts SET name_key = ? WHERE rowid = ?", [.text(key), .integer(Int64(rowid))])
+            guard capitals else { continue }
+            var capitalsKey = UserName.capitalsKey(name)
+            if !seenCapitals.insert(capitalsKey).inserted { capitalsKey += " legacy \(rowid)" }
+            _ = try connection.query("UPDATE accounts SET capitals_key = ? WHERE rowid = ?", [.text(capitalsKey), .integer(Int64(rowid))])
         }
     }
 

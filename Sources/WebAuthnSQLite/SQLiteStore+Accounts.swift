@@ -9,9 +9,18 @@ internal import _WebAuthnCrypto
 extension SQLiteStore {
     // MARK: AccountStore
 
-    /// The account whose name has the same look-alike key as `name`, if any.
+    /// The account whose name has the same look-alike key as `name`, else the same capitals key, if any.
     public func account(named name: String) async throws -> UserEntity? {
-        try await query("SELECT name, handle, display_name FROM accounts WHERE name_key = ?", [.text(UserName.lookalikeKey(name))]).first.map(Self.account)
+        try await query("SELECT name, handle, display_name FROM accounts WHERE \(Self.accountNamedSQL)", Self.keys(of: name)).first.map(Self.account)
+    }
+
+    /// The account a name finds: its look-alike key's, else its capitals key's (``keys(of:)`` binds the three parameters).
+    static let accountNamedSQL = "rowid = (SELECT rowid FROM accounts WHERE name_key = ? OR capitals_key = ? ORDER BY name_key = ? DESC LIMIT 1)"
+
+    /// The parameters of ``accountNamedSQL``.
+    static func keys(of name: String) -> [SQLiteData] {
+        let key = UserName.lookalikeKey(name)
+        return [.text(key), .text(UserName.capitalsKey(name)), .text(key)]
     }
 
     /// The account named `name` with its credentials, in one read when `credentials` is this store.
@@ -19,7 +28,7 @@ extension SQLiteStore {
         account: UserEntity, credentials: [CredentialRecord]
     )? {
         guard (credentials as AnyObject) === self else { return try await accountThenCredentials(named: name, in: credentials) }
-        let rows = try await query(Self.accountWithCredentialsSQL, [.text(UserName.lookalikeKey(name))])
+        let rows = try await query(Self.accountWithCredentialsSQL, Self.keys(of: name))
         guard let first = rows.first else { return nil }
         guard let accountName = first.column("account_name")?.string, let handle = first.column("account_handle")?.bytes else {
             throw WebAuthnError(.storageFailure, "accounts row is unreadable")
@@ -52,8 +61,8 @@ extension SQLiteStore {
         let columns = CredentialColumn.allCases.filter { $0 != .userHandle }
         return (
             // (The view calls the credential's name `credential_name`: `name` is the account's.)
-            "INSERT INTO new_accounts (name, name_key, handle, display_name, \(columns.map { $0 == .name ? "credential_name" : $0.rawValue }.joined(separator: ", "))) VALUES (\(placeholders(4 + columns.count)))",
-            [.text(user.name), .text(UserName.lookalikeKey(user.name)), .blob(user.id), .text(user.displayName)] + r.values(columns).map(SQLiteData.init)
+            "INSERT INTO new_accounts (name, name_key, capitals_key, handle, display_name, \(columns.map { $0 == .name ? "credential_name" : $0.rawValue }.joined(separator: ", "))) VALUES (\(placeholders(5 + columns.count)))",
+            accountValues(user) + r.values(columns).map(SQLiteData.init)
         )
     }
 
@@ -61,13 +70,18 @@ extension SQLiteStore {
     /// or handle (the trigger inserts the account first; accounts are never reused), else the credential.
     func duplicate(creating user: UserEntity, credential r: CredentialRecord) async throws -> WebAuthnError {
         let account = try await query(
-            "SELECT 1 AS x FROM accounts WHERE name = ? OR name_key = ? OR handle = ? LIMIT 1",
-            [.text(user.name), .text(UserName.lookalikeKey(user.name)), .blob(user.id)])
+            "SELECT 1 AS x FROM accounts WHERE name = ? OR name_key = ? OR capitals_key = ? OR handle = ? LIMIT 1",
+            [.text(user.name), .text(UserName.lookalikeKey(user.name)), .text(UserName.capitalsKey(user.name)), .blob(user.id)])
         guard account.isEmpty else {
             return WebAuthnError(.usernameUnavailable, "an account named \(user.name.prefix(64)) (or a name that looks the same) exists")
         }
         return WebAuthnError(
             .credentialAlreadyRegistered, "credential \(Base64URL.encode(r.id).prefix(96)) is already registered", step: "WebAuthn L3 §7.1 step 27")
+    }
+
+    /// The columns name, name_key, capitals_key, handle and display_name of a new account.
+    static func accountValues(_ user: UserEntity) -> [SQLiteData] {
+        [.text(user.name), .text(UserName.lookalikeKey(user.name)), .text(UserName.capitalsKey(user.name)), .blob(user.id), .text(user.displayName)]
     }
 
     static func account(_ row: SQLiteRow) throws -> UserEntity {
@@ -191,11 +205,11 @@ extension SQLiteStore {
             // One statement: the new_identity_accounts_insert trigger inserts both rows or neither.
             _ = try await query(
                 """
-                INSERT INTO new_identity_accounts (name, name_key, handle, display_name, provider, subject, email, email_verified,
+                INSERT INTO new_identity_accounts (name, name_key, capitals_key, handle, display_name, provider, subject, email, email_verified,
                                                    is_private_email, refresh_token, created_at, updated_at)
-                VALUES (\(Self.placeholders(12)))
+                VALUES (\(Self.placeholders(13)))
                 """,
-                [.text(user.name), .text(UserName.lookalikeKey(user.name)), .blob(user.id), .text(user.displayName)] + Self.identityValues(i))
+                Self.accountValues(user) + Self.identityValues(i))
         } catch let error as SQLiteError where error.isDuplicate {
             if try await identity(provider: i.provider, subject: i.subject) != nil { throw LinkedIdentity.alreadyLinked(i.provider) }
             throw WebAuthnError(.usernameUnavailable, "an account named \(user.name.prefix(64)) (or a name that looks the same) exists")

@@ -241,7 +241,7 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
     static let insertCredentialSQL = "INSERT INTO credentials (\(CredentialColumn.list)) VALUES (\(placeholders(CredentialColumn.allCases.count)))"
     static let accountWithCredentialsSQL = """
         SELECT a.name AS account_name, a.handle AS account_handle, a.display_name AS account_display_name, \(CredentialColumn.listOfC)
-        FROM accounts a LEFT JOIN credentials c ON c.user_handle = a.handle WHERE a.name_key = ? ORDER BY c.created_at
+        FROM accounts a LEFT JOIN credentials c ON c.user_handle = a.handle WHERE a.\(accountNamedSQL) ORDER BY c.created_at
         """
 
     static func record(_ row: SQLiteRow) throws(WebAuthnError) -> CredentialRecord {

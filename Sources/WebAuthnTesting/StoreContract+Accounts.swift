@@ -28,6 +28,12 @@ extension StoreContract {
         let dana2 = UserEntity.new(name: "DANA")
         try expect(await errorCode { try await identities.create(dana2, firstIdentity: identity("999.x", user: dana2.id)) } == "username_unavailable")
         try expect(try await identities.identity(provider: "apple", subject: "999.x") == nil, "no identity without its account")
+        let gleb = UserEntity.new(name: "глеб")
+        try await identities.create(gleb, firstIdentity: identity("010.gleb", user: gleb.id))
+        let capitalGleb = UserEntity.new(name: "Глеб")
+        try expect(
+            await errorCode { try await identities.create(capitalGleb, firstIdentity: identity("011.gleb", user: capitalGleb.id)) } == "username_unavailable",
+            "a name taken in another case (its capitals key)")
         // Link a second identity to the existing account; not to an unknown one, not twice.
         try await identities.link(identity("002.def", user: dana.id, email: nil))
         try expect(await errorCode { try await identities.link(identity("003.ghi", user: [9, 9, 9])) } == "account_unknown")
@@ -163,6 +169,21 @@ extension StoreContract {
         try expect(try await accounts.account(named: "BOB")?.id == winner.0)
         let lookalike = UserEntity.new(name: "ＢＯＢ")
         try expect(await errorCode { try await accounts.create(lookalike, firstCredential: try record(user: lookalike.id)) } == "username_unavailable")
+        // Capitals that look unlike their small letters: one account whatever the case (the
+        // capitals key), found from either case, and not taken again in the other.
+        let boris = UserEntity.new(name: "борис")
+        try await accounts.create(boris, firstCredential: try record(user: boris.id))
+        for name in ["Борис", "БОРИС", "бОРИС"] {
+            try expect(try await accounts.account(named: name)?.id == boris.id, "\(name) finds борис")
+            let other = UserEntity.new(name: name)
+            try expect(await errorCode { try await accounts.create(other, firstCredential: try record(user: other.id)) } == "username_unavailable", name)
+        }
+        let capitalBeta = UserEntity.new(name: "Βeta")
+        try await accounts.create(capitalBeta, firstCredential: try record(user: capitalBeta.id))
+        try expect(try await accounts.account(named: "beta")?.id == capitalBeta.id, "Greek Β is Latin B")
+        try expect(try await accounts.account(named: "βeta")?.id == capitalBeta.id, "and Β is β in small letters")
+        let smallBeta = UserEntity.new(name: "βeta")
+        try expect(await errorCode { try await accounts.create(smallBeta, firstCredential: try record(user: smallBeta.id)) } == "username_unavailable")
         // A credential ID that exists: no account either.
         let carol = UserEntity.new(name: "carol")
         try expect(

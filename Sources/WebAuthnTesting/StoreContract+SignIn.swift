@@ -211,6 +211,11 @@ extension StoreContract {
         let found = try require(try await accounts.account(named: "HANA", withCredentialsIn: credentials), "the account, by its look-alike key")
         try expect(found.account.id == hana.id && found.account.name == "hana", "the account")
         try expect(found.credentials.map(\.id) == [first.id, second.id], "its credentials, oldest first, and no one else's")
+        let yulia = UserEntity.new(name: "юлия")
+        let hers = try record(user: yulia.id)
+        try await accounts.create(yulia, firstCredential: hers)
+        let byCapitals = try require(try await accounts.account(named: "Юлия", withCredentialsIn: credentials), "the account, by its capitals key")
+        try expect(byCapitals.account.id == yulia.id && byCapitals.credentials.map(\.id) == [hers.id], "юлия from Юлия")
         try expect(same(found.credentials.first, first), "each credential field for field")
         // An account without a credential (made with an identity) reads with none.
         let ivy = UserEntity.new(name: "ivy")

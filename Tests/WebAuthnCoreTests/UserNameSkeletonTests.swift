@@ -79,6 +79,24 @@ struct UserNameSkeletonTests {
         #expect(UserName.lookalikeKey("test5") != UserName.lookalikeKey("tests"))
     }
 
+    @Test("the capitals key: names the look-alike key splits by case (Борис, борис) share it; every letter's cases share it")
+    func capitalsKey() throws {
+        for (small, capital) in [("борис", "Борис"), ("глеб", "Глеб"), ("юлия", "Юлия"), ("βeta", "Βeta"), ("νικος", "ΝΙΚΟΣ")] {
+            #expect(UserName.lookalikeKey(small) != UserName.lookalikeKey(capital), "the look-alike key alone splits \(capital)")
+            #expect(UserName.capitalsKey(small) == UserName.capitalsKey(capital), "\(small) and \(capital)")
+        }
+        #expect(UserName.lookalikeKey("Βeta") == UserName.lookalikeKey("beta"), "a capital's look-alike stays in the look-alike key")
+        var checked = 0
+        for value in UInt32(0x41)...0x2FFF {
+            guard let scalar = Unicode.Scalar(value), (try? UserName.normalize(name: String(scalar))) == String(scalar) else { continue }
+            let lower = String(scalar).lowercased(), upper = String(scalar).uppercased()
+            guard lower != upper else { continue }
+            #expect(UserName.capitalsKey(lower) == UserName.capitalsKey(upper), "U+\(Self.hex(String(scalar)))")
+            checked += 1
+        }
+        #expect(checked > 1000, "\(checked) cased letters")
+    }
+
     @Test(
         "names with overlay, repeated or piled marks, compatibility forms or the tatweel are refused",
         arguments: [

@@ -174,16 +174,20 @@ struct StoreContractTests {
         // Accounts made before the look-alike tables changed hold keys of the old tables: written
         // here as their names, with the schema set back to before the last recomputation. Only the
         // skeleton tables (SQLite 11, PostgreSQL 13) make `rnary` the key of `mary`.
-        let lisuAlice = "\u{A4EE}\u{A4E1}\u{A4F2}\u{A4DA}\u{A4F0}", rnary = "rnary"
+        // Accounts made before the capitals key (SQLite 11, PostgreSQL 13) get one: `борис` is then
+        // found as `Борис`, and taken in every case.
+        let lisuAlice = "\u{A4EE}\u{A4E1}\u{A4F2}\u{A4DA}\u{A4F0}", rnary = "rnary", boris = "борис"
         func check(_ store: any AccountStore, _ handles: [String: [UInt8]]) async throws {
             #expect(try await store.account(named: "mary")?.id == handles[rnary], "the old account now holds its look-alike key")
             #expect(try await store.account(named: "alice")?.id == handles["alice"], "of two accounts with one key, the first keeps it")
             #expect(try await store.account(handle: try #require(handles[lisuAlice]))?.name == lisuAlice, "the later one is kept")
             #expect(await errorCode { try await store.create(UserEntity.new(name: "MARY"), firstCredential: try Self.record()) } == "username_unavailable")
+            #expect(try await store.account(named: "Борис")?.id == handles[boris], "the old account has its capitals key")
+            #expect(await errorCode { try await store.create(UserEntity.new(name: "Борис"), firstCredential: try Self.record()) } == "username_unavailable")
         }
         func prepare(_ create: (UserEntity) async throws -> Void) async throws -> [String: [UInt8]] {
             var handles: [String: [UInt8]] = [:]
-            for name in ["alice", "placeholder-1", "placeholder-2"] {
+            for name in ["alice", "placeholder-1", "placeholder-2", boris] {
                 let user = UserEntity.new(name: name)
                 try await create(user)
                 handles[name] = user.id
@@ -199,7 +203,13 @@ struct StoreContractTests {
         for (old, name) in [("placeholder-1", lisuAlice), ("placeholder-2", rnary)] {
             _ = try await sqlite.connection.query("UPDATE accounts SET name = ?, name_key = ? WHERE name = ?", [.text(name), .text(name), .text(old)])
         }
-        _ = try await sqlite.connection.query("DELETE FROM schema_version WHERE version >= 11")
+        // The schema of version 10: no capitals key, nor the views that write it.
+        for statement in [
+            "DROP VIEW new_accounts", "DROP VIEW new_identity_accounts", "DROP INDEX accounts_by_capitals_key", "ALTER TABLE accounts DROP COLUMN capitals_key",
+            "DELETE FROM schema_version WHERE version >= 11",
+        ] {
+            _ = try await sqlite.connection.query(statement)
+        }
         try await sqlite.close()
         sqlite = try await SQLiteStore.open(path: path)
         try await check(sqlite, handles)
@@ -211,6 +221,7 @@ struct StoreContractTests {
         for (old, name) in [("placeholder-1", lisuAlice), ("placeholder-2", rnary)] {
             _ = try await postgres.pool.query("UPDATE accounts SET name = $1, name_key = $1 WHERE name = $2", [name, old])
         }
+        _ = try await postgres.pool.query("ALTER TABLE accounts DROP COLUMN capitals_key")
         _ = try await postgres.pool.query("DELETE FROM schema_version WHERE version >= 13")
         let schema = try #require(try await postgres.pool.query("SELECT current_schema() AS s").first?["s"])
         await postgres.close()

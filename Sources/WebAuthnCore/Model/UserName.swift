@@ -29,7 +29,8 @@ package import _WebAuthnCrypto
 ///   one key are one account (`Alice`, `alice`, `ａｌｉｃｅ`, `ᴀlice`, `aIice`,
 ///   an all-Cyrillic `аlісе`, Greek `ΑΛΙΚΕ`'s look-alikes and `ali̇ce` cannot
 ///   coexist). The tables are generated from `confusables.txt`; see
-///   ``lookalikeKey(_:)``.
+///   ``lookalikeKey(_:)``. A second key, ``capitalsKey(_:)``, is the name's in capitals:
+///   names unique by both keys are unique whatever their case (`Борис`, `борис`).
 public enum UserName {
     /// The longest name or display name, in Unicode scalars.
     public static let maxCharacters = 64
@@ -178,6 +179,17 @@ public enum UserName {
             if combiningClass == 0 || combiningClass == 230 { afterSoftDotted = image.last?.properties.isSoftDotted ?? false }
         }
         return String(key).decomposedStringWithCanonicalMapping
+    }
+
+    /// The second key under which accounts are unique: the look-alike key of the name in
+    /// capitals. A capital and its small letter can look like two different letters (Greek `Β`
+    /// like `B`, `β` not; Cyrillic `Б` and `б` like nothing and `6`), so ``lookalikeKey(_:)``
+    /// alone would let `Борис` and `борис` be two accounts, and find neither from the other.
+    /// Stores keep both keys unique: a name is taken when either of its keys is an account's, and
+    /// ``AccountStore/account(named:)`` finds the account with the name's look-alike key, else
+    /// the one with its capitals key.
+    public static func capitalsKey(_ name: String) -> String {
+        lookalikeKey(name.uppercased())
     }
 
     // MARK: Internals

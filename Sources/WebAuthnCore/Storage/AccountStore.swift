@@ -5,15 +5,17 @@ package import _WebAuthnCrypto
 /// Where accounts live: a user name and its user handle.
 ///
 /// Contract (the shared contract tests hold every implementation to it):
-/// - Names are unique by their look-alike key (``UserName/lookalikeKey(_:)``):
-///   `account(named:)` finds `Alice` when asked for `alice`.
+/// - Names are unique by their look-alike key (``UserName/lookalikeKey(_:)``) and by their
+///   capitals key (``UserName/capitalsKey(_:)``): a name is taken when either key is an
+///   account's. `account(named:)` finds the account with the name's look-alike key, else the one
+///   with its capitals key: `Alice` when asked for `alice`, `Борис` for `борис`.
 /// - An account exists only together with a credential: `create(_:firstCredential:)`
 ///   stores both atomically, or neither. It throws `username_unavailable` when
 ///   an account with the same key exists and `credential_already_registered`
 ///   when the credential ID does; nothing is stored then. So options alone
 ///   never create or reserve a name, and a crash leaves no empty account.
 public protocol AccountStore: Sendable {
-    /// The account whose name has the same look-alike key as `name`, if any.
+    /// The account whose name has the same look-alike key as `name`, else the same capitals key, if any.
     func account(named name: String) async throws -> UserEntity?
     /// The account with this user handle, if any.
     func account(handle: [UInt8]) async throws -> UserEntity?
@@ -60,7 +62,8 @@ extension AccountStore {
 /// stores first credentials in an ``InMemoryCredentialStore``.
 public final class InMemoryAccountStore: AccountStore, LinkedIdentityStore {
     private struct State {
-        var byKey: [String: UserEntity] = [:]
+        var byKey: [String: ByteKey] = [:]
+        var byCapitalsKey: [String: ByteKey] = [:]
         var byHandle: [ByteKey: UserEntity] = [:]
         var identities: [IdentityKey: LinkedIdentity] = [:]
     }
@@ -87,10 +90,10 @@ public final class InMemoryAccountStore: AccountStore, LinkedIdentityStore {
         self.credentials = credentials
     }
 
-    /// The account whose name has the same look-alike key as `name`, if any.
+    /// The account whose name has the same look-alike key as `name`, else the same capitals key, if any.
     public func account(named name: String) async throws -> UserEntity? {
-        let key = UserName.lookalikeKey(name)
-        return state.withLock { $0.byKey[key] }
+        let key = UserName.lookalikeKey(name), capitalsKey = UserName.capitalsKey(name)
+        return state.withLock { s in (s.byKey[key] ?? s.byCapitalsKey[capitalsKey]).flatMap { s.byHandle[$0] } }
     }
 
     /// The account with this user handle, if any.
@@ -114,6 +117,7 @@ public final class InMemoryAccountStore: AccountStore, LinkedIdentityStore {
         let removed = state.withLock { s -> Bool in
             guard let user = s.byHandle.removeValue(forKey: ByteKey(handle)) else { return false }
             s.byKey.removeValue(forKey: UserName.lookalikeKey(user.name))
+            s.byCapitalsKey.removeValue(forKey: UserName.capitalsKey(user.name))
             s.identities = s.identities.filter { $0.value.userHandle != handle }
             return true
         }
@@ -128,7 +132,6 @@ public final class InMemoryAccountStore: AccountStore, LinkedIdentityStore {
                 return false
             }
             s.byHandle[ByteKey(handle)] = renamed
-            s.byKey[UserName.lookalikeKey(user.name)] = renamed
             return true
         }
     }
@@ -210,13 +213,16 @@ public final class InMemoryAccountStore: AccountStore, LinkedIdentityStore {
     }
 
     private static func checkNew(_ user: UserEntity, in s: State) throws(WebAuthnError) {
-        guard s.byKey[UserName.lookalikeKey(user.name)] == nil, s.byHandle[ByteKey(user.id)] == nil else {
+        guard s.byKey[UserName.lookalikeKey(user.name)] == nil, s.byCapitalsKey[UserName.capitalsKey(user.name)] == nil,
+            s.byHandle[ByteKey(user.id)] == nil
+        else {
             throw WebAuthnError(.usernameUnavailable, "an account named \(user.name.prefix(64)) (or a name that looks the same) exists")
         }
     }
 
     private static func add(_ user: UserEntity, to s: inout State) {
-        s.byKey[UserName.lookalikeKey(user.name)] = user
+        s.byKey[UserName.lookalikeKey(user.name)] = ByteKey(user.id)
+        s.byCapitalsKey[UserName.capitalsKey(user.name)] = ByteKey(user.id)
         s.byHandle[ByteKey(user.id)] = user
     }
 }
