@@ -24,11 +24,11 @@ extension WebAuthnRoutes {
             ? true : await configuration.mayEnroll(EnrollmentRequest(name: name, existingAccount: existing, signedInAs: signedIn))
         guard allowed else {
             audit("enrollment_refused", request, context, ["account": .string(Audit.hash(existing?.id ?? []))])
+            // One answer whether or not the name is an account's: a server that lets no stranger
+            // sign up (`signedInOwnerOnly`) would otherwise tell anyone which names exist (red
+            // team, ninth pass). Where new names are open, a 409 for a name says it is taken anyway.
             throw WebAuthnError(
-                .usernameUnavailable,
-                existing == nil
-                    ? "this server does not let this session create an account"
-                    : "the name is taken; sign in as its account to add a passkey")
+                .usernameUnavailable, "this session may not enroll a passkey under this name; to add one to an account, sign in as it first")
         }
         // A new name creates nothing now: the account is made with its first credential.
         let user = try existing ?? UserEntity(id: SecureRandom.bytes(32), name: name, displayName: displayName)

@@ -7,6 +7,7 @@ import Testing
 import WebAuthnCore
 import WebAuthnServer
 import WebAuthnSQLite
+import WebAuthnTesting
 
 /// The server as a library, in-process: the README's mounting example (verbatim
 /// between the markers; DocumentationTests checks the README holds the same
@@ -79,6 +80,29 @@ struct EmbeddingTests {
             #expect(hello.headers["content-security-policy"] == nil)
         }
         try await store.close()
+    }
+
+    @Test("enrollment closed to strangers (signedInOwnerOnly): a taken name and a free one get the same refusal")
+    func closedEnrollmentSaysNothing() async throws {
+        let rp = try RelyingParty(id: "localhost", name: "Test", origins: ["http://localhost"])
+        let engine = WebAuthnEngine(relyingParty: rp)
+        let accounts = InMemoryAccountStore()
+        let alice = UserEntity.new(name: "alice")
+        try await accounts.create(alice, firstCredential: try StoreContractTests.record(user: alice.id))
+        try await Self.serving({ running in
+            buildApplication(
+                engine: engine, accounts: accounts, sessions: InMemorySessionStore(),
+                configuration: ApplicationConfiguration(
+                    port: 0, routes: ServerConfiguration(mayEnroll: EnrollmentRequest.signedInOwnerOnly), onServerRunning: running))
+        }) { port in
+            var answers: [String: (Int, String)] = [:]
+            for name in ["alice", "ALICE", "nobody"] {
+                let refused = try await Self.fetch(port, "/attestation/options", post: #"{"username":"\#(name)"}"#)
+                answers[name] = (refused.status, refused.body)
+            }
+            #expect(answers["alice"]?.0 == 409, "\(answers)")
+            #expect(Set(answers.values.map { "\($0.0) \($0.1)" }).count == 1, "\(answers)")
+        }
     }
 
     @Test("buildApplication serves the ceremony routes, the demo only when asked, and security headers on 404s")

@@ -187,9 +187,11 @@ public enum UserName {
     /// alone would let `Борис` and `борис` be two accounts, and find neither from the other.
     /// Stores keep both keys unique: a name is taken when either of its keys is an account's, and
     /// ``AccountStore/account(named:)`` finds the account with the name's look-alike key, else
-    /// the one with its capitals key.
+    /// the one with its capitals key. The name is decomposed before it is put in capitals: the
+    /// capital of a precomposed `ῇ` puts its perispomeni on the eta, the capital of its
+    /// title-case form `ῌ͂` on the iota (red team, ninth pass).
     public static func capitalsKey(_ name: String) -> String {
-        lookalikeKey(name.uppercased())
+        lookalikeKey(name.decomposedStringWithCanonicalMapping.uppercased())
     }
 
     // MARK: Internals
