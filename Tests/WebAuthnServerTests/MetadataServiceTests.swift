@@ -246,8 +246,14 @@ struct MetadataServiceTests {
         client.standardError = FileHandle.nullDevice
         try client.run()
         input.fileHandleForWriting.write(Data("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8))
-        let answer = output.fileHandleForReading.readDataToEndOfFile()
-        client.waitUntilExit()
+        // Waited for on a thread of its own, not on one of the cooperative pool's.
+        let answer = await withCheckedContinuation { continuation in
+            Thread {
+                let answer = output.fileHandleForReading.readDataToEndOfFile()
+                client.waitUntilExit()
+                continuation.resume(returning: answer)
+            }.start()
+        }
         #expect(String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.1 200 OK"))
         #expect(answer.suffix(blob.count) == Data(blob))
         // URLSession (libcurl over OpenSSL) verifies the server against the system roots, which do not
