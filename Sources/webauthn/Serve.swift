@@ -73,6 +73,12 @@ struct Serve: AsyncParsableCommand {
     )
     var maxConnectionsPerAddress = 256
     @Option(
+        name: .customLong("allocator-trim-interval"),
+        help:
+            "Seconds between returns of the memory the C allocator keeps free (malloc_trim) to the system, so that RSS falls back after a burst of large requests. 0: never. Default 30."
+    )
+    var allocatorTrimInterval = 30
+    @Option(
         name: .customLong("secret-file"),
         help: ArgumentHelp(
             "A file holding the server secret (at least 32 bytes; or the WEBAUTHN_SECRET environment variable): it signs session cookies and derives the stand-ins of unknown names. Default: one generated once and kept in the database."
@@ -153,6 +159,7 @@ struct Serve: AsyncParsableCommand {
         guard idleTimeout > 0 else { throw ValidationError("--idle-timeout must be positive") }
         guard (1...3600).contains(requestTimeout) else { throw ValidationError("--request-timeout must be 1...3600") }
         guard (0...1_000_000).contains(maxConnectionsPerAddress) else { throw ValidationError("--max-connections-per-address must be 0...1000000") }
+        guard (0...86_400).contains(allocatorTrimInterval) else { throw ValidationError("--allocator-trim-interval must be 0...86400") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level: unknown level \(logLevel)") }
         guard (0...1_000_000).contains(logRate) else { throw ValidationError("--log-rate must be 0...1000000") }
         guard isPostgres || (db.hasPrefix("sqlite:") && db.count > "sqlite:".count) else {
@@ -381,7 +388,8 @@ struct Serve: AsyncParsableCommand {
         let app = buildApplication(engine: engine, accounts: store, sessions: store, configuration: application)
         // The store first: a group shuts its services down in reverse order, so the HTTP server
         // drains before the store closes (and the metadata service stops before either).
-        let services: [any Service] = [store, app] + (metadata.map { [$0] } ?? []) + (providerService.map { [$0] } ?? [])
+        var services: [any Service] = [store, app] + (metadata.map { [$0] } ?? []) + (providerService.map { [$0] } ?? [])
+        if allocatorTrimInterval > 0 { services.append(AllocatorTrim(interval: .seconds(allocatorTrimInterval), logger: logger)) }
         let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
     }

@@ -184,7 +184,8 @@ struct CLITests {
         try Data("too short".utf8).write(to: short)
         for extra in [
             ["--rate-limit", "fast"], ["--rate-limit", "0"], ["--trusted-proxy", "10.0.0.0/40"], ["--secret-file", short.path],
-            ["--secret-file", "/nonexistent-secret"], ["--db-connections", "2"],
+            ["--secret-file", "/nonexistent-secret"], ["--db-connections", "2"], ["--allocator-trim-interval", "-1"],
+            ["--allocator-trim-interval", "86401"],
         ] {
             #expect(try await Self.run(["serve", "--db", "sqlite:/nonexistent-dir/x.sqlite"] + extra).status == 2, "\(extra)")
         }
