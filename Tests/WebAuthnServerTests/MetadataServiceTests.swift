@@ -63,6 +63,23 @@ struct MetadataServiceTests {
 
     static func code(_ outcome: MetadataService.Outcome) -> String { outcome.label }
 
+    /// `bytes` as a gzip member of one stored (uncompressed) deflate block: what a server sends with
+    /// `Content-Encoding: gzip`, without a compression library.
+    static func gzip(_ bytes: [UInt8]) -> [UInt8] {
+        precondition(bytes.count <= 0xFFFF)
+        var crc: UInt32 = 0xFFFF_FFFF
+        for byte in bytes {
+            crc ^= UInt32(byte)
+            for _ in 0..<8 { crc = (crc >> 1) ^ (crc & 1 == 1 ? 0xEDB8_8320 : 0) }
+        }
+        crc ^= 0xFFFF_FFFF
+        let length = UInt16(bytes.count)
+        func le32(_ v: UInt32) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 24)] }
+        return [0x1F, 0x8B, 8, 0, 0, 0, 0, 0, 0, 0xFF]  // magic, deflate, no flags, no time, unknown OS
+            + [0x01, UInt8(length & 0xFF), UInt8(length >> 8), UInt8(~length & 0xFF), UInt8(~length >> 8)] + bytes  // final stored block
+            + le32(crc) + le32(UInt32(bytes.count))
+    }
+
     static func temporaryDirectory() -> String {
         FileManager.default.temporaryDirectory.appendingPathComponent("mds-cache-\(UUID().uuidString)").path
     }
@@ -108,6 +125,13 @@ struct MetadataServiceTests {
             ("a 500", .respond(status: 500, headers: [], body: Array("oops".utf8)), "metadata_unavailable"),
             ("a redirect to http", .respond(status: 302, headers: [("Location", "http://127.0.0.1:1/")], body: []), "metadata_unavailable"),
             ("a 304", .respond(status: 304, headers: [], body: []), "unchanged"),
+            // libcurl inflates whatever it is sent before the cap can count it (red team: 2 MB of gzip
+            // held 2.2 GB): identity is asked for, and a compressed answer is refused with its head.
+            (
+                "a compressed body",
+                .respond(status: 200, headers: [("Content-Type", "application/jwt"), ("Content-Encoding", "gzip")], body: Self.gzip(newer)),
+                "metadata_unavailable"
+            ),
         ]
         for (name, answer, expected) in cases {
             script.set(answer)
@@ -116,7 +140,8 @@ struct MetadataServiceTests {
             #expect(service.status.serial == 5 && Self.installedName(engine) == "stand-in key 5", "\(name)")
         }
         // Each 304 and each failure left the installed BLOB in use; the failures are counted.
-        #expect(service.status.fetches["metadata_unavailable"] == 3 && service.status.fetches["unchanged"] == 2)
+        #expect(service.status.fetches["metadata_unavailable"] == 4 && service.status.fetches["unchanged"] == 2)
+        #expect(server.requests.allSatisfy { $0.header("Accept-Encoding") == "identity" }, "\(server.requests.map { $0.headers })")
         #expect(try await Self.register(engine).trust.trusted)
     }
 
