@@ -51,7 +51,7 @@ public struct AppleSignIn: Sendable {
     }
 
     /// Exchanges an authorization code, then verifies the answer's identity token
-    /// (no nonce: the one the app sent was checked already) and, when `expectedSub`
+    /// (no nonce: the one the app sent was checked already; its `aud` must be `clientID`) and, when `expectedSub`
     /// is given, that it names the same user: `apple_token_claim_invalid` otherwise.
     public func exchange(
         code: String, clientID: String, redirectURI: String? = nil,
@@ -61,7 +61,12 @@ public struct AppleSignIn: Sendable {
         guard let idToken = tokens.idToken else {
             throw WebAuthnError(.appleEndpointUnavailable, "Apple's token answer has no id_token")
         }
-        let identity = try await verifyIdentityToken(idToken, nonce: nil)
+        // Addressed to the client the code was exchanged for, not to any configured client (red team:
+        // a token for the Services ID was taken from an exchange made as the app).
+        let signed = try SignedToken(Array(idToken.utf8))
+        let set = try await keys.keySet(containing: signed.kid)
+        let identity = try AppleTokenVerifier.identityToken(
+            signed, key: try set.key(for: signed.kid), clientIDs: [clientID], nonce: nil, now: clock.now(), leeway: configuration.leeway)
         if let expectedSub, !Bytes.sameUTF8(identity.sub, expectedSub) {
             throw WebAuthnError(.appleTokenClaimInvalid, "the code's identity token is for another user than the identity token sent")
         }

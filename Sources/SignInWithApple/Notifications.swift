@@ -90,8 +90,8 @@ extension AppleNotification {
         guard let type = events["type"]?.stringValue, !type.isEmpty, type.utf8.count <= 64 else {
             throw WebAuthnError(.appleNotificationInvalid, "the events have no type")
         }
-        guard let sub = events["sub"]?.stringValue, !sub.isEmpty, sub.utf8.count <= 255 else {
-            throw WebAuthnError(.appleNotificationInvalid, "the events have no sub")
+        guard let sub = events["sub"]?.stringValue, AppleTokenVerifier.isIdentifier(sub) else {
+            throw WebAuthnError(.appleNotificationInvalid, "the events have no sub of 1 to 255 visible ASCII characters")
         }
         let email: String?
         switch events["email"] {

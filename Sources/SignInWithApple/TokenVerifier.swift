@@ -38,8 +38,12 @@ public enum AppleTokenVerifier {
     ) throws(WebAuthnError) -> AppleIdentityToken {
         let claims = try signed.verified(with: key, clientIDs: clientIDs, now: now, leeway: leeway, requireExpiry: true)
         let c = claims.object
-        guard let sub = c["sub"]?.stringValue, !sub.isEmpty, sub.utf8.count <= 255 else {
-            throw WebAuthnError(.appleTokenClaimInvalid, "sub is not a string of 1 to 255 bytes")
+        guard let sub = c["sub"]?.stringValue, isIdentifier(sub) else {
+            throw WebAuthnError(.appleTokenClaimInvalid, "sub is not a string of 1 to 255 visible ASCII characters")
+        }
+        let transferSub = try optionalString(c, "transfer_sub")
+        if let transferSub, !isIdentifier(transferSub) {
+            throw WebAuthnError(.appleTokenClaimInvalid, "transfer_sub is not a string of 1 to 255 visible ASCII characters")
         }
         if let nonce { try checkNonce(c["nonce"], expected: nonce) }
         return AppleIdentityToken(
@@ -48,11 +52,20 @@ public enum AppleTokenVerifier {
             emailVerified: try flag(c, "email_verified"),
             isPrivateEmail: try flag(c, "is_private_email"),
             realUserStatus: c["real_user_status"]?.intValue.map(AppleRealUserStatus.init(rawValue:)),
-            transferSub: try optionalString(c, "transfer_sub"),
+            transferSub: transferSub,
             issuedAt: claims.issuedAt, expiresAt: claims.expiresAt ?? claims.issuedAt,
             nonceSupported: try flag(c, "nonce_supported"),
             authenticatedAt: c["auth_time"].flatMap(\.numberValue).flatMap(date),
             nonce: c["nonce"]?.stringValue.flatMap { $0.utf8.count <= 256 ? $0 : nil })
+    }
+
+    /// Whether `value` can be an Apple user identifier (`sub`, `transfer_sub`, a notification's
+    /// `events.sub`): 1 to 255 visible ASCII characters, as Apple's are (`000123.0a1b….1234`).
+    /// A NUL in one cut it short where a store bound it as a C string, and matched another user's
+    /// identity (red team); control characters, spaces and other scripts are refused with it.
+    static func isIdentifier(_ value: String) -> Bool {
+        let bytes = value.utf8
+        return (1...255).contains(bytes.count) && bytes.allSatisfy { (0x21...0x7E).contains($0) }
     }
 
     /// The nonce claim is the issued nonce, or SHA-256 of it in lowercase hex (apps follow both conventions).
@@ -108,7 +121,7 @@ package struct SignedToken {
         }
         let jws: JWS
         do {
-            jws = try JWS(compact: compact, maxSize: AppleTokenVerifier.maxTokenSize)
+            jws = try JWS(compact: compact, maxSize: AppleTokenVerifier.maxTokenSize, canonical: true)
         } catch {
             throw WebAuthnError(.appleTokenMalformed, "the token is not a compact JWS Apple signs: \(error.message)")
         }

@@ -17,7 +17,8 @@ extension PostgresConnection {
     /// go and the connection's thread waits once for all of them, not once for each.
     /// Throws as ``execute(_:_:retry:)``.
     func query(_ sql: String, _ params: [String?], retry: Retry) async throws -> [Row] {
-        try await withCheckedThrowingContinuation { continuation in
+        try Self.refuseNUL(params)
+        return try await withCheckedThrowingContinuation { continuation in
             let start = waitingJobs.withLock { state in
                 state.jobs.append(Job(sql: sql, params: params, retry: retry, continuation: continuation))
                 guard !state.draining else { return false }

@@ -187,6 +187,7 @@ final class PostgresConnection: @unchecked Sendable {
     /// Throws ``Failure`` for an error of the statement, `storage_failure`
     /// when the connection is broken and the statement may not be sent again.
     func execute(_ sql: String, _ params: [String?] = [], retry: Retry = .ifNotSent) throws -> [Row] {
+        try Self.refuseNUL(params)
         guard let connection else { throw WebAuthnError(.storageFailure, "the PostgreSQL store is closed") }
         if retry != .never, !Self.looksUsable(connection) { try reset(connection) }
         switch send(sql, params, on: connection) {
@@ -201,6 +202,15 @@ final class PostgresConnection: @unchecked Sendable {
             }
         case .notSent(let message), .lost(let message):
             throw WebAuthnError(.storageFailure, "PostgreSQL connection lost: \(message)")
+        }
+    }
+
+    /// Parameters go to libpq as C strings, which end at a NUL: `x\0y` would be sent as `x` and find
+    /// the row of `x` (red team, an Apple user identifier). PostgreSQL text cannot hold a NUL, so such
+    /// a parameter is the statement's failure (`character_not_in_repertoire`), before anything is sent.
+    static func refuseNUL(_ params: [String?]) throws(Failure) {
+        for case let param? in params where param.utf8.contains(0) {
+            throw Failure(sqlState: "22021", message: "a text parameter holds a NUL byte, which PostgreSQL text cannot hold")
         }
     }
 

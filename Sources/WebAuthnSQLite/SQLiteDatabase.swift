@@ -171,7 +171,17 @@ final class SQLiteDatabase: Sendable {
             switch value {
             case .integer(let i): status = sqlite3_bind_int64(handle, index, i)
             case .float(let d): status = sqlite3_bind_double(handle, index, d)
-            case .text(let t): status = sqlite3_bind_text(handle, index, t, -1, transient)
+            // Bound by its length, not as a C string: a NUL inside would end it there, and
+            // `x\0y` would find the row of `x` (red team, an Apple user identifier).
+            case .text(let t):
+                var text = t
+                guard let count = Int32(exactly: text.utf8.count) else { throw SQLiteError(code: SQLITE_TOOBIG, message: "a text of \(text.utf8.count) bytes") }
+                status =
+                    count == 0
+                    ? sqlite3_bind_text(handle, index, "", 0, transient)
+                    : text.withUTF8 { utf8 in
+                        utf8.withMemoryRebound(to: CChar.self) { sqlite3_bind_text(handle, index, $0.baseAddress, count, transient) }
+                    }
             // An empty blob is a zero-length blob, not NULL (which a nil base address would bind).
             case .blob(let b) where b.isEmpty: status = sqlite3_bind_zeroblob(handle, index, 0)
             case .blob(let b):

@@ -74,7 +74,7 @@ extension AppleStandIn {
             guard let grant else { return Self.oauthError("invalid_grant") }
             let refresh = "r" + Bytes.hex(SecureRandom.bytes(16)) + ".0.standin"
             state.withLock { $0.refreshTokens[refresh] = RefreshToken(user: grant.user, clientID: clientID, revoked: false) }
-            let idToken = identityToken(for: grant.user, audience: clientID, nonce: grant.nonce, lifetime: 600)
+            let idToken = identityToken(for: grant.user, audience: exchangeAudience ?? clientID, nonce: grant.nonce, lifetime: 600)
             let body: JSONValue = [
                 "access_token": .string("a" + Bytes.hex(SecureRandom.bytes(16))), "token_type": "Bearer",
                 "expires_in": 3600, "refresh_token": .string(refresh), "id_token": .string(idToken),

@@ -101,6 +101,7 @@ public final class AppleStandIn: Sendable {
         var keySetRequests = 0
         var codeExchanges = 0
         var revokeRefusal: String?
+        var exchangeAudience: String?
         var keysAvailable = true
         var authorizeUser = User()
         var firstConsent = true
@@ -199,6 +200,14 @@ public final class AppleStandIn: Sendable {
     public var revokeRefusal: String? {
         get { state.withLock { $0.revokeRefusal } }
         set { state.withLock { $0.revokeRefusal = newValue } }
+    }
+
+    /// The `aud` of the identity token a code exchange answers with; nil (the default): the
+    /// client the code was exchanged for, as Apple writes it. For testing a client that must
+    /// check the answer is addressed to it.
+    public var exchangeAudience: String? {
+        get { state.withLock { $0.exchangeAudience } }
+        set { state.withLock { $0.exchangeAudience = newValue } }
     }
 
     /// How many times `/auth/token` was asked to exchange an authorization code (the client check passed).

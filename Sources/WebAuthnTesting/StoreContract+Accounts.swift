@@ -20,6 +20,15 @@ extension StoreContract {
         try expect(try await identities.identity(provider: "apple", subject: "001234.abc") == first, "the identity reads back field for field")
         try expect(try await identities.identity(provider: "apple", subject: "001234.ABC") == nil, "subjects are case-sensitive")
         try expect(try await identities.identity(provider: "google", subject: "001234.abc") == nil, "the provider is part of the key")
+        // A NUL is part of the text, never its end (red team: SQLite bound text as a C string, and
+        // `001234.abc\0evil` found, unlinked and signed in to this identity). A store that cannot hold
+        // a NUL (PostgreSQL) may refuse it; none may take it for another subject or name.
+        let cut = "001234.abc\u{0}evil"
+        try expect(((try? await identities.identity(provider: "apple", subject: cut)) ?? nil) == nil, "a subject with a NUL is not the subject before it")
+        try expect(((try? await identities.unlink(provider: "apple", subject: cut)) ?? nil) == nil, "nothing unlinked through a NUL")
+        try expect(!((try? await identities.relink(provider: "apple", subject: cut, to: "666.nul", at: Date())) ?? false), "nothing relinked through a NUL")
+        try expect(try await identities.identity(provider: "apple", subject: "001234.abc") == first, "the identity is untouched")
+        try expect(((try? await stores.accounts.account(named: "dana\u{0}x")) ?? nil) == nil, "a name with a NUL is not the name before it")
         // The same subject again, for a new name: nothing is created.
         let eve = UserEntity.new(name: "eve")
         try expect(await errorCode { try await identities.create(eve, firstIdentity: identity("001234.abc", user: eve.id)) } == "identity_already_linked")

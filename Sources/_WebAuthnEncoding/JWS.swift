@@ -12,7 +12,11 @@ package struct JWS {
         "ES256": .es256, "ES384": .es384, "ES512": .es512,
     ]
 
-    package init(compact: [UInt8], maxSize: Int = 16 << 20) throws(WebAuthnError) {
+    /// Parses `compact`. `canonical`: each part must be unpadded base64url in the one encoding
+    /// of its bytes (RFC 7515 §2), so that one token has one text: Sign in with Apple keys its
+    /// notifications by the text, and the liberal decoder took a signature re-encoded with `+`
+    /// and `/`, padding or other spare bits for a new notification (red team).
+    package init(compact: [UInt8], maxSize: Int = 16 << 20, canonical: Bool = false) throws(WebAuthnError) {
         guard compact.count <= maxSize else { throw WebAuthnError(.inputTooLarge, "the JWS is \(compact.count) bytes") }
         let parts = compact.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
         guard parts.count == 3 else { throw WebAuthnError(.attestationStatementMalformed, "a JWS has three dot-separated parts; this one has \(parts.count)") }
@@ -21,6 +25,11 @@ package struct JWS {
             let signature = parts[2].withUnsafeBufferPointer(Base64URL.decode(utf8:))
         else {
             throw WebAuthnError(.attestationStatementMalformed, "a JWS part is not base64url")
+        }
+        if canonical {
+            for (part, bytes) in zip(parts, [headerBytes, payloadBytes, signature]) where !Base64URL.encode(bytes).utf8.elementsEqual(part) {
+                throw WebAuthnError(.attestationStatementMalformed, "a JWS part is not in canonical base64url (no padding, no + or /, zero spare bits)")
+            }
         }
         header = try JSONValue.parse(headerBytes, limits: JSONLimits(maxBytes: 1 << 20, maxDepth: 8))
         payload = try JSONValue.parse(payloadBytes, limits: JSONLimits(maxBytes: maxSize, maxDepth: 16))

@@ -73,6 +73,19 @@ struct ExchangeTests {
         }
     }
 
+    @Test("the exchange's identity token must be addressed to the client the code was exchanged for, not any configured one")
+    func exchangeAudience() async throws {
+        defer { standIn.stop() }
+        // Red team: an exchange made as the app took a token addressed to the Services ID.
+        standIn.exchangeAudience = TokenFixture.servicesID
+        let code = standIn.authorizationCode(for: user, clientID: TokenFixture.clientID)
+        let refused = await refusal { _ = try await apple.exchange(code: code, clientID: TokenFixture.clientID, expectedSub: user.sub) }
+        #expect(refused?.code == .appleTokenClaimInvalid, "\(String(describing: refused))")
+        standIn.exchangeAudience = nil
+        let again = standIn.authorizationCode(for: user, clientID: TokenFixture.clientID)
+        #expect(try await apple.exchange(code: again, clientID: TokenFixture.clientID, expectedSub: user.sub).identity.audience == TokenFixture.clientID)
+    }
+
     @Test("redirect_uri is sent only when given, form-encoded: a URI with & + = and spaces survives")
     func redirectURI() async throws {
         defer { standIn.stop() }

@@ -85,6 +85,37 @@ struct NotificationTests {
         var other = Self.event
         other["type"] = "email-enabled"
         #expect(try verify(body(events: .object(other), jti: nil)).dedupeKey != first)
+        // One token has one text (red team: a signature re-encoded with padding, + and /, or other
+        // spare bits was a new key, and the notification was acted on again): each other text is refused.
+        let payload = try #require(JSONValue.parse(noJTI)["payload"]?.stringValue)
+        let parts = payload.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        let signature = parts[2]
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+        let lastCharacter = try #require(signature.last)
+        let last = try #require(alphabet.firstIndex(of: lastCharacter))
+        var variants = [
+            signature + String(repeating: "=", count: (4 - signature.count % 4) % 4),  // padded
+            String(signature.dropLast()) + String(alphabet[last ^ 1]),  // a spare bit set (or cleared)
+        ]
+        let standard = signature.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        if standard != signature { variants.append(standard) }
+        #expect(signature.count % 4 != 0 && signature.count % 4 != 1, "the signature's text has spare bits to set")
+        for variant in variants {
+            let forged = JSONValue.object(["payload": .string(parts[0] + "." + parts[1] + "." + variant)]).serializedBytes()
+            #expect(code(forged) == "apple_token_malformed", "\(variant.suffix(6))")
+        }
+    }
+
+    @Test("events.sub is 1 to 255 visible ASCII characters: a NUL, a space, a control or another script is refused")
+    func eventSub() throws {
+        for sub in ["001234.abc\u{0}0042", "001234.abc 0042", "001234.abc\n", "001234.аbc", String(repeating: "a", count: 256), ""] {
+            var event = Self.event
+            event["sub"] = .string(sub)
+            #expect(code(body(events: .object(event))) == "apple_notification_invalid", "\(sub.debugDescription)")
+        }
+        var event = Self.event
+        event["sub"] = .string(String(repeating: "a", count: 255))
+        #expect(try verify(body(events: .object(event))).sub.count == 255)
     }
 
     @Test("refused: not {payload}, events missing or not an object, no type or sub, wrong aud, wrong iss, bad signature")

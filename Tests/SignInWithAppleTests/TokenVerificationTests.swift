@@ -101,11 +101,18 @@ struct TokenVerificationTests {
         #expect(f.code(f.token { $0["iat"] = nil }) == "apple_token_claim_invalid")
     }
 
-    @Test("sub must be a non-empty string")
+    @Test("sub and transfer_sub are 1 to 255 visible ASCII characters: a NUL, a space, a control or another script is refused")
     func subject() {
         #expect(f.code(f.token { $0["sub"] = nil }) == "apple_token_claim_invalid")
         #expect(f.code(f.token { $0["sub"] = "" }) == "apple_token_claim_invalid")
         #expect(f.code(f.token { $0["sub"] = 42 }) == "apple_token_claim_invalid")
+        // Red team: `<sub>\0evil` signed in as `<sub>`, the store having bound it as a C string.
+        for bad in [f.user.sub + "\u{0}evil", f.user.sub + " ", "\t" + f.user.sub, f.user.sub + "\u{7F}", "001234.аbc", String(repeating: "1", count: 256)] {
+            #expect(f.code(f.token { $0["sub"] = .string(bad) }) == "apple_token_claim_invalid", "\(bad.debugDescription)")
+            #expect(f.code(f.token { $0["transfer_sub"] = .string(bad) }) == "apple_token_claim_invalid", "transfer_sub \(bad.debugDescription)")
+        }
+        #expect(f.code(f.token { $0["transfer_sub"] = "" }) == "apple_token_claim_invalid")
+        #expect(f.code(f.token { $0["sub"] = .string(String(repeating: "1", count: 255)) }) == nil)
     }
 
     @Test("email_verified and is_private_email as booleans or \"true\"/\"false\"; anything else refused")
