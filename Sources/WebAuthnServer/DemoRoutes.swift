@@ -10,8 +10,9 @@ extension WebAuthnRoutes {
     /// `/demo/`: who is signed in, their credentials, delete one, sign out.
     /// Everything but the page needs the signed-in session. Not part of
     /// ``routes(context:)``: a host app mounts it only if it wants it, at the
-    /// root (the page calls the ceremony routes at `/attestation/…` and `/assertion/…`).
-    public func demoRoutes<Context: RequestContext>(context: Context.Type = Context.self) -> RouteCollection<Context> {
+    /// root, with ``routes(context:)`` at the root too (the page calls the ceremony routes at
+    /// `/attestation/…` and `/assertion/…`). `Context`: see ``add(to:atPath:)``.
+    public func demoRoutes<Context: RemoteAddressRequestContext>(context: Context.Type = Context.self) -> RouteCollection<Context> {
         let router = RouteCollection(context: Context.self)
         router.add(middleware: SecurityHeadersMiddleware<Context>(secure: configuration.secureCookies))
         router.get("/") { _, _ in Self.file(DemoPage.html, type: "text/html; charset=utf-8") }

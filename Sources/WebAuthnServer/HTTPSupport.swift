@@ -206,3 +206,23 @@ enum SecurityHeaders {
         if !cacheControl { headers.append(noStore) }
     }
 }
+
+/// A `WebAuthnError` thrown in a host app's own route (``WebAuthnRoutes/requireRecentVerification(_:)``
+/// in a handler of its own) answers as the ceremony routes answer it: its status
+/// (`401 sign_in_required`, `401 reauthentication_required`, ...) and the failure envelope. It
+/// answered `500` with an empty body (an adopter's review). The server's own failures keep their
+/// detail out of the answer.
+extension WebAuthnError: HTTPResponseError {
+    /// The status the ceremony routes answer this error with.
+    public var status: HTTPResponse.Status { HTTP.status(for: self) }
+
+    /// `{"status":"failed","errorMessage":"<code>: <message>"}`; the server's own failures say only that it failed.
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        switch code {
+        case .storageFailure, .cryptoFailure, .internalError, .configurationInvalid:
+            return HTTP.failed(WebAuthnError(.internalError, "the server failed; quote request id \(context.id)"), status: .internalServerError)
+        default:
+            return HTTP.failed(self, status: status)
+        }
+    }
+}

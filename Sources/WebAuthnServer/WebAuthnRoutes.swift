@@ -48,11 +48,17 @@ public struct WebAuthnRoutes: Sendable {
     ///   - sessions: where signed-in sessions live; share it between instances
     ///     (the SQLite and PostgreSQL stores are session stores).
     ///   - configuration: what the routes serve, and how. Default: the safe defaults
-    ///     of ``ServerConfiguration``, with a random secret per process.
+    ///     of ``ServerConfiguration``, with a random secret per process. Its secret must be
+    ///     32 to 1024 bytes: a shorter one stops the process here (a precondition).
     public init(
         engine: WebAuthnEngine, accounts: any AccountStore, sessions: any SessionStore = InMemorySessionStore(),
         configuration: ServerConfiguration = ServerConfiguration()
     ) {
+        // The key of every session cookie and of the stand-ins: a short one is a configuration
+        // error to stop at, not to serve with (an adopter's review: `secret: []` was taken).
+        precondition(
+            (32...1024).contains(configuration.secret.count),
+            "ServerConfiguration.secret must be 32 to 1024 bytes, not \(configuration.secret.count)")
         self.engine = engine
         self.accounts = accounts
         self.configuration = configuration
@@ -67,10 +73,21 @@ public struct WebAuthnRoutes: Sendable {
     var now: Date { engine.relyingParty.clock.now() }
 
     /// Mounts ``routes(context:)`` on `router` under `path` (the host app's choice,
-    /// "" for the root), and ``demoRoutes(context:)`` at the root when
+    /// "" for the root), the well-known files at the root whatever `path` is (browsers
+    /// look for them there only), and ``demoRoutes(context:)`` at the root when
     /// ``ServerConfiguration/demo`` is set. Adds no middleware to `router` itself.
-    public func add<Context: RequestContext>(to router: Router<Context>, atPath path: String = "") {
+    ///
+    /// `Context` must report the client's address (`RemoteAddressRequestContext`, such as
+    /// ``WebAuthnRequestContext``): throttling counts per address, and a context without one
+    /// would count every client as one, so that one client's flood refused sign-in to all
+    /// (an adopter's review).
+    public func add<Context: RemoteAddressRequestContext>(to router: Router<Context>, atPath path: String = "") {
         router.addRoutes(routes(context: Context.self), atPath: RouterPath(path))
+        if !path.isEmpty && path != "/" {
+            let wellKnown = RouteCollection(context: Context.self)
+            addWellKnown(to: wellKnown)
+            router.addRoutes(wellKnown)
+        }
         if configuration.demo { router.addRoutes(demoRoutes(context: Context.self)) }
     }
 
@@ -78,8 +95,11 @@ public struct WebAuthnRoutes: Sendable {
     /// `/attestation/result`, `/assertion/options`, `/assertion/result`) and the
     /// configured well-known files, as a collection to mount where the host app
     /// chooses: `router.addRoutes(webauthn.routes(context: C.self), atPath: "/webauthn")`.
-    /// The security headers apply to these routes only.
-    public func routes<Context: RequestContext>(context: Context.Type = Context.self) -> RouteCollection<Context> {
+    /// The security headers apply to these routes only. The well-known files
+    /// (`/.well-known/webauthn`, `/.well-known/apple-app-site-association`) are in the
+    /// collection too: mounted under a path, they are not where browsers look, and
+    /// ``add(to:atPath:)`` mounts them at the root as well. `Context`: see ``add(to:atPath:)``.
+    public func routes<Context: RemoteAddressRequestContext>(context: Context.Type = Context.self) -> RouteCollection<Context> {
         let router = RouteCollection(context: Context.self)
         router.add(middleware: SecurityHeadersMiddleware<Context>(secure: configuration.secureCookies))
         router.post("/attestation/options") { request, context in
@@ -95,6 +115,13 @@ public struct WebAuthnRoutes: Sendable {
             await ceremony(request, context, as: "authentication") { try await assertionResult(request, context) }
         }
         if !configuration.conformance { addReauthentication(to: router) }
+        addWellKnown(to: router)
+        if let apple = configuration.apple { addApple(to: router, apple) }
+        return router
+    }
+
+    /// The configured well-known files (related origins, Apple's web credentials).
+    func addWellKnown<Context: RequestContext>(to router: RouteCollection<Context>) {
         if !configuration.relatedOrigins.isEmpty {
             router.get("/.well-known/webauthn") { _, _ in HTTP.json(["origins": .array(configuration.relatedOrigins.map { .string($0) })]) }
         }
@@ -103,8 +130,6 @@ public struct WebAuthnRoutes: Sendable {
                 HTTP.json(["webcredentials": ["apps": .array(configuration.appleWebCredentialApps.map { .string($0) })]])
             }
         }
-        if let apple = configuration.apple { addApple(to: router, apple) }
-        return router
     }
 
     // MARK: Request handling

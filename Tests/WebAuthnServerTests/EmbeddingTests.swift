@@ -8,6 +8,7 @@ import WebAuthnCore
 import WebAuthnServer
 import WebAuthnSQLite
 import WebAuthnTesting
+import _WebAuthnEncoding
 
 /// The server as a library, in-process: the README's mounting example (verbatim
 /// between the markers; DocumentationTests checks the README holds the same
@@ -80,6 +81,38 @@ struct EmbeddingTests {
             #expect(hello.headers["content-security-policy"] == nil)
         }
         try await store.close()
+    }
+
+    @Test("embedded under a prefix: the well-known files at the root; a host route's requireRecentVerification answers 401, not 500")
+    func embeddedUnderPrefix() async throws {
+        let rp = try RelyingParty(id: "example.com", name: "Example", origins: ["https://example.com"])
+        let engine = WebAuthnEngine(relyingParty: rp)
+        let webauthn = WebAuthnRoutes(
+            engine: engine, accounts: InMemoryAccountStore(),
+            configuration: ServerConfiguration(relatedOrigins: ["https://example.org"], secret: Array(repeating: 7, count: 32)))
+        let router = Router(context: WebAuthnRequestContext.self)
+        webauthn.add(to: router, atPath: "/webauthn")
+        router.get("/me") { request, _ in Base64URL.encode(try await webauthn.requireRecentVerification(request)) }
+        try await Self.serving({ running in
+            Application(
+                router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), onServerRunning: { await running($0.localAddress?.port ?? 0) })
+        }) { port in
+            // Browsers look for the well-known files at the root only (they were under the prefix only).
+            let wellKnown = try await Self.fetch(port, "/.well-known/webauthn")
+            #expect(wellKnown.status == 200 && wellKnown.body.contains("https://example.org"), "\(wellKnown)")
+            // Without a session: the status and envelope the ceremony routes use (it was 500, empty).
+            let me = try await Self.fetch(port, "/me")
+            #expect(me.status == 401 && me.body.contains("sign_in_required"), "\(me)")
+        }
+    }
+
+    @Test("a server secret shorter than 32 bytes stops the process when the routes are made")
+    func shortSecret() async {
+        await #expect(processExitsWith: .failure) {
+            let rp = try RelyingParty(id: "example.com", origins: ["https://example.com"])
+            _ = WebAuthnRoutes(
+                engine: WebAuthnEngine(relyingParty: rp), accounts: InMemoryAccountStore(), configuration: ServerConfiguration(secret: [1, 2, 3]))
+        }
     }
 
     @Test("enrollment closed to strangers (signedInOwnerOnly): a taken name and a free one get the same refusal")
