@@ -53,7 +53,34 @@ struct ServerLogHandler: LogHandler {
         // The line's own metadata wins over the logger's, as in `StreamLogHandler`.
         if !metadata.isEmpty { event.metadata = metadata.merging(event.metadata ?? [:]) { _, line in line } }
         if let lineMetadata = event.metadata { event.metadata = Self.bounded(lineMetadata) }
+        let message = event.message.description
+        if Self.needsEscaping(message) { event.message = "\(Self.escaped(message))" }
         stream.log(event: event)
+    }
+
+    /// Whether `text` holds a character that could end or forge a line: a C0 or C1 control
+    /// (newline, carriage return, escape), DEL, or a Unicode line or paragraph separator.
+    static func needsEscaping(_ text: String) -> Bool {
+        text.unicodeScalars.contains { isLineBreaking($0) }
+    }
+
+    static func isLineBreaking(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.value == 0x2028 || scalar.value == 0x2029
+    }
+
+    /// `text` with each such character written as `\u{…}`: messages and metadata quote what
+    /// strangers sent (a duplicate JSON member's name, a JWS alg), and a newline in one wrote a
+    /// line of its own that read as the server's (red team, tenth pass).
+    static func escaped(_ text: String) -> String {
+        var out = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            if isLineBreaking(scalar) {
+                out.append(contentsOf: "\\u{\(String(scalar.value, radix: 16))}".unicodeScalars)
+            } else {
+                out.append(scalar)
+            }
+        }
+        return String(out)
     }
 
     /// The longest string a metadata value keeps in a line; the rest is cut and counted.
@@ -68,8 +95,11 @@ struct ServerLogHandler: LogHandler {
             metadata["hb.request.path"] = .string(String(path[..<query]) + "?…")
         }
         for (key, value) in metadata {
-            guard let text = text(value), text.utf8.count > maximumValueLength else { continue }
-            metadata[key] = .string(String(text.prefix(maximumValueLength)) + "…(\(text.utf8.count) bytes)")
+            guard var text = text(value) else { continue }
+            let long = text.utf8.count > maximumValueLength, breaking = needsEscaping(text)
+            guard long || breaking else { continue }
+            if long { text = String(text.prefix(maximumValueLength)) + "…(\(text.utf8.count) bytes)" }
+            metadata[key] = .string(breaking ? escaped(text) : text)
         }
         return metadata
     }

@@ -672,6 +672,23 @@ struct SecurityTests {
         #expect(now <= baseline + (peak - baseline) / 2, "RSS \(baseline) KiB, after the flood \(peak) KiB, 10 s later \(now) KiB")
     }
 
+    @Test("the log: a newline in what a stranger sent is written escaped, never as a line of its own")
+    func logInjection() async throws {
+        // Red team, tenth pass: a BLOB header's duplicate member name, quoted in the rejection, wrote
+        // a line that read as the server's. Unsigned bytes: nothing but the file is needed.
+        let name = #"x\nFORGED notice webauthn: injected"#
+        let header = Base64URL.encode(Array(#"{"alg":"ES256","\#(name)":1,"\#(name)":2}"#.utf8))
+        let blob = FileManager.default.temporaryDirectory.appendingPathComponent("forged-\(UUID().uuidString).jwt")
+        try Data((header + "." + Base64URL.encode(Array("{}".utf8)) + ".AAAA").utf8).write(to: blob)
+        defer { try? FileManager.default.removeItem(at: blob) }
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--mds-blob", blob.path])
+        defer { server.stop() }
+        #expect(await server.logEventually(contains: "metadata BLOB rejected"), "\(server.log)")
+        let lines = server.log.split(separator: "\n")
+        #expect(!lines.contains { $0.hasPrefix("FORGED") }, "\(server.log)")
+        #expect(server.log.contains(#"x\u{a}FORGED"#), "\(server.log)")
+    }
+
     @Test("names: a NUL or a look-alike cannot be registered")
     func names() async throws {
         let server = try await ServeProcess(database: ServeProcess.temporaryDatabase())
