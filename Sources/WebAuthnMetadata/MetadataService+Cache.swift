@@ -25,7 +25,6 @@ extension MetadataService {
         do throws(WebAuthnError) {
             let bytes = try FIDOMetadata.read(path)
             var options = configuration.verification
-            options.minimumSerial = 0
             options.refuseStale = false
             let blob = try FIDOMetadata.blob(jwt: bytes, at: now, options: options)
             let written = (try? FileManager.default.attributesOfItem(atPath: path)[.modificationDate] as? Date) ?? nil

@@ -31,7 +31,10 @@ public final class MetadataService: Service, Sendable {
         /// address only (a stand-in in tests).
         public var url: URL
         /// The roots and CRLs the BLOB's signing chain is verified with (default: the FIDO MDS
-        /// root). Its `minimumSerial` and `refuseStale` are set by the service.
+        /// root). Its `refuseStale` is set by the service. Its `minimumSerial` is the lowest `no`
+        /// the service installs, fetched or cached: set it to the highest `no` of the BLOBs the
+        /// engine was given otherwise (`webauthn serve --mds-blob` does), or an older BLOB fetched
+        /// later replaces their entries (red team: a revoked model's status was rolled back).
         public var verification: FIDOMetadata.BLOBOptions
         /// A folder for the last good BLOB (`mds-blob.jwt`, and its HTTP validators beside it);
         /// nil: no cache. Created when missing.
@@ -267,6 +270,11 @@ public final class MetadataService: Service, Sendable {
             let received = Validators(etag: response.header("ETag"), lastModified: response.header("Last-Modified"))
             switch response.status {
             case 304 where held != nil:
+                // Confirmed only while the installed BLOB is current: a 304 for one past its
+                // nextUpdate (and its day of grace) froze updates while the age stayed fresh.
+                if let next = status.nextUpdate, started > next.addingTimeInterval(86_400) {
+                    throw WebAuthnError(.metadataStale, "the metadata service answered 304 Not Modified for a BLOB past its nextUpdate (\(next))")
+                }
                 state.withLock { $0.status.confirmedAt = started }
                 outcome = .unchanged
             case 200:
@@ -285,7 +293,6 @@ public final class MetadataService: Service, Sendable {
     func accept(_ bytes: [UInt8], validators: Validators) async throws(WebAuthnError) -> Outcome {
         let now = clock.now()
         var options = configuration.verification
-        options.minimumSerial = 0
         options.refuseStale = true
         let blob = try FIDOMetadata.blob(jwt: bytes, at: now, options: options)
         guard let serial = blob.serial else { throw WebAuthnError(.metadataInvalid, "the BLOB has no serial number (no)") }

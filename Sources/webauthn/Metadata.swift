@@ -86,13 +86,26 @@ struct MetadataOptions: ParsableArguments {
     /// Trust anchors: the built-in roots, `--metadata`, and the `--mds-blob` BLOBs that verify
     /// (`report` hears of each rejected one).
     func anchors(at time: Date, report: (String, WebAuthnError) -> Void = { _, _ in }) throws -> TrustAnchors {
+        try anchorsAndSerial(at: time, report: report).anchors
+    }
+
+    /// ``anchors(at:report:)`` and the highest `no` of the BLOBs among them (nil: none has one):
+    /// the floor of what `--mds-url` may install over them.
+    func anchorsAndSerial(at time: Date, report: (String, WebAuthnError) -> Void = { _, _ in }) throws -> (anchors: TrustAnchors, serial: Int?) {
         var anchors = TrustAnchors.builtIn
+        var serial: Int?
         let options = try blobOptions()
-        if let loaded = try load(at: time, options: options) { anchors.add(loaded.entries) }
+        if let loaded = try load(at: time, options: options) {
+            anchors.add(loaded.entries)
+            serial = loaded.serial
+        }
         let blobs = try loadBLOBs(at: time, options: options)
-        for blob in blobs.accepted { anchors.add(blob.metadata.entries) }
+        for blob in blobs.accepted {
+            anchors.add(blob.metadata.entries)
+            if let no = blob.metadata.serial { serial = max(serial ?? no, no) }
+        }
         for rejection in blobs.rejected { report(rejection.path, rejection.error) }
-        return anchors
+        return (anchors, serial)
     }
 }
 

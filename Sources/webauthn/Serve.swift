@@ -183,9 +183,13 @@ struct Serve: AsyncParsableCommand {
     }
 
     /// The metadata service of `--mds-url`, installing into `engine`; nil without the flag.
-    func metadataService(engine: WebAuthnEngine, logger: Logger, onInstall: @escaping @Sendable (FIDOMetadata) async -> Void) throws -> MetadataService? {
+    func metadataService(
+        engine: WebAuthnEngine, staticSerial: Int?, logger: Logger, onInstall: @escaping @Sendable (FIDOMetadata) async -> Void
+    ) throws -> MetadataService? {
         guard let mdsURL, let url = URL(string: mdsURL) else { return nil }
         var verification = try trust.blobOptions()
+        // Nothing fetched may be older than the BLOBs given as files (their entries would be replaced).
+        verification.minimumSerial = staticSerial ?? 0
         if let mdsRoot {
             guard let text = try? String(contentsOfFile: mdsRoot, encoding: .utf8) else { throw ValidationError("cannot read \(mdsRoot)") }
             do { verification.roots = [try X509Certificate(pem: text)] } catch { throw ValidationError("--mds-root: \(error.message)") }
@@ -298,7 +302,7 @@ struct Serve: AsyncParsableCommand {
             sqlite = opened
             store = opened
         }
-        let anchors = try trust.anchors(at: Date()) { path, error in
+        let (anchors, staticSerial) = try trust.anchorsAndSerial(at: Date()) { path, error in
             logger.error(
                 "metadata BLOB rejected, not used", metadata: ["file": .string(path), "code": .string(error.code.rawValue), "reason": .string(error.message)])
         }
@@ -348,7 +352,7 @@ struct Serve: AsyncParsableCommand {
         var auditLogger = logger
         auditLogger[metadataKey: "component"] = "audit"
         let auditor = CredentialAuditor(store: store, engine: engine, logger: auditLogger)
-        let metadata = try metadataService(engine: engine, logger: logger, onInstall: { _ in auditor.requestAudit() })
+        let metadata = try metadataService(engine: engine, staticSerial: staticSerial, logger: logger, onInstall: { _ in auditor.requestAudit() })
         if !engine.trustAnchors.metadata.isEmpty { auditor.requestAudit() }
         var secret = try self.secret()
         if secret == nil {

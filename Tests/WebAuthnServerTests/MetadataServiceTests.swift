@@ -145,6 +145,43 @@ struct MetadataServiceTests {
         #expect(try await Self.register(engine).trust.trusted)
     }
 
+    @Test("the floor: a BLOB older than those given as files is refused; a 304 for a BLOB past its nextUpdate is a failure")
+    func floorAndStaleConfirmation() async throws {
+        let script = Script()
+        let server = try Self.standIn(script)
+        defer { server.stop() }
+        var logger = Logger(label: "test.metadata")
+        logger.logLevel = .critical
+        // Red team, tenth pass: `--mds-blob` no 20 revoked a model; `--mds-url` then served a genuine
+        // no 5, which replaced its entry and cleared the revocation.
+        var verification = Self.pki.options
+        verification.minimumSerial = 20
+        let engine = try Self.engine()
+        let floored = try MetadataService(
+            configuration: MetadataService.Configuration(url: server.url, verification: verification, requestTimeout: 5, deadline: 10),
+            engine: engine, sleep: { _ in }, logger: logger)
+        script.set(.blob(try Self.pki.blob(no: 5)))
+        #expect(Self.code(await floored.refresh()) == "metadata_stale")
+        #expect(floored.status.serial == nil && Self.installedName(engine) == nil)
+        script.set(.blob(try Self.pki.blob(no: 21)))
+        #expect(Self.code(await floored.refresh()) == "installed")
+
+        // A 304 confirmed a BLOB ten days past its nextUpdate, and the age reported stayed fresh.
+        let time = Locked(Self.now)
+        let rp = try RelyingParty(
+            id: "example.com", origins: ["https://example.com"],
+            policy: VerificationPolicy(attestation: AttestationPolicy(requireTrustedAttestation: true)), clock: WebAuthnClock { time.withLock { $0 } })
+        let service = try Self.service(server.url, engine: WebAuthnEngine(relyingParty: rp))
+        script.set(.blob(try Self.pki.blob(no: 1, nextUpdate: "2030-01-05"), etag: "\"v1\""))
+        #expect(Self.code(await service.refresh()) == "installed")
+        script.set(.respond(status: 304, headers: [], body: []))
+        #expect(Self.code(await service.refresh()) == "unchanged")
+        let confirmed = service.status.confirmedAt
+        time.withLock { $0 = Self.now.addingTimeInterval(10 * 86_400) }
+        #expect(Self.code(await service.refresh()) == "metadata_stale")
+        #expect(service.status.confirmedAt == confirmed && service.status.serial == 1)
+    }
+
     @Test("a server that hangs fails at the deadline; one fetch runs at a time")
     func deadlineAndOneAtATime() async throws {
         let script = Script()
