@@ -69,11 +69,11 @@ let package = Package(
             dependencies: ["_WebAuthnEncoding", "COpenSSL", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
             swiftSettings: strict
         ),
-        // One capped HTTP exchange through URLSession (libcurl over the system OpenSSL on Linux),
-        // for Sign in with Apple's endpoints and the FIDO metadata service: `package` access.
+        // One capped HTTP/1.1 exchange on a socket of its own (TLS through _WebAuthnCrypto's
+        // OpenSSL), for Sign in with Apple's endpoints and the FIDO metadata service: `package` access.
         .target(
             name: "_WebAuthnHTTP",
-            dependencies: ["_WebAuthnEncoding"],
+            dependencies: ["_WebAuthnEncoding", "_WebAuthnCrypto"],
             swiftSettings: strict
         ),
         // Release builds keep every safety check: no unsafe flags (see Docs/Safety.md),

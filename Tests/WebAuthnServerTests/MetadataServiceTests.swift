@@ -6,6 +6,10 @@ import WebAuthnMetadata
 import WebAuthnTesting
 import _WebAuthnEncoding
 import _WebAuthnCrypto
+import _WebAuthnHTTP
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// `MetadataService` against a metadata service stand-in on loopback: BLOBs signed under a test
 /// PKI, picked up without a restart, every kind of failure keeping the last good BLOB, the disk
@@ -182,6 +186,25 @@ struct MetadataServiceTests {
         #expect(service.status.confirmedAt == confirmed && service.status.serial == 1)
     }
 
+    @Test("a body that never ends is read only as far as the cap, delimited by the connection's end or chunked")
+    func endlessBody() async throws {
+        // Red team, tenth pass: through URLSession a fast endless body grew RSS by 250 MB a second
+        // (6.7 GB in 25 s) whatever the cap, libcurl reading ahead of the delegate that kept it.
+        for chunked in [false, true] {
+            let script = Script()
+            script.set(.endless(chunked: chunked))
+            let server = try Self.standIn(script)
+            defer { server.stop() }
+            let service = try Self.service(server.url, engine: try Self.engine())
+            let outcome = await service.refresh()
+            #expect(Self.code(outcome) == "metadata_unavailable", "chunked \(chunked): \(outcome)")
+            if case .failed(let error) = outcome { #expect(error.message.contains("over \(FIDOMetadata.maxSize) bytes"), "\(error.message)") }
+            // What the stand-in got to send: the cap, and what the kernel's buffers held when reading stopped.
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(server.endlessBytesSent < FIDOMetadata.maxSize + 16 << 20, "chunked \(chunked): \(server.endlessBytesSent) bytes sent")
+        }
+    }
+
     @Test("a server that hangs fails at the deadline; one fetch runs at a time")
     func deadlineAndOneAtATime() async throws {
         let script = Script()
@@ -194,7 +217,7 @@ struct MetadataServiceTests {
         async let second = service.refresh()
         let outcomes = await [first, second]
         #expect(outcomes.map(Self.code) == ["metadata_unavailable", "metadata_unavailable"])
-        // The stand-in never answers. The deadline (0.5 s), not URLSession's request timeout (5 s),
+        // The stand-in never answers. The deadline (0.5 s), not the idle timeout (5 s),
         // ended the fetch: its message says so. A wall-clock bound cannot tell them apart here:
         // while other suites block this process's threads, a CI run measured 33 s and 35 s.
         for outcome in outcomes {
@@ -287,7 +310,7 @@ struct MetadataServiceTests {
         #expect(delay(failure, random: 0) == 1800)
     }
 
-    @Test("over HTTPS: the stand-in serves its BLOB to a client that trusts its CA; URLSession trusts the system roots only and keeps the last good BLOB")
+    @Test("over HTTPS: the stand-in serves its BLOB to a client that trusts its CA; the service trusts the system roots only and keeps the last good BLOB")
     func https() async throws {
         let identity = MetadataStandIn.TLSIdentity.loopback
         let script = Script()
@@ -318,14 +341,22 @@ struct MetadataServiceTests {
         }
         #expect(String(decoding: answer, as: UTF8.self).hasPrefix("HTTP/1.1 200 OK"))
         #expect(answer.suffix(blob.count) == Data(blob))
-        // URLSession (libcurl over OpenSSL) verifies the server against the system roots, which do not
-        // know the stand-in's CA: the fetch fails before any request is sent, and nothing is installed.
+        // The package's own client, given the CA: by address, and by name (localhost may resolve to
+        // ::1 first, where nothing listens: the next address is tried).
+        let ca = try X509Certificate(pem: identity.authority.pem)
+        for url in [server.url, URL(string: "https://localhost:\(server.port)/")!] {
+            let response = try await CappedHTTP.send(URLRequest(url: url), maxBytes: 1 << 20, timeout: 5, roots: [ca], failure: .metadataUnavailable)
+            #expect(response.status == 200 && response.body == blob, "\(url)")
+        }
+        #expect(server.requests.count == 3)
+        // The service verifies the server against the system roots, which do not know the stand-in's
+        // CA: the fetch fails before any request is sent, and nothing is installed.
         let engine = try Self.engine()
         let service = try Self.service(server.url, engine: engine)
         let outcome = await service.refresh()
         #expect(Self.code(outcome) == "metadata_unavailable")
         if case .failed(let error) = outcome { #expect(error.message.lowercased().contains("certificate"), "\(error.message)") }
-        #expect(server.requests.count == 1 && service.status.serial == nil)
+        #expect(server.requests.count == 3 && service.status.serial == nil)
     }
 
     @Test("the service URL is https, or http to loopback only")

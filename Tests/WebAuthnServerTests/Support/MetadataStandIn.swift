@@ -27,6 +27,9 @@ final class MetadataStandIn: @unchecked Sendable {
         case truncated(body: [UInt8], sent: Int)
         /// No answer: the connection stays open until the stand-in stops (or 20 s pass).
         case hang
+        /// A 200 whose body never ends, sent as fast as the client reads (20 s at most): delimited
+        /// by the connection's end, or chunked in 64 KiB chunks.
+        case endless(chunked: Bool)
 
         static func blob(_ bytes: [UInt8], etag: String? = nil) -> Answer {
             .respond(status: 200, headers: [("Content-Type", "application/jwt")] + (etag.map { [("ETag", $0)] } ?? []), body: bytes)
@@ -64,6 +67,9 @@ final class MetadataStandIn: @unchecked Sendable {
 
     /// The requests answered so far.
     var requests: [Request] { state.withLock { $0.requests } }
+    private let sent = Locked(0)
+    /// The body bytes ``Answer/endless(chunked:)`` answers got to send before the client stopped reading.
+    var endlessBytesSent: Int { sent.withLock { $0 } }
     private var stopped: Bool { state.withLock { $0.stopped } }
 
     init(tls: TLSIdentity? = nil, handler: @escaping @Sendable (Request) -> Answer) throws {
@@ -158,16 +164,17 @@ final class MetadataStandIn: @unchecked Sendable {
                 return recv(connection, raw.baseAddress, raw.count, 0)
             }
         }
-        func send(_ bytes: [UInt8]) {
+        @discardableResult func send(_ bytes: [UInt8]) -> Bool {
             var sent = 0
             while sent < bytes.count {
                 let n = bytes[sent...].withUnsafeBytes { raw -> Int in
                     if let ssl { return Int(SSL_write(ssl, raw.baseAddress, Int32(raw.count))) }
                     return Glibc.send(connection, raw.baseAddress, raw.count, Int32(MSG_NOSIGNAL))
                 }
-                guard n > 0 else { return }
+                guard n > 0 else { return false }
                 sent += n
             }
+            return true
         }
         var head: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
@@ -193,6 +200,15 @@ final class MetadataStandIn: @unchecked Sendable {
         case .hang:
             let until = Date().addingTimeInterval(20)
             while !stopped && Date() < until { Thread.sleep(forTimeInterval: 0.05) }
+        case .endless(let chunked):
+            var timeout = timeval(tv_sec: 2, tv_usec: 0)  // a client that stops reading ends it
+            setsockopt(connection, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            let coding = chunked ? "Transfer-Encoding: chunked\r\n" : ""
+            guard send(Array("HTTP/1.1 200 OK\r\nContent-Type: application/jwt\r\n\(coding)Connection: close\r\n\r\n".utf8)) else { return }
+            let piece = [UInt8](repeating: UInt8(ascii: "A"), count: 65_536)
+            let frame = chunked ? Array("10000\r\n".utf8) + piece + Array("\r\n".utf8) : piece
+            let until = Date().addingTimeInterval(20)
+            while !stopped && Date() < until && send(frame) { sent.withLock { $0 += piece.count } }
         }
     }
 

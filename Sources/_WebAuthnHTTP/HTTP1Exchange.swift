@@ -1,0 +1,414 @@
+internal import Foundation
+#if canImport(FoundationNetworking)
+    internal import FoundationNetworking
+#endif
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// One HTTP/1.1 exchange on a connection of its own, run on the calling thread with blocking
+/// waits (`poll`) bounded by an idle timeout and a deadline: what ``CappedHTTP`` sends.
+///
+/// Written here rather than through URLSession because libcurl, under FoundationNetworking,
+/// reads and inflates as fast as the peer sends and queues every piece for a delegate that
+/// cannot stop it: 1 MB of gzip became 1.1 GB in memory, and a fast endless chunked body grew
+/// without bound, whatever cap the delegate kept (red team, tenth pass); a connection that sent
+/// nothing kept a core busy. Here a body is read only as far as the cap, compressed bodies and
+/// transfer codings other than chunked are refused, and a wait costs nothing.
+struct HTTP1Exchange {
+    let maxBytes: Int
+    let idle: TimeInterval
+    let deadline: ContinuousClock.Instant
+    /// The deadline in seconds from the start, for messages.
+    let limit: TimeInterval
+    let redirects: CappedHTTP.Redirects
+    let code: WebAuthnError.Code
+    let roots: [X509Certificate]?
+    let cancelled: CappedHTTP.Cancellation
+
+    /// The longest response head (status line and header fields) read.
+    static let maxHead = 64 * 1024
+    /// Redirects followed at most (``CappedHTTP/Redirects/httpsOnly``).
+    static let maxRedirects = 5
+
+    func run(_ request: URLRequest) throws(WebAuthnError) -> CappedHTTP.Response {
+        var request = request
+        for _ in 0...Self.maxRedirects {
+            guard let url = request.url else { throw WebAuthnError(code, "no URL") }
+            let response = try exchange(request, url: url)
+            guard redirects == .httpsOnly, [301, 302, 303, 307, 308].contains(response.status),
+                let location = response.header("location"), let next = URL(string: location, relativeTo: url)?.absoluteURL,
+                next.scheme?.lowercased() == "https", CappedHTTP.isFetchable(next)
+            else { return response }
+            request.url = next
+            if response.status == 303 || (request.httpMethod ?? "GET") != "GET" && response.status < 307 {
+                request.httpMethod = "GET"
+                request.httpBody = nil
+            }
+        }
+        throw WebAuthnError(code, "more than \(Self.maxRedirects) redirects")
+    }
+
+    // MARK: One request
+
+    private func what(_ url: URL) -> String { url.host ?? "the endpoint" }
+
+    private func exchange(_ request: URLRequest, url: URL) throws(WebAuthnError) -> CappedHTTP.Response {
+        guard CappedHTTP.isFetchable(url), var host = url.host, !host.isEmpty else {
+            throw WebAuthnError(code, "\(url.absoluteString.prefix(128)) may not be fetched (https, or http to loopback)")
+        }
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        let secure = url.scheme?.lowercased() == "https"
+        let port = url.port ?? (secure ? 443 : 80)
+        guard (1...65535).contains(port) else { throw WebAuthnError(code, "port \(port) is out of range") }
+        let connection = try Connection.open(host: host, port: port, exchange: self)
+        defer { connection.close() }
+        if secure { try connection.startTLS(host: host, roots: roots) }
+        try connection.write(try head(of: request, url: url, host: host, port: port, secure: secure) + [UInt8](request.httpBody ?? Data()))
+        return try readResponse(connection, method: request.httpMethod ?? "GET", what: what(url))
+    }
+
+    /// The request head: the caller's fields, checked (no line breaks in a name or value).
+    private func head(of request: URLRequest, url: URL, host: String, port: Int, secure: Bool) throws(WebAuthnError) -> [UInt8] {
+        let method = request.httpMethod ?? "GET"
+        guard !method.isEmpty, method.utf8.allSatisfy({ (0x41...0x5A).contains($0) }) else { throw WebAuthnError(code, "method \(method.prefix(16))") }
+        var target = url.path.isEmpty ? "/" : (URLComponents(url: url, resolvingAgainstBaseURL: false)?.percentEncodedPath ?? "/")
+        if target.isEmpty { target = "/" }
+        if let query = URLComponents(url: url, resolvingAgainstBaseURL: false)?.percentEncodedQuery { target += "?" + query }
+        let authority = (host.contains(":") ? "[\(host)]" : host) + (port == (secure ? 443 : 80) ? "" : ":\(port)")
+        var lines = ["\(method) \(target) HTTP/1.1", "Host: \(authority)", "Connection: close", "Accept-Encoding: identity"]
+        let reserved: Set<String> = ["host", "connection", "content-length", "transfer-encoding", "accept-encoding"]
+        for (name, value) in (request.allHTTPHeaderFields ?? [:]).sorted(by: { $0.key < $1.key }) where !reserved.contains(name.lowercased()) {
+            guard Self.isToken(name), !value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else {
+                throw WebAuthnError(code, "a request header field cannot be sent as given")
+            }
+            lines.append("\(name): \(value)")
+        }
+        if let body = request.httpBody { lines.append("Content-Length: \(body.count)") } else if method == "POST" { lines.append("Content-Length: 0") }
+        if request.value(forHTTPHeaderField: "User-Agent") == nil { lines.append("User-Agent: webauthn-engine") }
+        return Array((lines.joined(separator: "\r\n") + "\r\n\r\n").utf8)
+    }
+
+    static func isToken(_ name: String) -> Bool {
+        !name.isEmpty
+            && name.utf8.allSatisfy { b in
+                (0x30...0x39).contains(b) || (0x41...0x5A).contains(b) || (0x61...0x7A).contains(b) || Array("!#$%&'*+-.^_`|~".utf8).contains(b)
+            }
+    }
+
+    // MARK: The response
+
+    private func readResponse(_ connection: Connection, method: String, what: String) throws(WebAuthnError) -> CappedHTTP.Response {
+        var buffer: [UInt8] = []
+        while true {
+            // The head, interim (1xx) answers skipped.
+            let end = try readHead(connection, into: &buffer, what: what)
+            let (status, fields) = try parseHead(Array(buffer[..<end]), what: what)
+            buffer.removeFirst(end + 4)
+            if (100...199).contains(status) { continue }
+            var headers: [String: String] = [:]
+            for (name, value) in fields where headers.count < 64 || headers[name] != nil {
+                headers[name] = headers[name].map { $0 + ", " + value } ?? String(value.prefix(1024))
+            }
+            if let encoding = headers["content-encoding"], encoding.trimmingCharacters(in: .whitespaces).lowercased() != "identity" {
+                throw WebAuthnError(code, "\(what) sent a compressed body (Content-Encoding \(encoding.prefix(32))); only identity is accepted")
+            }
+            let body: [UInt8]
+            if method == "HEAD" || status == 204 || status == 304 {
+                body = []
+            } else if let coding = headers["transfer-encoding"] {
+                guard coding.trimmingCharacters(in: .whitespaces).lowercased() == "chunked" else {
+                    throw WebAuthnError(code, "\(what) sent Transfer-Encoding \(coding.prefix(32)); only chunked is read")
+                }
+                body = try readChunked(connection, buffer: &buffer, what: what)
+            } else if let lengths = headers["content-length"] {
+                let values = Set(lengths.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
+                guard values.count == 1, let text = values.first, !text.isEmpty, text.utf8.count <= 18, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
+                    let length = Int(text)
+                else { throw WebAuthnError(code, "\(what) sent Content-Length \(lengths.prefix(32))") }
+                guard length <= maxBytes else { throw WebAuthnError(code, "\(what) announces \(length) bytes; the limit is \(maxBytes)") }
+                while buffer.count < length {
+                    guard try connection.read(into: &buffer, atMost: length - buffer.count) > 0 else {
+                        throw WebAuthnError(code, "\(what) announced \(length) bytes and sent \(buffer.count)")
+                    }
+                }
+                body = Array(buffer.prefix(length))
+            } else {
+                // Delimited by the end of the connection.
+                while try connection.read(into: &buffer, atMost: maxBytes + 1 - buffer.count) > 0 {
+                    guard buffer.count <= maxBytes else { throw WebAuthnError(code, "\(what) sent over \(maxBytes) bytes") }
+                }
+                body = buffer
+            }
+            return CappedHTTP.Response(status: status, headers: headers, body: body)
+        }
+    }
+
+    /// Reads until `buffer` holds a whole head; its length (the offset of the blank line).
+    private func readHead(_ connection: Connection, into buffer: inout [UInt8], what: String) throws(WebAuthnError) -> Int {
+        var searched = 0
+        while true {
+            if let end = Self.headEnd(buffer, from: searched) { return end }
+            searched = max(0, buffer.count - 3)
+            guard buffer.count < Self.maxHead else { throw WebAuthnError(code, "\(what) sent a response head over \(Self.maxHead) bytes") }
+            guard try connection.read(into: &buffer, atMost: Self.maxHead - buffer.count) > 0 else {
+                throw WebAuthnError(code, "\(what) closed the connection before a whole response head")
+            }
+        }
+    }
+
+    static func headEnd(_ bytes: [UInt8], from start: Int) -> Int? {
+        guard bytes.count >= 4 else { return nil }
+        var i = start
+        while i + 3 < bytes.count {
+            if bytes[i] == 0x0D, bytes[i + 1] == 0x0A, bytes[i + 2] == 0x0D, bytes[i + 3] == 0x0A { return i }
+            i += 1
+        }
+        return nil
+    }
+
+    /// The status and the header fields (names lowercased, values trimmed) of a head.
+    private func parseHead(_ head: [UInt8], what: String) throws(WebAuthnError) -> (Int, [(String, String)]) {
+        let lines = head.split(separator: 0x0A, omittingEmptySubsequences: false).map { line in
+            line.last == 0x0D ? line.dropLast() : line[...]
+        }
+        guard let statusLine = lines.first.map({ String(decoding: $0, as: UTF8.self) }) else { throw WebAuthnError(code, "\(what) sent no status line") }
+        let parts = statusLine.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), parts[1].utf8.count == 3, let status = Int(parts[1]), (100...599).contains(status) else {
+            throw WebAuthnError(code, "\(what) sent a status line that is not HTTP/1.x: \(statusLine.prefix(64))")
+        }
+        var fields: [(String, String)] = []
+        for line in lines.dropFirst() {
+            guard let first = line.first, first != 0x20, first != 0x09, let colon = line.firstIndex(of: 0x3A) else {
+                throw WebAuthnError(code, "\(what) sent a malformed header field")
+            }
+            let name = String(decoding: line[line.startIndex..<colon], as: UTF8.self)
+            guard Self.isToken(name) else { throw WebAuthnError(code, "\(what) sent a malformed header field name") }
+            let value = String(decoding: line[(colon + 1)...], as: UTF8.self).trimmingCharacters(in: .whitespaces)
+            fields.append((name.lowercased(), value))
+        }
+        return (status, fields)
+    }
+
+    /// A chunked body, at most `maxBytes` of data; trailers read and dropped.
+    private func readChunked(_ connection: Connection, buffer: inout [UInt8], what: String) throws(WebAuthnError) -> [UInt8] {
+        var body: [UInt8] = []
+        func line() throws(WebAuthnError) -> [UInt8] {
+            var searched = 0
+            while true {
+                if let end = buffer[searched...].firstIndex(of: 0x0A) {
+                    let text = Array(buffer[..<end])
+                    buffer.removeFirst(end + 1)
+                    return text.last == 0x0D ? Array(text.dropLast()) : text
+                }
+                searched = buffer.count
+                guard buffer.count < 4096 else { throw WebAuthnError(code, "\(what) sent a chunk line over 4096 bytes") }
+                guard try connection.read(into: &buffer, atMost: 4096) > 0 else { throw WebAuthnError(code, "\(what) ended a chunked body early") }
+            }
+        }
+        while true {
+            let sizeLine = try line()
+            let digits = sizeLine.prefix { $0 != 0x3B }.filter { $0 != 0x20 && $0 != 0x09 }  // before any extension
+            guard !digits.isEmpty, digits.count <= 15, let size = Int(String(decoding: digits, as: UTF8.self), radix: 16) else {
+                throw WebAuthnError(code, "\(what) sent a malformed chunk size")
+            }
+            if size == 0 {
+                var trailers = 0
+                while try !line().isEmpty {
+                    trailers += 1
+                    guard trailers <= 64 else { throw WebAuthnError(code, "\(what) sent over 64 trailer fields") }
+                }
+                return body
+            }
+            guard size <= maxBytes - body.count else { throw WebAuthnError(code, "\(what) sent over \(maxBytes) bytes") }
+            while buffer.count < size + 2 {
+                guard try connection.read(into: &buffer, atMost: size + 2 - buffer.count) > 0 else {
+                    throw WebAuthnError(code, "\(what) ended a chunked body early")
+                }
+            }
+            guard buffer[size] == 0x0D, buffer[size + 1] == 0x0A else { throw WebAuthnError(code, "\(what) sent a chunk without its line end") }
+            body.append(contentsOf: buffer[..<size])
+            buffer.removeFirst(size + 2)
+        }
+    }
+
+    // MARK: The connection
+
+    /// A non-blocking TCP socket, TLS over it when asked, every wait a `poll` within the
+    /// exchange's idle timeout and deadline, and its cancellation.
+    final class Connection {
+        let fd: Int32
+        let exchange: HTTP1Exchange
+        var tls: TLSClientSession?
+        /// When the idle timeout runs out: moved on by every byte read or written.
+        var idleUntil: ContinuousClock.Instant
+
+        private init(fd: Int32, exchange: HTTP1Exchange) {
+            self.fd = fd
+            self.exchange = exchange
+            idleUntil = .now + .milliseconds(Int64(exchange.idle * 1000))
+        }
+
+        static func open(host: String, port: Int, exchange: HTTP1Exchange) throws(WebAuthnError) -> Connection {
+            let code = exchange.code
+            var hints = addrinfo()
+            hints.ai_family = AF_UNSPEC
+            hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+            var list: UnsafeMutablePointer<addrinfo>?
+            let resolved = getaddrinfo(host, String(port), &hints, &list)
+            guard resolved == 0, let first = list else {
+                throw WebAuthnError(code, "\(host.prefix(64)) could not be resolved: \(String(cString: gai_strerror(resolved)))")
+            }
+            defer { freeaddrinfo(list) }
+            var failure = "no address"
+            var entry: UnsafeMutablePointer<addrinfo>? = first
+            while let info = entry {
+                entry = info.pointee.ai_next
+                let fd = socket(info.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+                guard fd >= 0 else { continue }
+                let connection = Connection(fd: fd, exchange: exchange)
+                guard fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) == 0 else {
+                    connection.close()
+                    continue
+                }
+                exchange.cancelled.watch(fd)
+                if connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 { return connection }
+                guard errno == EINPROGRESS else {
+                    failure = String(cString: strerror(errno))
+                    connection.close()
+                    continue
+                }
+                do {
+                    try connection.wait(for: Int16(POLLOUT))
+                    var error: Int32 = 0
+                    var size = socklen_t(MemoryLayout<Int32>.size)
+                    if getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size) == 0, error == 0 { return connection }
+                    failure = String(cString: strerror(error))
+                    connection.close()
+                } catch {
+                    connection.close()
+                    throw error
+                }
+            }
+            throw WebAuthnError(code, "\(host.prefix(64)):\(port) is unreachable: \(failure)")
+        }
+
+        func close() {
+            exchange.cancelled.unwatch()
+            tls = nil
+            Glibc.close(fd)
+        }
+
+        /// Waits until the socket is ready for `events`, within the idle timeout and the deadline.
+        func wait(for events: Int16) throws(WebAuthnError) {
+            while true {
+                if exchange.cancelled.isCancelled { throw WebAuthnError(exchange.code, "the exchange was cancelled") }
+                let now = ContinuousClock.now
+                let until = min(idleUntil, exchange.deadline)
+                guard now < until else {
+                    throw WebAuthnError(
+                        exchange.code, until == exchange.deadline ? "no complete answer within \(exchange.limit) s" : "no progress for \(exchange.idle) s")
+                }
+                let remaining = until - now
+                let milliseconds = Int32(min(remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000 + 1, 3_600_000))
+                var poller = pollfd(fd: fd, events: events, revents: 0)
+                let ready = poll(&poller, 1, milliseconds)
+                if ready > 0 { return }
+                if ready < 0, errno != EINTR { throw WebAuthnError(exchange.code, "poll: \(String(cString: strerror(errno)))") }
+            }
+        }
+
+        func startTLS(host: String, roots: [X509Certificate]?) throws(WebAuthnError) {
+            let session: TLSClientSession
+            do { session = try TLSClientSession(socket: fd, host: host, roots: roots) } catch { throw WebAuthnError(exchange.code, error.message) }
+            tls = session
+            while true {
+                let step: TLSClientSession.Step
+                do { step = try session.handshake() } catch { throw WebAuthnError(exchange.code, "\(host.prefix(64)): \(error.message)") }
+                switch step {
+                case .done: return
+                case .wantRead: try wait(for: Int16(POLLIN))
+                case .wantWrite: try wait(for: Int16(POLLOUT))
+                case .closed: throw WebAuthnError(exchange.code, "\(host.prefix(64)) closed the connection during the TLS handshake")
+                }
+            }
+        }
+
+        func write(_ bytes: [UInt8]) throws(WebAuthnError) {
+            var offset = 0
+            while offset < bytes.count {
+                let written: Int
+                if let tls {
+                    let attempt = bytes.withUnsafeBytes { raw in
+                        Result { () throws(WebAuthnError) in try tls.write(UnsafeRawBufferPointer(rebasing: raw[offset...])) }
+                    }
+                    let step: TLSClientSession.Step
+                    do { step = try attempt.get() } catch { throw WebAuthnError(exchange.code, error.message) }
+                    switch step {
+                    case .done(let n): written = n
+                    case .wantRead:
+                        try wait(for: Int16(POLLIN))
+                        continue
+                    case .wantWrite:
+                        try wait(for: Int16(POLLOUT))
+                        continue
+                    case .closed: throw WebAuthnError(exchange.code, "the peer closed the connection while the request was sent")
+                    }
+                } else {
+                    let n = bytes.withUnsafeBytes { raw in Glibc.send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL)) }
+                    if n < 0 {
+                        guard errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR else {
+                            throw WebAuthnError(exchange.code, "send: \(String(cString: strerror(errno)))")
+                        }
+                        try wait(for: Int16(POLLOUT))
+                        continue
+                    }
+                    written = n
+                }
+                offset += written
+                idleUntil = .now + .milliseconds(Int64(exchange.idle * 1000))
+            }
+        }
+
+        /// Appends at most `limit` bytes to `buffer` (at least one, waiting for them); 0 at the end of the connection.
+        func read(into buffer: inout [UInt8], atMost limit: Int) throws(WebAuthnError) -> Int {
+            guard limit > 0 else { return 0 }
+            var chunk = [UInt8](repeating: 0, count: min(limit, 64 * 1024))
+            while true {
+                let count: Int
+                if let tls {
+                    let attempt = chunk.withUnsafeMutableBytes { raw in Result { () throws(WebAuthnError) in try tls.read(into: raw) } }
+                    let step: TLSClientSession.Step
+                    do { step = try attempt.get() } catch { throw WebAuthnError(exchange.code, error.message) }
+                    switch step {
+                    case .done(let n): count = n
+                    case .closed: return 0
+                    case .wantRead:
+                        try wait(for: Int16(POLLIN))
+                        continue
+                    case .wantWrite:
+                        try wait(for: Int16(POLLOUT))
+                        continue
+                    }
+                } else {
+                    let n = chunk.withUnsafeMutableBytes { raw in Glibc.recv(fd, raw.baseAddress, raw.count, 0) }
+                    if n < 0 {
+                        guard errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR else {
+                            throw WebAuthnError(exchange.code, "recv: \(String(cString: strerror(errno)))")
+                        }
+                        try wait(for: Int16(POLLIN))
+                        continue
+                    }
+                    if n == 0 { return 0 }
+                    count = n
+                }
+                buffer.append(contentsOf: chunk[..<count])
+                idleUntil = .now + .milliseconds(Int64(exchange.idle * 1000))
+                return count
+            }
+        }
+    }
+}
