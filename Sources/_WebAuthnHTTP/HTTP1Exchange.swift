@@ -75,9 +75,10 @@ struct HTTP1Exchange {
     private func head(of request: URLRequest, url: URL, host: String, port: Int, secure: Bool) throws(WebAuthnError) -> [UInt8] {
         let method = request.httpMethod ?? "GET"
         guard !method.isEmpty, method.utf8.allSatisfy({ (0x41...0x5A).contains($0) }) else { throw WebAuthnError(code, "method \(method.prefix(16))") }
-        var target = url.path.isEmpty ? "/" : (URLComponents(url: url, resolvingAgainstBaseURL: false)?.percentEncodedPath ?? "/")
+        let components = URLComponents(url: url, resolvingAgainstBaseURL: false)
+        var target = components?.percentEncodedPath ?? "/"
         if target.isEmpty { target = "/" }
-        if let query = URLComponents(url: url, resolvingAgainstBaseURL: false)?.percentEncodedQuery { target += "?" + query }
+        if let query = components?.percentEncodedQuery { target += "?" + query }
         let authority = (host.contains(":") ? "[\(host)]" : host) + (port == (secure ? 443 : 80) ? "" : ":\(port)")
         var lines = ["\(method) \(target) HTTP/1.1", "Host: \(authority)", "Connection: close", "Accept-Encoding: identity"]
         let reserved: Set<String> = ["host", "connection", "content-length", "transfer-encoding", "accept-encoding"]
@@ -138,9 +139,9 @@ struct HTTP1Exchange {
                 body = Array(buffer.prefix(length))
             } else {
                 // Delimited by the end of the connection.
-                while try connection.read(into: &buffer, atMost: maxBytes + 1 - buffer.count) > 0 {
-                    guard buffer.count <= maxBytes else { throw WebAuthnError(code, "\(what) sent over \(maxBytes) bytes") }
-                }
+                // What came with the head counts too (a read of nothing more would end the loop at once).
+                while buffer.count <= maxBytes, try connection.read(into: &buffer, atMost: maxBytes + 1 - buffer.count) > 0 {}
+                guard buffer.count <= maxBytes else { throw WebAuthnError(code, "\(what) sent over \(maxBytes) bytes") }
                 body = buffer
             }
             return CappedHTTP.Response(status: status, headers: headers, body: body)
@@ -212,7 +213,9 @@ struct HTTP1Exchange {
         while true {
             let sizeLine = try line()
             let digits = sizeLine.prefix { $0 != 0x3B }.filter { $0 != 0x20 && $0 != 0x09 }  // before any extension
-            guard !digits.isEmpty, digits.count <= 15, let size = Int(String(decoding: digits, as: UTF8.self), radix: 16) else {
+            // Hex digits only: Int(_:radix:) also takes a sign, and a size of -1 indexed before the buffer.
+            let isHex = digits.allSatisfy { (0x30...0x39).contains($0) || (0x41...0x46).contains($0) || (0x61...0x66).contains($0) }
+            guard !digits.isEmpty, digits.count <= 15, isHex, let size = Int(String(decoding: digits, as: UTF8.self), radix: 16) else {
                 throw WebAuthnError(code, "\(what) sent a malformed chunk size")
             }
             if size == 0 {

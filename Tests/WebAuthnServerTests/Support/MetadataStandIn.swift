@@ -30,6 +30,8 @@ final class MetadataStandIn: @unchecked Sendable {
         /// A 200 whose body never ends, sent as fast as the client reads (20 s at most): delimited
         /// by the connection's end, or chunked in 64 KiB chunks.
         case endless(chunked: Bool)
+        /// These bytes as they are (a malformed answer), then the connection's end.
+        case raw([UInt8])
 
         static func blob(_ bytes: [UInt8], etag: String? = nil) -> Answer {
             .respond(status: 200, headers: [("Content-Type", "application/jwt")] + (etag.map { [("ETag", $0)] } ?? []), body: bytes)
@@ -200,6 +202,8 @@ final class MetadataStandIn: @unchecked Sendable {
         case .hang:
             let until = Date().addingTimeInterval(20)
             while !stopped && Date() < until { Thread.sleep(forTimeInterval: 0.05) }
+        case .raw(let bytes):
+            send(bytes)
         case .endless(let chunked):
             var timeout = timeval(tv_sec: 2, tv_usec: 0)  // a client that stops reading ends it
             setsockopt(connection, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
