@@ -53,6 +53,16 @@ extension AppleNotification {
     /// The largest notification body accepted, in bytes.
     public static let maxBodySize = 20 * 1024
 
+    /// How long after its `iat` a notification is accepted (24 hours, plus the leeway), whether or
+    /// not it has an `exp`: Apple's notifications often have none, and one captured in transit
+    /// could otherwise be replayed for ever. Keep each notification's dedupe key at least this long
+    /// plus the leeway (``dedupeLifetime(leeway:)``): a replay is then either a duplicate or refused.
+    public static let maxAge: TimeInterval = 24 * 3600
+
+    /// How long to keep a notification's ``dedupeKey`` so that no replay outlives it: ``maxAge``
+    /// plus twice the leeway.
+    public static func dedupeLifetime(leeway: TimeInterval) -> TimeInterval { maxAge + 2 * leeway }
+
     /// Reads the body Apple POSTs and returns the payload JWS. Throws `apple_notification_invalid`.
     public static func payload(fromBody body: [UInt8]) throws(WebAuthnError) -> String {
         guard body.count <= maxBodySize else {
@@ -71,8 +81,8 @@ extension AppleNotification {
     }
 
     /// Verifies a notification body against a key set at `now`: the payload JWS as an
-    /// identity token (RS256, `kid`, `iss`, `aud` among the client ids, `iat`, `exp`
-    /// when present, with the leeway), then its `events`.
+    /// identity token (RS256, `kid`, `iss`, `aud` among the client ids, `iat` not older than
+    /// ``maxAge``, `exp` when present, with the leeway), then its `events`.
     public static func verify(
         body: [UInt8], keys: AppleKeySet, clientIDs: [String], now: Date,
         leeway: TimeInterval = 60
@@ -86,6 +96,10 @@ extension AppleNotification {
         leeway: TimeInterval
     ) throws(WebAuthnError) -> AppleNotification {
         let claims = try signed.verified(with: key, clientIDs: clientIDs, now: now, leeway: leeway, requireExpiry: false)
+        let age = now.timeIntervalSince(claims.issuedAt)
+        guard age <= maxAge + leeway else {
+            throw WebAuthnError(.appleTokenExpired, "the notification was issued \(Int(age)) s ago; the limit is \(Int(maxAge)) s (leeway \(Int(leeway)) s)")
+        }
         let events = try Self.events(claims.object["events"])
         guard let type = events["type"]?.stringValue, !type.isEmpty, type.utf8.count <= 64 else {
             throw WebAuthnError(.appleNotificationInvalid, "the events have no type")

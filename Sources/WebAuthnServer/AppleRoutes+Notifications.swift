@@ -20,7 +20,8 @@ extension WebAuthnRoutes {
             throw WebAuthnError(.appleNotificationInvalid, "the event_time is in the future")
         }
         // Duplicates (Apple delivers some twice; a captured one may be replayed): the key of each
-        // notification acted on is kept for an hour, and a later delivery is answered without acting.
+        // notification acted on is kept for longer than a notification is accepted (a day, from its
+        // iat), and a later delivery is answered without acting.
         // (Two deliveries at the same instant may both act: every action is idempotent.)
         let seen = Digest.sha256(Array(("apple notification " + note.dedupeKey).utf8))
         if try await engine.isSingleUsePending(.appleNotification, key: seen) {
@@ -66,7 +67,8 @@ extension WebAuthnRoutes {
             break
         }
         do {
-            try await engine.storeSingleUse(.appleNotification, key: seen, binding: nil, lifetime: 3600)
+            try await engine.storeSingleUse(
+                .appleNotification, key: seen, binding: nil, lifetime: AppleNotification.dedupeLifetime(leeway: apple.signIn.configuration.leeway))
         } catch {
             // Acted on already: answer 200 all the same (the actions are idempotent; only the dedupe is lost).
             context.logger.warning(

@@ -142,4 +142,20 @@ struct NotificationTests {
         let forged = f.standIn.sign(.object(claims), defect: .wrongKey)
         #expect(code(JSONValue.object(["payload": .string(forged)]).serializedBytes()) == "apple_token_signature_invalid")
     }
+
+    @Test("a notification issued more than maxAge ago is refused, with or without exp: past the dedupe window a captured one replayed again")
+    func maxAge() throws {
+        let t = TokenFixture.now.timeIntervalSince1970
+        let fresh = body(events: .object(Self.event), edit: { $0["iat"] = .number(t - AppleNotification.maxAge + 5) })
+        #expect(code(fresh) == nil)
+        let old = body(events: .object(Self.event), edit: { $0["iat"] = .number(t - AppleNotification.maxAge - 61) })
+        #expect(code(old) == "apple_token_expired")
+        let oldWithExp = body(
+            events: .object(Self.event),
+            edit: {
+                $0["iat"] = .number(t - AppleNotification.maxAge - 61)
+                $0["exp"] = .number(t + 3600)
+            })
+        #expect(code(oldWithExp) == "apple_token_expired")
+    }
 }

@@ -325,6 +325,43 @@ struct AppleFlowTests {
         }
     }
 
+    @Test("notifications: a revocation without exp or event_time replayed hours later, after the user linked again, changes nothing")
+    func notificationReplayLater() async throws {
+        // Red team: the dedupe key was kept an hour and a notification without exp had no age limit,
+        // so a captured consent-revoked replayed after that hour unlinked the user's new link.
+        let offset = Mutex<TimeInterval>(0)
+        let clock = WebAuthnClock { Date().addingTimeInterval(offset.withLock { $0 }) }
+        try await Self.withServer(clock: clock, appleClock: clock) { setup, port in
+            let app = Client(port: port)
+            let user = AppleStandIn.User()
+            func signIn() async throws -> Int {
+                let nonce = try #require(try await app.send("/apple/nonce", json: "{}").body["nonce"]?.stringValue)
+                return try await app.send("/apple/signin", json: Self.signInBody(setup, user: user, nonce: nonce)).status
+            }
+            let event: JSONObject = ["type": "consent-revoked", "sub": .string(user.sub)]
+            let claims: JSONValue = [
+                "iss": "https://appleid.apple.com", "aud": .string(Self.clientID), "iat": .number(Date().timeIntervalSince1970.rounded()),
+                "jti": "n-later", "events": .string(JSONValue.object(event).serialized()),
+            ]
+            let revoked = JSONValue.object(["payload": .string(setup.standIn.token(claimsJSON: claims.serialized()))]).serialized()
+            func linked() async throws -> Bool { try await setup.store.identity(provider: "apple", subject: user.sub) != nil }
+            #expect(try await signIn() == 200)
+            #expect(try await Client(port: port).send("/apple/notifications", json: revoked).status == 200)
+            #expect(try await linked() == false)
+            #expect(try await signIn() == 200)
+            #expect(try await linked())
+            for hours in [2.0, 23.0] {
+                offset.withLock { $0 = hours * 3600 }
+                #expect(try await Client(port: port).send("/apple/notifications", json: revoked).status == 200, "\(hours) h")
+                #expect(try await linked(), "replayed \(hours) h later")
+            }
+            offset.withLock { $0 = AppleNotification.maxAge + 600 }
+            let late = try await Client(port: port).send("/apple/notifications", json: revoked)
+            #expect(late.status == 400 && late.body["errorMessage"]?.stringValue?.hasPrefix("apple_token_expired") == true, "\(late.body)")
+            #expect(try await linked())
+        }
+    }
+
     @Test(
         "Apple refusing the revocation: invalid_grant from every client id (no valid token left) deletes the account; invalid_client answers 502 and keeps it")
     func revocationRefused() async throws {

@@ -17,14 +17,18 @@ extension WebAuthnEngine {
 
     /// Stores a single-use value (an Apple nonce or web-flow state, or the key of a
     /// notification acted on) under `key`, for `lifetime` seconds on the engine's clock,
-    /// bound to `binding` when given. Counts against the pending-ceremony limits.
+    /// bound to `binding` when given (at most an hour; two days for a notification's key).
+    /// Counts against the pending-ceremony limits.
     public func storeSingleUse(_ kind: PendingCeremony.Kind, key: [UInt8], binding: [UInt8]?, lifetime: TimeInterval = 600) async throws(WebAuthnError) {
         guard kind == .appleNonce || kind == .appleState || kind == .appleNotification else {
             throw WebAuthnError(
                 .configurationInvalid, "single-use values are Apple nonces, states and notifications; \(kind.rawValue) ceremonies start with their options")
         }
-        guard (16...64).contains(key.count), lifetime > 0, lifetime <= 3600 else {
-            throw WebAuthnError(.configurationInvalid, "a single-use key is 16 to 64 bytes and lives at most an hour")
+        // A notification's key outlives the day a notification is accepted for; nonces and states live an hour at most.
+        let longest: TimeInterval = kind == .appleNotification ? 2 * 86_400 : 3600
+        guard (16...64).contains(key.count), lifetime > 0, lifetime <= longest else {
+            throw WebAuthnError(
+                .configurationInvalid, "a single-use key is 16 to 64 bytes and lives at most \(kind == .appleNotification ? "two days" : "an hour")")
         }
         try await remember(
             PendingCeremony(
