@@ -10,10 +10,43 @@ internal import _WebAuthnCrypto
 
 /// Writing a file so that readers see the old contents or the new, never a part: a new
 /// temporary file in the same folder (created exclusively), written in full and synced,
-/// then renamed over the old one.
-enum AtomicFile {
+/// then renamed over the old one. And reading one with a bound.
+package enum AtomicFile {
     struct Failure: Error, CustomStringConvertible {
         let description: String
+    }
+
+    /// The contents of the regular file at `path` when it holds at most `limit` bytes; nil when it
+    /// cannot be opened, is not a regular file (a device or a FIFO never ends), or is larger: no more
+    /// than `limit + 1` bytes are read, whatever its size (a 3 GB file given as a CRL was read
+    /// whole, into 6 GB, before its size was checked).
+    package static func read(_ path: String, limit: Int) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var status = stat()
+        guard fstat(fd, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG, status.st_size >= 0, status.st_size <= limit else { return nil }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while bytes.count <= limit {
+            let wanted = min(chunk.count, limit + 1 - bytes.count)
+            let n = chunk.withUnsafeMutableBytes { buffer in systemRead(fd, buffer.baseAddress, wanted) }
+            if n < 0 && errno == EINTR { continue }
+            guard n >= 0 else { return nil }
+            if n == 0 { break }
+            bytes.append(contentsOf: chunk[..<n])
+        }
+        return bytes.count <= limit ? bytes : nil
+    }
+
+    private static func systemRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
+        #if canImport(Glibc)
+            Glibc.read(fd, buffer, count)
+        #elseif canImport(Musl)
+            Musl.read(fd, buffer, count)
+        #else
+            Darwin.read(fd, buffer, count)
+        #endif
     }
 
     static func save(_ bytes: [UInt8], to path: String) throws {

@@ -236,12 +236,10 @@ public struct FIDOMetadata: Sendable {
     }
 
     package static func read(_ path: String) throws(WebAuthnError) -> [UInt8] {
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
-            let size = attributes[.size] as? Int, size <= maxSize, let data = FileManager.default.contents(atPath: path)
-        else {
+        guard let data = AtomicFile.read(path, limit: maxSize) else {
             throw WebAuthnError(.metadataInvalid, "cannot read \(path) (or it is larger than \(maxSize) bytes)")
         }
-        return [UInt8](data)
+        return data
     }
 
     package static func parseJSON(_ bytes: [UInt8]) throws(WebAuthnError) -> JSONValue {

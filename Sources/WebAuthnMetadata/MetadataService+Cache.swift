@@ -48,8 +48,8 @@ extension MetadataService {
 
     func readValidators(_ directory: String, matching bytes: [UInt8]) -> Validators {
         let path = (directory as NSString).appendingPathComponent(Self.validatorsName)
-        guard let data = FileManager.default.contents(atPath: path), data.count <= 4096,
-            let json = try? JSONValue.parse([UInt8](data), limits: JSONLimits(maxBytes: 4096, maxDepth: 2)),
+        guard let data = AtomicFile.read(path, limit: 4096),
+            let json = try? JSONValue.parse(data, limits: JSONLimits(maxBytes: 4096, maxDepth: 2)),
             json["sha256"]?.stringValue == Base64URL.encode(Digest.sha256(bytes))
         else { return Validators() }
         return Validators(etag: json["etag"]?.stringValue, lastModified: json["lastModified"]?.stringValue)

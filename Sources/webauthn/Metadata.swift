@@ -38,12 +38,17 @@ struct MetadataOptions: ParsableArguments {
     func blobOptions() throws -> FIDOMetadata.BLOBOptions {
         var options = FIDOMetadata.BLOBOptions(refuseStale: !allowStaleMetadata)
         if let metadataRoot {
-            guard let text = try? String(contentsOfFile: metadataRoot, encoding: .utf8) else { throw ValidationError("cannot read \(metadataRoot)") }
+            guard let bytes = AtomicFile.read(metadataRoot, limit: maxCertificateFile) else {
+                throw ValidationError("cannot read \(metadataRoot) (or it is larger than \(maxCertificateFile / 1024) KiB)")
+            }
+            let text = String(decoding: bytes, as: UTF8.self)
             do { options.roots = [try X509Certificate(pem: text)] } catch { throw ValidationError("--metadata-root: \(error.message)") }
         }
         for path in Self.files(metadataCRLs, suffix: ".crl") {
-            guard let data = FileManager.default.contents(atPath: path) else { throw ValidationError("cannot read \(path)") }
-            do { options.crls.append(try CertificateRevocationList(derOrPEM: [UInt8](data))) } catch {
+            guard let data = AtomicFile.read(path, limit: maxCRLFile) else {
+                throw ValidationError("cannot read \(path) (or it is larger than \(maxCRLFile >> 20) MiB)")
+            }
+            do { options.crls.append(try CertificateRevocationList(derOrPEM: data)) } catch {
                 throw ValidationError("--metadata-crl \(path): \(error.message)")
             }
         }

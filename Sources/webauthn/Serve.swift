@@ -191,7 +191,10 @@ struct Serve: AsyncParsableCommand {
         // Nothing fetched may be older than the BLOBs given as files (their entries would be replaced).
         verification.minimumSerial = staticSerial ?? 0
         if let mdsRoot {
-            guard let text = try? String(contentsOfFile: mdsRoot, encoding: .utf8) else { throw ValidationError("cannot read \(mdsRoot)") }
+            guard let bytes = AtomicFile.read(mdsRoot, limit: maxCertificateFile) else {
+                throw ValidationError("cannot read \(mdsRoot) (or it is larger than \(maxCertificateFile / 1024) KiB)")
+            }
+            let text = String(decoding: bytes, as: UTF8.self)
             do { verification.roots = [try X509Certificate(pem: text)] } catch { throw ValidationError("--mds-root: \(error.message)") }
         }
         var metadataLogger = logger
@@ -220,7 +223,7 @@ struct Serve: AsyncParsableCommand {
         guard (appleServicesID == nil) == (appleRedirectURI == nil) else {
             throw ValidationError("the web flow needs both --apple-services-id and --apple-redirect-uri")
         }
-        guard let contents = FileManager.default.contents(atPath: keyPath), contents.count <= 16 * 1024 else {
+        guard let contents = AtomicFile.read(keyPath, limit: 16 * 1024) else {
             throw ValidationError("--apple-private-key \(keyPath) cannot be read (or is larger than 16 KiB)")
         }
         let base = appleBaseURL.flatMap(URL.init(string:)) ?? SignInWithAppleConfiguration.defaultBaseURL
@@ -240,7 +243,7 @@ struct Serve: AsyncParsableCommand {
     func secret() throws -> [UInt8]? {
         let text: String
         if let secretFile {
-            guard let contents = FileManager.default.contents(atPath: secretFile), contents.count <= 4096 else {
+            guard let contents = AtomicFile.read(secretFile, limit: 4096) else {
                 throw ValidationError("--secret-file \(secretFile) cannot be read (or is larger than 4 KiB)")
             }
             text = String(decoding: contents, as: UTF8.self)

@@ -57,13 +57,22 @@ enum Output {
     }
 }
 
-/// Reads a file argument, `-` meaning standard input.
+/// The largest PEM certificate file read (`--metadata-root`, `--mds-root`).
+let maxCertificateFile = 64 * 1024
+/// The largest CRL file read (`--metadata-crl`; FIDO's are a few hundred bytes).
+let maxCRLFile = 4 << 20
+/// The largest input file read (a response, a token, a key set).
+let maxInputFile = 16 << 20
+
+/// Reads a file argument of at most ``maxInputFile`` bytes, `-` meaning standard input.
 func readInput(_ path: String) throws -> [UInt8] {
     if path == "-" {
-        return [UInt8](FileHandle.standardInput.readDataToEndOfFile())
+        let data = (try? FileHandle.standardInput.read(upToCount: maxInputFile + 1)) ?? Data()
+        guard data.count <= maxInputFile else { throw ValidationError("standard input is larger than \(maxInputFile >> 20) MiB") }
+        return [UInt8](data)
     }
-    guard let data = FileManager.default.contents(atPath: path) else {
-        throw ValidationError("cannot read \(path)")
+    guard let data = AtomicFile.read(path, limit: maxInputFile) else {
+        throw ValidationError("cannot read \(path) (or it is larger than \(maxInputFile >> 20) MiB)")
     }
-    return [UInt8](data)
+    return data
 }

@@ -322,6 +322,26 @@ extension CLITests {
         #expect(try await Self.run(["metadata", "inspect", "--mds-blob", mds, "--metadata-crl", bogus]).status == 2)
     }
 
+    @Test("operator files larger than their limit are refused unread: a 3 GB CRL, root or response file; a FIFO or a device is refused")
+    func oversizedFiles() async throws {
+        // Red team: --metadata-crl read a 3 GB file whole (6 GB of memory, 20 s and counting) before its size was checked.
+        let big = FileManager.default.temporaryDirectory.appendingPathComponent("big-\(UUID().uuidString).crl").path
+        #expect(FileManager.default.createFile(atPath: big, contents: nil))
+        defer { try? FileManager.default.removeItem(atPath: big) }
+        let handle = try #require(FileHandle(forWritingAtPath: big))
+        try handle.truncate(atOffset: 3 << 30)  // sparse: no disk used
+        try handle.close()
+        for arguments in [
+            ["metadata", "inspect", "--mds-blob", "/nonexistent", "--metadata-crl", big],
+            ["metadata", "inspect", "--mds-blob", "/nonexistent", "--metadata-root", big],
+            ["inspect", big],
+            ["metadata", "inspect", "--mds-blob", "/nonexistent", "--metadata-crl", "/dev/zero"],
+        ] {
+            let run = try await Self.run(arguments)
+            #expect(run.status == 2 && run.stderr.contains("cannot read"), "\(arguments): \(run.status) \(run.stderr.prefix(300))")
+        }
+    }
+
     @Test("the deployable binary links no testing code; webauthn-dev does (nm)")
     func deployableBinaryHasNoTestingCode() async throws {
         func symbols(_ tool: String) async throws -> String {
