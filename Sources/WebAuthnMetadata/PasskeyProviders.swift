@@ -24,6 +24,22 @@ public struct PasskeyProvider: Sendable, Equatable {
         self.iconDark = iconDark.flatMap(Self.safeIcon)
     }
 
+    /// Whether `name` can be shown as a provider's name: 1 to 64 characters, with no control or
+    /// format character (bidi overrides and isolates, zero-width joiners and spaces), no line or
+    /// paragraph separator, no private-use, surrogate or unassigned code point, and no space but
+    /// U+0020. A list name with U+202E showed in account settings reversed, and one with a
+    /// zero-width space looked like another provider's (red team).
+    public static func isDisplayableName(_ name: String) -> Bool {
+        guard !name.isEmpty, name.count <= 64 else { return false }
+        return name.unicodeScalars.allSatisfy { scalar in
+            switch scalar.properties.generalCategory {
+            case .control, .format, .lineSeparator, .paragraphSeparator, .privateUse, .surrogate, .unassigned: false
+            case .spaceSeparator: scalar == " "
+            default: true
+            }
+        }
+    }
+
     /// Icons are shown in `<img src>` (where an SVG runs no script); only image data URIs
     /// of at most 64 KiB pass, so a list cannot point a page at a tracker or a script.
     static func safeIcon(_ uri: String) -> String? {
@@ -42,7 +58,8 @@ public struct PasskeyProvider: Sendable, Equatable {
 public struct PasskeyProviderList: Sendable {
     /// The providers by AAGUID.
     public let providers: [AAGUID: PasskeyProvider]
-    /// Entries skipped because they were malformed (a bad AAGUID, no name, a name over 64 characters).
+    /// Entries skipped because they were malformed (a bad AAGUID, no name, a name that is not
+    /// ``PasskeyProvider/isDisplayableName(_:)``).
     public let skipped: Int
 
     /// The published list.
@@ -73,7 +90,7 @@ public struct PasskeyProviderList: Sendable {
         var skipped = 0
         for key in object.keys {
             guard let aaguid = AAGUID(key), let entry = object[key], let name = entry["name"]?.stringValue,
-                !name.isEmpty, name.count <= 64, !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+                PasskeyProvider.isDisplayableName(name)
             else {
                 skipped += 1
                 continue
@@ -132,7 +149,7 @@ public struct ProviderNames: Sendable {
     /// The label of `credential`.
     public func label(for credential: CredentialRecord) -> CredentialLabel {
         if credential.aaguid != .zero {
-            if let entry = metadata(credential.aaguid) {
+            if let entry = metadata(credential.aaguid), PasskeyProvider.isDisplayableName(entry.displayName()) {
                 // MDS3 icons are data URIs (PNG); anything else is dropped as for the list.
                 let icon = entry.icon.flatMap(PasskeyProvider.safeIcon)
                 return CredentialLabel(provider: entry.displayName(), iconLight: icon, iconDark: icon, source: .metadata)

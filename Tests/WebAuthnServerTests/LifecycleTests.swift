@@ -384,6 +384,19 @@ struct LifecycleTests {
         #expect(throws: WebAuthnError.self) { try PasskeyProviderList(json: Array("[1,2]".utf8)) }
         #expect(throws: WebAuthnError.self) { try PasskeyProviderList(json: [UInt8](repeating: 0x20, count: PasskeyProviderList.maxSize + 1)) }
         #expect(try PasskeyProviderList(json: Array("{}".utf8)).isEmpty)
+        // Names that display as something else are skipped: bidi overrides and isolates, zero-width
+        // characters, line separators, other spaces, private use; accented letters and other scripts pass.
+        let names = [
+            "Pass\u{202E}yek", "\u{2067}Keychain", "i\u{200B}Cloud Keychain", "Bit\u{200D}warden", "One\u{2028}Two", "No\u{00A0}Break",
+            "Private\u{E000}", "Ab\u{FEFF}", "Café Pass", "Пароли", "1Password",
+        ]
+        var object = JSONObject()
+        for (i, name) in names.enumerated() {
+            object[String(format: "00000000-0000-0000-0000-%012d", i + 1)] = .object(["name": .string(name)])
+        }
+        let filtered = try PasskeyProviderList(json: JSONValue.object(object).serializedBytes())
+        #expect(Set(filtered.providers.values.map(\.name)) == ["Café Pass", "Пароли", "1Password"] && filtered.skipped == 8)
+        #expect(!PasskeyProvider.isDisplayableName("") && !PasskeyProvider.isDisplayableName(String(repeating: "a", count: 65)))
         let shared = Self.repository.deletingLastPathComponent().appendingPathComponent("shared/data/passkey-provider-aaguids.json").path
         if FileManager.default.fileExists(atPath: shared) {
             let real = try PasskeyProviderList.load(path: shared)
