@@ -37,7 +37,8 @@ package enum CappedHTTP {
         /// None: the 3xx answer is the response (an endpoint that answers directly, and a
         /// redirect that could carry a secret elsewhere).
         case refuse
-        /// To `https` URLs only (signed content, such as a metadata BLOB).
+        /// To `https` URLs only (signed content, such as a metadata BLOB), at most five, and once a
+        /// public address has answered, only to public addresses (not loopback, private or link-local).
         case httpsOnly
     }
 

@@ -23,7 +23,12 @@ extension HTTP1Exchange {
             idleUntil = .now + .milliseconds(Int64(exchange.idle * 1000))
         }
 
-        static func open(host: String, port: Int, exchange: HTTP1Exchange) throws(WebAuthnError) -> Connection {
+        /// Whether the address connected to is a public one (``CappedHTTP/isPublic(_:)``).
+        private(set) var peerIsPublic = false
+
+        /// Connects to the first address of `host` that answers; with `publicOnly`, addresses that
+        /// are not public are skipped (a redirect from a public host may not lead inside).
+        static func open(host: String, port: Int, publicOnly: Bool = false, exchange: HTTP1Exchange) throws(WebAuthnError) -> Connection {
             let code = exchange.code
             var hints = addrinfo()
             hints.ai_family = AF_UNSPEC
@@ -38,9 +43,15 @@ extension HTTP1Exchange {
             var entry: UnsafeMutablePointer<addrinfo>? = first
             while let info = entry {
                 entry = info.pointee.ai_next
+                let isPublic = CappedHTTP.isPublic(info.pointee.ai_addr)
+                if publicOnly && !isPublic {
+                    failure = "a redirect from a public address may not lead to a loopback, private or link-local one"
+                    continue
+                }
                 let fd = socket(info.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
                 guard fd >= 0 else { continue }
                 let connection = Connection(fd: fd, exchange: exchange)
+                connection.peerIsPublic = isPublic
                 guard fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) == 0 else {
                     connection.close()
                     continue
@@ -181,5 +192,53 @@ extension HTTP1Exchange {
                 return count
             }
         }
+    }
+}
+
+extension CappedHTTP {
+    /// Whether a socket address is a public unicast one: not unspecified, loopback, private
+    /// (10/8, 172.16/12, 192.168/16, fc00::/7), shared (100.64/10), link-local (169.254/16,
+    /// fe80::/10), multicast, reserved (0/8, 240/4) or documentation-only, in IPv4 or IPv6 (an
+    /// IPv4-mapped IPv6 address is judged as its IPv4 address).
+    static func isPublic(_ address: UnsafePointer<sockaddr>?) -> Bool {
+        guard let address else { return false }
+        switch Int32(address.pointee.sa_family) {
+        case AF_INET:
+            let raw = address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee.sin_addr.s_addr }
+            return isPublicIPv4(UInt32(bigEndian: raw))
+        case AF_INET6:
+            let bytes = address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { pointer in
+                withUnsafeBytes(of: pointer.pointee.sin6_addr) { Array($0) }
+            }
+            return isPublicIPv6(bytes)
+        default:
+            return false
+        }
+    }
+
+    /// ``isPublic(_:)`` for an IPv4 address in host order.
+    package static func isPublicIPv4(_ a: UInt32) -> Bool {
+        let blocked: [(UInt32, UInt32)] = [
+            (0x0000_0000, 8), (0x0A00_0000, 8), (0x6440_0000, 10), (0x7F00_0000, 8), (0xA9FE_0000, 16), (0xAC10_0000, 12),
+            (0xC000_0000, 24), (0xC000_0200, 24), (0xC0A8_0000, 16), (0xC612_0000, 15), (0xC633_6400, 24), (0xCB00_7100, 24),
+            (0xE000_0000, 4), (0xF000_0000, 4),
+        ]
+        return !blocked.contains { network, bits in a >> (32 - bits) == network >> (32 - bits) }
+    }
+
+    /// ``isPublic(_:)`` for an IPv6 address of 16 bytes.
+    package static func isPublicIPv6(_ b: [UInt8]) -> Bool {
+        guard b.count == 16 else { return false }
+        if b[0..<10].allSatisfy({ $0 == 0 }) && b[10] == 0xFF && b[11] == 0xFF {
+            return isPublicIPv4(UInt32(b[12]) << 24 | UInt32(b[13]) << 16 | UInt32(b[14]) << 8 | UInt32(b[15]))
+        }
+        if b[0..<15].allSatisfy({ $0 == 0 }) { return false }  // :: and ::1
+        if b[0] & 0xFE == 0xFC { return false }  // fc00::/7, unique local
+        if b[0] == 0xFE && b[1] & 0xC0 == 0x80 { return false }  // fe80::/10, link-local
+        if b[0] == 0xFE && b[1] & 0xC0 == 0xC0 { return false }  // fec0::/10, site-local (deprecated)
+        if b[0] == 0xFF { return false }  // multicast
+        if b[0] == 0x20 && b[1] == 0x01 && b[2] == 0x0D && b[3] == 0xB8 { return false }  // 2001:db8::/32, documentation
+        if b[0] == 0x00 && b[1] == 0x64 && b[2] == 0xFF && b[3] == 0x9B { return false }  // 64:ff9b::/96, NAT64 (reaches IPv4 inside too)
+        return true
     }
 }

@@ -36,9 +36,13 @@ struct HTTP1Exchange {
 
     func run(_ request: URLRequest) throws(WebAuthnError) -> CappedHTTP.Response {
         var request = request
+        // Once a public address answered, a redirect may not lead to one that is not (SSRF: an
+        // upstream, or whoever controls it, turning the server's fetch on its own network).
+        var publicOnly = false
         for _ in 0...Self.maxRedirects {
             guard let url = request.url else { throw WebAuthnError(code, "no URL") }
-            let response = try exchange(request, url: url)
+            let (response, peerIsPublic) = try exchange(request, url: url, publicOnly: publicOnly)
+            publicOnly = publicOnly || peerIsPublic
             guard redirects == .httpsOnly, [301, 302, 303, 307, 308].contains(response.status),
                 let location = response.header("location"), let next = URL(string: location, relativeTo: url)?.absoluteURL,
                 next.scheme?.lowercased() == "https", CappedHTTP.isFetchable(next)
@@ -56,7 +60,7 @@ struct HTTP1Exchange {
 
     private func what(_ url: URL) -> String { url.host ?? "the endpoint" }
 
-    private func exchange(_ request: URLRequest, url: URL) throws(WebAuthnError) -> CappedHTTP.Response {
+    private func exchange(_ request: URLRequest, url: URL, publicOnly: Bool) throws(WebAuthnError) -> (CappedHTTP.Response, peerIsPublic: Bool) {
         guard CappedHTTP.isFetchable(url), var host = url.host, !host.isEmpty else {
             throw WebAuthnError(code, "\(url.absoluteString.prefix(128)) may not be fetched (https, or http to loopback)")
         }
@@ -64,11 +68,11 @@ struct HTTP1Exchange {
         let secure = url.scheme?.lowercased() == "https"
         let port = url.port ?? (secure ? 443 : 80)
         guard (1...65535).contains(port) else { throw WebAuthnError(code, "port \(port) is out of range") }
-        let connection = try Connection.open(host: host, port: port, exchange: self)
+        let connection = try Connection.open(host: host, port: port, publicOnly: publicOnly, exchange: self)
         defer { connection.close() }
         if secure { try connection.startTLS(host: host, roots: roots) }
         try connection.write(try head(of: request, url: url, host: host, port: port, secure: secure) + [UInt8](request.httpBody ?? Data()))
-        return try readResponse(connection, method: request.httpMethod ?? "GET", what: what(url))
+        return (try readResponse(connection, method: request.httpMethod ?? "GET", what: what(url)), connection.peerIsPublic)
     }
 
     /// The request head: the caller's fields, checked (no line breaks in a name or value).

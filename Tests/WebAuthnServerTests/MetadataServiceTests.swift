@@ -432,4 +432,32 @@ struct MetadataServiceTests {
         }
         #expect(try Self.service(MetadataService.Configuration.fidoMDS3, engine: engine).configuration.url.absoluteString == "https://mds3.fidoalliance.org/")
     }
+
+    @Test("redirects: once a public address answered, one to a loopback, private, link-local or reserved address is refused (IPv4, IPv6, mapped)")
+    func redirectTargets() {
+        // Red team: redirects were followed to any https host, so an upstream could turn a fetch on the server's own network.
+        func v4(_ text: String) -> UInt32 {
+            text.split(separator: ".").reduce(UInt32(0)) { $0 << 8 | UInt32($1)! }
+        }
+        for inside in [
+            "0.0.0.0", "10.1.2.3", "100.64.0.1", "127.0.0.1", "169.254.169.254", "172.16.0.1", "172.31.255.255", "192.168.1.1",
+            "192.0.2.7", "198.18.0.1", "224.0.0.1", "255.255.255.255",
+        ] {
+            #expect(!CappedHTTP.isPublicIPv4(v4(inside)), "\(inside)")
+        }
+        for outside in ["8.8.8.8", "172.32.0.1", "100.128.0.1", "1.1.1.1", "151.101.1.69", "192.169.0.1"] {
+            #expect(CappedHTTP.isPublicIPv4(v4(outside)), "\(outside)")
+        }
+        func v6(_ text: String) -> [UInt8] {
+            var address = in6_addr()
+            _ = inet_pton(AF_INET6, text, &address)
+            return withUnsafeBytes(of: address) { Array($0) }
+        }
+        for inside in ["::", "::1", "fc00::1", "fd12:3456::1", "fe80::1", "ff02::1", "2001:db8::1", "::ffff:127.0.0.1", "::ffff:10.0.0.1", "64:ff9b::a00:1"] {
+            #expect(!CappedHTTP.isPublicIPv6(v6(inside)), "\(inside)")
+        }
+        for outside in ["2606:4700::1111", "2a00:1450:4001::1", "::ffff:8.8.8.8"] {
+            #expect(CappedHTTP.isPublicIPv6(v6(outside)), "\(outside)")
+        }
+    }
 }
