@@ -97,6 +97,28 @@ struct EngineSessionTests {
         #expect(try await challenges.pending(challenge: b.challenge) != nil)
     }
 
+    @Test("a new account's names take their enforced forms in the engine, whoever calls it: full-width folded, bidi and zero-width refused")
+    func newAccountNames() async throws {
+        // Adopter review: only the package's routes normalised names; an embedding calling the engine stored them as given.
+        let (engine, _, accounts) = try engine()
+        let wide = try UserEntity(id: SecureRandom.bytes(16), name: "ｃａｒｏｌ", displayName: "  Carol   C.  ")
+        let options = try await engine.startRegistration(user: wide, newAccount: true)
+        #expect(options.user.name == "carol" && options.user.displayName == "Carol C.")
+        let parts = try SoftwareAuthenticator(profile: .platformPasskey).register(
+            rpId: "example.com", origin: origin, challenge: options.challenge, userHandle: wide.id)
+        _ = try await engine.finishRegistration(json: parts.jsonBytes)
+        #expect(try await accounts.account(handle: wide.id)?.name == "carol")
+        for name in ["dave\u{202E}", "e\u{200B}ve", "fr ank", ""] {
+            #expect(
+                await errorCode { _ = try await engine.startRegistration(user: UserEntity.new(name: name), newAccount: true) } == "username_invalid", "\(name)")
+        }
+        #expect(
+            await errorCode { _ = try await engine.startRegistration(user: UserEntity.new(name: "gina", displayName: "G\u{202E}"), newAccount: true) }
+                == "username_invalid")
+        // Not a new account: the host's own users are named as the host names them.
+        #expect(await errorCode { _ = try await engine.startRegistration(user: UserEntity.new(name: "Host User 1")) } == nil)
+    }
+
     @Test("a credential for an account of the account store is stored only while the account exists; a host's own users are not checked")
     func addingToAccount() async throws {
         let (engine, _, accounts) = try engine()

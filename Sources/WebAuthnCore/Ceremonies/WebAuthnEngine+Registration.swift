@@ -23,7 +23,9 @@ extension WebAuthnEngine {
     ///     with the ceremony and, when enforced, checked against the authenticator data.
     ///   - newAccount: the registration creates `user` together with its first
     ///     credential (through ``accounts``), atomically, when it finishes; no
-    ///     account or name exists before that.
+    ///     account or name exists before that. Its name and display name take their enforced
+    ///     forms (``UserName/normalize(name:)``, ``UserName/normalize(displayName:)``), which the
+    ///     options carry; a name without one is refused (`username_invalid`).
     ///   - addingToAccount: whether `user` is an account of the engine's account store (``accounts``),
     ///     which must then still exist when the credential is stored (`account_unknown` otherwise):
     ///     a registration must not store a credential for an account deleted meanwhile. True: the
@@ -38,7 +40,8 @@ extension WebAuthnEngine {
     ///     cookie); the response must present the same (`session_mismatch`).
     ///   - challengeLength: the challenge's length in bytes, 16 to 64. Default 32.
     /// - Returns: the options, to send as ``CreationOptions/jsonString``.
-    /// - Throws: `configuration_invalid` (challenge length), `too_many_pending_ceremonies`,
+    /// - Throws: `configuration_invalid` (challenge length), `username_invalid` (a new account's
+    ///   name or display name), `too_many_pending_ceremonies`,
     ///   `credential_limit_reached` (the user holds ``Limits/maxCredentialsPerUser``),
     ///   or `storage_failure` when a store fails.
     public func startRegistration(
@@ -57,6 +60,11 @@ extension WebAuthnEngine {
         let rp = configuredRelyingParty
         let selection = authenticatorSelection ?? AuthenticatorSelection(userVerification: rp.policy.userVerification)
         let challenge = try Self.newChallenge(length: challengeLength)
+        // A new account's names are stored, shown and keyed: they take their enforced forms here,
+        // whoever calls (an embedding's own route as much as the package's), or are refused.
+        let user =
+            newAccount
+            ? try UserEntity(id: user.id, name: UserName.normalize(name: user.name), displayName: UserName.normalize(displayName: user.displayName)) : user
         let existing = newAccount ? [] : try await store { try await credentials.credentials(forUser: user.id) }
         try requireRoom(existing.count)
         // A credential for an account of the account store is stored only while that account exists.
