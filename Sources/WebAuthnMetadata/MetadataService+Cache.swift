@@ -24,7 +24,7 @@ extension MetadataService {
         let now = clock.now()
         do throws(WebAuthnError) {
             let bytes = try FIDOMetadata.read(path)
-            var options = configuration.verification
+            var options = currentVerification()
             options.refuseStale = false
             let blob = try FIDOMetadata.blob(jwt: bytes, at: now, options: options)
             let written = (try? FileManager.default.attributesOfItem(atPath: path)[.modificationDate] as? Date) ?? nil

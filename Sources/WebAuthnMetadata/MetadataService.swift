@@ -6,7 +6,7 @@ public import WebAuthnCore
     internal import FoundationNetworking
 #endif
 internal import _WebAuthnEncoding
-internal import _WebAuthnCrypto
+package import _WebAuthnCrypto
 internal import _WebAuthnHTTP
 
 /// Keeps an engine's FIDO metadata current: fetches the MDS3 BLOB from a metadata service
@@ -55,6 +55,12 @@ public final class MetadataService: Service, Sendable {
         public var retryInterval: TimeInterval
         /// The longest wait after failures. Default 1 hour.
         public var maximumRetryInterval: TimeInterval
+        /// When set, asked before each verification for the CRLs to check the BLOB's chain with,
+        /// instead of `verification`'s: CRLs have their own nextUpdate, and a process that read
+        /// them once at start refused every BLOB after it until restarted (`webauthn serve` reads
+        /// its `--metadata-crl` files again; an operator replaces them without a restart). Nil
+        /// from it: keep `verification`'s.
+        package var revocationLists: (@Sendable () -> [CertificateRevocationList]?)?
 
         /// FIDO Alliance's metadata service, MDS3.
         public static let fidoMDS3 = URL(string: "https://mds3.fidoalliance.org/")!
@@ -289,10 +295,17 @@ public final class MetadataService: Service, Sendable {
         return outcome
     }
 
+    /// The verification options, with the CRLs of ``Configuration/revocationLists`` when it gives some.
+    func currentVerification() -> FIDOMetadata.BLOBOptions {
+        var options = configuration.verification
+        if let lists = configuration.revocationLists?() { options.crls = lists }
+        return options
+    }
+
     /// Verifies a fetched BLOB and installs it when its `no` is greater than the installed one's.
     func accept(_ bytes: [UInt8], validators: Validators) async throws(WebAuthnError) -> Outcome {
         let now = clock.now()
-        var options = configuration.verification
+        var options = currentVerification()
         options.refuseStale = true
         let blob = try FIDOMetadata.blob(jwt: bytes, at: now, options: options)
         guard let serial = blob.serial else { throw WebAuthnError(.metadataInvalid, "the BLOB has no serial number (no)") }

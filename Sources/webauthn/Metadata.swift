@@ -44,15 +44,22 @@ struct MetadataOptions: ParsableArguments {
             let text = String(decoding: bytes, as: UTF8.self)
             do { options.roots = [try X509Certificate(pem: text)] } catch { throw ValidationError("--metadata-root: \(error.message)") }
         }
-        for path in Self.files(metadataCRLs, suffix: ".crl") {
+        options.crls = try Self.revocationLists(metadataCRLs)
+        return options
+    }
+
+    /// The CRLs of `--metadata-crl` (`paths`), read now (files named and the `.crl` files of folders).
+    /// `serve` reads them again before each fetched BLOB is verified, so that replaced files
+    /// take effect without a restart.
+    static func revocationLists(_ paths: [String]) throws -> [CertificateRevocationList] {
+        try files(paths, suffix: ".crl").map { path in
             guard let data = AtomicFile.read(path, limit: maxCRLFile) else {
                 throw ValidationError("cannot read \(path) (or it is larger than \(maxCRLFile >> 20) MiB)")
             }
-            do { options.crls.append(try CertificateRevocationList(derOrPEM: data)) } catch {
+            do throws(WebAuthnError) { return try CertificateRevocationList(derOrPEM: data) } catch {
                 throw ValidationError("--metadata-crl \(path): \(error.message)")
             }
         }
-        return options
     }
 
     func load(at time: Date, options: FIDOMetadata.BLOBOptions? = nil) throws -> FIDOMetadata? {

@@ -199,10 +199,26 @@ struct Serve: AsyncParsableCommand {
         }
         var metadataLogger = logger
         metadataLogger[metadataKey: "component"] = "metadata"
+        var configuration = MetadataService.Configuration(url: url, verification: verification, cacheDirectory: mdsCache)
+        if !trust.metadataCRLs.isEmpty {
+            // Read again before each verification: a CRL past its nextUpdate fails every BLOB, and
+            // the operator replaces the files without a restart. One that cannot be read keeps the last set.
+            let paths = trust.metadataCRLs
+            let last = Locked(verification.crls)
+            configuration.revocationLists = { [metadataLogger] in
+                do {
+                    let lists = try MetadataOptions.revocationLists(paths)
+                    last.withLock { $0 = lists }
+                    return lists
+                } catch {
+                    metadataLogger.warning("the --metadata-crl files could not be read again; the last ones read are used", metadata: ["reason": "\(error)"])
+                    return last.withLock { $0 }
+                }
+            }
+        }
         do {
             return try MetadataService(
-                configuration: MetadataService.Configuration(url: url, verification: verification, cacheDirectory: mdsCache), engine: engine,
-                logger: metadataLogger, onInstall: onInstall)
+                configuration: configuration, engine: engine, logger: metadataLogger, onInstall: onInstall)
         } catch {
             throw ValidationError("--mds-url: \(error.message)")
         }

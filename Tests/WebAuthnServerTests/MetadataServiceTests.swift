@@ -186,6 +186,38 @@ struct MetadataServiceTests {
         #expect(service.status.confirmedAt == confirmed && service.status.serial == 1)
     }
 
+    @Test("CRLs are asked for again before each verification: a CRL past its nextUpdate fails until replaced, a new revocation counts at once")
+    func revocationListsRefreshed() async throws {
+        // Red team: the CRLs were read once at start; once one passed its nextUpdate every fetched BLOB
+        // failed until the process restarted, and a revocation published since went unseen.
+        let script = Script()
+        let server = try Self.standIn(script)
+        defer { server.stop() }
+        let engine = try Self.engine()
+        let expired = try Self.pki.crls(revoking: [22], nextUpdate: Self.now.addingTimeInterval(-86_400))
+        let lists = Locked(expired)
+        var logger = Logger(label: "test.metadata")
+        logger.logLevel = .critical
+        var configuration = MetadataService.Configuration(url: server.url, verification: Self.pki.options, requestTimeout: 5, deadline: 10)
+        configuration.revocationLists = { lists.withLock { $0 } }
+        let service = try MetadataService(configuration: configuration, engine: engine, sleep: { _ in }, logger: logger)
+        script.set(.blob(try Self.pki.blob(no: 5)))
+        #expect(Self.code(await service.refresh()) == "metadata_untrusted")
+        lists.withLock { $0 = try! Self.pki.crls(revoking: [22], nextUpdate: Self.now.addingTimeInterval(86_400)) }
+        #expect(Self.code(await service.refresh()) == "installed")
+        // The signer is revoked: the next BLOB it signs is refused, the installed one kept.
+        lists.withLock { $0 = try! Self.pki.crls(revoking: [21, 22], nextUpdate: Self.now.addingTimeInterval(86_400)) }
+        script.set(.blob(try Self.pki.blob(no: 6, description: "signed by a revoked signer")))
+        #expect(Self.code(await service.refresh()) == "metadata_untrusted")
+        #expect(service.status.serial == 5)
+        // Nil from the provider keeps the configuration's CRLs.
+        let fixed = Locked<[CertificateRevocationList]?>(nil)
+        configuration.revocationLists = { fixed.withLock { $0 } }
+        let second = try MetadataService(configuration: configuration, engine: try Self.engine(), sleep: { _ in }, logger: logger)
+        script.set(.blob(try Self.pki.blob(no: 7, revoked: true)))
+        #expect(Self.code(await second.refresh()) == "metadata_untrusted")
+    }
+
     @Test("a body that never ends is read only as far as the cap, delimited by the connection's end or chunked")
     func endlessBody() async throws {
         // Red team, tenth pass: through URLSession a fast endless body grew RSS by 250 MB a second

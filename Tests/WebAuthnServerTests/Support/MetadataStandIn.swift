@@ -243,6 +243,8 @@ struct MDSTestPKI: @unchecked Sendable {
     let revokedSigner: (certificate: X509Certificate, key: SigningKey)
     let crls: [CertificateRevocationList]
     let authority: AttestationAuthority
+    let rootKey: SigningKey
+    let intermediateKey: SigningKey
 
     static let shared = try! MDSTestPKI()
     static let aaguid = AAGUID(bytes: [UInt8](repeating: 0x3d, count: 16))!
@@ -264,6 +266,8 @@ struct MDSTestPKI: @unchecked Sendable {
         }
         self.root = root
         self.intermediate = intermediate
+        self.rootKey = rootKey
+        self.intermediateKey = intermediateKey
         signer = try issueSigner(21)
         revokedSigner = try issueSigner(22)
         crls = [
@@ -271,6 +275,16 @@ struct MDSTestPKI: @unchecked Sendable {
             try CertificateRevocationList(derOrPEM: CRLBuilder(revoking: [22]).build(issuer: intermediate, issuerKey: intermediateKey)),
         ]
         authority = try AttestationAuthority.generate()
+    }
+
+    /// CRLs of the root and the intermediate, the intermediate's revoking `serials` and valid until `nextUpdate`.
+    func crls(revoking serials: [UInt64], nextUpdate: Date) throws -> [CertificateRevocationList] {
+        var intermediateCRL = CRLBuilder(revoking: serials)
+        intermediateCRL.nextUpdate = nextUpdate
+        return [
+            try CertificateRevocationList(derOrPEM: CRLBuilder().build(issuer: root, issuerKey: rootKey)),
+            try CertificateRevocationList(derOrPEM: intermediateCRL.build(issuer: intermediate, issuerKey: intermediateKey)),
+        ]
     }
 
     /// The verification the service is configured with: this root, these CRLs.
