@@ -15,7 +15,7 @@ public struct AppleSignIn: Sendable {
     public let clock: WebAuthnClock
 
     /// A service over `configuration`; the keys come from `fetcher`
-    /// (by default `<baseURL>/auth/keys` through URLSession).
+    /// (by default `<baseURL>/auth/keys` through ``URLSessionAppleKeyFetcher``).
     public init(configuration: SignInWithAppleConfiguration, fetcher: (any AppleKeyFetching)? = nil, clock: WebAuthnClock = .system) {
         self.configuration = configuration
         self.clock = clock

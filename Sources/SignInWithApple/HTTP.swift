@@ -5,8 +5,8 @@ internal import Foundation
 internal import WebAuthnCore
 internal import _WebAuthnHTTP
 
-/// One HTTP exchange with Apple through the package's capped URLSession exchange
-/// (`CappedHTTP`: on Linux, libcurl over the system OpenSSL): a timeout, a deadline one
+/// One HTTP exchange with Apple through the package's capped HTTP/1.1 client
+/// (`CappedHTTP`, TLS through the system OpenSSL): a timeout, a deadline one
 /// second past it, and a cap on the response body that cancels the transfer as soon as it
 /// is passed, so a hostile or broken endpoint cannot make the server buffer without bound.
 /// Redirects are not followed: Apple's endpoints answer directly, and a redirect could

@@ -13,7 +13,8 @@ public protocol AppleKeyFetching: Sendable {
     func fetchKeySet() async throws -> [UInt8]
 }
 
-/// Fetches `<baseURL>/auth/keys` with URLSession, a timeout and a 64 KiB cap.
+/// Fetches `<baseURL>/auth/keys` with the package's capped HTTP client, a timeout and a 64 KiB cap.
+/// (The name is kept from when the fetch went through URLSession.)
 public struct URLSessionAppleKeyFetcher: AppleKeyFetching {
     /// The key set's URL.
     public let url: URL
