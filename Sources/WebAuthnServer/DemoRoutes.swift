@@ -6,19 +6,40 @@ package import _WebAuthnEncoding
 package import _WebAuthnCrypto
 
 extension WebAuthnRoutes {
-    /// The demo page (`/`, `/demo.js`, `/demo.css`) and its small API under
-    /// `/demo/`: who is signed in, their credentials, delete one, sign out.
-    /// Everything but the page needs the signed-in session. Not part of
-    /// ``routes(context:)``: a host app mounts it only if it wants it, at the
-    /// root, with ``routes(context:)`` at the root too (the page calls the ceremony routes at
-    /// `/attestation/…` and `/assertion/…`). `Context`: see ``add(to:atPath:)``.
+    /// The demo page (`/`, `/demo.js`, `/demo.css`) and the account API under `/demo/`
+    /// (``accountRoutes(context:)``). Not part of ``routes(context:)``: a host app mounts it only
+    /// if it wants it, at the root, with ``routes(context:)`` at the root too (the page calls the
+    /// ceremony routes at `/attestation/…` and `/assertion/…`). `Context`: see ``add(to:atPath:)``.
     public func demoRoutes<Context: RemoteAddressRequestContext>(context: Context.Type = Context.self) -> RouteCollection<Context> {
         let router = RouteCollection(context: Context.self)
+        // Added before the page's middleware: the account routes carry their own.
+        router.addRoutes(accountRoutes(context: Context.self), atPath: "/demo")
         router.add(middleware: SecurityHeadersMiddleware<Context>(secure: configuration.secureCookies))
         router.get("/") { _, _ in Self.file(DemoPage.html, type: "text/html; charset=utf-8") }
         router.get("/demo.js") { _, _ in Self.file(DemoPage.script, type: "text/javascript; charset=utf-8") }
         router.get("/demo.css") { _, _ in Self.file(DemoPage.css, type: "text/css; charset=utf-8") }
-        router.get("/demo/session") { request, context in
+        return router
+    }
+
+    /// The account API a settings page needs, for a host app to mount where it likes (the demo
+    /// mounts it at `/demo`; `app.addRoutes(webauthn.accountRoutes(), atPath: "/me")` gives
+    /// `/me/session`, ...). Everything but `GET /session` needs a signed-in session
+    /// (``ServerConfiguration/signedInAccount`` first, then the passkey session); deletions need a
+    /// recent verification (``requireRecentVerification(_:)``); changes need a JSON body.
+    ///
+    /// | Route | Does |
+    /// |---|---|
+    /// | `GET /session` | who is signed in: `user`, `displayName`, `recentlyVerified`; `{"user": null}` when nobody |
+    /// | `GET /credentials` | the account's passkeys, named for people (provider, icon, synced, last use) |
+    /// | `PATCH /credentials/:id` | `{"name": …}`: the owner's name for one (null clears it) |
+    /// | `DELETE /credentials/:id` | deletes one (not the last way in: `last_credential`), ends the other sessions, answers the signal for the provider |
+    /// | `PATCH /account` | `{"displayName": …}` |
+    /// | `DELETE /account` | deletes the account, its passkeys and identities, and its sessions |
+    /// | `POST /logout` | signs this session out, or with `{"everywhere": true}` every session of the account |
+    public func accountRoutes<Context: RemoteAddressRequestContext>(context: Context.Type = Context.self) -> RouteCollection<Context> {
+        let router = RouteCollection(context: Context.self)
+        router.add(middleware: SecurityHeadersMiddleware<Context>(secure: configuration.secureCookies))
+        router.get("/session") { request, context in
             await handle(request, context) {
                 try throttle(request, context)
                 let token = sessions.token(request)
@@ -37,7 +58,7 @@ extension WebAuthnRoutes {
                 return HTTP.ok(payload)
             }
         }
-        router.get("/demo/credentials") { request, context in
+        router.get("/credentials") { request, context in
             await handle(request, context) {
                 try throttle(request, context)
                 let handle = try await requireSignedIn(request)
@@ -71,7 +92,7 @@ extension WebAuthnRoutes {
                 return HTTP.ok(["credentials": .array(list)])
             }
         }
-        router.patch("/demo/credentials/:id") { request, context in
+        router.patch("/credentials/:id") { request, context in
             await handle(request, context) {
                 try HTTP.requireJSON(request)
                 try throttle(request, context)
@@ -100,7 +121,7 @@ extension WebAuthnRoutes {
                 return HTTP.ok(["name": name.map(JSONValue.string) ?? .null])
             }
         }
-        router.delete("/demo/credentials/:id") { request, context in
+        router.delete("/credentials/:id") { request, context in
             await handle(request, context) {
                 try throttle(request, context)
                 let session = try await requireRecentSession(request)
@@ -118,7 +139,7 @@ extension WebAuthnRoutes {
                 return HTTP.ok(["signal": signal.payload(rpId: engine.relyingParty.id), "otherSessionsEnded": .number(Double(ended))])
             }
         }
-        router.patch("/demo/account") { request, context in
+        router.patch("/account") { request, context in
             await handle(request, context) {
                 try HTTP.requireJSON(request)
                 try throttle(request, context)
@@ -137,7 +158,7 @@ extension WebAuthnRoutes {
                 ])
             }
         }
-        router.delete("/demo/account") { request, context in
+        router.delete("/account") { request, context in
             await handle(request, context) {
                 try throttle(request, context)
                 let handle = try await requireRecentVerification(request)
@@ -151,7 +172,7 @@ extension WebAuthnRoutes {
                 return response
             }
         }
-        router.post("/demo/logout") { request, context in
+        router.post("/logout") { request, context in
             await handle(request, context) {
                 // JSON only: a form on a sibling site (same-site, so SameSite=Strict lets the cookie through) cannot sign the user out.
                 try HTTP.requireJSON(request)

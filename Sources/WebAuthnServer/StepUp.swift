@@ -13,6 +13,20 @@ package import _WebAuthnCrypto
 /// assertion with `userVerification: "required"`, limited to the account's
 /// credentials). The session records when (`SignedInSession.authenticatedAt`).
 extension WebAuthnRoutes {
+    /// For a host app's own routes: the handle of the account the request is signed in as
+    /// (``ServerConfiguration/signedInAccount`` first, then the passkey session), or nil.
+    /// For sensitive actions use ``requireRecentVerification(_:)``.
+    ///
+    /// ```swift
+    /// router.get("/orders") { request, context in
+    ///     guard let account = try await webauthn.signedInAccount(request) else { throw HTTPError(.unauthorized) }
+    ///     ...
+    /// }
+    /// ```
+    public func signedInAccount(_ request: Request) async throws -> [UInt8]? {
+        try await signedInAccount(request, token: sessions.token(request))
+    }
+
     /// For a host app's own routes: the handle of the signed-in account, if it verified
     /// the user within ``ServerConfiguration/reauthenticationWindow``.
     ///

@@ -106,6 +106,48 @@ struct EmbeddingTests {
         }
     }
 
+    @Test("the account API mounted where the host likes (accountRoutes), and signedInAccount in a host route, before and after a passkey sign-in")
+    func accountAPIForHosts() async throws {
+        // Adopter review: the account API existed only as the demo's /demo/..., and a host route
+        // had no way to ask who was signed in short of requiring a recent verification.
+        let rp = try RelyingParty(id: "example.com", name: "Example", origins: ["https://example.com"])
+        let credentials = InMemoryCredentialStore()
+        let accounts = InMemoryAccountStore(credentials: credentials)
+        let engine = WebAuthnEngine(relyingParty: rp, credentials: credentials, challenges: InMemoryChallengeStore(clock: rp.clock), accounts: accounts)
+        let webauthn = WebAuthnRoutes(engine: engine, accounts: accounts, configuration: ServerConfiguration(secret: Array(repeating: 9, count: 32)))
+        let router = Router(context: WebAuthnRequestContext.self)
+        router.addRoutes(webauthn.routes(), atPath: "/webauthn")
+        router.addRoutes(webauthn.accountRoutes(), atPath: "/me")
+        router.get("/orders") { request, _ -> String in
+            guard let account = try await webauthn.signedInAccount(request) else { return "nobody" }
+            return "orders of \(Base64URL.encode(account))"
+        }
+        try await Self.serving({ running in
+            Application(
+                router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), onServerRunning: { await running($0.localAddress?.port ?? 0) })
+        }) { port in
+            let browser = AppleFlowTests.Client(port: port)
+            #expect(try await browser.send("/orders", method: "GET").body == .string("nobody"))
+            #expect(try await browser.send("/me/session", method: "GET").body["user"] == .null)
+            #expect(try await browser.send("/me/credentials", method: "GET").status == 401)
+            #expect(try await browser.send("/demo/session", method: "GET").status == 404, "no demo unless mounted")
+            let options = try await browser.send("/webauthn/attestation/options", json: #"{"username":"hana","displayName":"Hana"}"#)
+            #expect(options.status == 200, "\(options.body)")
+            let challenge = try #require(options.body["challenge"]?.stringValue.flatMap(Base64URL.decode))
+            let handle = try #require(options.body["user"]?["id"]?.stringValue.flatMap(Base64URL.decode))
+            let key = SoftwareAuthenticator(profile: .platformPasskey)
+            let parts = try key.register(rpId: "example.com", origin: "https://example.com", challenge: challenge, userHandle: handle)
+            #expect(try await browser.send("/webauthn/attestation/result", json: parts.json.serialized()).status == 200)
+            #expect(try await browser.send("/orders", method: "GET").body == .string("orders of \(Base64URL.encode(handle))"))
+            #expect(try await browser.send("/me/session", method: "GET").body["user"]?.stringValue == "hana")
+            let listed = try await browser.send("/me/credentials", method: "GET")
+            #expect(listed.body["credentials"]?.arrayValue?.count == 1, "\(listed.body)")
+            #expect(try await browser.send("/me/account", method: "PATCH", json: #"{"displayName":"Hana K."}"#).body["displayName"]?.stringValue == "Hana K.")
+            #expect(try await browser.send("/me/logout", json: "{}").status == 200)
+            #expect(try await browser.send("/orders", method: "GET").body == .string("nobody"))
+        }
+    }
+
     @Test("a server secret shorter than 32 bytes stops the process when the routes are made")
     func shortSecret() async {
         await #expect(processExitsWith: .failure) {
