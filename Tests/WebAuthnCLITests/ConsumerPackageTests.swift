@@ -134,21 +134,24 @@ struct ConsumerPackageTests {
             return ""
         }
         var code = String(readme[section.upperBound..<end.lowerBound])
+        // The README shows the same browser lines to its readers, under SoftwareAuthenticator.
+        for line in [browserLine, registrationLine, assertionLine] {
+            #expect(readme.contains("  " + line + "\n"), "README.md no longer shows: \(line)")
+        }
         let registration = "// ... the browser answers with credential.toJSON(): registrationBody ..."
         let assertion = "// ... the browser answers with credential.toJSON(): assertionBody ..."
         #expect(code.contains(registration) && code.contains(assertion), "the README example lost its browser lines")
-        code = code.replacingOccurrences(
-            of: "import WebAuthnCore\n", with: "import WebAuthnCore\nimport WebAuthnTesting\nlet browser = SoftwareAuthenticator()\n")
-        code = code.replacingOccurrences(
-            of: registration,
-            with: """
-                let registrationBody = try browser.register(rpId: rp.id, origin: "https://example.com", challenge: creation.challenge, userHandle: user.id).jsonBytes
-                """)
-        code = code.replacingOccurrences(
-            of: assertion,
-            with: """
-                let assertionBody = try browser.authenticate(rpId: rp.id, origin: "https://example.com", challenge: request.challenge, credentialId: registered.credential.id).jsonBytes
-                """)
+        code = code.replacingOccurrences(of: "import WebAuthnCore\n", with: "import WebAuthnCore\nimport WebAuthnTesting\n\(browserLine)\n")
+        code = code.replacingOccurrences(of: registration, with: registrationLine)
+        code = code.replacingOccurrences(of: assertion, with: assertionLine)
         return code + "\n_ = optionsJSON\n"
     }
+
+    static let browserLine = "let browser = SoftwareAuthenticator()"
+    static let registrationLine = """
+        let registrationBody = try browser.register(rpId: rp.id, origin: "https://example.com", challenge: creation.challenge, userHandle: user.id).jsonBytes
+        """
+    static let assertionLine = """
+        let assertionBody = try browser.authenticate(rpId: rp.id, origin: "https://example.com", challenge: request.challenge, credentialId: registered.credential.id).jsonBytes
+        """
 }
