@@ -1,12 +1,12 @@
-public import Foundation
+internal import Foundation
 #if canImport(FoundationNetworking)
     import FoundationNetworking
 #endif
-public import WebAuthnCore
-public import WebAuthnTesting
-public import WebAuthnMetadata
-package import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import WebAuthnCore
+internal import WebAuthnTesting
+internal import WebAuthnMetadata
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 /// The FIDO2 server conformance cases, run with a software authenticator
 /// against any relying party that speaks the conformance API

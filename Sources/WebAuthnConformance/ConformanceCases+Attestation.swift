@@ -1,9 +1,9 @@
-public import Foundation
-public import WebAuthnCore
-public import WebAuthnTesting
-public import WebAuthnMetadata
-package import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import Foundation
+internal import WebAuthnCore
+internal import WebAuthnTesting
+internal import WebAuthnMetadata
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 extension CaseList {
     /// Server-ServerAuthenticatorAttestationResponse-Resp-1 to -3 (the response, clientData and

@@ -1,9 +1,9 @@
-public import Foundation
-public import WebAuthnCore
-public import WebAuthnTesting
-public import WebAuthnMetadata
-package import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import Foundation
+internal import WebAuthnCore
+internal import WebAuthnTesting
+internal import WebAuthnMetadata
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 extension CaseList {
     /// Server-ServerPublicKeyCredentialCreationOptions-Req-1 and API-CreationOptions.

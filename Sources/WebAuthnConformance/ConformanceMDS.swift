@@ -1,9 +1,9 @@
-public import Foundation
-public import WebAuthnCore
-public import WebAuthnTesting
-public import WebAuthnMetadata
-package import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import Foundation
+internal import WebAuthnCore
+internal import WebAuthnTesting
+internal import WebAuthnMetadata
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 /// The FIDO MDS3 BLOBs of the list's "Metadata Service" group (the tool's mds-1.js): a
 /// signing PKI of its own (a root, two intermediates, three signing certificates, CRLs)

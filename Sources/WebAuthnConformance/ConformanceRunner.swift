@@ -1,12 +1,12 @@
-public import Foundation
+internal import Foundation
 #if canImport(FoundationNetworking)
     import FoundationNetworking
 #endif
-public import WebAuthnCore
-public import WebAuthnTesting
-public import WebAuthnMetadata
-package import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import WebAuthnCore
+internal import WebAuthnTesting
+internal import WebAuthnMetadata
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 /// Why a case failed, with the server's errorMessage where there was one.
 struct CaseFailure: Error, CustomStringConvertible {

@@ -1,6 +1,6 @@
-public import Foundation
-public import Logging
-public import WebAuthnCore
+internal import Foundation
+internal import Logging
+internal import WebAuthnCore
 internal import _WebAuthnEncoding
 internal import _WebAuthnCrypto
 

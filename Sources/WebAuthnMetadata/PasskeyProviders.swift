@@ -231,7 +231,7 @@ public struct PasskeyProviderService: Service {
 
     /// Fetches now, then daily, until cancelled or the group shuts down.
     public func run() async throws {
-        try? await cancelWhenGracefulShutdown { await loop() }
+        await cancelWhenGracefulShutdown { await loop() }
     }
 
     func loop() async {

@@ -5,7 +5,7 @@ import Dispatch
 #elseif canImport(Darwin)
     import Darwin
 #endif
-import WebAuthnCore
+internal import WebAuthnCore
 
 // A connection's statements that arrive while it is busy, sent together in libpq's pipeline mode.
 extension PostgresConnection {

@@ -1,13 +1,13 @@
 internal import CPostgreSQL
 import Dispatch
-public import Foundation
+internal import Foundation
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
     import Darwin
 #endif
-public import WebAuthnCore
-package import _WebAuthnEncoding
+internal import WebAuthnCore
+internal import _WebAuthnEncoding
 
 /// How the store's connections talk to the server, beyond what the URL says.
 struct PostgresSettings: Sendable {

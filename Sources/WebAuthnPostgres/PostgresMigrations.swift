@@ -1,4 +1,4 @@
-import WebAuthnCore
+internal import WebAuthnCore
 
 /// The PostgreSQL schema, versioned in one place; migrations run once, in
 /// order, in one transaction under an advisory lock shared by every instance.

@@ -1,7 +1,7 @@
 internal import CPostgreSQL
-public import Foundation
-public import WebAuthnCore
-package import _WebAuthnEncoding
+internal import Foundation
+internal import WebAuthnCore
+internal import _WebAuthnEncoding
 
 // The pool of connections the store uses, and the values it sends and reads: text forms for
 // libpq's text protocol, rows through the shared credential codec, error field codes.
@@ -44,7 +44,7 @@ final class PostgresPool: Sendable {
                 return try await connections[next.increment() % connections.count].query(sql, params, retry: retry)
             } catch let error as PostgresConnection.Failure where error.isDeadlock && attempt < Self.deadlockRetries {
                 attempt += 1
-                deadlocks.increment()
+                _ = deadlocks.increment()
                 try await Task.sleep(for: .milliseconds(Int.random(in: 1...20) * attempt))
             }
         }

@@ -1,7 +1,7 @@
 public import Foundation
 public import ServiceLifecycle
 public import WebAuthnCore
-package import _WebAuthnEncoding
+internal import _WebAuthnEncoding
 internal import _WebAuthnCrypto
 
 /// The store for several server instances behind a load balancer: the same

@@ -1,5 +1,5 @@
-public import WebAuthnCore
-package import _WebAuthnEncoding
+internal import WebAuthnCore
+internal import _WebAuthnEncoding
 
 /// The schema, versioned in one place. A migration runs once, in order, in a
 /// transaction with the version bump; never edit one that has shipped.

@@ -1,6 +1,6 @@
 public import Foundation
 public import WebAuthnCore
-package import _WebAuthnEncoding
+internal import _WebAuthnEncoding
 internal import _WebAuthnCrypto
 
 // Accounts, the server secret, signed-in sessions and linked identities: the SQLite store's

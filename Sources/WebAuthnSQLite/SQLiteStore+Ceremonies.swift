@@ -1,6 +1,6 @@
 public import Foundation
 public import WebAuthnCore
-package import _WebAuthnEncoding
+internal import _WebAuthnEncoding
 
 // The SQLite store's pending ceremonies and the result steps that consume them: a sign-in's or a
 // registration's writes as one unit of the next group commit, and the ChallengeStore.

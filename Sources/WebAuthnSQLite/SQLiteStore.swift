@@ -1,9 +1,9 @@
-public import Foundation
+internal import Foundation
 public import Logging
 public import ServiceLifecycle
 import NIOConcurrencyHelpers
 public import WebAuthnCore
-package import _WebAuthnEncoding
+internal import _WebAuthnEncoding
 internal import _WebAuthnCrypto
 
 /// The embedded default store: credentials, pending ceremonies, accounts and

@@ -1,4 +1,4 @@
-public import Foundation
+internal import Foundation
 public import Hummingbird
 public import Logging
 public import WebAuthnCore

@@ -1,7 +1,7 @@
-public import WebAuthnCore
-public import WebAuthnMetadata
-package import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import WebAuthnCore
+internal import WebAuthnMetadata
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 /// The demo page: plain HTML, a script and a style sheet served from their
 /// own paths (the Content-Security-Policy allows no inline script or style),

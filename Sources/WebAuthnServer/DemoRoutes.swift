@@ -1,9 +1,9 @@
-public import Foundation
+internal import Foundation
 public import Hummingbird
-public import WebAuthnCore
-public import WebAuthnMetadata
-package import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import WebAuthnCore
+internal import WebAuthnMetadata
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 extension WebAuthnRoutes {
     /// The demo page (`/`, `/demo.js`, `/demo.css`) and the account API under `/demo/`

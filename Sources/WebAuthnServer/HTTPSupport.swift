@@ -1,10 +1,10 @@
-public import Foundation
+internal import Foundation
 public import Hummingbird
 internal import HTTPTypes
 public import WebAuthnCore
-public import WebAuthnMetadata
+internal import WebAuthnMetadata
 package import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnCrypto
 
 /// JSON in and out, and the FIDO conformance API's status envelope.
 enum HTTP {

@@ -1,14 +1,14 @@
-public import Foundation
-public import Hummingbird
-public import NIOCore
+package import Foundation
+internal import Hummingbird
+internal import NIOCore
 internal import Synchronization
-public import WebAuthnCore
+internal import WebAuthnCore
 
 #if canImport(Glibc)
     import Glibc
-    public import WebAuthnMetadata
-    package import _WebAuthnEncoding
-    package import _WebAuthnCrypto
+    internal import WebAuthnMetadata
+    internal import _WebAuthnEncoding
+    internal import _WebAuthnCrypto
 #endif
 
 /// Token buckets keyed by client address or session, on the engine's clock.

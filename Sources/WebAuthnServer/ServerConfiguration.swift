@@ -3,8 +3,8 @@ public import Foundation
 public import Hummingbird
 public import WebAuthnCore
 public import WebAuthnMetadata
-package import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 /// What the HTTP layer serves besides the engine itself, with safe defaults:
 /// a stranger can neither enroll onto an existing name, nor finish a ceremony

@@ -1,9 +1,9 @@
-public import Foundation
-public import Hummingbird
-public import WebAuthnCore
-public import WebAuthnMetadata
-package import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import Foundation
+internal import Hummingbird
+internal import WebAuthnCore
+internal import WebAuthnMetadata
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 /// Browser sessions.
 ///

@@ -1,7 +1,7 @@
-public import WebAuthnCore
-public import WebAuthnMetadata
-package import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import WebAuthnCore
+internal import WebAuthnMetadata
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 /// Stand-in credentials for names that have no account or no credential
 /// (WebAuthn L3 §14.6.2–14.6.3): request options for them look like a real

@@ -1,8 +1,8 @@
-public import Foundation
+internal import Foundation
 public import Hummingbird
-public import WebAuthnCore
-package import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import WebAuthnCore
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 /// Step-up: the server side of an app's biometric re-check. Sensitive actions
 /// (deleting a credential or the account, adding a passkey to an account that

@@ -1,8 +1,8 @@
-public import Foundation
-public import Hummingbird
-public import WebAuthnCore
-package import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import Foundation
+internal import Hummingbird
+internal import WebAuthnCore
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 // The four ceremony handlers of the FIDO2 server API: registration and authentication,
 // options and result.

@@ -1,12 +1,12 @@
-public import Foundation
+internal import Foundation
 public import Hummingbird
-public import Logging
+internal import Logging
 public import NIOCore
 public import WebAuthnCore
-public import WebAuthnMetadata
+internal import WebAuthnMetadata
 internal import CoreMetrics
-package import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 /// The relying party's HTTP routes, to mount on a Hummingbird router:
 ///

@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 public import WebAuthnCore
 package import _WebAuthnEncoding
 package import _WebAuthnCrypto

@@ -1,4 +1,4 @@
-package import WebAuthnCore
+internal import WebAuthnCore
 package import _WebAuthnEncoding
 package import _WebAuthnCrypto
 

@@ -1,5 +1,5 @@
-public import Foundation
-public import WebAuthnCore
+internal import Foundation
+internal import WebAuthnCore
 package import _WebAuthnEncoding
 package import _WebAuthnCrypto
 

@@ -1,6 +1,6 @@
 public import WebAuthnCore
 package import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnCrypto
 
 /// Client data as plain values; `bytes` is the JSON a browser would send.
 public struct ClientDataParts: Sendable {

@@ -1,7 +1,7 @@
-public import Foundation
-public import WebAuthnCore
-package import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import Foundation
+internal import WebAuthnCore
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 // The contract checks of account, session and linked-identity stores.
 extension StoreContract {

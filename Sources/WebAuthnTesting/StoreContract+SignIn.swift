@@ -1,7 +1,7 @@
-public import Foundation
-public import WebAuthnCore
-package import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import Foundation
+internal import WebAuthnCore
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 // The contract checks of the sign-in's combined store operations: the lookups that read what one
 // ceremony step needs at once, the session replacement, and the sign-in commit that stores the

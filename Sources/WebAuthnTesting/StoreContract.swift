@@ -1,7 +1,7 @@
-public import Foundation
+internal import Foundation
 public import WebAuthnCore
-package import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 /// The contract every store must keep, as an API that any store package can run
 /// in its own tests (as fluent-kit ships FluentBenchmark): the in-memory stores,

@@ -1,5 +1,5 @@
 internal import COpenSSL
-package import _WebAuthnEncoding
+internal import _WebAuthnEncoding
 
 extension Digest {
     /// HMAC-SHA-256 of the concatenation of `parts` under `key` (OpenSSL 3's

@@ -1,5 +1,5 @@
 internal import COpenSSL
-package import Foundation
+internal import Foundation
 package import _WebAuthnEncoding
 
 /// Helpers shared by the OpenSSL wrappers. Rules (Docs/CInterop.md): every

@@ -1,4 +1,4 @@
-public import Foundation
+internal import Foundation
 
 /// Small byte helpers shared by the engine.
 package enum Bytes {

@@ -1,5 +1,5 @@
-public import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 /// The `android-key` attestation statement format (WebAuthn L3 §8.4).
 enum AndroidKeyAttestation: AttestationFormatVerifier {

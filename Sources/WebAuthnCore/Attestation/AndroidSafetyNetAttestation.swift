@@ -1,6 +1,6 @@
-public import Foundation
-public import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import Foundation
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 /// The `android-safetynet` attestation statement format (WebAuthn L3 §8.5).
 /// SafetyNet is deprecated by Google, but devices still produce it.

@@ -1,5 +1,5 @@
-public import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 /// The `apple` anonymous attestation statement format (WebAuthn L3 §8.8).
 enum AppleAttestation: AttestationFormatVerifier {

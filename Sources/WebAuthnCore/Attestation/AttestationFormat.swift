@@ -1,6 +1,6 @@
-public import Foundation
-public import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import Foundation
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 /// What an attestation statement verification procedure returns
 /// (WebAuthn L3 §6.5.3): the attestation type and the trust path.

@@ -1,5 +1,5 @@
-public import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 /// The `compound` attestation statement format (WebAuthn L3 §8.9): a list of
 /// attestation statements of other formats, each of which must verify.

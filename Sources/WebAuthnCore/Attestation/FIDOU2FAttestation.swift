@@ -1,5 +1,5 @@
-public import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 /// The `fido-u2f` attestation statement format (WebAuthn L3 §8.6).
 enum FIDOU2FAttestation: AttestationFormatVerifier {

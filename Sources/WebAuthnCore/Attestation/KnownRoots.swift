@@ -1,5 +1,5 @@
-public import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 /// Root certificates that ship with the engine, as data. Each comment gives
 /// the certificate and where it was taken from. Check fingerprints before

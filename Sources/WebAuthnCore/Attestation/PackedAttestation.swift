@@ -1,5 +1,5 @@
-public import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 /// The `packed` attestation statement format (WebAuthn L3 §8.2): full
 /// attestation with an x5c chain, or self attestation with the credential key.

@@ -1,5 +1,5 @@
-public import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 /// The `tpm` attestation statement format (WebAuthn L3 §8.3).
 enum TPMAttestation: AttestationFormatVerifier {

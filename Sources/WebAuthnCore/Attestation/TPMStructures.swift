@@ -1,5 +1,5 @@
-public import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 /// TPM 2.0 structures (TCG TPM 2.0 Library, Part 2) as the `tpm` format uses
 /// them, parsed strictly: big-endian, sized buffers bounded, no bytes left over.

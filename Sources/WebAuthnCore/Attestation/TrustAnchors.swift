@@ -1,5 +1,5 @@
 public import Foundation
-public import _WebAuthnEncoding
+internal import _WebAuthnEncoding
 package import _WebAuthnCrypto
 
 /// An authenticator status from FIDO metadata status reports (MDS3 §3.1.4).

@@ -1,5 +1,5 @@
 public import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnCrypto
 
 /// The authentication ceremony's verification (WebAuthn L3 §7.2), as a pure
 /// function: the caller looks up the credential record and stores the

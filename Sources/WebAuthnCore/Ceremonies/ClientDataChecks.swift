@@ -1,5 +1,5 @@
-public import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 /// Checks of the client data that registration and authentication share
 /// (WebAuthn L3 §7.1 steps 7–11, §7.2 steps 10–14). Each is one spec step.

@@ -1,6 +1,6 @@
-public import Foundation
+internal import Foundation
 public import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnCrypto
 
 /// The registration ceremony's verification (WebAuthn L3 §7.1), as a pure
 /// function of its inputs: no I/O, no store. Steps run in spec order, each a

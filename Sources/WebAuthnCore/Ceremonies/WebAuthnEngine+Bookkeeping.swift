@@ -1,6 +1,6 @@
 public import Foundation
 public import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnCrypto
 
 // The engine's bookkeeping: challenges, finding and consuming pending ceremonies, the
 // session binding, the count of pending ceremonies and their sweeps and eviction, and the

@@ -1,4 +1,4 @@
-public import Foundation
+internal import Foundation
 public import _WebAuthnEncoding
 
 // Registration (WebAuthn L3 §7.1): the options, and the result verified and stored under the

@@ -1,6 +1,6 @@
 public import Foundation
 public import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnCrypto
 
 /// The relying party's stateful API: start and finish registration and
 /// authentication ceremonies against a credential store and a challenge store.

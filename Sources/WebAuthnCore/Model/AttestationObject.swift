@@ -1,5 +1,5 @@
-public import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 /// The attestation object (WebAuthn L3 §6.5.4): `fmt`, `authData` and `attStmt`.
 package struct AttestationObject: Sendable {

@@ -1,5 +1,5 @@
 public import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnCrypto
 
 /// The flags byte of authenticator data (WebAuthn L3 §6.1).
 public struct AuthenticatorFlags: OptionSet, Sendable, Hashable {

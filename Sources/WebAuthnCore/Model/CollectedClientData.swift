@@ -1,5 +1,5 @@
 package import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnCrypto
 
 /// The client data a browser collected and the authenticator signed over
 /// (WebAuthn L3 §5.8.1), parsed from clientDataJSON.

@@ -1,6 +1,6 @@
 public import Foundation
 public import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnCrypto
 
 /// A registered credential: the credential record of WebAuthn L3 §4, plus
 /// the owner and bookkeeping a relying party keeps.

@@ -1,5 +1,5 @@
-public import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 /// credProtect levels (CTAP 2.1 §12.1): when the authenticator reveals the credential.
 public enum CredentialProtectionPolicy: Int, Sendable, CaseIterable, Comparable {

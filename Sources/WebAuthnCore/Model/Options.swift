@@ -1,5 +1,5 @@
 public import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnCrypto
 
 /// `authenticatorSelection` of creation options (WebAuthn L3 §5.4.4).
 public struct AuthenticatorSelection: Sendable, Equatable {

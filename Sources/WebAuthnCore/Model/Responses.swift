@@ -1,5 +1,5 @@
 public import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnCrypto
 
 /// The client's answer to a registration ceremony, decoded from
 /// `RegistrationResponseJSON` (what `PublicKeyCredential.toJSON()` produces) or

@@ -1,6 +1,6 @@
-public import Foundation
+internal import Foundation
 public import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnCrypto
 
 /// The rules for `user.name` and `user.displayName` (WebAuthn L3 §5.4.3
 /// suggests RFC 8265 and RFC 8266), applied before anything is stored, so

@@ -1,5 +1,5 @@
 public import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnCrypto
 
 /// Whether user verification is required, preferred or discouraged
 /// (WebAuthn L3 §5.8.6). Only `.required` makes a missing UV flag fail.

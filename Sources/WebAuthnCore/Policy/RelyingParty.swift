@@ -1,6 +1,6 @@
 public import Foundation
 public import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnCrypto
 
 /// The configuration of one relying party: who it is, which origins may
 /// speak for it, its policies and its clock. A value: build one at start-up

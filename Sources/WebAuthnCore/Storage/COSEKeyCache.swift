@@ -1,5 +1,5 @@
 package import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnCrypto
 
 /// Decoded credential public keys by their COSE bytes, for stores that read
 /// keys from a database: a sign-in then reuses the imported OpenSSL key

@@ -1,6 +1,6 @@
-public import Foundation
+internal import Foundation
 public import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnCrypto
 
 extension PendingCeremony {
     /// A stable JSON form, for stores that persist pending ceremonies.

@@ -1,6 +1,6 @@
 public import Foundation
 public import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnCrypto
 
 /// Why a stored credential is flagged: FIDO metadata reports its authenticator
 /// compromised (`REVOKED`, `ATTESTATION_KEY_COMPROMISE`, `USER_VERIFICATION_BYPASS`,

@@ -1,4 +1,4 @@
-import Foundation
+internal import Foundation
 package import _WebAuthnEncoding
 
 /// The `credentials` table of the SQL stores (SQLite and PostgreSQL): one

@@ -1,6 +1,6 @@
 public import Foundation
-public import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 /// A byte-string dictionary key hashed in one call (`[UInt8]` hashes byte by byte).
 struct ByteKey: Hashable, Sendable {

@@ -1,6 +1,6 @@
 public import Foundation
 internal import Synchronization
-public import _WebAuthnEncoding
+internal import _WebAuthnEncoding
 
 /// An account's sign-in through another provider, such as Sign in with Apple:
 /// the provider's stable subject for the user, linked to the account's handle.

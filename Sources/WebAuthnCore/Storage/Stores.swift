@@ -1,6 +1,6 @@
 public import Foundation
-public import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 /// Where credential records live.
 ///

@@ -1,6 +1,6 @@
 public import Foundation
-public import _WebAuthnEncoding
-package import _WebAuthnCrypto
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
 
 /// The source of "now" for every time-dependent check of the engine:
 /// challenge expiry, certificate validity and metadata freshness.
