@@ -20,20 +20,49 @@ extension WebAuthnRoutes {
             throw WebAuthnError(.appleNotificationInvalid, "the event_time is in the future")
         }
         // Duplicates (Apple delivers some twice; a captured one may be replayed): the key of each
-        // notification acted on is kept for longer than a notification is accepted (a day, from its
-        // iat), and a later delivery is answered without acting.
-        // (Two deliveries at the same instant may both act: every action is idempotent.)
+        // notification is kept for longer than a notification is accepted (a day, from its iat),
+        // whatever it led to, and a later delivery is answered without acting. Red team: one that
+        // arrived while the Apple ID was not linked was not remembered, and replayed after the user
+        // linked it again (a consent-revoked without event_time) it unlinked the new link and
+        // deleted the account. (Two deliveries at the same instant may both act: every action is
+        // idempotent.)
         let seen = Digest.sha256(Array(("apple notification " + note.dedupeKey).utf8))
         if try await engine.isSingleUsePending(.appleNotification, key: seen) {
             audit("apple_notification", request, context, ["type": .string(note.type), "duplicate": "true"])
             return HTTP.ok()
         }
-        let identities = apple.identities
-        guard var linked = try await identities.identity(provider: Self.appleProvider, subject: note.sub) else {
-            let metadata: Logger.Metadata = ["type": .string(note.type), "linked": "false"]
-            audit("apple_notification", request, context, metadata)
-            return HTTP.ok()
+        let outcome = try await act(on: note, apple)
+        do {
+            try await engine.storeSingleUse(
+                .appleNotification, key: seen, binding: nil, lifetime: AppleNotification.dedupeLifetime(leeway: apple.signIn.configuration.leeway))
+        } catch {
+            // Handled already: answer 200 all the same (the actions are idempotent; only the dedupe is lost).
+            context.logger.warning("a notification's dedupe key was not kept", metadata: ["code": .string(error.code.rawValue)])
         }
+        var metadata: Logger.Metadata = ["type": .string(note.type)]
+        switch outcome {
+        case .notLinked: metadata["linked"] = "false"
+        case .superseded: metadata["superseded"] = "true"
+        case .applied(let handle): metadata["account"] = .string(Audit.hash(handle))
+        }
+        audit("apple_notification", request, context, metadata)
+        return HTTP.ok()
+    }
+
+    /// What a notification led to.
+    enum NotificationOutcome {
+        /// The Apple ID is linked to no account: nothing to do.
+        case notLinked
+        /// Dated before the identity's last change, or before it was (re)linked: nothing to do.
+        case superseded
+        /// Applied to the account of this handle.
+        case applied([UInt8])
+    }
+
+    /// Applies a verified notification to the identity it names.
+    private func act(on note: AppleNotification, _ apple: AppleConfiguration) async throws -> NotificationOutcome {
+        let identities = apple.identities
+        guard var linked = try await identities.identity(provider: Self.appleProvider, subject: note.sub) else { return .notLinked }
         // An event older than the record's last change was applied already (or superseded); a
         // revocation or deletion from before the identity was (re)linked is not about this link.
         if let time = note.eventTime {
@@ -43,10 +72,7 @@ extension WebAuthnRoutes {
                 case .consentRevoked, .accountDeleted: time < linked.createdAt
                 case .other: false
                 }
-            if superseded {
-                audit("apple_notification", request, context, ["type": .string(note.type), "superseded": "true"])
-                return HTTP.ok()
-            }
+            if superseded { return .superseded }
         }
         switch note.event {
         case .emailDisabled, .emailEnabled:
@@ -66,16 +92,6 @@ extension WebAuthnRoutes {
         case .other:
             break
         }
-        do {
-            try await engine.storeSingleUse(
-                .appleNotification, key: seen, binding: nil, lifetime: AppleNotification.dedupeLifetime(leeway: apple.signIn.configuration.leeway))
-        } catch {
-            // Acted on already: answer 200 all the same (the actions are idempotent; only the dedupe is lost).
-            context.logger.warning(
-                "a notification's dedupe key was not kept", metadata: ["code": .string(error.code.rawValue)])
-        }
-        let metadata: Logger.Metadata = ["type": .string(note.type), "account": .string(Audit.hash(linked.userHandle))]
-        audit("apple_notification", request, context, metadata)
-        return HTTP.ok()
+        return .applied(linked.userHandle)
     }
 }

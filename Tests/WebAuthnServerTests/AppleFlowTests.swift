@@ -26,11 +26,12 @@ struct AppleFlowTests {
         var cookies: [String: String] = [:]
         init(port: Int) { self.port = port }
 
-        func send(_ path: String, method: String = "POST", json: String? = nil, form: String? = nil) async throws -> (
+        func send(_ path: String, method: String = "POST", json: String? = nil, form: String? = nil, headers: [String: String] = [:]) async throws -> (
             status: Int, body: JSONValue, location: String?
         ) {
             var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
             request.httpMethod = method
+            for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
             if let json { request.httpBody = Data(json.utf8); request.setValue("application/json", forHTTPHeaderField: "Content-Type") }
             if let form { request.httpBody = Data(form.utf8); request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type") }
             if !cookies.isEmpty { request.setValue(cookies.map { "\($0.key)=\($0.value)" }.joined(separator: "; "), forHTTPHeaderField: "Cookie") }
@@ -338,14 +339,23 @@ struct AppleFlowTests {
                 let nonce = try #require(try await app.send("/apple/nonce", json: "{}").body["nonce"]?.stringValue)
                 return try await app.send("/apple/signin", json: Self.signInBody(setup, user: user, nonce: nonce)).status
             }
-            let event: JSONObject = ["type": "consent-revoked", "sub": .string(user.sub)]
-            let claims: JSONValue = [
-                "iss": "https://appleid.apple.com", "aud": .string(Self.clientID), "iat": .number(Date().timeIntervalSince1970.rounded()),
-                "jti": "n-later", "events": .string(JSONValue.object(event).serialized()),
-            ]
-            let revoked = JSONValue.object(["payload": .string(setup.standIn.token(claimsJSON: claims.serialized()))]).serialized()
+            func revocation(jti: String) -> String {
+                let event: JSONObject = ["type": "consent-revoked", "sub": .string(user.sub)]
+                let claims: JSONValue = [
+                    "iss": "https://appleid.apple.com", "aud": .string(Self.clientID), "iat": .number(Date().timeIntervalSince1970.rounded()),
+                    "jti": .string(jti), "events": .string(JSONValue.object(event).serialized()),
+                ]
+                return JSONValue.object(["payload": .string(setup.standIn.token(claimsJSON: claims.serialized()))]).serialized()
+            }
+            let revoked = revocation(jti: "n-later")
             func linked() async throws -> Bool { try await setup.store.identity(provider: "apple", subject: user.sub) != nil }
+            // One that arrives while the Apple ID is linked to nothing (after the user deleted the
+            // account, say) is remembered too: replayed once the user has signed up again, it does nothing.
+            let early = revocation(jti: "n-early")
+            #expect(try await Client(port: port).send("/apple/notifications", json: early).status == 200)
             #expect(try await signIn() == 200)
+            #expect(try await Client(port: port).send("/apple/notifications", json: early).status == 200)
+            #expect(try await linked(), "a notification from before the link, replayed, unlinked it")
             #expect(try await Client(port: port).send("/apple/notifications", json: revoked).status == 200)
             #expect(try await linked() == false)
             #expect(try await signIn() == 200)
