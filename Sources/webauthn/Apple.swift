@@ -43,6 +43,12 @@ struct AppleVerifyToken: AsyncParsableCommand {
     func run() async throws {
         let tokenBytes = try readInput(token)
         let jwksBytes = try readInput(jwks)
+        // Sized as read, before any decoding (a trailing newline or two is allowed).
+        guard tokenBytes.count <= AppleTokenVerifier.maxTokenSize + 1024 else {
+            throw VerificationFailure(
+                error: WebAuthnError(.appleTokenMalformed, "the token file is \(tokenBytes.count) bytes; a token is at most \(AppleTokenVerifier.maxTokenSize)")
+            )
+        }
         let now = at.flatMap(CommonVerifyOptions.parseDate) ?? Date()
         // Surrounding whitespace (a trailing newline in the file) is not part of the token.
         let text = String(decoding: tokenBytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)

@@ -61,8 +61,10 @@ enum Output {
 let maxCertificateFile = 64 * 1024
 /// The largest CRL file read (`--metadata-crl`; FIDO's are a few hundred bytes).
 let maxCRLFile = 4 << 20
-/// The largest input file read (a response, a token, a key set).
-let maxInputFile = 16 << 20
+/// The largest input file read (a response, an attestation object, a token, a key set): a few times
+/// the largest the decoders take (64 KiB of JSON, 256 KiB of CBOR as base64url), so that a file
+/// of another kind is refused before it is decoded (red team: 16 MiB of invalid UTF-8 held 214 MB).
+let maxInputFile = 1 << 20
 
 /// Reads a file argument of at most ``maxInputFile`` bytes, `-` meaning standard input.
 func readInput(_ path: String) throws -> [UInt8] {

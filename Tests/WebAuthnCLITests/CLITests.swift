@@ -342,6 +342,40 @@ extension CLITests {
         }
     }
 
+    @Test("a 32 MiB BLOB of dots and a 1 MiB token of invalid UTF-8 are refused within 600 MB of address space")
+    func worstFilesInBoundedMemory() async throws {
+        // Red team: splitting the BLOB on its dots made 33 million slices (1.2 GB, also for each
+        // --mds-url fetch); 16 MiB of invalid UTF-8 read as a token held 214 MB.
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("worst-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let dots = folder + "/dots.jwt", invalid = folder + "/token.bin", jwks = folder + "/keys.json"
+        try Data(repeating: UInt8(ascii: "."), count: 32 << 20).write(to: URL(fileURLWithPath: dots))
+        try Data(repeating: 0xFF, count: 1 << 20).write(to: URL(fileURLWithPath: invalid))
+        try Data(#"{"keys":[]}"#.utf8).write(to: URL(fileURLWithPath: jwks))
+        let webauthn = Self.binary("webauthn").path
+        // A rejected --mds-blob is listed under "rejected" (exit 0); a refused token exits 1.
+        for (arguments, status, expected) in [
+            (["metadata", "inspect", "--mds-blob", dots], Int32(0), "three dot-separated parts"),
+            (["apple", "verify-token", "--token", invalid, "--jwks", jwks, "--client-id", "com.example.app"], Int32(1), "a token is at most"),
+        ] {
+            let run = try await Self.onOwnThread { () throws -> Run in
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: "/bin/sh")
+                process.arguments = ["-c", "ulimit -v 600000; exec \"$0\" \"$@\"", webauthn] + arguments
+                let out = Pipe(), err = Pipe()
+                process.standardOutput = out
+                process.standardError = err
+                try process.run()
+                let e = err.fileHandleForReading.readDataToEndOfFile()
+                let o = out.fileHandleForReading.readDataToEndOfFile()
+                process.waitUntilExit()
+                return Run(status: process.terminationStatus, stdout: String(decoding: o, as: UTF8.self), stderr: String(decoding: e, as: UTF8.self))
+            }
+            #expect(run.status == status && (run.stdout + run.stderr).contains(expected), "\(arguments[0]): \(run.status) \((run.stdout + run.stderr).prefix(300))")
+        }
+    }
+
     @Test("the deployable binary links no testing code; webauthn-dev does (nm)")
     func deployableBinaryHasNoTestingCode() async throws {
         func symbols(_ tool: String) async throws -> String {
