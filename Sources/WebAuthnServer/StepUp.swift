@@ -45,9 +45,16 @@ extension WebAuthnRoutes {
     }
 
     /// The signed-in session of the request, if it verified the user recently; see ``requireRecentVerification(_:)``.
+    /// With a host's own sign-in (``ServerConfiguration/signedInAccount``), the passkey session
+    /// must be of the account the host says is signed in: one request acts on one account (red
+    /// team: the account routes listed and renamed the host's account, and deleted from the
+    /// account of a passkey cookie left in the same browser).
     func requireRecentSession(_ request: Request) async throws -> SignedInSession {
         guard let session = try await sessions.signedIn(sessions.token(request), now: now) else {
             throw WebAuthnError(.signInRequired, "sign in first")
+        }
+        if let hook = configuration.signedInAccount, let hosted = await hook(request), !Bytes.constantTimeEqual(hosted, session.userHandle) {
+            throw WebAuthnError(.reauthenticationRequired, "confirm it is you: verify with a passkey of the account you are signed in to")
         }
         try requireRecent(session)
         return session

@@ -114,7 +114,12 @@ struct EmbeddingTests {
         let credentials = InMemoryCredentialStore()
         let accounts = InMemoryAccountStore(credentials: credentials)
         let engine = WebAuthnEngine(relyingParty: rp, credentials: credentials, challenges: InMemoryChallengeStore(clock: rp.clock), accounts: accounts)
-        let webauthn = WebAuthnRoutes(engine: engine, accounts: accounts, configuration: ServerConfiguration(secret: Array(repeating: 9, count: 32)))
+        // The host's own sign-in: the account named by a header (a stand-in for the host's session).
+        let hostSignIn: @Sendable (Request) async -> [UInt8]? = { request in
+            request.headers[values: .init("X-Host-Account")!].first.flatMap(Base64URL.decode)
+        }
+        let webauthn = WebAuthnRoutes(
+            engine: engine, accounts: accounts, configuration: ServerConfiguration(secret: Array(repeating: 9, count: 32), signedInAccount: hostSignIn))
         let router = Router(context: WebAuthnRequestContext.self)
         router.addRoutes(webauthn.routes(), atPath: "/webauthn")
         router.addRoutes(webauthn.accountRoutes(), atPath: "/me")
@@ -143,6 +148,16 @@ struct EmbeddingTests {
             let listed = try await browser.send("/me/credentials", method: "GET")
             #expect(listed.body["credentials"]?.arrayValue?.count == 1, "\(listed.body)")
             #expect(try await browser.send("/me/account", method: "PATCH", json: #"{"displayName":"Hana K."}"#).body["displayName"]?.stringValue == "Hana K.")
+            // The host says another account is signed in while the browser still holds Hana's recent
+            // passkey session: one request acts on one account, so Hana's is not deleted (red team).
+            let other = Base64URL.encode((0..<16).map { _ in UInt8.random(in: 0...255) })
+            #expect(try await browser.send("/me/session", method: "GET", headers: ["X-Host-Account": other]).body["user"] == .null)
+            let mixed = try await browser.send("/me/account", method: "DELETE", headers: ["X-Host-Account": other])
+            #expect(mixed.status == 401 && mixed.body["errorMessage"]?.stringValue?.hasPrefix("reauthentication_required") == true, "\(mixed.body)")
+            let credentialID = try #require(listed.body["credentials"]?.arrayValue?.first?["id"]?.stringValue)
+            let mixedCredential = try await browser.send("/me/credentials/\(credentialID)", method: "DELETE", headers: ["X-Host-Account": other])
+            #expect(mixedCredential.status == 401, "\(mixedCredential.body)")
+            #expect(try await accounts.account(handle: handle) != nil)
             #expect(try await browser.send("/me/logout", json: "{}").status == 200)
             #expect(try await browser.send("/orders", method: "GET").body == .string("nobody"))
         }
