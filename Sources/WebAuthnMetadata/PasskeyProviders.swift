@@ -24,20 +24,26 @@ public struct PasskeyProvider: Sendable, Equatable {
         self.iconDark = iconDark.flatMap(Self.safeIcon)
     }
 
-    /// Whether `name` can be shown as a provider's name: 1 to 64 characters, with no control or
-    /// format character (bidi overrides and isolates, zero-width joiners and spaces), no line or
-    /// paragraph separator, no private-use, surrogate or unassigned code point, and no space but
-    /// U+0020. A list name with U+202E showed in account settings reversed, and one with a
-    /// zero-width space looked like another provider's (red team).
+    /// Whether `name` can be shown as a provider's name: a display name in its enforced form
+    /// (``UserName/normalize(displayName:)``: 1 to 64 Unicode scalars, no control, format,
+    /// default-ignorable or blank character, so no bidi override or isolate, zero-width
+    /// character, variation selector or filler; one space between words) that does not begin
+    /// with a combining mark nor stacks more than four on one character (UTS #39 §5.4). A list
+    /// name with U+202E showed in account settings reversed, one with a zero-width space or a
+    /// Hangul filler looked like another provider's, and one of stacked marks ran to hundreds of
+    /// scalars (red team).
     public static func isDisplayableName(_ name: String) -> Bool {
-        guard !name.isEmpty, name.count <= 64 else { return false }
-        return name.unicodeScalars.allSatisfy { scalar in
-            switch scalar.properties.generalCategory {
-            case .control, .format, .lineSeparator, .paragraphSeparator, .privateUse, .surrogate, .unassigned: false
-            case .spaceSeparator: scalar == " "
-            default: true
+        guard let enforced = try? UserName.normalize(displayName: name), enforced.unicodeScalars.elementsEqual(name.unicodeScalars) else { return false }
+        var marks = 0
+        for (index, scalar) in name.unicodeScalars.enumerated() {
+            if [.nonspacingMark, .spacingMark, .enclosingMark].contains(scalar.properties.generalCategory) {
+                marks += 1
+                if index == 0 || marks > 4 { return false }
+            } else {
+                marks = 0
             }
         }
+        return true
     }
 
     /// Icons are shown in `<img src>` (where an SVG runs no script); only image data URIs

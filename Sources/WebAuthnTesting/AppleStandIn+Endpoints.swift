@@ -109,7 +109,8 @@ extension AppleStandIn {
     /// Signs in the user of ``setAuthorizeUser(_:firstConsent:)`` and posts back, as Apple's page does after consent.
     private func authorize(_ query: [(String, String)]) -> Response {
         guard let clientID = Self.field(query, "client_id"), clientIDs.contains(clientID),
-            let redirect = Self.field(query, "redirect_uri"), let url = URL(string: redirect), url.scheme != nil
+            let redirect = Self.field(query, "redirect_uri"), let url = URL(string: redirect), ["http", "https"].contains(url.scheme?.lowercased() ?? ""),
+            url.host != nil
         else {
             return Response(status: 400, contentType: "text/plain", body: Array("invalid_client or redirect_uri\n".utf8))
         }

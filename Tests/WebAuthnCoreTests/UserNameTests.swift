@@ -49,7 +49,7 @@ struct UserNameTests {
     func displayNames() throws {
         #expect(try UserName.normalize(displayName: "  Alice \u{3000}  Smith ") == "Alice Smith")
         #expect(try UserName.normalize(displayName: "ﬁne") == "fine")
-        for bad in ["Al\u{0}ice", "\u{202E}x", "   ", "a\u{7}"] {
+        for bad in ["Al\u{0}ice", "\u{202E}x", "   ", "a\u{7}", "Al\u{2800}ice", "\u{2800}"] {
             #expect(errorCode { _ = try UserName.normalize(displayName: bad) } == "username_invalid", "\(bad)")
         }
     }

@@ -388,14 +388,18 @@ struct LifecycleTests {
         // characters, line separators, other spaces, private use; accented letters and other scripts pass.
         let names = [
             "Pass\u{202E}yek", "\u{2067}Keychain", "i\u{200B}Cloud Keychain", "Bit\u{200D}warden", "One\u{2028}Two", "No\u{00A0}Break",
-            "Private\u{E000}", "Ab\u{FEFF}", "Café Pass", "Пароли", "1Password",
+            "Private\u{E000}", "Ab\u{FEFF}", "iCloud\u{FE0F} Keychain", "iCl\u{034F}oud", "iCloud\u{3164}Keychain", "iCloud \u{115F}Keychain",
+            "iCloud\u{17B4} Keychain", "iCloud\u{2800}Keychain", "\u{0301}\u{0302}", "q" + String(repeating: "\u{0301}", count: 5),
+            "Zq\u{0301}\u{0302}\u{0303}\u{0304}lgo", " Lead", "Two  Spaces",
+            "Café Pass", "Пароли", "1Password", "Ấp",
         ]
         var object = JSONObject()
         for (i, name) in names.enumerated() {
             object[String(format: "00000000-0000-0000-0000-%012d", i + 1)] = .object(["name": .string(name)])
         }
         let filtered = try PasskeyProviderList(json: JSONValue.object(object).serializedBytes())
-        #expect(Set(filtered.providers.values.map(\.name)) == ["Café Pass", "Пароли", "1Password"] && filtered.skipped == 8)
+        #expect(Set(filtered.providers.values.map(\.name)) == ["Café Pass", "Пароли", "1Password", "Zq\u{0301}\u{0302}\u{0303}\u{0304}lgo", "Ấp"])
+        #expect(filtered.skipped == names.count - 5)
         #expect(!PasskeyProvider.isDisplayableName("") && !PasskeyProvider.isDisplayableName(String(repeating: "a", count: 65)))
         let shared = Self.repository.deletingLastPathComponent().appendingPathComponent("shared/data/passkey-provider-aaguids.json").path
         if FileManager.default.fileExists(atPath: shared) {

@@ -135,7 +135,8 @@ public enum UserName {
                 lastWasSpace = true
                 continue
             }
-            if scalar.properties.isDefaultIgnorableCodePoint {
+            // U+2800 (braille pattern blank) is a symbol that shows as a space (red team).
+            if scalar.properties.isDefaultIgnorableCodePoint || scalar.value == 0x2800 {
                 throw invalid("the display name contains the invisible U+\(hex(scalar))")
             }
             switch scalar.properties.generalCategory {
