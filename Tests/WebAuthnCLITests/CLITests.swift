@@ -372,7 +372,8 @@ extension CLITests {
                 process.waitUntilExit()
                 return Run(status: process.terminationStatus, stdout: String(decoding: o, as: UTF8.self), stderr: String(decoding: e, as: UTF8.self))
             }
-            #expect(run.status == status && (run.stdout + run.stderr).contains(expected), "\(arguments[0]): \(run.status) \((run.stdout + run.stderr).prefix(300))")
+            let output = run.stdout + run.stderr
+            #expect(run.status == status && output.contains(expected), "\(arguments[0]): \(run.status) \(output.prefix(300))")
         }
     }
 
