@@ -328,8 +328,8 @@ enum DemoPage {
           await refresh(); say('Signed out.');
         };
         $('logout-everywhere').onclick = async () => {
-          await post('/demo/logout', { everywhere: true });
-          await refresh(); say('Signed out on every device.');
+          try { await withStepUp(() => api('/demo/logout', 'POST', { everywhere: true })); await refresh(); say('Signed out on every device.'); }
+          catch (e) { say('Sign-out failed: ' + e.message, 'error'); }
         };
         // Passkey autofill on the user name field, while signed out.
         async function startAutofill() {

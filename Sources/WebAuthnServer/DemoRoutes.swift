@@ -35,7 +35,7 @@ extension WebAuthnRoutes {
     /// | `DELETE /credentials/:id` | deletes one (not the last way in: `last_credential`), ends the other sessions, answers the signal for the provider |
     /// | `PATCH /account` | `{"displayName": …}` |
     /// | `DELETE /account` | deletes the account, its passkeys and identities, and its sessions |
-    /// | `POST /logout` | signs this session out, or with `{"everywhere": true}` every session of the account |
+    /// | `POST /logout` | signs this session out, or with `{"everywhere": true}` every session of the account (after a recent verification) |
     public func accountRoutes<Context: RemoteAddressRequestContext>(context: Context.Type = Context.self) -> RouteCollection<Context> {
         let router = RouteCollection(context: Context.self)
         router.add(middleware: SecurityHeadersMiddleware<Context>(secure: configuration.secureCookies))
@@ -189,6 +189,9 @@ extension WebAuthnRoutes {
                 // `{"everywhere": true}`: every session of the account ends, on every device (and
                 // the ceremonies pending under them), as after a lost phone or a stolen cookie.
                 if body["everywhere"]?.boolValue == true, let signedIn {
+                    // Only after a recent verification: a stolen cookie that has not verified the
+                    // user must not sign the owner out of every device.
+                    try requireRecent(signedIn)
                     let ended = try await sessions.store.deleteSessions(userHandle: signedIn.userHandle)
                     audit("signed_out", request, context, ["account": .string(Audit.hash(signedIn.userHandle)), "sessions_ended": .stringConvertible(ended)])
                     response = HTTP.ok(["sessionsEnded": .number(Double(ended))])

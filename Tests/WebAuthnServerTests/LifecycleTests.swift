@@ -220,6 +220,12 @@ struct LifecycleTests {
 
         // Sign-out everywhere: a session signed in elsewhere ends too, and so does this one.
         let elsewhere = try await signIn(server, owner, username: "ivy", id: ownerID, verified: false)
+        // Only a session that verified the user recently signs out everywhere: a stolen cookie that did
+        // not cannot sign the owner out of every device (it may still sign itself out).
+        let unverified = try await server.request("/demo/logout", ["everywhere": true], cookie: elsewhere)
+        #expect(unverified.status == 401 && unverified.errorMessage.hasPrefix("reauthentication_required"), "\(unverified.status) \(unverified.errorMessage)")
+        #expect(try await server.request("/demo/session", cookie: ownerCookie).json["user"]?.stringValue == "ivy")
+        #expect(try await server.request("/demo/session", cookie: elsewhere).json["user"]?.stringValue == "ivy")
         let everywhere = try await server.request("/demo/logout", ["everywhere": true], cookie: ownerCookie)
         #expect(everywhere.ok && everywhere.json["sessionsEnded"]?.numberValue == 2 && everywhere.cookie?.hasSuffix("=") == true, "\(everywhere.json)")
         for cookie in [ownerCookie, elsewhere] {
