@@ -29,7 +29,7 @@ extension WebAuthnRoutes {
         let state = Base64URL.encode(SecureRandom.bytes(32))
         try await engine.storeSingleUse(
             .appleState, key: Digest.sha256(Array(state.utf8)), binding: Digest.sha256(flow),
-            lifetime: Self.appleNonceLifetime)
+            lifetime: appleNonceLifetime)
         var components = URLComponents(url: apple.signIn.configuration.baseURL.appendingPathComponent("auth/authorize"), resolvingAgainstBaseURL: false)
         let query: [(String, String)] = [
             ("client_id", servicesID), ("redirect_uri", redirectURI), ("response_type", "code id_token"), ("response_mode", "form_post"),
@@ -38,7 +38,7 @@ extension WebAuthnRoutes {
         components?.queryItems = query.map { URLQueryItem(name: $0.0, value: $0.1) }
         guard let location = components?.url?.absoluteString else { throw WebAuthnError(.configurationInvalid, "the Apple base URL is not a URL") }
         var response = Response(status: .found, headers: [.location: location, .cacheControl: "no-store"])
-        response.setCookie(appleFlowCookie(value: Base64URL.encode(flow), maxAge: Int(Self.appleNonceLifetime)))
+        response.setCookie(appleFlowCookie(value: Base64URL.encode(flow), maxAge: Int(appleNonceLifetime)))
         return response
     }
 

@@ -37,8 +37,12 @@ extension WebAuthnRoutes {
     static let appleProvider = "apple"
     /// The codes of Apple's endpoints failing (502): not counted as the client's failures.
     static let appleUpstreamFailures: Set<WebAuthnError.Code> = [.appleEndpointUnavailable, .appleJWKSUnavailable, .appleJWKSInvalid]
-    /// How long an issued nonce or web-flow state stays usable.
-    static let appleNonceLifetime: TimeInterval = 600
+    /// How long an issued nonce or web-flow state stays usable: as long as a WebAuthn challenge
+    /// (`RelyingParty.challengeLifetime`, 5 minutes by default, as Apple's authorization codes),
+    /// at most 10 minutes. Never longer than a challenge: when the engine is full it drops the
+    /// ceremonies that expire first, and a stranger's flood of longer-lived nonces made every
+    /// WebAuthn ceremony the first to go, so nobody could sign in while it lasted (red team).
+    var appleNonceLifetime: TimeInterval { min(600, engine.relyingParty.challengeLifetime) }
     /// The cookie that binds a web flow to the browser that started it.
     var appleFlowCookieName: String { configuration.secureCookies ? "__Host-webauthn_apple_flow" : "webauthn_apple_flow" }
 
@@ -80,7 +84,7 @@ extension WebAuthnRoutes {
         let token = sessions.token(request) ?? sessions.mint()
         let nonce = Base64URL.encode(SecureRandom.bytes(32))
         let key = Digest.sha256(Array(nonce.utf8))
-        try await engine.storeSingleUse(.appleNonce, key: key, binding: token.binding, lifetime: Self.appleNonceLifetime)
+        try await engine.storeSingleUse(.appleNonce, key: key, binding: token.binding, lifetime: appleNonceLifetime)
         let payload: JSONObject = ["nonce": .string(nonce), "nonceSHA256": .string(Bytes.hex(key))]
         return HTTP.ok(payload, cookie: sessions.cookie(token))
     }

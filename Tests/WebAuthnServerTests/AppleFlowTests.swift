@@ -68,7 +68,8 @@ struct AppleFlowTests {
 
     /// Runs the server with Sign in with Apple against a fresh stand-in and SQLite store.
     static func withServer(
-        rateLimit: RateLimit? = nil, clock: WebAuthnClock = .system, appleClock: WebAuthnClock = .system, _ body: (Setup, Int) async throws -> Void
+        rateLimit: RateLimit? = nil, clock: WebAuthnClock = .system, appleClock: WebAuthnClock = .system,
+        limits: WebAuthnEngine.Limits = WebAuthnEngine.Limits(), _ body: (Setup, Int) async throws -> Void
     ) async throws {
         let credentials = try AppleStandIn.makeCredentials()
         let standIn = try AppleStandIn(credentials: credentials, clientIDs: [clientID, servicesID])
@@ -78,7 +79,7 @@ struct AppleFlowTests {
         defer { try? FileManager.default.removeItem(atPath: path) }
         let store = try await SQLiteStore.open(path: path)
         let rp = try RelyingParty(id: "localhost", name: "Test", origins: ["http://localhost"], clock: clock)
-        let engine = WebAuthnEngine(relyingParty: rp, credentials: store, challenges: store, accounts: store)
+        let engine = WebAuthnEngine(relyingParty: rp, credentials: store, challenges: store, accounts: store, limits: limits)
         let apple = try SignInWithAppleConfiguration(
             clientIDs: [clientID, servicesID], credentials: credentials,
             baseURL: URL(string: "http://127.0.0.1:\(applePort)")!)
@@ -323,6 +324,24 @@ struct AppleFlowTests {
             #expect(try await linked())
             // Still signed in (consent-revoked would have ended the sessions).
             #expect(try await app.send("/demo/session", method: "GET").body["user"] != .null)
+        }
+    }
+
+    @Test("a flood of Apple nonces on a full engine drops the oldest ceremonies, not every WebAuthn ceremony first")
+    func nonceFloodKeepsSignIns() async throws {
+        // Red team (eleventh pass): nonces lived 10 minutes and WebAuthn challenges 5; a full engine drops
+        // the ceremonies that expire first, so a stranger's flood of nonces from many addresses dropped
+        // each sign-in as soon as it started. A nonce now lives no longer than a challenge.
+        try await Self.withServer(limits: WebAuthnEngine.Limits(maxPendingCeremonies: 200)) { setup, port in
+            func flood(_ count: Int) async throws {
+                for _ in 0..<count { #expect(try await Client(port: port).send("/apple/nonce", json: "{}").status == 200) }
+            }
+            try await flood(200)
+            let browser = Client(port: port)
+            let options = try await browser.send("/assertion/options", json: "{}")
+            let challenge = try #require(options.body["challenge"]?.stringValue.flatMap(Base64URL.decode), "\(options.body)")
+            try await flood(50)
+            #expect(try await setup.store.pending(challenge: challenge) != nil, "the sign-in started before the last 50 nonces was dropped")
         }
     }
 
