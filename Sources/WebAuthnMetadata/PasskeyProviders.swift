@@ -27,23 +27,14 @@ public struct PasskeyProvider: Sendable, Equatable {
     /// Whether `name` can be shown as a provider's name: a display name in its enforced form
     /// (``UserName/normalize(displayName:)``: 1 to 64 Unicode scalars, no control, format,
     /// default-ignorable or blank character, so no bidi override or isolate, zero-width
-    /// character, variation selector or filler; one space between words) that does not begin
-    /// with a combining mark nor stacks more than four on one character (UTS #39 §5.4). A list
+    /// character, variation selector or filler; one space between words; no mark on nothing,
+    /// at most four on one character). A list
     /// name with U+202E showed in account settings reversed, one with a zero-width space or a
     /// Hangul filler looked like another provider's, and one of stacked marks ran to hundreds of
     /// scalars (red team).
     public static func isDisplayableName(_ name: String) -> Bool {
-        guard let enforced = try? UserName.normalize(displayName: name), enforced.unicodeScalars.elementsEqual(name.unicodeScalars) else { return false }
-        var marks = 0
-        for (index, scalar) in name.unicodeScalars.enumerated() {
-            if [.nonspacingMark, .spacingMark, .enclosingMark].contains(scalar.properties.generalCategory) {
-                marks += 1
-                if index == 0 || marks > 4 { return false }
-            } else {
-                marks = 0
-            }
-        }
-        return true
+        guard let enforced = try? UserName.normalize(displayName: name) else { return false }
+        return enforced.unicodeScalars.elementsEqual(name.unicodeScalars)
     }
 
     /// Icons are shown in `<img src>` (where an SVG runs no script); only image data URIs

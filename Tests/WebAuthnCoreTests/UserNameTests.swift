@@ -49,7 +49,14 @@ struct UserNameTests {
     func displayNames() throws {
         #expect(try UserName.normalize(displayName: "  Alice \u{3000}  Smith ") == "Alice Smith")
         #expect(try UserName.normalize(displayName: "ﬁne") == "fine")
-        for bad in ["Al\u{0}ice", "\u{202E}x", "   ", "a\u{7}", "Al\u{2800}ice", "\u{2800}"] {
+        // Marks on a letter, up to four, pass: Vietnamese, Devanagari, a strike-through.
+        #expect(try UserName.normalize(displayName: "Nguyễn Thị") == "Nguyễn Thị")
+        #expect(try UserName.normalize(displayName: "देवनागरी") == "देवनागरी")
+        #expect(try UserName.normalize(displayName: "q\u{0336}\u{0336}\u{0336}\u{0336}") == "q\u{0336}\u{0336}\u{0336}\u{0336}")
+        for bad in [
+            "Al\u{0}ice", "\u{202E}x", "   ", "a\u{7}", "Al\u{2800}ice", "\u{2800}", "\u{1D159}", "a\u{1D159}b", "x\u{16FE4}",
+            "\u{0301}\u{0301}", "Bob \u{0301}", "\u{20DD}", "a" + String(repeating: "\u{0336}", count: 5),
+        ] {
             #expect(errorCode { _ = try UserName.normalize(displayName: bad) } == "username_invalid", "\(bad)")
         }
     }

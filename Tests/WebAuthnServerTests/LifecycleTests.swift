@@ -396,7 +396,8 @@ struct LifecycleTests {
             "Pass\u{202E}yek", "\u{2067}Keychain", "i\u{200B}Cloud Keychain", "Bit\u{200D}warden", "One\u{2028}Two", "No\u{00A0}Break",
             "Private\u{E000}", "Ab\u{FEFF}", "iCloud\u{FE0F} Keychain", "iCl\u{034F}oud", "iCloud\u{3164}Keychain", "iCloud \u{115F}Keychain",
             "iCloud\u{17B4} Keychain", "iCloud\u{2800}Keychain", "\u{0301}\u{0302}", "q" + String(repeating: "\u{0301}", count: 5),
-            "Zq\u{0301}\u{0302}\u{0303}\u{0304}lgo", " Lead", "Two  Spaces",
+            "Zq\u{0301}\u{0302}\u{0303}\u{0304}lgo", " Lead", "Two  Spaces", "\u{1D159}\u{1D159}", "iCloud\u{1D159}Keychain",
+            "iCloud\u{16FE4}Keychain",
             "Café Pass", "Пароли", "1Password", "Ấp",
         ]
         var object = JSONObject()

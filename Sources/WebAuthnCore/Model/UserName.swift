@@ -135,8 +135,10 @@ public enum UserName {
                 lastWasSpace = true
                 continue
             }
-            // U+2800 (braille pattern blank) is a symbol that shows as a space (red team).
-            if scalar.properties.isDefaultIgnorableCodePoint || scalar.value == 0x2800 {
+            // Symbols that show as nothing or a space though they are neither default-ignorable nor
+            // spaces: U+2800 braille pattern blank, U+1D159 musical null notehead, U+16FE4 Khitan
+            // small script filler (red team).
+            if scalar.properties.isDefaultIgnorableCodePoint || [0x2800, 0x1D159, 0x16FE4].contains(scalar.value) {
                 throw invalid("the display name contains the invisible U+\(hex(scalar))")
             }
             switch scalar.properties.generalCategory {
@@ -150,6 +152,20 @@ public enum UserName {
         if scalars.last == " " { scalars.removeLast() }
         let name = String(scalars).precomposedStringWithCompatibilityMapping
         try checkLength(name, what: "display name")
+        // Marks on something: none first or after a space, at most four on one character (UTS #39
+        // §5.4): a name of marks alone showed blank, and stacked marks ran over the lines around.
+        var marks = 0
+        var previous: Unicode.Scalar = " "
+        for scalar in name.unicodeScalars {
+            if [.nonspacingMark, .spacingMark, .enclosingMark].contains(scalar.properties.generalCategory) {
+                marks += 1
+                if previous == " " { throw invalid("the display name has a mark on nothing (first, or after a space)") }
+                if marks > 4 { throw invalid("the display name has more than four marks on one character") }
+            } else {
+                marks = 0
+                previous = scalar
+            }
+        }
         return name
     }
 
