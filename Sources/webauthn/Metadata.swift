@@ -51,8 +51,16 @@ struct MetadataOptions: ParsableArguments {
     /// The CRLs of `--metadata-crl` (`paths`), read now (files named and the `.crl` files of folders).
     /// `serve` reads them again before each fetched BLOB is verified, so that replaced files
     /// take effect without a restart.
+    /// A folder without a `.crl` file is an error: read again while its files are being replaced,
+    /// it would have verified the next BLOB with no CRL at all (serve then keeps the last set).
     static func revocationLists(_ paths: [String]) throws -> [CertificateRevocationList] {
-        try files(paths, suffix: ".crl").map { path in
+        for path in paths {
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue, files([path], suffix: ".crl").isEmpty {
+                throw ValidationError("--metadata-crl \(path) holds no .crl file")
+            }
+        }
+        return try files(paths, suffix: ".crl").map { path in
             guard let data = AtomicFile.read(path, limit: maxCRLFile) else {
                 throw ValidationError("cannot read \(path) (or it is larger than \(maxCRLFile >> 20) MiB)")
             }

@@ -320,6 +320,12 @@ extension CLITests {
         let bogus = folder + "/bogus.crl"
         try Data("-----BEGIN X509 CRL-----\n!!!\n".utf8).write(to: URL(fileURLWithPath: bogus))
         #expect(try await Self.run(["metadata", "inspect", "--mds-blob", mds, "--metadata-crl", bogus]).status == 2)
+        // So is a folder without a CRL: read again by serve while its files were replaced, it would
+        // have verified the next BLOB without any CRL (red team, eleventh pass).
+        let empty = folder + "/no-crls"
+        try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
+        let noCRL = try await Self.run(["metadata", "inspect", "--mds-blob", mds, "--metadata-crl", empty])
+        #expect(noCRL.status == 2 && noCRL.stderr.contains("holds no .crl file"), "\(noCRL.status) \(noCRL.stderr)")
     }
 
     @Test("operator files larger than their limit are refused unread: a 3 GB CRL, root or response file; a FIFO or a device is refused")
