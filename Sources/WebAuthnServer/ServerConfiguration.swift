@@ -40,6 +40,11 @@ public struct ServerConfiguration: Sendable {
     public var trustedProxies: [CIDR]
     /// How long a signed-in session lasts. Default 12 hours.
     public var sessionLifetime: TimeInterval
+    /// The session cookie's name: 1 to 64 of `A-Z a-z 0-9 _ -`, not starting with `__`
+    /// (`WebAuthnRoutes` stops the process otherwise). With ``secureCookies`` it is sent as
+    /// `__Host-` and this name. Default `webauthn_session`; set another where the host's own
+    /// cookies, or a second relying party on the same host, would share the name.
+    public var sessionCookieName = "webauthn_session"
     /// Who may enroll a credential; see ``EnrollmentRequest``. Default
     /// ``EnrollmentRequest/signedInOwnerOrNewName(_:)``.
     public var mayEnroll: @Sendable (EnrollmentRequest) async -> Bool

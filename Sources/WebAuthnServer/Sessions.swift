@@ -25,15 +25,17 @@ struct BrowserSessions: Sendable {
     let lastSweep = SweepClock()
     static let sweepInterval: TimeInterval = 60
 
-    init(store: any SessionStore, secret: [UInt8], secure: Bool, lifetime: TimeInterval) {
+    /// The cookie's name (``ServerConfiguration/sessionCookieName``), `__Host-` first when secure:
+    /// the browser then refuses it from a sub-domain or over plain HTTP.
+    let cookieName: String
+
+    init(store: any SessionStore, secret: [UInt8], secure: Bool, lifetime: TimeInterval, name: String = "webauthn_session") {
         self.store = store
         self.secret = secret
         self.secure = secure
         self.lifetime = lifetime
+        self.cookieName = secure ? "__Host-" + name : name
     }
-
-    /// `__Host-` when secure: the browser then refuses it from a sub-domain or over plain HTTP.
-    var cookieName: String { secure ? "__Host-webauthn_session" : "webauthn_session" }
 
     /// A session secret held by a browser.
     struct Token: Sendable, Equatable {

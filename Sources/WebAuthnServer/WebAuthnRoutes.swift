@@ -59,12 +59,17 @@ public struct WebAuthnRoutes: Sendable {
         precondition(
             (32...1024).contains(configuration.secret.count),
             "ServerConfiguration.secret must be 32 to 1024 bytes, not \(configuration.secret.count)")
+        let name = configuration.sessionCookieName.utf8
+        precondition(
+            (1...64).contains(name.count) && !name.starts(with: "__".utf8)
+                && name.allSatisfy { b in (0x30...0x39).contains(b) || (0x41...0x5A).contains(b) || (0x61...0x7A).contains(b) || b == 0x5F || b == 0x2D },
+            "ServerConfiguration.sessionCookieName must be 1 to 64 of A-Z a-z 0-9 _ -, not starting with __")
         self.engine = engine
         self.accounts = accounts
         self.configuration = configuration
         self.sessions = BrowserSessions(
             store: sessions, secret: configuration.secret, secure: configuration.secureCookies,
-            lifetime: configuration.sessionLifetime)
+            lifetime: configuration.sessionLifetime, name: configuration.sessionCookieName)
         self.standIns = StandIns(secret: configuration.secret)
         self.limiter = configuration.rateLimit.map { RateLimiter(maxTracked: $0.maxTracked) }
         self.metrics = RouteMetrics(factory: configuration.metricsFactory ?? MetricsSystem.factory)

@@ -118,8 +118,9 @@ struct EmbeddingTests {
         let hostSignIn: @Sendable (Request) async -> [UInt8]? = { request in
             request.headers[values: .init("X-Host-Account")!].first.flatMap(Base64URL.decode)
         }
-        let webauthn = WebAuthnRoutes(
-            engine: engine, accounts: accounts, configuration: ServerConfiguration(secret: Array(repeating: 9, count: 32), signedInAccount: hostSignIn))
+        var configuration = ServerConfiguration(secret: Array(repeating: 9, count: 32), signedInAccount: hostSignIn)
+        configuration.sessionCookieName = "shop_passkey"  // the host's own cookies keep their names
+        let webauthn = WebAuthnRoutes(engine: engine, accounts: accounts, configuration: configuration)
         let router = Router(context: WebAuthnRequestContext.self)
         router.addRoutes(webauthn.routes(), atPath: "/webauthn")
         router.addRoutes(webauthn.accountRoutes(), atPath: "/me")
@@ -143,6 +144,7 @@ struct EmbeddingTests {
             let key = SoftwareAuthenticator(profile: .platformPasskey)
             let parts = try key.register(rpId: "example.com", origin: "https://example.com", challenge: challenge, userHandle: handle)
             #expect(try await browser.send("/webauthn/attestation/result", json: parts.json.serialized()).status == 200)
+            #expect(browser.cookies.keys.contains("shop_passkey") && !browser.cookies.keys.contains("webauthn_session"), "\(browser.cookies.keys)")
             #expect(try await browser.send("/orders", method: "GET").body == .string("orders of \(Base64URL.encode(handle))"))
             #expect(try await browser.send("/me/session", method: "GET").body["user"]?.stringValue == "hana")
             let listed = try await browser.send("/me/credentials", method: "GET")
@@ -169,6 +171,22 @@ struct EmbeddingTests {
             let rp = try RelyingParty(id: "example.com", origins: ["https://example.com"])
             _ = WebAuthnRoutes(
                 engine: WebAuthnEngine(relyingParty: rp), accounts: InMemoryAccountStore(), configuration: ServerConfiguration(secret: [1, 2, 3]))
+        }
+    }
+
+    @Test("a session cookie name that is not a plain token stops the process when the routes are made")
+    func badCookieName() async {
+        await #expect(processExitsWith: .failure) {
+            let rp = try RelyingParty(id: "example.com", origins: ["https://example.com"])
+            var configuration = ServerConfiguration(secret: Array(repeating: 1, count: 32))
+            configuration.sessionCookieName = "__Host-x"
+            _ = WebAuthnRoutes(engine: WebAuthnEngine(relyingParty: rp), accounts: InMemoryAccountStore(), configuration: configuration)
+        }
+        await #expect(processExitsWith: .failure) {
+            let rp = try RelyingParty(id: "example.com", origins: ["https://example.com"])
+            var configuration = ServerConfiguration(secret: Array(repeating: 1, count: 32))
+            configuration.sessionCookieName = "a;b=c"
+            _ = WebAuthnRoutes(engine: WebAuthnEngine(relyingParty: rp), accounts: InMemoryAccountStore(), configuration: configuration)
         }
     }
 
