@@ -231,6 +231,26 @@ struct EngineSessionTests {
         #expect(small.count == 1_000)
     }
 
+    @Test("the in-memory store never drops a handled notification's key to make room; it sweeps it when it expires")
+    func notificationKeysKept() async throws {
+        // Red team (eleventh pass): the in-memory store dropped in insertion order, so a flood dropped
+        // the notification keys first, and a captured notification replayed after it acted again.
+        let store = InMemoryChallengeStore(clock: time.clock, capacity: 100)
+        let key = SecureRandom.bytes(32)
+        try await store.insert(
+            PendingCeremony(kind: .appleNotification, challenge: key, userVerification: .discouraged, expiresAt: time.clock.now().addingTimeInterval(86_400)))
+        for _ in 0..<500 {
+            try await store.insert(
+                PendingCeremony(
+                    kind: .authentication, challenge: SecureRandom.bytes(16), userVerification: .preferred, expiresAt: time.clock.now().addingTimeInterval(60)))
+        }
+        #expect(try await store.evictOldest(1_000) == 100)
+        #expect(try await store.pending(challenge: key)?.kind == .appleNotification)
+        #expect(try await store.sweep(expiredBefore: time.clock.now().addingTimeInterval(3_600)) == 1)
+        #expect(try await store.sweep(expiredBefore: time.clock.now().addingTimeInterval(90_000)) == 0)
+        #expect(try await store.pending(challenge: key) == nil)
+    }
+
     @Test("a challenge given back and taken again many times keeps the in-memory queue short (no quadratic compaction)")
     func reinsertion() async throws {
         let store = InMemoryChallengeStore(clock: time.clock)

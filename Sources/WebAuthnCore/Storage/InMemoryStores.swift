@@ -105,6 +105,12 @@ public final class InMemoryCredentialStore: CredentialStore, CredentialAuditing 
 public final class InMemoryChallengeStore: ChallengeStore {
     private struct State {
         var pending: [ByteKey: PendingCeremony] = [:]
+        /// The keys of Apple notifications handled (``PendingCeremony/Kind/appleNotification``),
+        /// kept apart: never dropped to make room, only swept when they expire. Dropped with the
+        /// oldest, a flood made room by dropping them first, and a captured notification replayed
+        /// after it acted again (the SQLite and PostgreSQL stores drop the ones that expire first,
+        /// so these, kept a day, go last).
+        var notifications: [ByteKey: PendingCeremony] = [:]
         var order = FIFO<ByteKey>()
         var perBinding: [ByteKey: FIFO<ByteKey>] = [:]
 
@@ -145,6 +151,10 @@ public final class InMemoryChallengeStore: ChallengeStore {
     /// beyond ``PendingCeremony/maxPerBinding`` and the oldest overall beyond ``capacity``.
     public func insert(_ ceremony: PendingCeremony) async throws {
         let key = ByteKey(ceremony.challenge)
+        if ceremony.kind == .appleNotification && ceremony.binding == nil {
+            state.withLock { $0.notifications[key] = ceremony }
+            return
+        }
         state.withLock { s in
             if s.pending.updateValue(ceremony, forKey: key) == nil { s.order.append(key) }
             if let binding = ceremony.binding {
@@ -163,13 +173,14 @@ public final class InMemoryChallengeStore: ChallengeStore {
 
     /// The ceremony under `challenge`, without removing it.
     public func pending(challenge: [UInt8]) async throws -> PendingCeremony? {
-        state.withLock { $0.pending[ByteKey(challenge)] }
+        state.withLock { $0.pending[ByteKey(challenge)] ?? $0.notifications[ByteKey(challenge)] }
     }
 
     /// Removes and returns the ceremony under `challenge`, atomically: of two
     /// concurrent consumers exactly one gets it.
     public func consume(challenge: [UInt8]) async throws -> PendingCeremony? {
         state.withLock { s in
+            if let kept = s.notifications.removeValue(forKey: ByteKey(challenge)) { return kept }
             guard let ceremony = s.pending.removeValue(forKey: ByteKey(challenge)) else { return nil }
             if let binding = ceremony.binding { s.forget(binding: binding) }
             return ceremony
@@ -185,8 +196,9 @@ public final class InMemoryChallengeStore: ChallengeStore {
                 s.pending.removeValue(forKey: key)
                 if let binding = c.binding { s.forget(binding: binding) }
             }
+            s.notifications = s.notifications.filter { $0.value.expiresAt >= date }
             s.compactOrder()
-            return s.pending.count
+            return s.pending.count + s.notifications.count
         }
     }
 
@@ -205,8 +217,8 @@ public final class InMemoryChallengeStore: ChallengeStore {
         }
     }
 
-    /// The number of pending ceremonies.
-    public var count: Int { state.withLock { $0.pending.count } }
+    /// The number of pending ceremonies (the kept notification keys included).
+    public var count: Int { state.withLock { $0.pending.count + $0.notifications.count } }
 
     /// The length of the insertion-order queue, live and dead entries (for tests).
     var queueLength: Int { state.withLock { $0.order.count } }
