@@ -1,0 +1,129 @@
+import ArgumentParser
+import Foundation
+import Logging
+import SignInWithApple
+import WebAuthnCore
+import WebAuthnMetadata
+import _WebAuthnEncoding
+import _WebAuthnCrypto
+
+// `webauthn serve`: what its flags make (the metadata service, Sign in with Apple, the secret,
+// the algorithms), apart from running the server.
+extension Serve {
+    /// The metadata service of `--mds-url`, installing into `engine`; nil without the flag.
+    func metadataService(
+        engine: WebAuthnEngine, staticSerial: Int?, logger: Logger, onInstall: @escaping @Sendable (FIDOMetadata) async -> Void
+    ) throws -> MetadataService? {
+        guard let mdsURL, let url = URL(string: mdsURL) else { return nil }
+        var verification = try trust.blobOptions()
+        // Nothing fetched may be older than the BLOBs given as files (their entries would be replaced).
+        verification.minimumSerial = staticSerial ?? 0
+        if let mdsRoot {
+            guard let bytes = AtomicFile.read(mdsRoot, limit: maxCertificateFile) else {
+                throw ValidationError("cannot read \(mdsRoot) (or it is larger than \(maxCertificateFile / 1024) KiB)")
+            }
+            let text = String(decoding: bytes, as: UTF8.self)
+            do { verification.roots = [try X509Certificate(pem: text)] } catch { throw ValidationError("--mds-root: \(error.message)") }
+        }
+        var metadataLogger = logger
+        metadataLogger[metadataKey: "component"] = "metadata"
+        var configuration = MetadataService.Configuration(url: url, verification: verification, cacheDirectory: mdsCache)
+        if !trust.metadataCRLs.isEmpty {
+            // Read again before each verification: a CRL past its nextUpdate fails every BLOB, and
+            // the operator replaces the files without a restart. One that cannot be read keeps the last set.
+            let paths = trust.metadataCRLs
+            let last = Locked(verification.crls)
+            configuration.revocationLists = { [metadataLogger] in
+                do {
+                    let lists = try MetadataOptions.revocationLists(paths)
+                    last.withLock { $0 = lists }
+                    return lists
+                } catch {
+                    metadataLogger.warning("the --metadata-crl files could not be read again; the last ones read are used", metadata: ["reason": "\(error)"])
+                    return last.withLock { $0 }
+                }
+            }
+        }
+        do {
+            return try MetadataService(
+                configuration: configuration, engine: engine, logger: metadataLogger, onInstall: onInstall)
+        } catch {
+            throw ValidationError("--mds-url: \(error.message)")
+        }
+    }
+
+    /// Sign in with Apple from the `--apple-*` flags; nil when no client id is given.
+    func appleConfiguration() throws -> SignInWithAppleConfiguration? {
+        let clientIDs = appleClientIDs + (appleServicesID.map { [$0] } ?? [])
+        guard !clientIDs.isEmpty else {
+            guard appleTeamID == nil, appleKeyID == nil, applePrivateKey == nil, appleRedirectURI == nil, appleBaseURL == nil else {
+                throw ValidationError("the --apple-* flags need --apple-client-id or --apple-services-id")
+            }
+            return nil
+        }
+        guard let teamID = appleTeamID, let keyID = appleKeyID, let keyPath = applePrivateKey else {
+            throw ValidationError("Sign in with Apple needs --apple-team-id, --apple-key-id and --apple-private-key (the code exchange signs a client secret)")
+        }
+        guard (appleServicesID == nil) == (appleRedirectURI == nil) else {
+            throw ValidationError("the web flow needs both --apple-services-id and --apple-redirect-uri")
+        }
+        guard let contents = AtomicFile.read(keyPath, limit: 16 * 1024) else {
+            throw ValidationError("--apple-private-key \(keyPath) cannot be read (or is larger than 16 KiB)")
+        }
+        let base = appleBaseURL.flatMap(URL.init(string:)) ?? SignInWithAppleConfiguration.defaultBaseURL
+        guard base.scheme == "https" || base.host == "127.0.0.1" || base.host == "localhost" else {
+            throw ValidationError("--apple-base-url must be https (or loopback, for a stand-in)")
+        }
+        do {
+            let credentials = try AppleClientCredentials(
+                teamID: teamID, keyID: keyID, privateKey: ApplePrivateKey(pem: String(decoding: contents, as: UTF8.self)))
+            return try SignInWithAppleConfiguration(clientIDs: clientIDs, credentials: credentials, baseURL: base)
+        } catch {
+            throw ValidationError("Sign in with Apple: \(error.message)")
+        }
+    }
+
+    /// The server secret: `--secret-file`, else WEBAUTHN_SECRET, else nil (random).
+    func secret() throws -> [UInt8]? {
+        let text: String
+        if let secretFile {
+            guard let contents = AtomicFile.read(secretFile, limit: 4096) else {
+                throw ValidationError("--secret-file \(secretFile) cannot be read (or is larger than 4 KiB)")
+            }
+            text = String(decoding: contents, as: UTF8.self)
+        } else if let env = ProcessInfo.processInfo.environment["WEBAUTHN_SECRET"] {
+            text = env
+        } else {
+            return nil
+        }
+        let bytes = Array(text.trimmingCharacters(in: .whitespacesAndNewlines).utf8)
+        guard bytes.count >= 32 else {
+            throw ValidationError("the server secret must be at least 32 bytes (for example 43 base64 characters from openssl rand -base64 32)")
+        }
+        return bytes
+    }
+
+    /// `--algorithms`: COSE algorithm names (RS1 is never offered).
+    static func parseAlgorithms(_ list: String?) throws -> [COSEAlgorithm]? {
+        guard let list else { return nil }
+        var result: [COSEAlgorithm] = []
+        for name in list.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) {
+            if let pq = COSEAlgorithm.postQuantum.first(where: { $0.name.caseInsensitiveCompare(name) == .orderedSame }) {
+                // ML-DSA: offered only when the linked OpenSSL verifies it.
+                guard MLDSAParameterSet.available else {
+                    throw ValidationError("--algorithms: \(pq.name) needs OpenSSL 3.5 or newer; this process runs \(OpenSSL.versionText)")
+                }
+                if !result.contains(pq) { result.append(pq) }
+                continue
+            }
+            guard let alg = COSEAlgorithm.supported.first(where: { $0.name.caseInsensitiveCompare(name) == .orderedSame }), alg != .rs1 else {
+                throw ValidationError(
+                    "--algorithms: unknown or refused algorithm \"\(name)\"; use \(COSEAlgorithm.supported.filter { $0 != .rs1 }.map(\.name).joined(separator: ","))"
+                )
+            }
+            if !result.contains(alg) { result.append(alg) }
+        }
+        guard !result.isEmpty else { throw ValidationError("--algorithms is empty") }
+        return result
+    }
+}
