@@ -160,7 +160,7 @@ let package = Package(
             name: "webauthn",
             dependencies: [
                 "WebAuthnCore", "WebAuthnMetadata", "WebAuthnServer", "WebAuthnSQLite", "WebAuthnPostgres", "SignInWithApple",
-                "_WebAuthnEncoding", "_WebAuthnCrypto",
+                "_WebAuthnEncoding", "_WebAuthnCrypto", "_WebAuthnHTTP",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],

@@ -59,16 +59,22 @@ package enum CappedHTTP {
     ///   - deadline: the most the whole exchange may take; default `timeout + 1` seconds.
     ///   - redirects: which redirects to follow. Default none.
     ///   - roots: the roots to trust instead of the system's (tests' stand-ins); nil: the system's.
+    ///   - proxy: the proxy `https` fetches go through; default the environment's (``environmentProxy``).
     ///   - failure: the code of every failure (unreachable, timed out, too large, truncated).
     package static func send(
         _ request: URLRequest, maxBytes: Int, timeout: TimeInterval, deadline: TimeInterval? = nil, redirects: Redirects = .refuse,
-        roots: [X509Certificate]? = nil, failure: WebAuthnError.Code
+        roots: [X509Certificate]? = nil, proxy: Result<Proxy?, WebAuthnError> = environmentProxy, failure: WebAuthnError.Code
     ) async throws(WebAuthnError) -> Response {
+        let through: Proxy?
+        switch proxy {
+        case .success(let value): through = value
+        case .failure(let error): throw WebAuthnError(failure, error.message)
+        }
         let limit = deadline ?? timeout + 1
         let cancellation = Cancellation()
         let exchange = HTTP1Exchange(
             maxBytes: maxBytes, idle: timeout, deadline: .now + .milliseconds(Int64(limit * 1000)), limit: limit, redirects: redirects, code: failure,
-            roots: roots,
+            roots: roots, proxy: through,
             cancelled: cancellation)
         let result: Result<Response, WebAuthnError> = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in

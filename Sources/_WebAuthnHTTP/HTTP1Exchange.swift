@@ -27,6 +27,8 @@ struct HTTP1Exchange {
     let redirects: CappedHTTP.Redirects
     let code: WebAuthnError.Code
     let roots: [X509Certificate]?
+    /// The proxy `https` fetches go through (those it applies to).
+    let proxy: CappedHTTP.Proxy?
     let cancelled: CappedHTTP.Cancellation
 
     /// The longest response head (status line and header fields) read.
@@ -68,11 +70,45 @@ struct HTTP1Exchange {
         let secure = url.scheme?.lowercased() == "https"
         let port = url.port ?? (secure ? 443 : 80)
         guard (1...65535).contains(port) else { throw WebAuthnError(code, "port \(port) is out of range") }
-        let connection = try Connection.open(host: host, port: port, publicOnly: publicOnly, exchange: self)
+        let connection: Connection
+        let peerIsPublic: Bool
+        if secure, let proxy, proxy.applies(to: host) {
+            // Through the proxy, which resolves the name: an address literal is still checked here.
+            if publicOnly && CappedHTTP.isNonPublicLiteral(host) {
+                throw WebAuthnError(code, "a redirect from a public address may not lead to a loopback, private or link-local one")
+            }
+            connection = try Connection.open(host: proxy.host, port: proxy.port, exchange: self)
+            try tunnel(connection, through: proxy, to: host, port: port)
+            // Taken for a public endpoint: a redirect from it fetched directly (NO_PROXY) must be public too.
+            peerIsPublic = true
+        } else {
+            connection = try Connection.open(host: host, port: port, publicOnly: publicOnly, exchange: self)
+            peerIsPublic = connection.peerIsPublic
+        }
         defer { connection.close() }
         if secure { try connection.startTLS(host: host, roots: roots) }
         try connection.write(try head(of: request, url: url, host: host, port: port, secure: secure) + [UInt8](request.httpBody ?? Data()))
-        return (try readResponse(connection, method: request.httpMethod ?? "GET", what: what(url)), connection.peerIsPublic)
+        return (try readResponse(connection, method: request.httpMethod ?? "GET", what: what(url)), peerIsPublic)
+    }
+
+    /// Asks the proxy for a tunnel to `host`:`port` (`CONNECT`) and reads its answer: a 2xx head
+    /// and nothing after it, else the fetch fails with the proxy's status.
+    private func tunnel(_ connection: Connection, through proxy: CappedHTTP.Proxy, to host: String, port: Int) throws(WebAuthnError) {
+        do throws(WebAuthnError) {
+            try connection.write(proxy.connectHead(host: host, port: port))
+            var buffer: [UInt8] = []
+            let end = try readHead(connection, into: &buffer, what: "the proxy \(proxy.description)")
+            let (status, _) = try parseHead(Array(buffer[..<end]), what: "the proxy \(proxy.description)")
+            guard (200...299).contains(status) else {
+                let why = status == 407 ? " (proxy authentication required: HTTPS_PROXY's user and password)" : ""
+                throw WebAuthnError(code, "the proxy \(proxy.description) refused a tunnel to \(host.prefix(64)):\(port) with \(status)\(why)")
+            }
+            // Bytes after the head would be taken for the endpoint's TLS: none may come first.
+            guard buffer.count == end + 4 else { throw WebAuthnError(code, "the proxy \(proxy.description) sent data before the tunnel opened") }
+        } catch {
+            connection.close()
+            throw error
+        }
     }
 
     /// The request head: the caller's fields, checked (no line breaks in a name or value).

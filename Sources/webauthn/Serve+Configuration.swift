@@ -6,6 +6,7 @@ import WebAuthnCore
 import WebAuthnMetadata
 import _WebAuthnEncoding
 import _WebAuthnCrypto
+import _WebAuthnHTTP
 
 // `webauthn serve`: what its flags make (the metadata service, Sign in with Apple, the secret,
 // the algorithms), apart from running the server.
@@ -50,6 +51,15 @@ extension Serve {
         } catch {
             throw ValidationError("--mds-url: \(error.message)")
         }
+    }
+
+    /// The proxy the server's `https` fetches go through (`HTTPS_PROXY`, `NO_PROXY`), when it
+    /// fetches anything (`--mds-url`, a `--passkey-providers` URL, Sign in with Apple); a setting
+    /// that cannot be used stops the server rather than letting every fetch fail later.
+    func fetchProxy() throws -> CappedHTTP.Proxy? {
+        let providersURL = passkeyProviders.map { $0.hasPrefix("https://") || $0.hasPrefix("http://") } ?? false
+        guard mdsURL != nil || providersURL || !appleClientIDs.isEmpty || appleServicesID != nil else { return nil }
+        do { return try CappedHTTP.environmentProxy.get() } catch { throw ValidationError(error.message) }
     }
 
     /// Sign in with Apple from the `--apple-*` flags; nil when no client id is given.

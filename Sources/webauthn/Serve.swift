@@ -180,6 +180,7 @@ struct Serve: AsyncParsableCommand {
             guard let url = URL(string: mdsURL), url.scheme == "https" || (url.scheme == "http" && ["127.0.0.1", "localhost", "::1"].contains(url.host ?? ""))
             else { throw ValidationError("--mds-url must be an https URL (or http on loopback, for a stand-in)") }
         }
+        _ = try fetchProxy()
     }
 
     var isPostgres: Bool { db.hasPrefix("postgres://") || db.hasPrefix("postgresql://") }
@@ -238,6 +239,9 @@ struct Serve: AsyncParsableCommand {
                         metadata: ["providers": .stringConvertible(list.providers.count), "skipped": .stringConvertible(list.skipped)])
                 }
             }
+        }
+        if let proxy = try fetchProxy() {
+            logger.info("https fetches go through a proxy (HTTPS_PROXY)", metadata: ["proxy": .string(proxy.description), "direct": "\(proxy.bypass)"])
         }
         let allowed = origins.isEmpty ? ["http://localhost:\(port)"] : origins
         let rp: RelyingParty

@@ -31,8 +31,8 @@ struct CLITests {
     /// Runs `tool` with `arguments`, waited for on a thread of its own: a test waiting for a
     /// subprocess must not hold one of the cooperative pool's threads (two on a 2-core machine),
     /// which the timed checks of every other suite in the process need.
-    static func run(_ arguments: [String], stdin: String? = nil, tool: String = "webauthn") async throws -> Run {
-        try await onOwnThread { try runBlocking(arguments, stdin: stdin, tool: tool) }
+    static func run(_ arguments: [String], stdin: String? = nil, tool: String = "webauthn", environment: [String: String] = [:]) async throws -> Run {
+        try await onOwnThread { try runBlocking(arguments, stdin: stdin, tool: tool, environment: environment) }
     }
 
     /// `body`, which blocks, run on a new thread and awaited.
@@ -44,10 +44,11 @@ struct CLITests {
 
     /// ``run(_:stdin:tool:)`` on the calling thread. Standard error is drained on another thread
     /// while standard output is read, so that neither pipe can fill and stall the child.
-    static func runBlocking(_ arguments: [String], stdin: String?, tool: String) throws -> Run {
+    static func runBlocking(_ arguments: [String], stdin: String?, tool: String, environment: [String: String] = [:]) throws -> Run {
         let process = Process()
         process.executableURL = binary(tool)
         process.arguments = arguments
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         let out = Pipe(), err = Pipe(), input = Pipe()
         process.standardOutput = out
         process.standardError = err
@@ -189,6 +190,15 @@ struct CLITests {
         ] {
             #expect(try await Self.run(["serve", "--db", "sqlite:/nonexistent-dir/x.sqlite"] + extra).status == 2, "\(extra)")
         }
+        // An HTTPS_PROXY that cannot be used stops a serve that fetches, before it opens anything;
+        // one that fetches nothing does not read it.
+        let fetching = ["serve", "--db", "sqlite:/nonexistent-dir/x.sqlite", "--mds-url", "https://mds3.fidoalliance.org/"]
+        for bad in ["socks5://proxy:1080", "http://proxy", "https://proxy:3128"] {
+            let run = try await Self.run(fetching, environment: ["HTTPS_PROXY": bad])
+            #expect(run.status == 2 && run.stderr.contains("HTTPS_PROXY"), "\(bad): \(run.stderr)")
+        }
+        let quiet = try await Self.run(["serve", "--db", "sqlite:/nonexistent-dir/x.sqlite"], environment: ["HTTPS_PROXY": "socks5://proxy:1080"])
+        #expect(quiet.status != 2 && !quiet.stderr.contains("HTTPS_PROXY"), "\(quiet.stderr)")
         // PostgreSQL connections: 1 to 64, refused before anything connects (nothing listens on port 1).
         for count in ["0", "65", "-1", "many"] {
             let run = try await Self.run(["serve", "--db", "postgres://nobody@127.0.0.1:1/none", "--db-connections", count])

@@ -333,7 +333,7 @@ struct MetadataServiceTests {
         let script = Script()
         let server = try Self.standIn(script)
         script.set(.blob(try Self.pki.blob(no: 7), etag: "\"v7\""))
-        #expect(Self.code(await try Self.service(server.url, engine: try Self.engine(), cache: directory).refresh()) == "installed")
+        #expect(Self.code(try await Self.service(server.url, engine: try Self.engine(), cache: directory).refresh()) == "installed")
         let files = try FileManager.default.contentsOfDirectory(atPath: directory).sorted()
         #expect(files == ["mds-blob.jwt", "mds-blob.validators.json"], "no temporary file is left: \(files)")
         // A restart with the service up: the cached BLOB, then a conditional request answered 304.

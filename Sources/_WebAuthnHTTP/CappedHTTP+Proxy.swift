@@ -1,0 +1,126 @@
+internal import Foundation
+package import _WebAuthnEncoding
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+extension CappedHTTP {
+    /// An HTTP proxy that `https` fetches go through (`CONNECT`, then TLS to the endpoint inside
+    /// the tunnel, so the proxy sees the endpoint's name and port and nothing else): the metadata
+    /// service, the passkey-provider list and Sign in with Apple's endpoints from a network whose
+    /// only way out is a proxy. Read from the environment as curl and most HTTP clients read it
+    /// (``fromEnvironment(_:)``). `http` fetches go to loopback only and are never proxied.
+    package struct Proxy: Sendable, Equatable {
+        /// The proxy's host name or address (an IPv6 address without brackets) and port.
+        package let host: String
+        package let port: Int
+        /// `Proxy-Authorization: Basic …` from the URL's user and password, if it has them.
+        package let authorization: String?
+        /// Hosts fetched directly (`NO_PROXY`): names that match it or end in `.` and it, lowercased.
+        package let bypass: [String]
+        /// Whether every host is fetched directly (`NO_PROXY=*`).
+        package let bypassesAll: Bool
+        /// Whether loopback hosts go through the proxy too (tests); else they never do.
+        package let proxiesLoopback: Bool
+
+        package init(host: String, port: Int, authorization: String? = nil, bypass: [String] = [], bypassesAll: Bool = false, proxiesLoopback: Bool = false) {
+            self.host = host
+            self.port = port
+            self.authorization = authorization
+            self.bypass = bypass
+            self.bypassesAll = bypassesAll
+            self.proxiesLoopback = proxiesLoopback
+        }
+
+        /// The proxy for `https` fetches that `environment` names: `HTTPS_PROXY` (or `https_proxy`),
+        /// `http://[user:password@]host:port` or `host:port`, with hosts in `NO_PROXY` (or
+        /// `no_proxy`: comma-separated names, each also matching its sub-domains, with an optional
+        /// leading `.` or `*.` and an optional `:port`, or `*` for all) fetched directly. Nil when
+        /// none is set (or it is empty). A value this client cannot use (another scheme, no port, a
+        /// path) is an error, not a silent direct connection.
+        package static func fromEnvironment(_ environment: [String: String]) throws(WebAuthnError) -> Proxy? {
+            let value = (environment["HTTPS_PROXY"] ?? environment["https_proxy"] ?? "").trimmingCharacters(in: .whitespaces)
+            guard !value.isEmpty else { return nil }
+            let text = value.contains("://") ? value : "http://" + value
+            func refuse(_ why: String) -> WebAuthnError {
+                WebAuthnError(.configurationInvalid, "HTTPS_PROXY \(why); expected http://[user:password@]host:port")
+            }
+            guard let url = URLComponents(string: text), url.scheme?.lowercased() == "http" else {
+                throw refuse("is not an http:// proxy URL (TLS and SOCKS proxies are not supported)")
+            }
+            guard var host = url.host, !host.isEmpty else { throw refuse("names no host") }
+            if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+            guard let port = url.port, (1...65535).contains(port) else { throw refuse("names no port (1 to 65535)") }
+            guard url.percentEncodedPath.isEmpty || url.percentEncodedPath == "/", url.query == nil, url.fragment == nil else {
+                throw refuse("has a path, query or fragment")
+            }
+            var authorization: String?
+            if let user = url.user {
+                let credentials = user + ":" + (url.password ?? "")
+                guard !credentials.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) else { throw refuse("has control characters in its credentials") }
+                authorization = "Basic " + Data(credentials.utf8).base64EncodedString()
+            }
+            let list = (environment["NO_PROXY"] ?? environment["no_proxy"] ?? "").split(separator: ",").map {
+                $0.trimmingCharacters(in: .whitespaces).lowercased()
+            }
+            var bypass: [String] = []
+            var all = false
+            for var entry in list where !entry.isEmpty {
+                if entry == "*" {
+                    all = true
+                    continue
+                }
+                if entry.hasPrefix("*.") { entry.removeFirst(2) } else if entry.hasPrefix(".") { entry.removeFirst() }
+                if entry.hasPrefix("[") {
+                    // [v6] or [v6]:port
+                    guard let close = entry.firstIndex(of: "]") else { continue }
+                    entry = String(entry[entry.index(after: entry.startIndex)..<close])
+                } else if entry.filter({ $0 == ":" }).count == 1, let colon = entry.firstIndex(of: ":") {
+                    entry = String(entry[..<colon])  // name:port or v4:port
+                }
+                if !entry.isEmpty { bypass.append(entry) }
+            }
+            return Proxy(host: host, port: port, authorization: authorization, bypass: bypass, bypassesAll: all)
+        }
+
+        /// Whether a fetch of `host` goes through this proxy.
+        package func applies(to host: String) -> Bool {
+            guard !bypassesAll else { return false }
+            var name = host.lowercased()
+            if name.hasPrefix("["), name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
+            if name.hasSuffix(".") { name.removeLast() }
+            if !proxiesLoopback, ["localhost", "127.0.0.1", "::1"].contains(name) || name.hasSuffix(".localhost") { return false }
+            return !bypass.contains { name == $0 || name.hasSuffix("." + $0) }
+        }
+
+        /// What `CONNECT` asks the proxy for: the endpoint's authority.
+        func connectHead(host: String, port: Int) -> [UInt8] {
+            let authority = (host.contains(":") ? "[\(host)]" : host) + ":\(port)"
+            var lines = ["CONNECT \(authority) HTTP/1.1", "Host: \(authority)", "User-Agent: webauthn-engine"]
+            if let authorization { lines.append("Proxy-Authorization: \(authorization)") }
+            return Array((lines.joined(separator: "\r\n") + "\r\n\r\n").utf8)
+        }
+
+        /// The proxy for display: its host and port, never its credentials.
+        package var description: String { (host.contains(":") ? "[\(host)]" : host) + ":\(port)" }
+    }
+
+    /// The proxy this process's environment names (``Proxy/fromEnvironment(_:)``), read once:
+    /// what ``send(_:maxBytes:timeout:deadline:redirects:roots:proxy:failure:)`` uses unless told
+    /// otherwise. A malformed setting fails every fetch with its reason (a server checks it when it
+    /// starts).
+    package static let environmentProxy: Result<Proxy?, WebAuthnError> = Result { () throws(WebAuthnError) in
+        try Proxy.fromEnvironment(ProcessInfo.processInfo.environment)
+    }
+
+    /// Whether `host` is an IP address literal that is not a public one (a redirect from a public
+    /// endpoint may not name one, through a proxy either).
+    package static func isNonPublicLiteral(_ host: String) -> Bool {
+        var v4 = in_addr()
+        if inet_pton(AF_INET, host, &v4) == 1 { return !isPublicIPv4(UInt32(bigEndian: v4.s_addr)) }
+        var v6 = in6_addr()
+        if inet_pton(AF_INET6, host, &v6) == 1 { return !isPublicIPv6(withUnsafeBytes(of: v6) { Array($0) }) }
+        return false
+    }
+}

@@ -1,0 +1,140 @@
+import Foundation
+import Testing
+import WebAuthnCore
+import _WebAuthnEncoding
+import _WebAuthnCrypto
+import _WebAuthnHTTP
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// `https` fetches through an egress proxy (`HTTPS_PROXY`, `NO_PROXY`): the setting as curl reads
+/// it, the tunnel (`CONNECT`, then TLS to the endpoint inside it, verified as without a proxy),
+/// and every way a proxy can refuse or misbehave.
+@Suite("Fetches through an HTTP proxy")
+struct ProxyTests {
+    @Test("HTTPS_PROXY and NO_PROXY are read as curl reads them; a setting this client cannot use is an error, never a direct connection")
+    func environment() throws {
+        #expect(try CappedHTTP.Proxy.fromEnvironment([:]) == nil)
+        #expect(try CappedHTTP.Proxy.fromEnvironment(["HTTPS_PROXY": " "]) == nil)
+        let plain = try #require(try CappedHTTP.Proxy.fromEnvironment(["HTTPS_PROXY": "http://proxy.corp:3128"]))
+        #expect(plain.host == "proxy.corp" && plain.port == 3128 && plain.authorization == nil && plain.bypass.isEmpty)
+        #expect(try CappedHTTP.Proxy.fromEnvironment(["https_proxy": "proxy.corp:8080/"])?.port == 8080)
+        #expect(try CappedHTTP.Proxy.fromEnvironment(["HTTPS_PROXY": "http://[fd00::1]:3128"])?.host == "fd00::1")
+        // Credentials: percent-decoded, sent as Basic, never shown.
+        let withUser = try #require(try CappedHTTP.Proxy.fromEnvironment(["HTTPS_PROXY": "http://al%40ice:p%3Ass@proxy:3128"]))
+        #expect(withUser.authorization == "Basic " + Data("al@ice:p:ss".utf8).base64EncodedString())
+        #expect(withUser.description == "proxy:3128")
+        for bad in [
+            "https://proxy:3128", "socks5://proxy:1080", "http://proxy", "http://proxy:0", "http://proxy:3128/path", "http://:3128", "http://proxy:3128?x=1",
+        ] {
+            #expect(throws: WebAuthnError.self, "\(bad)") { try CappedHTTP.Proxy.fromEnvironment(["HTTPS_PROXY": bad]) }
+        }
+        // NO_PROXY: names and their sub-domains, leading dots and ports ignored; loopback always direct.
+        let proxy = try #require(
+            try CappedHTTP.Proxy.fromEnvironment([
+                "HTTPS_PROXY": "proxy:3128", "NO_PROXY": " internal.example, .corp.example:443,*.lan,10.1.2.3,[fd00::5]:443,",
+            ]))
+        #expect(proxy.bypass == ["internal.example", "corp.example", "lan", "10.1.2.3", "fd00::5"])
+        for direct in [
+            "internal.example", "a.internal.example", "corp.example", "x.corp.example", "printer.lan", "10.1.2.3", "[fd00::5]", "localhost", "127.0.0.1", "::1",
+            "app.localhost",
+        ] {
+            #expect(!proxy.applies(to: direct), "\(direct)")
+        }
+        for proxied in ["mds3.fidoalliance.org", "appleid.apple.com", "notinternal.example", "internal.example.com", "10.1.2.30", "lan.example"] {
+            #expect(proxy.applies(to: proxied), "\(proxied)")
+        }
+        #expect(try CappedHTTP.Proxy.fromEnvironment(["HTTPS_PROXY": "proxy:3128", "no_proxy": "*"])?.applies(to: "appleid.apple.com") == false)
+    }
+
+    /// The stand-in's CA, and a fetch of `url` through `proxy` trusting it.
+    static func fetch(_ url: URL, through proxy: CappedHTTP.Proxy?, identity: MetadataStandIn.TLSIdentity) async -> Result<CappedHTTP.Response, WebAuthnError> {
+        let ca = try! X509Certificate(pem: identity.authority.pem)
+        do throws(WebAuthnError) {
+            return .success(
+                try await CappedHTTP.send(
+                    URLRequest(url: url), maxBytes: 1 << 20, timeout: 5, roots: [ca], proxy: .success(proxy), failure: .metadataUnavailable))
+        } catch { return .failure(error) }
+    }
+
+    @Test("through the tunnel: CONNECT names the endpoint, the proxy's credentials go to the proxy only, and TLS is verified against the endpoint's name")
+    func tunnel() async throws {
+        let identity = MetadataStandIn.TLSIdentity.loopback
+        let body = Array("the blob".utf8)
+        let server = try MetadataStandIn(tls: identity) { _ in .respond(status: 200, headers: [], body: body) }
+        defer { server.stop() }
+        let proxy = try ConnectProxy(authorization: "Basic " + Data("user:secret".utf8).base64EncodedString())
+        defer { proxy.stop() }
+        var setting = try #require(try CappedHTTP.Proxy.fromEnvironment(["HTTPS_PROXY": "http://user:secret@127.0.0.1:\(proxy.port)"]))
+        setting = CappedHTTP.Proxy(host: setting.host, port: setting.port, authorization: setting.authorization, proxiesLoopback: true)
+        let url = URL(string: "https://localhost:\(server.port)/blob")!
+        let response = try await Self.fetch(url, through: setting, identity: identity).get()
+        #expect(response.status == 200 && response.body == body)
+        let head = try #require(proxy.heads.first)
+        #expect(head.hasPrefix("CONNECT localhost:\(server.port) HTTP/1.1\r\n"))
+        #expect(head.contains("Proxy-Authorization: Basic "))
+        // The endpoint got the request itself, without the proxy's credentials.
+        #expect(server.requests.count == 1 && server.requests.first?.path == "/blob")
+        #expect(server.requests.first?.header("Proxy-Authorization") == nil)
+        // Without the credentials: the proxy's 407, named as such, and no request reached the endpoint.
+        let anonymous = CappedHTTP.Proxy(host: "127.0.0.1", port: proxy.port, proxiesLoopback: true)
+        guard case .failure(let refused) = await Self.fetch(url, through: anonymous, identity: identity) else {
+            Issue.record("a tunnel without the proxy's credentials succeeded")
+            return
+        }
+        #expect(
+            refused.code == .metadataUnavailable && refused.message.contains("407") && refused.message.contains("proxy authentication"), "\(refused.message)")
+        #expect(server.requests.count == 1)
+        // Loopback is fetched directly unless the proxy is told otherwise: the proxy sees nothing more.
+        let direct = CappedHTTP.Proxy(host: "127.0.0.1", port: proxy.port)
+        #expect(try await Self.fetch(url, through: direct, identity: identity).get().status == 200)
+        #expect(proxy.heads.count == 2 && server.requests.count == 2)
+    }
+
+    @Test(
+        "a proxy that refuses, sends data before the tunnel, or is not there fails the fetch with the caller's code; a malformed setting fails it before any connection"
+    )
+    func proxyFailures() async throws {
+        let identity = MetadataStandIn.TLSIdentity.loopback
+        let server = try MetadataStandIn(tls: identity) { _ in .respond(status: 200, headers: [], body: [1]) }
+        defer { server.stop() }
+        let url = URL(string: "https://localhost:\(server.port)/")!
+        for (mode, expected) in [(ConnectProxy.Mode.refuse(403), "403"), (.refuse(502), "502"), (.dataAfterHead, "before the tunnel")] {
+            let proxy = try ConnectProxy(mode: mode)
+            defer { proxy.stop() }
+            let result = await Self.fetch(url, through: CappedHTTP.Proxy(host: "127.0.0.1", port: proxy.port, proxiesLoopback: true), identity: identity)
+            guard case .failure(let error) = result else {
+                Issue.record("\(mode): fetched")
+                continue
+            }
+            #expect(error.code == .metadataUnavailable && error.message.contains(expected), "\(mode): \(error.message)")
+        }
+        #expect(server.requests.isEmpty)
+        // Nothing listens on the proxy's port.
+        let gone = try ConnectProxy()
+        let port = gone.port
+        gone.stop()
+        let unreachable = await Self.fetch(url, through: CappedHTTP.Proxy(host: "127.0.0.1", port: port, proxiesLoopback: true), identity: identity)
+        #expect((try? unreachable.get()) == nil)
+        // A setting that cannot be used: the caller's code and the reason, and no connection at all.
+        let malformed = WebAuthnError(.configurationInvalid, "HTTPS_PROXY names no port")
+        do {
+            _ = try await CappedHTTP.send(URLRequest(url: url), maxBytes: 16, timeout: 5, proxy: .failure(malformed), failure: .appleEndpointUnavailable)
+            Issue.record("fetched with a malformed proxy setting")
+        } catch {
+            #expect(error.code == .appleEndpointUnavailable && error.message.contains("HTTPS_PROXY"))
+        }
+        #expect(server.requests.isEmpty)
+    }
+
+    @Test("a redirect from a public endpoint to a private address literal is refused through the proxy too")
+    func privateLiterals() {
+        for literal in ["10.0.0.5", "127.0.0.1", "169.254.169.254", "192.168.1.1", "::1", "fd00::1", "fe80::1", "::ffff:10.0.0.1"] {
+            #expect(CappedHTTP.isNonPublicLiteral(literal), "\(literal)")
+        }
+        for other in ["8.8.8.8", "2606:4700::1111", "mds3.fidoalliance.org", "10.0.0.5.nip.io"] {
+            #expect(!CappedHTTP.isNonPublicLiteral(other), "\(other)")
+        }
+    }
+}
