@@ -17,65 +17,24 @@ final class ConnectProxy: @unchecked Sendable {
         case dataAfterHead
     }
 
-    let port: Int
-    private let socket: Int32
+    var port: Int { listener.port }
+    private let listener: LoopbackListener
     private let mode: Mode
     /// The `Proxy-Authorization` value asked for: without it, `407`.
     private let authorization: String?
-    private let state = Locked<(stopped: Bool, heads: [String])>((false, []))
+    private let received = Locked<[String]>([])
 
     /// The request heads received so far.
-    var heads: [String] { state.withLock { $0.heads } }
+    var heads: [String] { received.withLock { $0 } }
 
     init(mode: Mode = .tunnel, authorization: String? = nil) throws {
-        signal(SIGPIPE, SIG_IGN)
         self.mode = mode
         self.authorization = authorization
-        let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw ProxyError("socket() failed: \(errno)") }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr = in_addr(s_addr: inet_addr("127.0.0.1"))
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && listen(fd, 16) == 0 && getsockname(fd, $0, &length) == 0 }
-        }
-        guard bound else {
-            close(fd)
-            throw ProxyError("cannot listen on 127.0.0.1: \(errno)")
-        }
-        port = Int(UInt16(bigEndian: address.sin_port))
-        socket = fd
-        Thread { [self] in acceptLoop() }.start()
+        listener = try LoopbackListener()
+        listener.start { [self] connection in serve(connection) }
     }
 
-    struct ProxyError: Error, CustomStringConvertible {
-        let description: String
-        init(_ description: String) { self.description = description }
-    }
-
-    func stop() {
-        let first = state.withLock { s -> Bool in
-            defer { s.stopped = true }
-            return !s.stopped
-        }
-        guard first else { return }
-        shutdown(socket, Int32(SHUT_RDWR))
-        close(socket)
-    }
-
-    deinit { stop() }
-
-    private func acceptLoop() {
-        while !state.withLock({ $0.stopped }) {
-            let connection = accept(socket, nil, nil)
-            if connection < 0 {
-                if errno == EINTR || errno == ECONNABORTED { continue }
-                return
-            }
-            Thread { [self] in serve(connection) }.start()
-        }
-    }
+    func stop() { listener.stop() }
 
     private func send(_ text: String, to fd: Int32) {
         let bytes = Array(text.utf8)
@@ -94,7 +53,7 @@ final class ConnectProxy: @unchecked Sendable {
             head.append(byte)
         }
         let text = String(decoding: head, as: UTF8.self)
-        state.withLock { $0.heads.append(text) }
+        received.withLock { $0.append(text) }
         let lines = text.components(separatedBy: "\r\n")
         let request = lines[0].split(separator: " ")
         guard request.count == 3, request[0] == "CONNECT", let colon = request[1].lastIndex(of: ":"),

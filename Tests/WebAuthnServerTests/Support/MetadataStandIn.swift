@@ -60,23 +60,21 @@ final class MetadataStandIn: @unchecked Sendable {
         }()
     }
 
-    let port: Int
+    var port: Int { listener.port }
     var url: URL { URL(string: "\(context == nil ? "http" : "https")://127.0.0.1:\(port)/")! }
-    private let socket: Int32
+    private let listener: LoopbackListener
     private let context: OpaquePointer?
-    private let state = Locked<(stopped: Bool, requests: [Request])>((false, []))
+    private let state = Locked<[Request]>([])
     private let handler: @Sendable (Request) -> Answer
 
     /// The requests answered so far.
-    var requests: [Request] { state.withLock { $0.requests } }
+    var requests: [Request] { state.withLock { $0 } }
     private let sent = Locked(0)
     /// The body bytes ``Answer/endless(chunked:)`` answers got to send before the client stopped reading.
     var endlessBytesSent: Int { sent.withLock { $0 } }
-    private var stopped: Bool { state.withLock { $0.stopped } }
+    private var stopped: Bool { listener.isStopped }
 
     init(tls: TLSIdentity? = nil, handler: @escaping @Sendable (Request) -> Answer) throws {
-        // A client that gives up (a deadline) must not kill the test process with SIGPIPE.
-        signal(SIGPIPE, SIG_IGN)
         if let tls {
             guard let ctx = SSL_CTX_new(TLS_server_method()), SSL_CTX_use_certificate(ctx, tls.certificate.x509) == 1,
                 SSL_CTX_use_PrivateKey(ctx, tls.key.pkey) == 1, SSL_CTX_check_private_key(ctx) == 1
@@ -85,24 +83,9 @@ final class MetadataStandIn: @unchecked Sendable {
         } else {
             context = nil
         }
-        let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw StandInError("socket() failed: \(errno)") }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
-        address.sin_addr = in_addr(s_addr: inet_addr("127.0.0.1"))
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && listen(fd, 16) == 0 && getsockname(fd, $0, &length) == 0 }
-        }
-        guard bound else {
-            close(fd)
-            throw StandInError("cannot listen on 127.0.0.1: \(errno)")
-        }
-        port = Int(UInt16(bigEndian: address.sin_port))
-        socket = fd
+        listener = try LoopbackListener()
         self.handler = handler
-        Thread { [self] in acceptLoop() }.start()
+        listener.start { [self] connection in serve(connection) }
     }
 
     struct StandInError: Error, CustomStringConvertible {
@@ -110,31 +93,11 @@ final class MetadataStandIn: @unchecked Sendable {
         init(_ description: String) { self.description = description }
     }
 
-    func stop() {
-        let first = state.withLock { s -> Bool in
-            defer { s.stopped = true }
-            return !s.stopped
-        }
-        guard first else { return }
-        shutdown(socket, Int32(SHUT_RDWR))
-        close(socket)
-    }
+    func stop() { listener.stop() }
 
     deinit {
         stop()
         if let context { SSL_CTX_free(context) }
-    }
-
-    private func acceptLoop() {
-        while !stopped {
-            let connection = accept(socket, nil, nil)
-            if connection < 0 {
-                if stopped { return }
-                if errno == EINTR || errno == ECONNABORTED { continue }
-                return
-            }
-            Thread { [self] in serve(connection) }.start()
-        }
     }
 
     /// One connection: TLS handshake (if any), one request, one answer.
@@ -193,7 +156,7 @@ final class MetadataStandIn: @unchecked Sendable {
             return (String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
         }
         let request = Request(path: String(requestLine[1]), headers: headers)
-        state.withLock { $0.requests.append(request) }
+        state.withLock { $0.append(request) }
         switch handler(request) {
         case .respond(let status, let extra, let body):
             send(Self.head(status: status, length: body.count, extra: extra) + body)
