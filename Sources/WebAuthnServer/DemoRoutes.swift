@@ -1,6 +1,7 @@
 internal import Foundation
 public import Hummingbird
 internal import WebAuthnCore
+internal import Logging
 internal import WebAuthnMetadata
 internal import _WebAuthnEncoding
 internal import _WebAuthnCrypto
@@ -162,8 +163,11 @@ extension WebAuthnRoutes {
             await handle(request, context) {
                 try throttle(request, context)
                 let handle = try await requireRecentVerification(request)
-                try await deleteAccount(handle)
-                audit("account_deleted", request, context, ["account": .string(Audit.hash(handle))])
+                let unrevoked = try await deleteAccount(handle)
+                var event: Logger.Metadata = ["account": .string(Audit.hash(handle))]
+                // Apple refresh tokens sealed under another server secret: not revoked at Apple.
+                if unrevoked > 0 { event["unrevokedAppleTokens"] = .stringConvertible(unrevoked) }
+                audit("account_deleted", request, context, event)
                 // Every passkey of the account is gone: the provider may drop them all.
                 var response = HTTP.ok([
                     "signal": CredentialSignal.allAcceptedCredentials(userHandle: handle, credentialIds: []).payload(rpId: engine.relyingParty.id)

@@ -213,6 +213,19 @@ struct AppleFlowTests {
             #expect(setup.standIn.revocations.count == 1 && setup.standIn.revocations.first?.clientID == Self.clientID)
             #expect(try await setup.store.account(handle: handle) == nil)
             #expect(try await app.send("/demo/session", method: "GET").body["user"] == .null)
+            // Red team, twelfth pass: a token sealed under another server secret (changed, or another
+            // instance's) cannot be opened; the deletion answered 500 and kept the account for good.
+            let other = Client(port: port), stranger = AppleStandIn.User()
+            let second = try #require(try await other.send("/apple/nonce", json: "{}").body["nonce"]?.stringValue)
+            #expect(try await other.send("/apple/signin", json: Self.signInBody(setup, user: stranger, nonce: second)).status == 200)
+            var identity = try #require(try await setup.store.identity(provider: "apple", subject: stranger.sub))
+            identity.refreshToken = try Seal.seal(Array("rt".utf8), key: SecureRandom.bytes(32), associated: Array("apple/\(stranger.sub)".utf8))
+            #expect(try await setup.store.update(identity))
+            let resealed = try await other.send("/demo/account", method: "DELETE")
+            #expect(resealed.status == 200, "\(resealed.body)")
+            #expect(try await setup.store.account(handle: identity.userHandle) == nil)
+            #expect(try await setup.store.identity(provider: "apple", subject: stranger.sub) == nil)
+            #expect(setup.standIn.revocations.count == 1, "nothing to revoke with")
         }
     }
 
