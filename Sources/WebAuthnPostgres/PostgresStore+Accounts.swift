@@ -213,14 +213,15 @@ extension PostgresStore {
                  sessions_gone AS (DELETE FROM sessions WHERE user_handle IN (SELECT handle FROM account))
             SELECT handle FROM account
             """, [PGText.bytea(handle)], retry: .idempotent)
-        // A registration that held the account's row (``commitRegistration(consuming:addingTo:limit:credential:signingIn:replacing:)``)
-        // committed before the deletion went on, after this statement's snapshot was taken: what it
+        // A registration or a link that held the account's row (``commitRegistration(consuming:addingTo:limit:credential:signingIn:replacing:)``,
+        // ``link(_:)``) committed before the deletion went on, after this statement's snapshot was taken: what it
         // stored goes now, in a statement of its own (a fresh snapshot).
         if !rows.isEmpty {
             _ = try await pool.query(
                 """
                 WITH gone AS (SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM accounts WHERE handle = $1)),
                      credentials_gone AS (DELETE FROM credentials WHERE user_handle = $1 AND EXISTS (SELECT 1 FROM gone)),
+                     identities_gone AS (DELETE FROM identities WHERE user_handle = $1 AND EXISTS (SELECT 1 FROM gone)),
                      sessions_gone AS (DELETE FROM sessions WHERE user_handle = $1 AND EXISTS (SELECT 1 FROM gone))
                 SELECT 1
                 """, [PGText.bytea(handle)], retry: .idempotent)
@@ -266,14 +267,21 @@ extension PostgresStore {
 
     /// Links an identity to its existing account. Throws `identity_invalid`,
     /// `account_unknown` or `identity_already_linked`.
+    ///
+    /// The account is read under a share lock: a deletion under way is waited for and then leaves
+    /// no row (`account_unknown`); a deletion that comes after waits for this statement, and its
+    /// last statement removes the identity it committed (``deleteAccount(handle:)``). Red team,
+    /// twelfth pass: read without the lock, an Apple ID linked beside the account's deletion
+    /// outlived it, and signed in to the deleted account from then on.
     public func link(_ i: LinkedIdentity) async throws {
         try i.validate()
         let rows: [PostgresConnection.Row]
         do {
             rows = try await pool.query(
                 """
+                WITH owner AS (SELECT handle FROM accounts WHERE handle = $9 FOR SHARE)
                 INSERT INTO identities (provider, subject, user_handle, email, email_verified, is_private_email, refresh_token, created_at, updated_at)
-                SELECT $1, $2, handle, $3, $4::boolean, $5::boolean, $6::bytea, $7, $8 FROM accounts WHERE handle = $9 RETURNING subject
+                SELECT $1, $2, handle, $3, $4::boolean, $5::boolean, $6::bytea, $7, $8 FROM owner RETURNING subject
                 """,
                 Self.identityValues(i) + [PGText.bytea(i.userHandle)])
         } catch let error as PostgresConnection.Failure where error.isUniqueViolation {

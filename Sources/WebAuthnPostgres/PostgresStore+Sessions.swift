@@ -27,10 +27,12 @@ extension PostgresStore {
     }
 
     /// Ends `old` (when given) and stores `session`, dropping the account's oldest beyond
-    /// ``SignedInSession/maxPerUser``: one statement, one round trip.
+    /// ``SignedInSession/maxPerUser``: one statement, one round trip. The account's row is locked
+    /// before any session's (the condition is evaluated before a row is locked), as the ending of
+    /// its sessions locks it: a replacement in flight is waited for and its session ended too.
     public func replace(_ old: [UInt8]?, with session: SignedInSession) async throws {
         _ = try await pool.query(
-            "WITH \(Self.sessionReplacement(first: 1, when: "TRUE")) SELECT 1 AS done", Self.sessionValues(session, replacing: old),
+            "WITH \(Self.sessionReplacement(first: 1, when: "webauthn_lock_account($2::bytea)")) SELECT 1 AS done", Self.sessionValues(session, replacing: old),
             retry: .idempotent)
     }
 

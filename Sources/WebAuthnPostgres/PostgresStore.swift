@@ -144,7 +144,11 @@ public final class PostgresStore: CredentialStore, CredentialAuditing, Challenge
 
     /// The same commit and, only if it committed, `oldSession` ended and `session` stored (with
     /// the account's oldest beyond ``SignedInSession/maxPerUser`` dropped): one statement, one
-    /// transaction, one round trip.
+    /// transaction, one round trip. The account's row is locked first (`webauthn_lock_account`),
+    /// as the ending of its sessions locks it (``deleteSessions(userHandle:)``): a sign-in or
+    /// re-authentication in flight is waited for and its new session ended with the others (red
+    /// team, twelfth pass: sign-out everywhere beside a re-authentication answered that it ended
+    /// the sessions, and the re-authenticated session stayed signed in).
     public func commitSignIn(
         consuming challenge: [UInt8], updating r: CredentialRecord, expectedSignCount: UInt32, signingIn session: SignedInSession,
         replacing oldSession: [UInt8]?
@@ -157,9 +161,13 @@ public final class PostgresStore: CredentialStore, CredentialAuditing, Challenge
         _ challenge: [UInt8], _ r: CredentialRecord, _ expectedSignCount: UInt32, session: (new: SignedInSession, old: [UInt8]?)?
     ) async throws -> SignInCommit {
         let replacement = session.map { _ in ",\n" + Self.sessionReplacement(first: 8, when: "EXISTS (SELECT 1 FROM updated)") } ?? ""
+        // With a session: the account's lock before the ceremony's row (evaluated before the row is
+        // locked), the order in which the sessions' ending takes them, so neither waits for a row the
+        // other holds. $9 is the new session's account.
+        let lock = session == nil ? "" : " AND webauthn_lock_account($9::bytea)"
         let rows = try await pool.query(
             """
-            WITH consumed AS (DELETE FROM challenges WHERE challenge = $1 RETURNING challenge),
+            WITH consumed AS (DELETE FROM challenges WHERE challenge = $1\(lock) RETURNING challenge),
             updated AS (
                 UPDATE credentials SET sign_count = $2, backup_state = $3, uv_initialized = $4, last_used_at = $5
                 WHERE id = $6 AND sign_count = $7 AND EXISTS (SELECT 1 FROM consumed) RETURNING id
