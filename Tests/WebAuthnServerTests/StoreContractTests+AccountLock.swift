@@ -75,7 +75,9 @@ extension StoreContractTests {
         await store.close()
     }
 
-    @Test("postgres: an Apple ID linked beside the account's deletion does not outlive it, whichever commits first", .enabled(if: StoreContractTests.postgresURL != nil))
+    @Test(
+        "postgres: an Apple ID linked beside the account's deletion does not outlive it, whichever commits first",
+        .enabled(if: StoreContractTests.postgresURL != nil))
     func postgresLinkBesideDeletion() async throws {
         // Red team, twelfth pass: the link read the account without a lock; 7 rounds in 60 left an
         // identity (with its refresh token) of a deleted account, which signed in to it for good.
