@@ -17,19 +17,34 @@ public struct FIDOMetadata: Sendable {
 
     /// Options for loading a BLOB JWT.
     public struct BLOBOptions: Sendable {
-        /// The roots the BLOB's x5c must chain to. Default: GlobalSign Root CA - R3 (the FIDO MDS root).
-        package var roots: [X509Certificate]
+        /// The roots the BLOB's x5c must chain to. Default: ``fidoMDSRoots`` (GlobalSign Root R46
+        /// and GlobalSign Root CA - R3). Setting them sets ``signerName`` to its default for them.
+        package var roots: [X509Certificate] {
+            didSet { signerName = Self.defaultSignerName(for: roots) }
+        }
         package var crls: [CertificateRevocationList]
         /// Refuse a BLOB past its nextUpdate. Default true (MDS3: fetch a newer one).
         public var refuseStale: Bool
         /// Refuse a BLOB whose `no` is below this (one already loaded).
         public var minimumSerial: Int
+        /// The host name the BLOB signing certificate must be issued to (its subjectAltName
+        /// dNSName, RFC 6125), or nil for any. Default: `mds.fidoalliance.org` when the roots
+        /// include a FIDO MDS root, nil for roots of your own. The FIDO MDS roots are public TLS
+        /// roots: without this, any certificate GlobalSign issued (a TLS certificate for any site)
+        /// could sign a BLOB and make its own authenticators trusted (red team, twelfth pass).
+        public var signerName: String?
 
-        /// GlobalSign Root CA - R3, the root of the FIDO MDS BLOB signing chain.
+        /// GlobalSign Root CA - R3, the root of the FIDO MDS BLOB signing chain until 2026-08.
         public static let fidoMDSRoot = try! Certificate(pem: KnownRoots.globalSignRootR3)
+        /// GlobalSign Root R46, the root of the FIDO MDS BLOB signing chain since 2026-08-21.
+        public static let fidoMDSRootR46 = try! Certificate(pem: KnownRoots.globalSignRootR46)
+        /// The FIDO MDS roots: R46 (today's chains) and R3 (earlier BLOBs and cross-signed chains).
+        public static let fidoMDSRoots = [fidoMDSRootR46, fidoMDSRoot]
+        /// The host name of the FIDO MDS BLOB signing certificate.
+        public static let fidoMDSSignerName = "mds.fidoalliance.org"
 
         /// - Parameters:
-        ///   - roots: the roots the BLOB's x5c must chain to; nil: ``fidoMDSRoot``.
+        ///   - roots: the roots the BLOB's x5c must chain to; nil: ``fidoMDSRoots``.
         ///   - revocationLists: CRLs checked on the signing chain.
         public init(roots: [Certificate]? = nil, revocationLists: [RevocationList] = [], refuseStale: Bool = true, minimumSerial: Int = 0) {
             self.init(x509Roots: roots?.map(\.x509), crls: revocationLists.map(\.crl), refuseStale: refuseStale, minimumSerial: minimumSerial)
@@ -39,10 +54,17 @@ public struct FIDOMetadata: Sendable {
             x509Roots roots: [X509Certificate]?,
             crls: [CertificateRevocationList] = [], refuseStale: Bool = true, minimumSerial: Int = 0
         ) {
-            self.roots = roots ?? [Self.fidoMDSRoot.x509]
+            self.roots = roots ?? Self.fidoMDSRoots.map(\.x509)
             self.crls = crls
             self.refuseStale = refuseStale
             self.minimumSerial = minimumSerial
+            signerName = Self.defaultSignerName(for: self.roots)
+        }
+
+        /// `mds.fidoalliance.org` when `roots` include a FIDO MDS root, else nil.
+        static func defaultSignerName(for roots: [X509Certificate]) -> String? {
+            let fido = Set(fidoMDSRoots.map(\.x509.der))
+            return roots.contains { fido.contains($0.der) } ? fidoMDSSignerName : nil
         }
     }
 
@@ -93,7 +115,8 @@ public struct FIDOMetadata: Sendable {
     }
 
     /// Verifies and reads a BLOB JWT: its x5c chain to `options.roots` at
-    /// `time`, its signature, its `nextUpdate` and `no`.
+    /// `time`, its signing certificate's name (`options.signerName`), its signature, its
+    /// `nextUpdate` and `no`.
     public static func blob(jwt bytes: [UInt8], at time: Date, options: BLOBOptions = BLOBOptions()) throws(WebAuthnError) -> FIDOMetadata {
         let trimmed = Array(bytes.drop { $0 <= 0x20 }.reversed().drop { $0 <= 0x20 }.reversed())
         let jws: JWS
@@ -113,6 +136,10 @@ public struct FIDOMetadata: Sendable {
         switch CertificateChain.validate(chain, anchors: options.roots, crls: options.crls, at: time, leafRole: "the BLOB signing certificate") {
         case .trusted: break
         case .untrusted(let error): throw WebAuthnError(.metadataUntrusted, "the BLOB signing chain: \(error.message)")
+        }
+        if let name = options.signerName, !chain[0].matchesHost(name) {
+            throw WebAuthnError(
+                .metadataUntrusted, "the BLOB signing certificate (\(chain[0].subjectSummary.prefix(128))) is not issued to \(name)")
         }
         do { try jws.verifySignature(with: chain[0].publicKey()) } catch {
             throw WebAuthnError(.metadataUntrusted, "the BLOB signature: \(error.message)")

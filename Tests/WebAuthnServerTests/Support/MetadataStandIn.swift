@@ -256,7 +256,7 @@ struct MDSTestPKI: @unchecked Sendable {
     /// A BLOB numbered `no`, naming the test authority's model with `status` (dated 2024-01-01).
     func blob(
         no: Int, nextUpdate: String = "2099-01-01", status: String = "FIDO_CERTIFIED_L1", description: String? = nil, revoked: Bool = false,
-        badSignature: Bool = false
+        badSignature: Bool = false, signedBy other: (certificate: X509Certificate, key: SigningKey)? = nil
     ) throws -> [UInt8] {
         let payload: JSONValue = [
             "legalHeader": "metadata stand-in test BLOB; not FIDO's", "no": .number(Double(no)), "nextUpdate": .string(nextUpdate),
@@ -268,7 +268,7 @@ struct MDSTestPKI: @unchecked Sendable {
                 ]
             ],
         ]
-        let (certificate, key) = revoked ? revokedSigner : signer
+        let (certificate, key) = other ?? (revoked ? revokedSigner : signer)
         var jws = try JWSWriter.compact(payload, key: key, x5c: [certificate, intermediate], type: "JWT")
         if badSignature { jws[jws.count - 5] = jws[jws.count - 5] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A") }
         return jws
