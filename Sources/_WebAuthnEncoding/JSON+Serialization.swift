@@ -20,7 +20,10 @@ extension JSONValue {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
         case .number(let n):
-            if abs(n) < 9.0e15, let i = Int64(exactly: n) {
+            if !n.isFinite {
+                // JSON has no NaN or infinity (`nan` and `inf` are not JSON): null, as JSON.stringify writes them.
+                out.append(contentsOf: "null".utf8)
+            } else if abs(n) < 9.0e15, let i = Int64(exactly: n) {
                 out.append(contentsOf: String(i).utf8)
             } else {
                 out.append(contentsOf: "\(n)".utf8)

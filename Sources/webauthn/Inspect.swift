@@ -122,7 +122,10 @@ struct Inspect: AsyncParsableCommand {
             return .object(JSONObject(pairs.map { (($0.key.textValue ?? $0.key.intValue.map(String.init)) ?? "\($0.key)", render($0.value)) }))
         case .bool(let b): return .bool(b)
         case .null, .undefined: return .null
-        case .float(let d): return .number(d)
+        case .float(let d):
+            // JSON has no NaN or infinity: named, as a string, rather than written as something no parser reads.
+            guard d.isFinite else { return .string(d.isNaN ? "NaN" : d > 0 ? "Infinity" : "-Infinity") }
+            return .number(d)
         }
     }
 }

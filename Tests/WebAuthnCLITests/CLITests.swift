@@ -231,6 +231,19 @@ struct CLITests {
         #expect(out["attestationObject"]?["authData"]?["flags"]?["AT"]?.boolValue == true)
         #expect(out["attestationObject"]?["attStmt"]?["x5c"]?.arrayValue?.first?["subject"]?.stringValue?.contains("Authenticator Attestation") == true)
         #expect(out["clientData"]?["type"]?.stringValue == "webauthn.create")
+        // CBOR floats JSON cannot hold (red team, twelfth pass: printed as nan and inf, which no parser reads).
+        let authData = [UInt8](repeating: 0, count: 32) + [0x01, 0, 0, 0, 1]
+        let floats = CBOREncoder.encode(
+            .map([
+                CBORPair(.text("fmt"), .text("none")),
+                CBORPair(
+                    .text("attStmt"),
+                    .map([CBORPair(.text("n"), .float(.nan)), CBORPair(.text("i"), .float(.infinity)), CBORPair(.text("m"), .float(-.infinity))])),
+                CBORPair(.text("authData"), .bytes(authData)),
+            ]))
+        let odd = try await Self.run(["inspect", "-"], stdin: Base64URL.encode(floats))
+        let statement = try #require(odd.json?["attStmt"], "\(odd.stdout) \(odd.stderr)")
+        #expect(statement["n"] == "NaN" && statement["i"] == "Infinity" && statement["m"] == "-Infinity")
         let bad = try await Self.run(["inspect", "-"], stdin: "oA")
         #expect(bad.status == 1)
         #expect(bad.json?["error"]?.stringValue == "attestation_object_malformed")

@@ -72,6 +72,10 @@ struct HostileInputTests {
         #expect(v["n"]?.numberValue == -125)
         #expect(v["i"]?.intValue == 42)
         #expect(try JSONValue.parse(v.serialized()) == v)
+        // JSON has no NaN or infinity: they are written as null, never as `nan` or `inf` (red team, twelfth pass).
+        let odd: JSONValue = [.number(.nan), .number(.infinity), .number(-.infinity), .number(1e308), .number(-0.0)]
+        #expect(odd.serialized() == "[null,null,null,1e+308,0]")
+        #expect(try JSONValue.parse(odd.serialized()).arrayValue?.count == 5)
         // Objects compare by members, not by their order.
         #expect(try JSONValue.parse(#"{"a":1,"b":[2]}"#) == JSONValue.parse(#"{"b":[2],"a":1}"#))
         #expect(try JSONValue.parse(#"{"a":1,"b":2}"#) != JSONValue.parse(#"{"a":1,"c":2}"#))
