@@ -168,9 +168,9 @@ struct AuthenticationStepTests {
     }
 
     @Test(
-        "steps 21–22: the signature must verify over authenticatorData ‖ SHA-256(clientDataJSON)",
+        "steps 20–21: the signature must verify over authenticatorData ‖ SHA-256(clientDataJSON)",
         arguments: [COSEAlgorithm.es256, .es384, .es512, .edDSA, .ed448, .rs256, .ps256, .ps384])
-    func step22Signature(alg: COSEAlgorithm) throws {
+    func step21Signature(alg: COSEAlgorithm) throws {
         let credential = try h.registered(alg)
         let parts = try h.assert(credential)
         #expect(h.verify(parts, credential: credential) == nil)
@@ -185,8 +185,8 @@ struct AuthenticationStepTests {
         #expect(h.verify(otherClientData, credential: credential) == "signature_invalid")
     }
 
-    @Test("step 22: RS1 credentials are refused unless the policy allows it")
-    func step22RS1() throws {
+    @Test("step 21: RS1 credentials are refused unless the policy allows it")
+    func step21RS1() throws {
         var allowing = Harness(policy: VerificationPolicy(allowInsecureRS1: true), profile: .securityKey)
         allowing.rp = testRP(policy: VerificationPolicy(allowInsecureRS1: true))
         let credential = try RegistrationVerifier.verify(
@@ -199,8 +199,8 @@ struct AuthenticationStepTests {
         #expect(strict.verify(parts, credential: credential) == "algorithm_not_allowed")
     }
 
-    @Test("step 23: the counter must increase; the policy decides otherwise")
-    func step23Counter() throws {
+    @Test("step 22: the counter must increase; the policy decides otherwise")
+    func step22Counter() throws {
         var credential = try h.registered()
         credential.signCount = 5
         var parts = try h.assert(credential)  // counter 1 < 5
@@ -219,8 +219,8 @@ struct AuthenticationStepTests {
         #expect(errorCode { _ = try AuthenticationVerifier.verifySignCount(0, stored: 5, policy: .reject) } == "counter_regression")
     }
 
-    @Test("step 25: UV initialises uvInitialized")
-    func step25Update() throws {
+    @Test("step 24: UV initialises uvInitialized")
+    func step24Update() throws {
         let passkeys = Harness(profile: .platformPasskey)
         var credential = try passkeys.registered()
         credential.uvInitialized = false

@@ -43,9 +43,10 @@ public enum AuthenticationVerifier {
         try AuthenticatorDataChecks.verifyUserVerified(authData, requirement: uvRequirement, step: step(17))
         try AuthenticatorDataChecks.verifyBackupFlags(authData, step: step(18))
         try verifyBackupEligibilityUnchanged(authData, credential: credential)  // step 19
-        // Step 20 (extension outputs): well-formed map checked while parsing.
-        try verifySignature(response, authData: authData, credential: credential, policy: rp.policy)  // steps 21–22
-        let (newCount, counterRisk) = try verifySignCount(authData.signCount, stored: credential.signCount, policy: rp.policy.counter)  // step 23
+        try verifySignature(response, authData: authData, credential: credential, policy: rp.policy)  // steps 20–21
+        let (newCount, counterRisk) = try verifySignCount(authData.signCount, stored: credential.signCount, policy: rp.policy.counter)  // step 22
+        // Step 23 (extension outputs): the authenticator's, a well-formed map, checked while parsing; the
+        // client's, only the known outputs kept (`sanitizedOutputs`); both returned for the caller to process.
 
         try verifyFlagPolicy(credential, policy: rp.policy.flaggedCredentials)
         var risks: Set<RiskSignal> = []
@@ -53,7 +54,8 @@ public enum AuthenticationVerifier {
         if credential.flag != nil { risks.insert(.authenticatorCompromised) }
         if authData.backedUp != credential.backupState { risks.insert(.backupStateChanged) }
         if !authData.userVerified { risks.insert(.userNotVerified) }
-        // Step 25: the updated credential record.
+        // Step 24: the updated credential record. (Assertion-time attestation, once a step between the
+        // counter and this one, left L3 with w3c/webauthn#1997.)
         var updated = credential
         updated.signCount = newCount
         updated.backupState = authData.backedUp
@@ -135,22 +137,22 @@ public enum AuthenticationVerifier {
         }
     }
 
-    /// Steps 21–22: the signature over authenticatorData ‖ SHA-256(clientDataJSON)
+    /// Steps 20–21: the signature over authenticatorData ‖ SHA-256(clientDataJSON)
     /// verifies with the credential public key.
     static func verifySignature(_ response: AuthenticationResponse, authData: AuthenticatorData, credential: CredentialRecord, policy: VerificationPolicy)
         throws(WebAuthnError)
     {
         let key = credential.publicKey
         if key.algorithm == .rs1 && !policy.allowInsecureRS1 {
-            throw WebAuthnError(.algorithmNotAllowed, "RS1 (SHA-1) signatures are refused; VerificationPolicy.allowInsecureRS1 enables them", step: step(22))
+            throw WebAuthnError(.algorithmNotAllowed, "RS1 (SHA-1) signatures are refused; VerificationPolicy.allowInsecureRS1 enables them", step: step(21))
         }
-        let hash = Digest.sha256(response.clientDataJSON)  // step 21
+        let hash = Digest.sha256(response.clientDataJSON)  // step 20
         guard key.publicKey.verify(signature: response.signature, parts: [authData.bytes, hash], algorithm: key.algorithm) else {
-            throw WebAuthnError(.signatureInvalid, "the assertion signature does not verify with the credential public key (\(key.algorithm))", step: step(22))
+            throw WebAuthnError(.signatureInvalid, "the assertion signature does not verify with the credential public key (\(key.algorithm))", step: step(21))
         }
     }
 
-    /// Step 23: when either counter is non-zero the new one must be greater;
+    /// Step 22: when either counter is non-zero the new one must be greater;
     /// otherwise the counter policy decides. Returns the counter to store and
     /// whether a possible clone was flagged.
     static func verifySignCount(_ received: UInt32, stored: UInt32, policy: CounterPolicy) throws(WebAuthnError) -> (UInt32, Bool) {
@@ -159,7 +161,7 @@ public enum AuthenticationVerifier {
         switch policy {
         case .reject:
             throw WebAuthnError(
-                .counterRegression, "sign counter is \(received); it must exceed the stored \(stored) (possible cloned authenticator)", step: step(23))
+                .counterRegression, "sign counter is \(received); it must exceed the stored \(stored) (possible cloned authenticator)", step: step(22))
         case .acceptAndFlag:
             return (stored, true)
         }

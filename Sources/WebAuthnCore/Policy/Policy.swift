@@ -21,7 +21,7 @@ public enum CrossOriginPolicy: Sendable, Equatable {
     case allowTopOrigins([String])
 }
 
-/// What to do when the sign counter did not increase (WebAuthn L3 §7.2 step 23).
+/// What to do when the sign counter did not increase (WebAuthn L3 §7.2 step 22).
 public enum CounterPolicy: Sendable, Equatable {
     /// Fail the ceremony with `counter_regression`. The default.
     case reject
