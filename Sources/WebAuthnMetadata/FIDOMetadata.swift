@@ -27,8 +27,8 @@ public struct FIDOMetadata: Sendable {
         public var refuseStale: Bool
         /// Refuse a BLOB whose `no` is below this (one already loaded).
         public var minimumSerial: Int
-        /// The host name the BLOB signing certificate must be issued to (its subjectAltName
-        /// dNSName, RFC 6125), or nil for any. Default: `mds.fidoalliance.org` when the roots
+        /// The host name the BLOB signing certificate must be issued to (a subjectAltName dNSName
+        /// equal to it: no wildcard, not the common name), or nil for any. Default: `mds.fidoalliance.org` when the roots
         /// include a FIDO MDS root, nil for roots of your own. The FIDO MDS roots are public TLS
         /// roots: without this, any certificate GlobalSign issued (a TLS certificate for any site)
         /// could sign a BLOB and make its own authenticators trusted (red team, twelfth pass).
@@ -61,10 +61,16 @@ public struct FIDOMetadata: Sendable {
             signerName = Self.defaultSignerName(for: self.roots)
         }
 
-        /// `mds.fidoalliance.org` when `roots` include a FIDO MDS root, else nil.
+        /// `mds.fidoalliance.org` when `roots` include a FIDO MDS root, else nil. A root is one of
+        /// them when it has its subject and its key, whatever else its bytes say (a cross-signed
+        /// or re-encoded copy of R46 is R46).
         static func defaultSignerName(for roots: [X509Certificate]) -> String? {
-            let fido = Set(fidoMDSRoots.map(\.x509.der))
-            return roots.contains { fido.contains($0.der) } ? fidoMDSSignerName : nil
+            func identity(_ c: X509Certificate) -> String? {
+                guard let key = try? c.publicKey().subjectPublicKeyInfo else { return nil }
+                return c.subjectSummary + "|" + Bytes.hex(key)
+            }
+            let fido = Set(fidoMDSRoots.compactMap { identity($0.x509) })
+            return roots.contains { identity($0).map(fido.contains) ?? false } ? fidoMDSSignerName : nil
         }
     }
 
@@ -137,7 +143,7 @@ public struct FIDOMetadata: Sendable {
         case .trusted: break
         case .untrusted(let error): throw WebAuthnError(.metadataUntrusted, "the BLOB signing chain: \(error.message)")
         }
-        if let name = options.signerName, !chain[0].matchesHost(name) {
+        if let name = options.signerName, !chain[0].hasExactDNSName(name) {
             throw WebAuthnError(
                 .metadataUntrusted, "the BLOB signing certificate (\(chain[0].subjectSummary.prefix(128))) is not issued to \(name)")
         }

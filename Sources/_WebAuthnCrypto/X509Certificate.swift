@@ -192,6 +192,14 @@ package final class X509Certificate: @unchecked Sendable {
         return X509_check_host(x509, host, host.utf8.count, 0, nil) == 1
     }
 
+    /// Whether a subject alternative name dNSName is exactly `host` (any case): no wildcard, and
+    /// never the common name. For signers that must be one named service (a metadata BLOB's).
+    package func hasExactDNSName(_ host: String) -> Bool {
+        defer { OpenSSL.clearErrors() }
+        let flags = UInt32(X509_CHECK_FLAG_NO_WILDCARDS) | UInt32(X509_CHECK_FLAG_NEVER_CHECK_SUBJECT)
+        return X509_check_host(x509, host, host.utf8.count, flags, nil) == 1
+    }
+
     /// The SHA-256 fingerprint of the DER encoding, as lowercase hex.
     package var fingerprint: String { Bytes.hex(Digest.sha256(der)) }
 }

@@ -40,7 +40,11 @@ extension CappedHTTP {
         /// none is set (or it is empty). A value this client cannot use (another scheme, no port, a
         /// path) is an error, not a silent direct connection.
         package static func fromEnvironment(_ environment: [String: String]) throws(WebAuthnError) -> Proxy? {
-            let value = (environment["HTTPS_PROXY"] ?? environment["https_proxy"] ?? "").trimmingCharacters(in: .whitespaces)
+            // As curl: the lower-case name first; an empty value counts as unset.
+            func setting(_ names: String...) -> String {
+                names.lazy.compactMap { environment[$0]?.trimmingCharacters(in: .whitespaces) }.first { !$0.isEmpty } ?? ""
+            }
+            let value = setting("https_proxy", "HTTPS_PROXY")
             guard !value.isEmpty else { return nil }
             let text = value.contains("://") ? value : "http://" + value
             func refuse(_ why: String) -> WebAuthnError {
@@ -61,7 +65,7 @@ extension CappedHTTP {
                 guard !credentials.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) else { throw refuse("has control characters in its credentials") }
                 authorization = "Basic " + Data(credentials.utf8).base64EncodedString()
             }
-            let list = (environment["NO_PROXY"] ?? environment["no_proxy"] ?? "").split(separator: ",").map {
+            let list = setting("no_proxy", "NO_PROXY").split(separator: ",").map {
                 $0.trimmingCharacters(in: .whitespaces).lowercased()
             }
             var bypass: [String] = []
@@ -115,12 +119,50 @@ extension CappedHTTP {
     }
 
     /// Whether `host` is an IP address literal that is not a public one (a redirect from a public
-    /// endpoint may not name one, through a proxy either).
+    /// endpoint may not name one, through a proxy either). The legacy IPv4 forms count as literals
+    /// (`127.1`, `2130706433`, `0x7f000001`: the C resolver reads them as addresses).
     package static func isNonPublicLiteral(_ host: String) -> Bool {
         var v4 = in_addr()
-        if inet_pton(AF_INET, host, &v4) == 1 { return !isPublicIPv4(UInt32(bigEndian: v4.s_addr)) }
+        if inet_pton(AF_INET, host, &v4) == 1 || inet_aton(host, &v4) != 0 { return !isPublicIPv4(UInt32(bigEndian: v4.s_addr)) }
         var v6 = in6_addr()
         if inet_pton(AF_INET6, host, &v6) == 1 { return !isPublicIPv6(withUnsafeBytes(of: v6) { Array($0) }) }
         return false
+    }
+
+    /// Whether `host` is a public IP address literal (strict forms only).
+    static func isPublicIPLiteral(_ host: String) -> Bool {
+        var v4 = in_addr(), v6 = in6_addr()
+        if inet_pton(AF_INET, host, &v4) == 1 { return isPublicIPv4(UInt32(bigEndian: v4.s_addr)) }
+        if inet_pton(AF_INET6, host, &v6) == 1 { return isPublicIPv6(withUnsafeBytes(of: v6) { Array($0) }) }
+        return false
+    }
+
+    /// Whether `host` (brackets removed) may be connected to at all: an IPv4 or IPv6 address, or a
+    /// DNS name (labels of letters, digits and hyphens, 1 to 63 characters, not starting or ending
+    /// with a hyphen, 253 in all, an optional final dot). Nothing else reaches a socket or a proxy's
+    /// `CONNECT` line: a redirect's host is percent-decoded, and a bare CR, a space or a NUL in it
+    /// split the proxy's request or told the proxy another name than TLS checks (red team,
+    /// twelfth pass).
+    package static func isValidHost(_ host: String) -> Bool {
+        var v4 = in_addr(), v6 = in6_addr()
+        if inet_pton(AF_INET, host, &v4) == 1 || inet_pton(AF_INET6, host, &v6) == 1 { return true }
+        var name = Substring(host)
+        if name.hasSuffix(".") { name = name.dropLast() }
+        guard !name.isEmpty, name.utf8.count <= 253 else { return false }
+        return name.split(separator: ".", omittingEmptySubsequences: false).allSatisfy { label in
+            (1...63).contains(label.utf8.count) && label.utf8.first != 0x2D && label.utf8.last != 0x2D
+                && label.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) || $0 == 0x2D }
+        }
+    }
+
+    /// Whether a name, fetched through a proxy after a public endpoint redirected to it, may be
+    /// asked for: two labels or more, the last not all digits nor hex (a public DNS name); else
+    /// the proxy would resolve `vm`, `intranet` or `2130706433` inside the network.
+    package static func isPublicName(_ host: String) -> Bool {
+        var name = Substring(host)
+        if name.hasSuffix(".") { name = name.dropLast() }
+        let labels = name.split(separator: ".")
+        guard labels.count >= 2, let last = labels.last else { return false }
+        return !last.utf8.allSatisfy { (0x30...0x39).contains($0) } && !last.lowercased().hasPrefix("0x")
     }
 }

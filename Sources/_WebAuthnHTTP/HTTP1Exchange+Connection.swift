@@ -232,7 +232,7 @@ extension CappedHTTP {
         if b[0..<10].allSatisfy({ $0 == 0 }) && b[10] == 0xFF && b[11] == 0xFF {
             return isPublicIPv4(UInt32(b[12]) << 24 | UInt32(b[13]) << 16 | UInt32(b[14]) << 8 | UInt32(b[15]))
         }
-        if b[0..<15].allSatisfy({ $0 == 0 }) { return false }  // :: and ::1
+        if b[0..<12].allSatisfy({ $0 == 0 }) { return false }  // ::, ::1 and ::/96 (IPv4-compatible, deprecated: ::127.0.0.1)
         if b[0] & 0xFE == 0xFC { return false }  // fc00::/7, unique local
         if b[0] == 0xFE && b[1] & 0xC0 == 0x80 { return false }  // fe80::/10, link-local
         if b[0] == 0xFE && b[1] & 0xC0 == 0xC0 { return false }  // fec0::/10, site-local (deprecated)

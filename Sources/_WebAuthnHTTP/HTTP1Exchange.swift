@@ -67,15 +67,19 @@ struct HTTP1Exchange {
             throw WebAuthnError(code, "\(url.absoluteString.prefix(128)) may not be fetched (https, or http to loopback)")
         }
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard CappedHTTP.isValidHost(host) else {
+            throw WebAuthnError(code, "the host \(host.debugDescription.prefix(80)) is not a DNS name or an IP address")
+        }
         let secure = url.scheme?.lowercased() == "https"
         let port = url.port ?? (secure ? 443 : 80)
         guard (1...65535).contains(port) else { throw WebAuthnError(code, "port \(port) is out of range") }
         let connection: Connection
         let peerIsPublic: Bool
         if secure, let proxy, proxy.applies(to: host) {
-            // Through the proxy, which resolves the name: an address literal is still checked here.
-            if publicOnly && CappedHTTP.isNonPublicLiteral(host) {
-                throw WebAuthnError(code, "a redirect from a public address may not lead to a loopback, private or link-local one")
+            // Through the proxy, which resolves names: after a public endpoint, only a public address
+            // or a public DNS name (not `vm`, `intranet`, `127.1`).
+            if publicOnly && (CappedHTTP.isNonPublicLiteral(host) || !CappedHTTP.isPublicIPLiteral(host) && !CappedHTTP.isPublicName(host)) {
+                throw WebAuthnError(code, "a redirect from a public address may not lead to a loopback, private or link-local one, or to a local name")
             }
             connection = try Connection.open(host: proxy.host, port: proxy.port, exchange: self)
             try tunnel(connection, through: proxy, to: host, port: port)

@@ -15,9 +15,9 @@ struct BLOBSignerTests {
     static let pki = MDSTestPKI.shared
 
     /// A BLOB signing certificate under the test PKI's intermediate, with these DNS names.
-    static func signer(serial: UInt64, names: [String]) throws -> (certificate: X509Certificate, key: SigningKey) {
+    static func signer(serial: UInt64, names: [String], commonName: String? = nil) throws -> (certificate: X509Certificate, key: SigningKey) {
         let key = try SigningKey.generate(.rs256)
-        var builder = CertificateBuilder(subject: [("C", "AA"), ("O", "metadata stand-in"), ("CN", names.first ?? "www.attacker.example")])
+        var builder = CertificateBuilder(subject: [("C", "AA"), ("O", "metadata stand-in"), ("CN", commonName ?? names.first ?? "www.attacker.example")])
         builder.serial = serial
         var san: [UInt8] = []
         for name in names { san += [0x82, UInt8(name.utf8.count)] + Array(name.utf8) }
@@ -48,7 +48,11 @@ struct BLOBSignerTests {
         var options = Self.pki.options
         options.signerName = FIDOMetadata.BLOBOptions.fidoMDSSignerName
         let now = MetadataServiceTests.now
-        for names in [[], ["www.attacker.example"], ["mds.fidoalliance.org.attacker.example"], ["xmds.fidoalliance.org"]] {
+        // Wildcards and a name in the common name only do not count (red team, twelfth pass: any
+        // wildcard or CDN certificate for the domain would have signed BLOBs).
+        for names in [
+            [], ["www.attacker.example"], ["mds.fidoalliance.org.attacker.example"], ["xmds.fidoalliance.org"], ["*.fidoalliance.org"], ["m*.fidoalliance.org"],
+        ] {
             let forged = try Self.pki.blob(no: 5, signedBy: try Self.signer(serial: 31, names: names))
             do {
                 _ = try FIDOMetadata.blob(jwt: forged, at: now, options: options)
@@ -57,6 +61,8 @@ struct BLOBSignerTests {
                 #expect(error.code == .metadataUntrusted && error.message.contains("not issued to mds.fidoalliance.org"), "\(error.message)")
             }
         }
+        let commonNameOnly = try Self.pki.blob(no: 5, signedBy: try Self.signer(serial: 34, names: [], commonName: "mds.fidoalliance.org"))
+        #expect(throws: WebAuthnError.self, "the name in the common name only") { try FIDOMetadata.blob(jwt: commonNameOnly, at: now, options: options) }
         // The same BLOB from a certificate issued to the name verifies, also with another name beside it.
         for names in [["mds.fidoalliance.org"], ["fidoalliance.org", "mds.fidoalliance.org"]] {
             let genuine = try Self.pki.blob(no: 6, signedBy: try Self.signer(serial: 32, names: names))

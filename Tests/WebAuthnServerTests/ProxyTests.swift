@@ -46,6 +46,11 @@ struct ProxyTests {
             #expect(proxy.applies(to: proxied), "\(proxied)")
         }
         #expect(try CappedHTTP.Proxy.fromEnvironment(["HTTPS_PROXY": "proxy:3128", "no_proxy": "*"])?.applies(to: "appleid.apple.com") == false)
+        // As curl: the lower-case name first, and an empty value is unset (HTTPS_PROXY="" with https_proxy set went direct).
+        #expect(try CappedHTTP.Proxy.fromEnvironment(["HTTPS_PROXY": "", "https_proxy": "lower:1"])?.host == "lower")
+        #expect(try CappedHTTP.Proxy.fromEnvironment(["HTTPS_PROXY": "upper:1", "https_proxy": "lower:1"])?.host == "lower")
+        #expect(try CappedHTTP.Proxy.fromEnvironment(["HTTPS_PROXY": "upper:1", "https_proxy": " "])?.host == "upper")
+        #expect(try CappedHTTP.Proxy.fromEnvironment(["HTTPS_PROXY": "p:1", "NO_PROXY": "", "no_proxy": "x.example"])?.bypass == ["x.example"])
     }
 
     /// The stand-in's CA, and a fetch of `url` through `proxy` trusting it.
@@ -128,13 +133,53 @@ struct ProxyTests {
         #expect(server.requests.isEmpty)
     }
 
-    @Test("a redirect from a public endpoint to a private address literal is refused through the proxy too")
+    @Test("a redirect from a public endpoint to a private address, in any form the resolver reads, or to a local name is refused through the proxy too")
     func privateLiterals() {
-        for literal in ["10.0.0.5", "127.0.0.1", "169.254.169.254", "192.168.1.1", "::1", "fd00::1", "fe80::1", "::ffff:10.0.0.1"] {
+        // Red team, twelfth pass: legacy IPv4 forms and IPv4-compatible IPv6 passed for public.
+        for literal in [
+            "10.0.0.5", "127.0.0.1", "169.254.169.254", "192.168.1.1", "::1", "fd00::1", "fe80::1", "::ffff:10.0.0.1", "127.1", "2130706433",
+            "0x7f000001", "::127.0.0.1", "::10.0.0.1",
+        ] {
             #expect(CappedHTTP.isNonPublicLiteral(literal), "\(literal)")
         }
         for other in ["8.8.8.8", "2606:4700::1111", "mds3.fidoalliance.org", "10.0.0.5.nip.io"] {
             #expect(!CappedHTTP.isNonPublicLiteral(other), "\(other)")
         }
+        // Names the proxy would resolve inside the network.
+        for local in ["vm", "intranet", "localhost", "host.2130706433", "a.0x7f", "vm."] { #expect(!CappedHTTP.isPublicName(local), "\(local)") }
+        for name in ["mds.fidoalliance.org", "appleid.apple.com", "mds.fidoalliance.org.", "xn--bcher-kva.example"] {
+            #expect(CappedHTTP.isPublicName(name), "\(name)")
+        }
+    }
+
+    @Test("a host is a DNS name or an IP address, nothing else: no CR, space, NUL or other byte reaches a socket or the proxy's CONNECT line")
+    func hosts() async throws {
+        for good in ["mds.fidoalliance.org", "localhost", "a-b.c1.example.", "127.0.0.1", "::1", "2001:db8::1", String(repeating: "a", count: 63) + ".com"] {
+            #expect(CappedHTTP.isValidHost(good), "\(good)")
+        }
+        for bad in [
+            "", ".", "a..b", "-a.com", "a-.com", "a b.com", "a\rb.com", "a\r\nX: y", "a\u{0}.evil", "a\tb", "é.com", "a_b.com", "a/b", "a:b",
+            String(repeating: "a", count: 64) + ".com", String(repeating: "a.", count: 127) + "aa",
+        ] {
+            #expect(!CappedHTTP.isValidHost(bad), "\(bad.debugDescription)")
+        }
+        // Red team, twelfth pass: a redirect's host, percent-decoded, put a bare CR into the CONNECT line.
+        let identity = MetadataStandIn.TLSIdentity.loopback
+        let server = try MetadataStandIn(tls: identity) { _ in
+            .respond(status: 302, headers: [("Location", "https://localhost%0DX-Injected:1/")], body: [])
+        }
+        defer { server.stop() }
+        let proxy = try ConnectProxy()
+        defer { proxy.stop() }
+        let ca = try X509Certificate(pem: identity.authority.pem)
+        do {
+            _ = try await CappedHTTP.send(
+                URLRequest(url: URL(string: "https://localhost:\(server.port)/")!), maxBytes: 1 << 16, timeout: 5, redirects: .httpsOnly, roots: [ca],
+                proxy: .success(CappedHTTP.Proxy(host: "127.0.0.1", port: proxy.port, proxiesLoopback: true)), failure: .metadataUnavailable)
+            Issue.record("the redirect was followed")
+        } catch {
+            #expect(error.message.contains("not a DNS name"), "\(error.message)")
+        }
+        #expect(proxy.heads.count == 1 && !proxy.heads.joined().contains("X-Injected"), "\(proxy.heads)")
     }
 }
