@@ -100,14 +100,14 @@ extension CappedHTTP {
 
         /// What `CONNECT` asks the proxy for: the endpoint's authority.
         func connectHead(host: String, port: Int) -> [UInt8] {
-            let authority = (host.contains(":") ? "[\(host)]" : host) + ":\(port)"
+            let authority = CappedHTTP.bracketed(host) + ":\(port)"
             var lines = ["CONNECT \(authority) HTTP/1.1", "Host: \(authority)", "User-Agent: webauthn-engine"]
             if let authorization { lines.append("Proxy-Authorization: \(authorization)") }
             return Array((lines.joined(separator: "\r\n") + "\r\n\r\n").utf8)
         }
 
         /// The proxy for display: its host and port, never its credentials.
-        package var description: String { (host.contains(":") ? "[\(host)]" : host) + ":\(port)" }
+        package var description: String { CappedHTTP.bracketed(host) + ":\(port)" }
     }
 
     /// The proxy this process's environment names (``Proxy/fromEnvironment(_:)``), read once:
@@ -118,24 +118,22 @@ extension CappedHTTP {
         try Proxy.fromEnvironment(ProcessInfo.processInfo.environment)
     }
 
-    /// Whether `host` is an IP address literal that is not a public one (a redirect from a public
-    /// endpoint may not name one, through a proxy either). The legacy IPv4 forms count as literals
-    /// (`127.1`, `2130706433`, `0x7f000001`: the C resolver reads them as addresses).
-    package static func isNonPublicLiteral(_ host: String) -> Bool {
-        var v4 = in_addr()
-        if inet_pton(AF_INET, host, &v4) == 1 || inet_aton(host, &v4) != 0 { return !isPublicIPv4(UInt32(bigEndian: v4.s_addr)) }
-        var v6 = in6_addr()
-        if inet_pton(AF_INET6, host, &v6) == 1 { return !isPublicIPv6(withUnsafeBytes(of: v6) { Array($0) }) }
-        return false
+    /// An IPv6 address in brackets, as a URL authority writes it; anything else as it is.
+    static func bracketed(_ host: String) -> String { host.contains(":") ? "[\(host)]" : host }
+
+    /// Whether `host`, an IP address literal, is a public address (``isPublic(_:)``); nil when it
+    /// is not a literal. The legacy IPv4 forms count as literals (`127.1`, `2130706433`,
+    /// `0x7f000001`: the C resolver reads them as addresses).
+    static func literalIsPublic(_ host: String) -> Bool? {
+        var v4 = in_addr(), v6 = in6_addr()
+        if inet_pton(AF_INET, host, &v4) == 1 || inet_aton(host, &v4) != 0 { return isPublicIPv4(UInt32(bigEndian: v4.s_addr)) }
+        if inet_pton(AF_INET6, host, &v6) == 1 { return isPublicIPv6(withUnsafeBytes(of: v6) { Array($0) }) }
+        return nil
     }
 
-    /// Whether `host` is a public IP address literal (strict forms only).
-    static func isPublicIPLiteral(_ host: String) -> Bool {
-        var v4 = in_addr(), v6 = in6_addr()
-        if inet_pton(AF_INET, host, &v4) == 1 { return isPublicIPv4(UInt32(bigEndian: v4.s_addr)) }
-        if inet_pton(AF_INET6, host, &v6) == 1 { return isPublicIPv6(withUnsafeBytes(of: v6) { Array($0) }) }
-        return false
-    }
+    /// Whether `host` is an IP address literal that is not a public one (a redirect from a public
+    /// endpoint may not name one, through a proxy either).
+    package static func isNonPublicLiteral(_ host: String) -> Bool { literalIsPublic(host) == false }
 
     /// Whether `host` (brackets removed) may be connected to at all: an IPv4 or IPv6 address, or a
     /// DNS name (labels of letters, digits and hyphens, 1 to 63 characters, not starting or ending

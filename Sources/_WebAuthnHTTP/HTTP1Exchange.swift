@@ -78,7 +78,7 @@ struct HTTP1Exchange {
         if secure, let proxy, proxy.applies(to: host) {
             // Through the proxy, which resolves names: after a public endpoint, only a public address
             // or a public DNS name (not `vm`, `intranet`, `127.1`).
-            if publicOnly && (CappedHTTP.isNonPublicLiteral(host) || !CappedHTTP.isPublicIPLiteral(host) && !CappedHTTP.isPublicName(host)) {
+            if publicOnly && !(CappedHTTP.literalIsPublic(host) ?? CappedHTTP.isPublicName(host)) {
                 throw WebAuthnError(code, "a redirect from a public address may not lead to a loopback, private or link-local one, or to a local name")
             }
             connection = try Connection.open(host: proxy.host, port: proxy.port, exchange: self)
@@ -123,7 +123,7 @@ struct HTTP1Exchange {
         var target = components?.percentEncodedPath ?? "/"
         if target.isEmpty { target = "/" }
         if let query = components?.percentEncodedQuery { target += "?" + query }
-        let authority = (host.contains(":") ? "[\(host)]" : host) + (port == (secure ? 443 : 80) ? "" : ":\(port)")
+        let authority = CappedHTTP.bracketed(host) + (port == (secure ? 443 : 80) ? "" : ":\(port)")
         var lines = ["\(method) \(target) HTTP/1.1", "Host: \(authority)", "Connection: close", "Accept-Encoding: identity"]
         let reserved: Set<String> = ["host", "connection", "content-length", "transfer-encoding", "accept-encoding"]
         for (name, value) in (request.allHTTPHeaderFields ?? [:]).sorted(by: { $0.key < $1.key }) where !reserved.contains(name.lowercased()) {
