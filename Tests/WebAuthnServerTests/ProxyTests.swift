@@ -105,7 +105,16 @@ struct ProxyTests {
         let server = try MetadataStandIn(tls: identity) { _ in .respond(status: 200, headers: [], body: [1]) }
         defer { server.stop() }
         let url = URL(string: "https://localhost:\(server.port)/")!
-        for (mode, expected) in [(ConnectProxy.Mode.refuse(403), "403"), (.refuse(502), "502"), (.dataAfterHead, "before the tunnel")] {
+        // A head at the 64 KiB limit is read (its 403 is reported); one past it, or one that never
+        // ends, is refused there.
+        let filler = { (status: Int, count: Int) in Array("HTTP/1.1 \(status) X\r\nX: ".utf8) + [UInt8](repeating: 0x61, count: count) }
+        let end = Array("\r\n\r\n".utf8)
+        for (mode, expected) in [
+            (ConnectProxy.Mode.refuse(403), "403"), (.refuse(502), "502"), (.dataAfterHead, "before the tunnel"),
+            (.raw(filler(403, 64 * 1024 - 23) + end), "with 403"), (.raw(filler(200, 64 * 1024) + end), "over 65536 bytes"),
+            (.raw(filler(200, 1 << 20)), "over 65536 bytes"), (.raw(Array("HTTP/1.1 200 OK\r\nX: y".utf8)), "closed the connection"),
+            (.raw(Array("SSH-2.0-x\r\n\r\n".utf8)), "not HTTP/1.x"),
+        ] {
             let proxy = try ConnectProxy(mode: mode)
             defer { proxy.stop() }
             let result = await Self.fetch(url, through: CappedHTTP.Proxy(host: "127.0.0.1", port: proxy.port, proxiesLoopback: true), identity: identity)

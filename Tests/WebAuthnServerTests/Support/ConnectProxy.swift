@@ -15,6 +15,8 @@ final class ConnectProxy: @unchecked Sendable {
         case refuse(Int)
         /// `200` with bytes after the head (a proxy that cannot be trusted with the tunnel).
         case dataAfterHead
+        /// These bytes as they are, then the connection's end (a malformed or endless answer).
+        case raw([UInt8])
     }
 
     var port: Int { listener.port }
@@ -65,6 +67,14 @@ final class ConnectProxy: @unchecked Sendable {
         switch mode {
         case .refuse(let status): return send("HTTP/1.1 \(status) Refused\r\nContent-Length: 0\r\n\r\n", to: client)
         case .dataAfterHead: return send("HTTP/1.1 200 Connection established\r\n\r\n\u{16}\u{3}\u{3}junk", to: client)
+        case .raw(let bytes):
+            var offset = 0
+            while offset < bytes.count {
+                let written = bytes.withUnsafeBytes { Glibc.send(client, $0.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL)) }
+                guard written > 0 else { return }
+                offset += written
+            }
+            return
         case .tunnel: break
         }
         let upstream = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
