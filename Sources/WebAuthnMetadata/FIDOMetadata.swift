@@ -65,13 +65,17 @@ public struct FIDOMetadata: Sendable {
         /// them when it has its subject and its key, whatever else its bytes say (a cross-signed
         /// or re-encoded copy of R46 is R46).
         static func defaultSignerName(for roots: [X509Certificate]) -> String? {
-            func identity(_ c: X509Certificate) -> String? {
-                guard let key = try? c.publicKey().subjectPublicKeyInfo else { return nil }
-                return c.subjectSummary + "|" + Bytes.hex(key)
-            }
-            let fido = Set(fidoMDSRoots.compactMap { identity($0.x509) })
-            return roots.contains { identity($0).map(fido.contains) ?? false } ? fidoMDSSignerName : nil
+            roots.contains { identity($0).map(fidoMDSIdentities.contains) ?? false } ? fidoMDSSignerName : nil
         }
+
+        /// A root's subject and key, which a re-encoded or cross-signed copy shares.
+        private static func identity(_ c: X509Certificate) -> String? {
+            guard let key = try? c.publicKey().subjectPublicKeyInfo else { return nil }
+            return c.subjectSummary + "|" + Bytes.hex(key)
+        }
+
+        /// The FIDO MDS roots' identities, computed once.
+        private static let fidoMDSIdentities = Set(fidoMDSRoots.compactMap { identity($0.x509) })
     }
 
     /// The largest metadata file read (production BLOBs are a few MiB).
