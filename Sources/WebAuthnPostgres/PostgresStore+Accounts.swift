@@ -200,36 +200,56 @@ extension PostgresStore {
 
     /// Deletes the account with its credentials, linked identities, sessions and the ceremonies
     /// pending under them, in one statement; false when there is none. A second statement then
-    /// removes what a registration it waited for committed (see the comment below).
+    /// removes what a registration it waited for committed (see ``deleteAccount(handle:reportingIdentitiesIn:)``).
     public func deleteAccount(handle: [UInt8]) async throws -> Bool {
-        // One statement: the account, its credentials, identities, sessions and pending ceremonies, or nothing.
+        try await deleteAccountReporting(handle) != nil
+    }
+
+    /// Deletes the account as ``deleteAccount(handle:)`` does; when `identities` is this store, the
+    /// identities its two statements removed (one linked while the deletion waited for its lock
+    /// included), else those `identities` held just before.
+    public func deleteAccount(handle: [UInt8], reportingIdentitiesIn identities: any LinkedIdentityStore) async throws -> [LinkedIdentity]? {
+        guard identities as AnyObject === self else {
+            let linked = try await identities.identities(forUser: handle)
+            return try await deleteAccountReporting(handle) == nil ? nil : linked
+        }
+        return try await deleteAccountReporting(handle)
+    }
+
+    /// The deletion: the identities it removed, oldest first; nil when there was no account.
+    private func deleteAccountReporting(_ handle: [UInt8]) async throws -> [LinkedIdentity]? {
+        // One statement: the account, its credentials, identities, sessions and pending ceremonies, or
+        // nothing. Its rows: one per identity removed, and a marker row for the account (its columns named by the first).
         let rows = try await pool.query(
             """
             WITH account AS (DELETE FROM accounts WHERE handle = $1 RETURNING handle),
                  ceremonies_gone AS (
                      DELETE FROM challenges WHERE binding IN (SELECT id_hash FROM sessions WHERE user_handle IN (SELECT handle FROM account))),
                  credentials_gone AS (DELETE FROM credentials WHERE user_handle IN (SELECT handle FROM account)),
-                 identities_gone AS (DELETE FROM identities WHERE user_handle IN (SELECT handle FROM account)),
+                 identities_gone AS (DELETE FROM identities WHERE user_handle IN (SELECT handle FROM account) RETURNING \(Self.identityColumns)),
                  sessions_gone AS (DELETE FROM sessions WHERE user_handle IN (SELECT handle FROM account))
-            SELECT handle FROM account
+            SELECT FALSE AS account, \(Self.identityColumns) FROM identities_gone
+            UNION ALL SELECT TRUE, \(Self.nullIdentityColumns) FROM account
             """, [PGText.bytea(handle)], retry: .idempotent)
+        guard rows.contains(where: { $0["account"] == "t" }) else { return nil }
         // A registration or a link that held the account's row (``commitRegistration(consuming:addingTo:limit:credential:signingIn:replacing:)``,
         // ``link(_:)``) committed before the deletion went on, after this statement's snapshot was taken: what it
         // stored goes now, in a statement of its own (a fresh snapshot).
-        if !rows.isEmpty {
-            _ = try await pool.query(
-                """
-                WITH gone AS (SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM accounts WHERE handle = $1)),
-                     credentials_gone AS (DELETE FROM credentials WHERE user_handle = $1 AND EXISTS (SELECT 1 FROM gone)),
-                     identities_gone AS (DELETE FROM identities WHERE user_handle = $1 AND EXISTS (SELECT 1 FROM gone)),
-                     sessions_gone AS (DELETE FROM sessions WHERE user_handle = $1 AND EXISTS (SELECT 1 FROM gone))
-                SELECT 1
-                """, [PGText.bytea(handle)], retry: .idempotent)
-        }
-        return !rows.isEmpty
+        let late = try await pool.query(
+            """
+            WITH gone AS (SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM accounts WHERE handle = $1)),
+                 credentials_gone AS (DELETE FROM credentials WHERE user_handle = $1 AND EXISTS (SELECT 1 FROM gone)),
+                 identities_gone AS (DELETE FROM identities WHERE user_handle = $1 AND EXISTS (SELECT 1 FROM gone) RETURNING \(Self.identityColumns)),
+                 sessions_gone AS (DELETE FROM sessions WHERE user_handle = $1 AND EXISTS (SELECT 1 FROM gone))
+            SELECT \(Self.identityColumns) FROM identities_gone
+            """, [PGText.bytea(handle)], retry: .idempotent)
+        return try (rows.filter { $0["account"] != "t" } + late).map(Self.identity).sorted { $0.createdAt < $1.createdAt }
     }
 
     static let identityColumns = "provider, subject, user_handle, email, email_verified, is_private_email, refresh_token, created_at, updated_at"
+    /// ``identityColumns``' places, empty (the account's marker row beside the identities removed).
+    static let nullIdentityColumns =
+        "NULL::text, NULL::text, NULL::bytea, NULL::text, NULL::boolean, NULL::boolean, NULL::bytea, NULL::double precision, NULL::double precision"
 
     /// The identity of `subject` at `provider`, if linked.
     public func identity(provider: String, subject: String) async throws -> LinkedIdentity? {

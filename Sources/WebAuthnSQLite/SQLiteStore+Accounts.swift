@@ -179,6 +179,25 @@ extension SQLiteStore {
         !(try await query("DELETE FROM accounts WHERE handle = ? RETURNING handle", [.blob(handle)])).isEmpty
     }
 
+    /// Deletes the account as ``deleteAccount(handle:)`` does; when `identities` is this store, the
+    /// identities removed with it, read in the deletion's own unit (one writer: nothing is linked
+    /// in between), else those `identities` held just before.
+    public func deleteAccount(handle: [UInt8], reportingIdentitiesIn identities: any LinkedIdentityStore) async throws -> [LinkedIdentity]? {
+        guard identities as AnyObject === self else {
+            let linked = try await identities.identities(forUser: handle)
+            return try await deleteAccount(handle: handle) ? linked : nil
+        }
+        let rows = try await write([
+            (
+                "DELETE FROM identities WHERE user_handle = ? AND EXISTS (SELECT 1 FROM accounts WHERE handle = ?) RETURNING \(Self.identityColumns)",
+                [.blob(handle), .blob(handle)]
+            ),
+            ("DELETE FROM accounts WHERE handle = ? RETURNING handle", [.blob(handle)]),
+        ])
+        guard rows.count == 2, !rows[1].isEmpty else { return nil }
+        return try rows[0].map(Self.identity).sorted { $0.createdAt < $1.createdAt }
+    }
+
     /// Sets the account's display name, in one `UPDATE`; false when there is no such account.
     public func setDisplayName(_ displayName: String, handle: [UInt8]) async throws -> Bool {
         !(try await query("UPDATE accounts SET display_name = ? WHERE handle = ? RETURNING handle", [.text(displayName), .blob(handle)])).isEmpty

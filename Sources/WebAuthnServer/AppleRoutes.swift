@@ -138,6 +138,17 @@ extension WebAuthnRoutes {
     ) async throws -> (session: BrowserSessions.Token, created: Bool) {
         let (handle, created) = try await appleAccount(identity, refreshToken: refreshToken, user: user, request: request, token: token, apple)
         let signedIn = try await sessions.signIn(handle, replacing: token, now: now, verified: true)
+        // Read after the session is stored: an account deleted (or an identity unlinked) while this
+        // sign-in ran either ends this session too, or is seen here. Its session then ends and the
+        // refresh token just issued is revoked (red team, twelfth pass, PostgreSQL: sessions of
+        // deleted accounts were left behind).
+        let linked = try await apple.identities.identity(provider: Self.appleProvider, subject: identity.sub)
+        guard let linked, linked.userHandle == handle else {
+            try await sessions.store.delete(idHash: signedIn.binding)
+            // Linked nowhere now: nothing holds the token just issued (one linked elsewhere is that account's).
+            if linked == nil, let refreshToken { _ = await Self.attempt { () async throws(WebAuthnError) in try await revoke(refreshToken, apple) } }
+            throw WebAuthnError(.accountUnknown, "the account was deleted, or this Apple ID unlinked from it, while signing in; sign in again")
+        }
         let metadata: Logger.Metadata = ["account": .string(Audit.hash(handle)), "method": .string(method), "created": .string(created ? "true" : "false")]
         audit("signed_in", request, context, metadata)
         return (signedIn, created)
@@ -261,28 +272,46 @@ extension WebAuthnRoutes {
 
     /// Deletes the signed-in account: its Apple refresh tokens are revoked at Apple
     /// first (App Store rule), then the account, its credentials, identities and sessions go.
+    /// An identity linked, or a token refreshed, while the deletion ran is reported by the
+    /// deletion (``AccountStore/deleteAccount(handle:reportingIdentitiesIn:)``) and revoked then.
     ///
-    /// A token sealed under another server secret (the secret was changed, or one instance runs
-    /// with another) cannot be opened, so it cannot be revoked: the deletion goes on without it,
-    /// and the number of such tokens is returned for the audit trail. (Red team, twelfth pass: it
-    /// failed with `500` and the account could not be deleted at all.)
+    /// Returns how many refresh tokens were not revoked, for the audit trail: a token sealed under
+    /// another server secret (the secret was changed, or one instance runs with another) cannot be
+    /// opened, so the deletion goes on without it (red team, twelfth pass: it failed with `500` and
+    /// the account could not be deleted at all); a token reported by the deletion that Apple does
+    /// not take is counted too, as the account is gone by then.
     @discardableResult
     func deleteAccount(_ handle: [UInt8]) async throws -> Int {
-        var unopened = 0
-        if let apple = configuration.apple {
-            for identity in try await apple.identities.identities(forUser: handle) where identity.provider == Self.appleProvider {
-                guard let sealed = identity.refreshToken else { continue }
-                let refresh: String
-                do throws(WebAuthnError) { refresh = try openRefreshToken(sealed, subject: identity.subject) } catch {
-                    unopened += 1
-                    continue
-                }
-                try await revoke(refresh, apple)
-            }
+        guard let apple = configuration.apple else {
+            _ = try await accounts.deleteAccount(handle: handle)
+            _ = try await sessions.store.deleteSessions(userHandle: handle)
+            return 0
         }
-        _ = try await accounts.deleteAccount(handle: handle)
+        var unrevoked = 0
+        var handled = Set<[UInt8]>()
+        for identity in try await apple.identities.identities(forUser: handle) where identity.provider == Self.appleProvider {
+            guard let sealed = identity.refreshToken else { continue }
+            handled.insert(sealed)
+            guard let refresh = try? openRefreshToken(sealed, subject: identity.subject) else {
+                unrevoked += 1
+                continue
+            }
+            try await revoke(refresh, apple)
+        }
+        let removed = try await accounts.deleteAccount(handle: handle, reportingIdentitiesIn: apple.identities) ?? []
         _ = try await sessions.store.deleteSessions(userHandle: handle)
-        return unopened
+        // Linked or refreshed since the first pass (red team, twelfth pass: an Apple ID linked while
+        // its account was deleted went with it, its refresh token never revoked).
+        for identity in removed where identity.provider == Self.appleProvider {
+            guard let sealed = identity.refreshToken, !handled.contains(sealed) else { continue }
+            handled.insert(sealed)
+            guard let refresh = try? openRefreshToken(sealed, subject: identity.subject) else {
+                unrevoked += 1
+                continue
+            }
+            if await Self.attempt({ () async throws(WebAuthnError) in try await revoke(refresh, apple) }) != nil { unrevoked += 1 }
+        }
+        return unrevoked
     }
 }
 

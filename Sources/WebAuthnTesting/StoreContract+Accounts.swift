@@ -116,6 +116,24 @@ extension StoreContract {
         // The name is free again.
         let frank2 = UserEntity.new(name: "Frank")
         try await stores.accounts.create(frank2, firstCredential: try record(user: frank2.id))
+        // A deletion that reports the identities it removed, refresh tokens included, oldest first
+        // (the server revokes their tokens at the provider).
+        var older = identity("frank2.a", user: frank2.id)
+        older.refreshToken = [4, 4]
+        let newer = LinkedIdentity(
+            provider: "apple", subject: "frank2.b", userHandle: frank2.id, refreshToken: [5, 5], createdAt: older.createdAt.addingTimeInterval(1))
+        try await stores.identities.link(newer)
+        try await stores.identities.link(older)
+        try await stores.identities.link(identity("gina.sub", user: gina.id))
+        let reported = try await stores.accounts.deleteAccount(handle: frank2.id, reportingIdentitiesIn: stores.identities)
+        try expect(
+            reported?.map(\.subject) == ["frank2.a", "frank2.b"], "the deletion reports the account's identities, oldest first: \(String(describing: reported))"
+        )
+        try expect(reported?.map(\.refreshToken) == [[4, 4], [5, 5]], "with their refresh tokens")
+        try expect(try await stores.accounts.account(handle: frank2.id) == nil, "the reporting deletion deletes the account")
+        try expect(try await stores.identities.identity(provider: "apple", subject: "frank2.b") == nil, "and its identities")
+        try expect(try await stores.identities.identity(provider: "apple", subject: "gina.sub") != nil, "another account's identity stays")
+        try expect(try await stores.accounts.deleteAccount(handle: frank2.id, reportingIdentitiesIn: stores.identities) == nil, "a second finds nothing")
     }
 
     static func lastWayInCheck(_ stores: Stores) async throws {

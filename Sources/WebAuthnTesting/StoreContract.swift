@@ -203,7 +203,7 @@ public enum StoreContract {
         Check(
             name: "accountDeletion",
             summary:
-                "accounts: deleting one removes its credentials and identities (and its sessions, and the ceremonies pending under them, where kept) and nothing else",
+                "accounts: deleting one removes its credentials and identities (and its sessions, and the ceremonies pending under them, where kept) and nothing else; the reporting deletion names the identities it removed",
             body: accountDeletionCheck),
         Check(
             name: "lastWayIn",

@@ -64,12 +64,14 @@ struct AppleFlowTests {
         let standIn: AppleStandIn
         let store: SQLiteStore
         let path: String
+        /// The server's accounts and identities when the test asked for hooks.
+        var interleaving: Interleaving? = nil
     }
 
     /// Runs the server with Sign in with Apple against a fresh stand-in and SQLite store.
     static func withServer(
         rateLimit: RateLimit? = nil, clock: WebAuthnClock = .system, appleClock: WebAuthnClock = .system,
-        limits: WebAuthnEngine.Limits = WebAuthnEngine.Limits(), _ body: (Setup, Int) async throws -> Void
+        limits: WebAuthnEngine.Limits = WebAuthnEngine.Limits(), interleaving: Bool = false, _ body: (Setup, Int) async throws -> Void
     ) async throws {
         let credentials = try AppleStandIn.makeCredentials()
         let standIn = try AppleStandIn(credentials: credentials, clientIDs: [clientID, servicesID])
@@ -78,6 +80,9 @@ struct AppleFlowTests {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("apple-\(UUID().uuidString).sqlite").path
         defer { try? FileManager.default.removeItem(atPath: path) }
         let store = try await SQLiteStore.open(path: path)
+        // The server's accounts and identities: the store, or the store with hooks (``Interleaving``).
+        let interleaved = interleaving ? Interleaving(store) : nil
+        let accounts: any AccountStore & LinkedIdentityStore = interleaved ?? store
         let rp = try RelyingParty(id: "localhost", name: "Test", origins: ["http://localhost"], clock: clock)
         let engine = WebAuthnEngine(relyingParty: rp, credentials: store, challenges: store, accounts: store, limits: limits)
         let apple = try SignInWithAppleConfiguration(
@@ -86,14 +91,14 @@ struct AppleFlowTests {
         let configuration = ServerConfiguration(
             demo: true, rateLimit: rateLimit,
             apple: AppleConfiguration(
-                signIn: AppleSignIn(configuration: apple, clock: appleClock), identities: store, servicesID: servicesID,
+                signIn: AppleSignIn(configuration: apple, clock: appleClock), identities: accounts, servicesID: servicesID,
                 redirectURI: "http://127.0.0.1/apple/web/callback"))
         try await EmbeddingTests.serving({ running in
             buildApplication(
-                engine: engine, accounts: store, sessions: store,
+                engine: engine, accounts: accounts, sessions: store,
                 configuration: ApplicationConfiguration(
                     port: 0, routes: configuration, onServerRunning: running))
-        }) { port in try await body(Setup(standIn: standIn, store: store, path: path), port) }
+        }) { port in try await body(Setup(standIn: standIn, store: store, path: path, interleaving: interleaved), port) }
         try await store.close()
     }
 

@@ -100,12 +100,15 @@ extension StoreContractTests {
         _ = try await holder.query(
             """
             WITH owner AS (SELECT handle FROM accounts WHERE handle = $1 FOR SHARE)
-            INSERT INTO identities (provider, subject, user_handle, created_at, updated_at) SELECT 'apple', '002.erin', handle, 0, 0 FROM owner
+            INSERT INTO identities (provider, subject, user_handle, refresh_token, created_at, updated_at)
+            SELECT 'apple', '002.erin', handle, '\\x0909'::bytea, 0, 0 FROM owner
             """, [PGText.bytea(erin.id)])
-        let deletion = Task { try await store.deleteAccount(handle: erin.id) }
+        let deletion = Task { try await store.deleteAccount(handle: erin.id, reportingIdentitiesIn: store) }
         #expect(try await Self.waitsForLock(application, monitor: monitor), "the deletion waits for the link")
         _ = try await holder.query("COMMIT")
-        #expect(try await deletion.value)
+        // Reported with its refresh token, which the server then revokes (its first pass read none).
+        let reported = try #require(try await deletion.value)
+        #expect(reported.map(\.subject) == ["002.erin"] && reported.first?.refreshToken == [9, 9], "\(reported)")
         #expect(try await store.identity(provider: "apple", subject: "002.erin") == nil, "no identity of a deleted account")
         for pool in [holder, monitor] { await pool.close() }
         await store.close()

@@ -26,6 +26,13 @@ public protocol AccountStore: Sendable {
     /// ceremonies pending under those sessions' bindings, so that a registration the account
     /// started cannot store a credential after it), atomically; false when there is none.
     func deleteAccount(handle: [UInt8]) async throws -> Bool
+    /// Deletes the account as ``deleteAccount(handle:)`` does, and returns the identities of
+    /// `identities` that were linked to it and deleted with it, as they were then (refresh tokens
+    /// included); nil when there is no such account. A store that keeps the identities itself
+    /// (`identities` is the store) reads them in the deletion's own transaction, so an identity
+    /// linked while the account is being deleted is reported too and its refresh token can still
+    /// be revoked. The default reads them first, then deletes the account.
+    func deleteAccount(handle: [UInt8], reportingIdentitiesIn identities: any LinkedIdentityStore) async throws -> [LinkedIdentity]?
     /// Sets the account's display name (not its user name, which is its key); false when there is no such account.
     func setDisplayName(_ displayName: String, handle: [UInt8]) async throws -> Bool
     /// The account named `name` (as ``account(named:)`` finds it) with its credentials in
@@ -50,6 +57,13 @@ extension AccountStore {
     )? {
         guard let account = try await account(named: name) else { return nil }
         return (account, try await credentials.credentials(forUser: account.id))
+    }
+
+    /// Reads the account's identities, then deletes it (not atomic: an identity linked in between
+    /// is deleted unreported).
+    public func deleteAccount(handle: [UInt8], reportingIdentitiesIn identities: any LinkedIdentityStore) async throws -> [LinkedIdentity]? {
+        let linked = try await identities.identities(forUser: handle)
+        return try await deleteAccount(handle: handle) ? linked : nil
     }
 
     /// A store written before display names could change: refused with `configuration_invalid`.
@@ -114,14 +128,30 @@ public final class InMemoryAccountStore: AccountStore, LinkedIdentityStore {
 
     /// Deletes the account with its credentials and linked identities; false when there is none.
     public func deleteAccount(handle: [UInt8]) async throws -> Bool {
-        let removed = state.withLock { s -> Bool in
-            guard let user = s.byHandle.removeValue(forKey: ByteKey(handle)) else { return false }
+        deleteAccountNow(handle) != nil
+    }
+
+    /// Deletes the account as ``deleteAccount(handle:)`` does; when `identities` is this store, the
+    /// identities it removed in the same step, else those `identities` held just before.
+    public func deleteAccount(handle: [UInt8], reportingIdentitiesIn identities: any LinkedIdentityStore) async throws -> [LinkedIdentity]? {
+        guard identities as AnyObject === self else {
+            let linked = try await identities.identities(forUser: handle)
+            return deleteAccountNow(handle) == nil ? nil : linked
+        }
+        return deleteAccountNow(handle)
+    }
+
+    /// The deletion, under the lock: the identities it removed, oldest first; nil when there was no account.
+    private func deleteAccountNow(_ handle: [UInt8]) -> [LinkedIdentity]? {
+        let removed = state.withLock { s -> [LinkedIdentity]? in
+            guard let user = s.byHandle.removeValue(forKey: ByteKey(handle)) else { return nil }
             s.byKey.removeValue(forKey: UserName.lookalikeKey(user.name))
             s.byCapitalsKey.removeValue(forKey: UserName.capitalsKey(user.name))
+            let linked = s.identities.values.filter { $0.userHandle == handle }.sorted { $0.createdAt < $1.createdAt }
             s.identities = s.identities.filter { $0.value.userHandle != handle }
-            return true
+            return linked
         }
-        if removed { credentials.deleteAll(userHandle: handle) }
+        if removed != nil { credentials.deleteAll(userHandle: handle) }
         return removed
     }
 

@@ -1,0 +1,107 @@
+import Foundation
+import Synchronization
+import Testing
+import WebAuthnCore
+import WebAuthnSQLite
+import WebAuthnTesting
+
+/// The SQLite store as the server's accounts and Apple identities, with hooks that run inside
+/// one call: what another request or process did at that moment, made deterministic.
+final class Interleaving: AccountStore, LinkedIdentityStore {
+    typealias Hook = @Sendable () async throws -> Void
+    let store: SQLiteStore
+    /// Runs once, before the next `update` is forwarded.
+    let beforeUpdate = Mutex<Hook?>(nil)
+    /// Runs once, after the next `identities(forUser:)` has read and before it answers.
+    let afterIdentities = Mutex<Hook?>(nil)
+
+    init(_ store: SQLiteStore) { self.store = store }
+
+    private static func take(_ hook: borrowing Mutex<Hook?>) -> Hook? {
+        hook.withLock { h in
+            defer { h = nil }; return h
+        }
+    }
+
+    func account(named name: String) async throws -> UserEntity? { try await store.account(named: name) }
+    func account(handle: [UInt8]) async throws -> UserEntity? { try await store.account(handle: handle) }
+    func create(_ user: UserEntity, firstCredential: CredentialRecord) async throws { try await store.create(user, firstCredential: firstCredential) }
+    func deleteAccount(handle: [UInt8]) async throws -> Bool { try await store.deleteAccount(handle: handle) }
+    func deleteAccount(handle: [UInt8], reportingIdentitiesIn identities: any LinkedIdentityStore) async throws -> [LinkedIdentity]? {
+        try await store.deleteAccount(handle: handle, reportingIdentitiesIn: identities as AnyObject === self ? store : identities)
+    }
+    func setDisplayName(_ displayName: String, handle: [UInt8]) async throws -> Bool { try await store.setDisplayName(displayName, handle: handle) }
+
+    func identity(provider: String, subject: String) async throws -> LinkedIdentity? { try await store.identity(provider: provider, subject: subject) }
+    func identities(forUser userHandle: [UInt8]) async throws -> [LinkedIdentity] {
+        let read = try await store.identities(forUser: userHandle)
+        try await Self.take(afterIdentities)?()
+        return read
+    }
+    func create(_ user: UserEntity, firstIdentity: LinkedIdentity) async throws { try await store.create(user, firstIdentity: firstIdentity) }
+    func link(_ identity: LinkedIdentity) async throws { try await store.link(identity) }
+    func update(_ identity: LinkedIdentity) async throws -> Bool {
+        try await Self.take(beforeUpdate)?()
+        return try await store.update(identity)
+    }
+    func relink(provider: String, subject: String, to newSubject: String, at date: Date) async throws -> Bool {
+        try await store.relink(provider: provider, subject: subject, to: newSubject, at: date)
+    }
+    func unlink(provider: String, subject: String) async throws -> LinkedIdentity? { try await store.unlink(provider: provider, subject: subject) }
+}
+
+extension AppleFlowTests {
+    @Test("an Apple ID signing in while its account is deleted gets no session, and its new refresh token is revoked")
+    func signInBesideDeletion() async throws {
+        // Red team, twelfth pass (PostgreSQL): an Apple sign-in that found its account just before
+        // another request deleted it stored a session of the deleted account.
+        try await Self.withServer(interleaving: true) { setup, port in
+            let app = Client(port: port)
+            let user = AppleStandIn.User()
+            let first = try #require(try await app.send("/apple/nonce", json: "{}").body["nonce"]?.stringValue)
+            #expect(try await app.send("/apple/signin", json: Self.signInBody(setup, user: user, nonce: first)).status == 200)
+            let handle = try #require(try await setup.store.identity(provider: "apple", subject: user.sub)?.userHandle)
+            let phone = Client(port: port)
+            let nonce = try #require(try await phone.send("/apple/nonce", json: "{}").body["nonce"]?.stringValue)
+            // The account goes after the sign-in has found it, before it writes.
+            let store = setup.store
+            setup.interleaving?.beforeUpdate.withLock { $0 = { _ = try await store.deleteAccount(handle: handle) } }
+            let late = try await phone.send("/apple/signin", json: Self.signInBody(setup, user: user, nonce: nonce))
+            #expect(late.status == 400 && late.body["errorMessage"]?.stringValue?.hasPrefix("account_unknown") == true, "\(late.body)")
+            #expect(try await store.deleteSessions(userHandle: handle) == 0, "no session of the deleted account is left")
+            #expect(try await phone.send("/demo/session", method: "GET").body["user"] == .null)
+            #expect(setup.standIn.revocations.count == 1, "the refresh token just issued is revoked: nothing holds it")
+        }
+    }
+
+    @Test("an Apple ID linked while its account is being deleted has its refresh token revoked")
+    func linkBesideDeletion() async throws {
+        // Red team, twelfth pass: the identity went with the account, but its refresh token, stored
+        // after the deletion had read the tokens to revoke, was never revoked at Apple.
+        try await Self.withServer(interleaving: true) { setup, port in
+            let app = Client(port: port)
+            let owner = AppleStandIn.User(), second = AppleStandIn.User()
+            let nonce = try #require(try await app.send("/apple/nonce", json: "{}").body["nonce"]?.stringValue)
+            #expect(try await app.send("/apple/signin", json: Self.signInBody(setup, user: owner, nonce: nonce)).status == 200)
+            let handle = try #require(try await setup.store.identity(provider: "apple", subject: owner.sub)?.userHandle)
+            // Another tab of the same browser links a second Apple ID after the deletion read the tokens.
+            let tab = Client(port: port)
+            tab.cookies = app.cookies
+            let linked = Mutex(0)
+            setup.interleaving?.afterIdentities.withLock {
+                $0 = {
+                    let nonce = try #require(try await tab.send("/apple/nonce", json: "{}").body["nonce"]?.stringValue)
+                    let reply = try await tab.send("/apple/signin", json: Self.signInBody(setup, user: second, nonce: nonce))
+                    linked.withLock { $0 = reply.status }
+                }
+            }
+            let deleted = try await app.send("/demo/account", method: "DELETE")
+            #expect(deleted.status == 200, "\(deleted.body)")
+            #expect(linked.withLock { $0 } == 200, "the second Apple ID was linked during the deletion")
+            #expect(try await setup.store.account(handle: handle) == nil)
+            #expect(try await setup.store.identity(provider: "apple", subject: second.sub) == nil)
+            let revoked = setup.standIn.revocations.map(\.token)
+            #expect(revoked.count == 2 && Set(revoked).count == 2, "both Apple IDs' refresh tokens are revoked: \(revoked)")
+        }
+    }
+}
