@@ -19,16 +19,23 @@ extension CappedHTTP {
         package let authorization: String?
         /// Hosts fetched directly (`NO_PROXY`): names that match it or end in `.` and it, lowercased.
         package let bypass: [String]
+        /// Addresses fetched directly (`NO_PROXY` addresses and ranges, `10.0.0.0/8`, `fd00::/8`):
+        /// they match hosts that are IP address literals, compared as addresses.
+        package let bypassRanges: [AddressRange]
         /// Whether every host is fetched directly (`NO_PROXY=*`).
         package let bypassesAll: Bool
         /// Whether loopback hosts go through the proxy too (tests); else they never do.
         package let proxiesLoopback: Bool
 
-        package init(host: String, port: Int, authorization: String? = nil, bypass: [String] = [], bypassesAll: Bool = false, proxiesLoopback: Bool = false) {
+        package init(
+            host: String, port: Int, authorization: String? = nil, bypass: [String] = [], bypassRanges: [AddressRange] = [], bypassesAll: Bool = false,
+            proxiesLoopback: Bool = false
+        ) {
             self.host = host
             self.port = port
             self.authorization = authorization
             self.bypass = bypass
+            self.bypassRanges = bypassRanges
             self.bypassesAll = bypassesAll
             self.proxiesLoopback = proxiesLoopback
         }
@@ -36,7 +43,9 @@ extension CappedHTTP {
         /// The proxy for `https` fetches that `environment` names: `HTTPS_PROXY` (or `https_proxy`),
         /// `http://[user:password@]host:port` or `host:port`, with hosts in `NO_PROXY` (or
         /// `no_proxy`: comma-separated names, each also matching its sub-domains, with an optional
-        /// leading `.` or `*.` and an optional `:port`, or `*` for all) fetched directly. Nil when
+        /// leading `.` or `*.` and an optional `:port`; IP addresses and CIDR ranges, which match
+        /// hosts that are address literals, as curl 7.86 and later read them; or `*` for all)
+        /// fetched directly. An entry that is none of these is ignored. Nil when
         /// none is set (or it is empty). A value this client cannot use (another scheme, no port, a
         /// path) is an error, not a silent direct connection.
         package static func fromEnvironment(_ environment: [String: String]) throws(WebAuthnError) -> Proxy? {
@@ -69,10 +78,15 @@ extension CappedHTTP {
                 $0.trimmingCharacters(in: .whitespaces).lowercased()
             }
             var bypass: [String] = []
+            var ranges: [AddressRange] = []
             var all = false
             for var entry in list where !entry.isEmpty {
                 if entry == "*" {
                     all = true
+                    continue
+                }
+                if entry.contains("/") {
+                    if let range = AddressRange(entry) { ranges.append(range) }
                     continue
                 }
                 if entry.hasPrefix("*.") { entry.removeFirst(2) } else if entry.hasPrefix(".") { entry.removeFirst() }
@@ -83,9 +97,11 @@ extension CappedHTTP {
                 } else if entry.filter({ $0 == ":" }).count == 1, let colon = entry.firstIndex(of: ":") {
                     entry = String(entry[..<colon])  // name:port or v4:port
                 }
-                if !entry.isEmpty { bypass.append(entry) }
+                guard !entry.isEmpty else { continue }
+                bypass.append(entry)
+                if let address = AddressRange(entry) { ranges.append(address) }  // `fd00::5` matches `fd00:0::5` too
             }
-            return Proxy(host: host, port: port, authorization: authorization, bypass: bypass, bypassesAll: all)
+            return Proxy(host: host, port: port, authorization: authorization, bypass: bypass, bypassRanges: ranges, bypassesAll: all)
         }
 
         /// Whether a fetch of `host` goes through this proxy.
@@ -95,6 +111,7 @@ extension CappedHTTP {
             if name.hasPrefix("["), name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
             if name.hasSuffix(".") { name.removeLast() }
             if !proxiesLoopback, ["localhost", "127.0.0.1", "::1"].contains(name) || name.hasSuffix(".localhost") { return false }
+            if let address = AddressRange.address(name) { return !bypassRanges.contains { $0.contains(address) } }
             return !bypass.contains { name == $0 || name.hasSuffix("." + $0) }
         }
 
@@ -116,6 +133,45 @@ extension CappedHTTP {
     /// starts).
     package static let environmentProxy: Result<Proxy?, WebAuthnError> = Result { () throws(WebAuthnError) in
         try Proxy.fromEnvironment(ProcessInfo.processInfo.environment)
+    }
+
+    /// An IPv4 or IPv6 address range (`NO_PROXY`'s `10.0.0.0/8`, `fd00::/8`, or one address).
+    package struct AddressRange: Sendable, Equatable {
+        /// The address's bytes (4 or 16), and how many leading bits a match shares with them.
+        let address: [UInt8]
+        let bits: Int
+
+        /// `address` or `address/bits`, the address in its standard form (`inet_pton`: no legacy
+        /// IPv4 forms, no brackets); nil for anything else, or bits past the address's length.
+        init?(_ text: String) {
+            let parts = text.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let address = Self.address(String(parts[0])) else { return nil }
+            var bits = address.count * 8
+            if parts.count == 2 {
+                guard let given = Int(parts[1]), parts[1].utf8.allSatisfy({ (0x30...0x39).contains($0) }), (0...bits).contains(given) else { return nil }
+                bits = given
+            }
+            self.address = address
+            self.bits = bits
+        }
+
+        /// The bytes of an IPv4 (4) or IPv6 (16) address in its standard form; nil otherwise.
+        static func address(_ text: String) -> [UInt8]? {
+            var v4 = in_addr(), v6 = in6_addr()
+            if inet_pton(AF_INET, text, &v4) == 1 { return withUnsafeBytes(of: v4) { Array($0) } }
+            if inet_pton(AF_INET6, text, &v6) == 1 { return withUnsafeBytes(of: v6) { Array($0) } }
+            return nil
+        }
+
+        /// Whether `other` (an address's bytes) is in the range: same family, same leading bits.
+        func contains(_ other: [UInt8]) -> Bool {
+            guard other.count == address.count else { return false }
+            let whole = bits / 8, rest = bits % 8
+            guard other.prefix(whole) == address.prefix(whole) else { return false }
+            guard rest > 0 else { return true }
+            let mask = UInt8(truncatingIfNeeded: 0xFF << (8 - rest))
+            return other[whole] & mask == address[whole] & mask
+        }
     }
 
     /// An IPv6 address in brackets, as a URL authority writes it; anything else as it is.

@@ -46,6 +46,22 @@ struct ProxyTests {
             #expect(proxy.applies(to: proxied), "\(proxied)")
         }
         #expect(try CappedHTTP.Proxy.fromEnvironment(["HTTPS_PROXY": "proxy:3128", "no_proxy": "*"])?.applies(to: "appleid.apple.com") == false)
+        // Addresses and CIDR ranges (curl 7.86): they match address literals, compared as addresses;
+        // a malformed range is ignored, never taken for "all".
+        let ranges = try #require(
+            try CappedHTTP.Proxy.fromEnvironment([
+                "HTTPS_PROXY": "proxy:3128",
+                "NO_PROXY": "10.0.0.0/8, 192.168.1.128/25, fd00::/8, 2001:db8::1, 172.16.0.0/33, 1.2.3.4/x, 10.0.0.0/, /8, fe80::/129, 100.64.0.0/0x1",
+            ]))
+        #expect(ranges.bypassRanges.count == 4, "\(ranges.bypassRanges)")
+        for direct in ["10.0.0.1", "10.255.255.255", "192.168.1.128", "192.168.1.255", "fd12:3456::1", "[fdff::]", "2001:db8:0::1", "2001:DB8::1"] {
+            #expect(!ranges.applies(to: direct), "\(direct)")
+        }
+        for proxied in ["11.0.0.1", "192.168.1.127", "fe80::1", "2001:db8::2", "172.16.0.1", "1.2.3.4", "100.64.0.1", "10.example", "fd00.example"] {
+            #expect(ranges.applies(to: proxied), "\(proxied)")
+        }
+        #expect(try CappedHTTP.Proxy.fromEnvironment(["HTTPS_PROXY": "p:1", "NO_PROXY": "0.0.0.0/0"])?.applies(to: "8.8.8.8") == false)
+        #expect(try CappedHTTP.Proxy.fromEnvironment(["HTTPS_PROXY": "p:1", "NO_PROXY": "0.0.0.0/0"])?.applies(to: "::1.2.3.4") == true)
         // As curl: the lower-case name first, and an empty value is unset (HTTPS_PROXY="" with https_proxy set went direct).
         #expect(try CappedHTTP.Proxy.fromEnvironment(["HTTPS_PROXY": "", "https_proxy": "lower:1"])?.host == "lower")
         #expect(try CappedHTTP.Proxy.fromEnvironment(["HTTPS_PROXY": "upper:1", "https_proxy": "lower:1"])?.host == "lower")
