@@ -289,28 +289,27 @@ extension WebAuthnRoutes {
         }
         var unrevoked = 0
         var handled = Set<[UInt8]>()
-        for identity in try await apple.identities.identities(forUser: handle) where identity.provider == Self.appleProvider {
-            guard let sealed = identity.refreshToken else { continue }
-            handled.insert(sealed)
-            guard let refresh = try? openRefreshToken(sealed, subject: identity.subject) else {
+        // The tokens of Apple identities not handled yet: each revoked, or counted when `revokes`
+        // answers false (it cannot be opened: sealed under another secret).
+        func each(_ identities: [LinkedIdentity], _ revokes: (String) async throws -> Bool) async throws {
+            for identity in identities where identity.provider == Self.appleProvider {
+                guard let sealed = identity.refreshToken, handled.insert(sealed).inserted else { continue }
+                let refresh = try? openRefreshToken(sealed, subject: identity.subject)
+                if let refresh, try await revokes(refresh) { continue }
                 unrevoked += 1
-                continue
             }
+        }
+        // First, while the account stays if Apple fails (the user can try again).
+        try await each(try await apple.identities.identities(forUser: handle)) { refresh in
             try await revoke(refresh, apple)
+            return true
         }
         let removed = try await accounts.deleteAccount(handle: handle, reportingIdentitiesIn: apple.identities) ?? []
         _ = try await sessions.store.deleteSessions(userHandle: handle)
-        // Linked or refreshed since the first pass (red team, twelfth pass: an Apple ID linked while
-        // its account was deleted went with it, its refresh token never revoked).
-        for identity in removed where identity.provider == Self.appleProvider {
-            guard let sealed = identity.refreshToken, !handled.contains(sealed) else { continue }
-            handled.insert(sealed)
-            guard let refresh = try? openRefreshToken(sealed, subject: identity.subject) else {
-                unrevoked += 1
-                continue
-            }
-            if await Self.attempt({ () async throws(WebAuthnError) in try await revoke(refresh, apple) }) != nil { unrevoked += 1 }
-        }
+        // Then those linked or refreshed since (red team, twelfth pass: an Apple ID linked while its
+        // account was deleted went with it, its refresh token never revoked). The account is gone:
+        // Apple failing now is counted, not thrown.
+        try await each(removed) { refresh in await Self.attempt { () async throws(WebAuthnError) in try await revoke(refresh, apple) } == nil }
         return unrevoked
     }
 }
