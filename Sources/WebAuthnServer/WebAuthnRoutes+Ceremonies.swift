@@ -106,6 +106,10 @@ extension WebAuthnRoutes {
                 guard await configuration.mayEnroll(EnrollmentRequest(name: account.name, existingAccount: account, signedInAs: signedInAs)) else {
                     throw WebAuthnError(.signInRequired, "the session that started this addition has ended; sign in again")
                 }
+                // And the recent verification its options needed, again now: else options asked for
+                // at the window's end stretched it by the challenge's lifetime (red team, thirteenth
+                // pass: a 30 s window, options at 25 s, the passkey stored at 45 s).
+                if let previous, previous.userHandle == handle, signedInAs == handle { try requireRecent(previous) }
             }
             let sameAccount = previous?.userHandle == handle
             let stillVerified =
