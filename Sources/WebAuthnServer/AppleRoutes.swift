@@ -204,27 +204,20 @@ extension WebAuthnRoutes {
                     isPrivateEmail: identity.isPrivateEmail, refreshToken: sealed, createdAt: now))
             return (handle, false)
         }
-        // A new account. Its name: the verified email when there is one, else one derived from the
-        // subject; the first-consent user data (unsigned) only fills the display name.
-        let fallback = "apple-" + Base64URL.encode(Array(Digest.sha256(Array(identity.sub.utf8)).prefix(9)))
-        var names: [String] = []
-        if let email = identity.email, identity.emailVerified != false, let name = try? UserName.normalize(name: email) { names.append(name) }
-        names.append(fallback)
-        let displayName = user.displayName.flatMap { try? UserName.normalize(displayName: $0) }
-        for (i, name) in names.enumerated() {
-            let account = try UserEntity(id: SecureRandom.bytes(32), name: name, displayName: displayName ?? name)
-            do {
-                try await apple.identities.create(
-                    account,
-                    firstIdentity: LinkedIdentity(
-                        provider: Self.appleProvider, subject: identity.sub, userHandle: account.id, email: identity.email,
-                        emailVerified: identity.emailVerified, isPrivateEmail: identity.isPrivateEmail, refreshToken: sealed, createdAt: now))
-                return (account.id, true)
-            } catch let error as WebAuthnError where error.code == .usernameUnavailable && i < names.count - 1 {
-                continue  // the email names another account: fall back to the derived name
-            }
-        }
-        throw WebAuthnError(.usernameUnavailable, "no free account name for this Apple identity")
+        // A new account, named from the subject: `apple-` and 12 characters of its hash. Not by the
+        // email: sign-up answers 409 for a taken name to anyone, so an account named by its Apple
+        // ID's email told a stranger whether that address had an account here (red team,
+        // thirteenth pass). The email stays with the identity; the first-consent user data
+        // (unsigned), else the email, is the display name.
+        let name = "apple-" + Base64URL.encode(Array(Digest.sha256(Array(identity.sub.utf8)).prefix(9)))
+        let displayName = [user.displayName, identity.email].lazy.compactMap { $0.flatMap { try? UserName.normalize(displayName: $0) } }.first
+        let account = try UserEntity(id: SecureRandom.bytes(32), name: name, displayName: displayName ?? name)
+        try await apple.identities.create(
+            account,
+            firstIdentity: LinkedIdentity(
+                provider: Self.appleProvider, subject: identity.sub, userHandle: account.id, email: identity.email,
+                emailVerified: identity.emailVerified, isPrivateEmail: identity.isPrivateEmail, refreshToken: sealed, createdAt: now))
+        return (account.id, true)
     }
 
     /// The sealing key of refresh tokens, derived from the server secret.

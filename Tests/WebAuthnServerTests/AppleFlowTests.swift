@@ -124,7 +124,11 @@ struct AppleFlowTests {
             #expect(first.status == 200, "\(first.body)")
             #expect(first.body["created"]?.boolValue == true && first.body["sub"]?.stringValue == user.sub)
             let session = try await app.send("/demo/session", method: "GET")
-            #expect(session.body["user"]?.stringValue == "ada@example.com")
+            // Named from the subject, not by the email (red team, thirteenth pass: sign-up's 409 for a
+            // taken name told anyone whether an email had an account); the user data names it for display.
+            #expect(session.body["user"]?.stringValue?.hasPrefix("apple-") == true && session.body["displayName"]?.stringValue == "Ada Lovelace")
+            let probe = try await Client(port: port).send("/attestation/options", json: #"{"username": "ADA@example.com"}"#)
+            #expect(probe.status == 200, "sign-up does not say the email has an account: \(probe.body)")
             // The same token again: its nonce is spent.
             let replay = try await app.send("/apple/signin", json: body)
             #expect(replay.status == 400 && replay.body["errorMessage"]?.stringValue?.hasPrefix("challenge_unknown") == true, "\(replay.body)")
@@ -300,7 +304,8 @@ struct AppleFlowTests {
             #expect(foreign.status == 403 && foreign.body["errorMessage"]?.stringValue?.hasPrefix("session_mismatch") == true, "\(foreign.body)")
             let done = try await browser.send("/apple/web/callback", form: form(state))
             #expect(done.status == 303 && done.location == "/", "\(done.body)")
-            #expect(try await browser.send("/demo/session", method: "GET").body["user"]?.stringValue == "web@example.com")
+            let signedIn = try await browser.send("/demo/session", method: "GET").body
+            #expect(signedIn["user"]?.stringValue?.hasPrefix("apple-") == true && signedIn["displayName"]?.stringValue == "web@example.com", "\(signedIn)")
             #expect(try await browser.send("/apple/web/callback", form: form(state)).status >= 400)  // used once
         }
     }
