@@ -1,5 +1,6 @@
 internal import CoreMetrics
 internal import Foundation
+internal import HTTPTypes
 internal import Hummingbird
 internal import Prometheus
 internal import WebAuthnCore
@@ -14,8 +15,8 @@ internal import _WebAuthnEncoding
 public enum MetricsExposure: String, Sendable, CaseIterable {
     /// Not served (404).
     case off
-    /// Only to a client on a loopback address whose request came through no proxy (no
-    /// `X-Forwarded-For` or `Forwarded` header); 404 to anyone else. The default: a
+    /// Only to a client on a loopback address whose request came through no proxy (none of the
+    /// headers proxies add: `X-Forwarded-For`, `Forwarded`, `X-Real-IP`, `Via`, ...); 404 to anyone else. The default: a
     /// Prometheus agent on the same host, while a reverse proxy in front relays nobody to it.
     case loopback
     /// To anyone who reaches the port: restrict it in front of the server.
@@ -150,15 +151,21 @@ struct OperationsRoutes: Sendable {
         gauge("webauthn_metadata_consecutive_failures", Double(status.consecutiveFailures))
     }
 
+    /// Headers a reverse proxy adds to what it relays: any of them, and the loopback exposure
+    /// refuses (red team, thirteenth pass: nginx set up with `X-Real-IP` alone relayed anyone to
+    /// `/metrics` from the same host).
+    static let proxyHeaders: [HTTPField.Name] = [
+        "X-Forwarded-For", "Forwarded", "X-Real-IP", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Forwarded-Port", "X-Client-IP", "True-Client-IP",
+        "CF-Connecting-IP", "Fastly-Client-IP", "X-Cluster-Client-IP", "Via",
+    ].compactMap { HTTPField.Name($0) }
+
     /// `exposure` applied to a request from `peer`.
     static func mayRead(_ exposure: MetricsExposure, request: Request, peer: SocketAddress?) -> Bool {
         switch exposure {
         case .off: return false
         case .anyone: return true
         case .loopback:
-            guard request.headers[values: .init("X-Forwarded-For")!].isEmpty, request.headers[values: .init("Forwarded")!].isEmpty,
-                let address = peer?.ipAddress
-            else { return false }
+            guard !proxyHeaders.contains(where: { request.headers[$0] != nil }), let address = peer?.ipAddress else { return false }
             return ["127.0.0.0/8", "::1/128"].compactMap(CIDR.init).contains { $0.contains(address) }
         }
     }

@@ -94,6 +94,10 @@ struct OperationsTests {
             #expect(try await Self.get(port, "/metrics").body.contains(#"webauthn_metadata_fetches_total{result="installed"} 1"#))
             // Relayed by a proxy (even one on this host): not for the loopback exposure.
             #expect(try await Self.get(port, "/metrics", headers: ["X-Forwarded-For": "203.0.113.9"]).status == 404)
+            // Whatever header the proxy adds (red team, thirteenth pass: nginx with X-Real-IP alone).
+            for header in ["X-Real-IP", "Forwarded", "Via", "X-Forwarded-Proto", "True-Client-IP"] {
+                #expect(try await Self.get(port, "/metrics", headers: [header: "203.0.113.9"]).status == 404, "\(header)")
+            }
         }
     }
 

@@ -146,6 +146,17 @@ struct SessionTests {
         let outsider = try SocketAddress(ipAddress: "198.51.100.7", port: 5000)
         #expect(ClientAddress.of(forwarded, peer: outsider, trustedProxies: proxies) == "198.51.100.7")
         #expect(ClientAddress.of(request(cookie: nil, headers: ["X-Forwarded-For": "garbage"]), peer: peer, trustedProxies: proxies) == "10.1.2.3")
+        // Entries with a port, as some load balancers write them (red team, thirteenth pass: every
+        // client behind such a proxy shared its throttle); anything else stays garbage.
+        for (entry, client) in [
+            ("203.0.113.9:41234", "203.0.113.9"), ("[2001:db8::1]:443", "2001:db8::1"), ("[2001:db8::1]", "2001:db8::1"),
+            ("203.0.113.9:", "10.1.2.3"), ("203.0.113.9:123456", "10.1.2.3"), ("203.0.113.9:80:80", "10.1.2.3"), ("[203.0.113.9]:80", "10.1.2.3"),
+            ("2001:db8::1:80", "2001:db8::1:80"), ("[2001:db8::1]x", "10.1.2.3"), ("[2001:db8::1]:-1", "10.1.2.3"), ("host.example:80", "10.1.2.3"),
+            ("10.9.9.9:80, 203.0.113.7:1", "203.0.113.7"), ("203.0.113.7:1, 10.9.9.9:80", "203.0.113.7"),
+        ] {
+            let seen = ClientAddress.of(request(cookie: nil, headers: ["X-Forwarded-For": entry]), peer: peer, trustedProxies: proxies)
+            #expect(seen == client, "\(entry)")
+        }
         #expect(CIDR("::1/128")?.contains("::1") == true && CIDR("::1/128")?.contains("::2") == false)
         #expect(CIDR("10.0.0.0/8")?.contains("::ffff:10.9.9.9") == true)
         #expect(CIDR("10.0.0.0/33") == nil && CIDR("nonsense") == nil)
