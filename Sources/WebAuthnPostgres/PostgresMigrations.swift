@@ -203,6 +203,37 @@ enum PostgresMigrations {
                 "CREATE UNIQUE INDEX accounts_by_capitals_key ON accounts (capitals_key)",
             ]
         ),
+        // The owner unlinking one of the account's identities, unless it is the last way in: the
+        // account's row locked as a credential's deletion locks it, then counted with a snapshot
+        // taken after the lock, so that the two racing cannot leave the account with neither (red
+        // team, thirteenth pass: an intruder's linked Apple ID could not be removed). Answers the
+        // outcome (1 unlinked, -1 the last way in, 0 no such identity of the account) and the
+        // unlinked identity's refresh token, to revoke.
+        (
+            14,
+            [
+                """
+                CREATE OR REPLACE FUNCTION webauthn_unlink_guarded(p TEXT, s TEXT, owner BYTEA) RETURNS TABLE (outcome INTEGER, token BYTEA)
+                LANGUAGE plpgsql AS $fn$
+                DECLARE removed BYTEA;
+                BEGIN
+                    PERFORM 1 FROM accounts WHERE handle = owner FOR UPDATE;
+                    IF NOT EXISTS (SELECT 1 FROM identities i WHERE i.provider = p AND i.subject = s AND i.user_handle = owner) THEN
+                        RETURN QUERY SELECT 0, NULL::bytea;
+                        RETURN;
+                    END IF;
+                    IF NOT EXISTS (SELECT 1 FROM credentials c WHERE c.user_handle = owner)
+                        AND (SELECT COUNT(*) FROM identities i WHERE i.user_handle = owner) < 2 THEN
+                        RETURN QUERY SELECT -1, NULL::bytea;
+                        RETURN;
+                    END IF;
+                    DELETE FROM identities i WHERE i.provider = p AND i.subject = s AND i.user_handle = owner RETURNING i.refresh_token INTO removed;
+                    RETURN QUERY SELECT 1, removed;
+                END
+                $fn$
+                """
+            ]
+        ),
     ]
 
     /// The first migration whose accounts have a capitals key.

@@ -115,6 +115,19 @@ public final class PostgresStore: CredentialStore, CredentialAuditing, Challenge
         }
     }
 
+    /// Unlinks `handle`'s identity unless it is the account's last way to sign in
+    /// (`webauthn_unlink_guarded`, migration 14: the account's row locked, then counted).
+    package func unlinkIdentity(provider: String, subject: String, ofAccount handle: [UInt8]) async throws -> (CredentialDeletion, refreshToken: [UInt8]?) {
+        let row = try await pool.query(
+            "SELECT outcome, token FROM webauthn_unlink_guarded($1, $2, $3)", [provider, subject, PGText.bytea(handle)]
+        ).first
+        switch row?["outcome"] {
+        case "1": return (.deleted, row?["token"].flatMap(PGText.bytes))
+        case "-1": return (.lastWayIn, nil)
+        default: return (.notFound, nil)
+        }
+    }
+
     /// Up to `limit` credentials whose IDs sort after `cursor` (bytea compares bytewise), in that order.
     public func credentials(after cursor: [UInt8]?, limit: Int) async throws -> [CredentialRecord] {
         try await pool.query(

@@ -210,6 +210,19 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
         return try await credential(id: id)?.userHandle == handle ? .lastWayIn : .notFound
     }
 
+    /// Unlinks `handle`'s identity unless it is the account's last way to sign in: one statement
+    /// under the one writer, as ``deleteCredential(id:ofAccount:)``.
+    package func unlinkIdentity(provider: String, subject: String, ofAccount handle: [UInt8]) async throws -> (CredentialDeletion, refreshToken: [UInt8]?) {
+        let unlinked = try await query(
+            """
+            DELETE FROM identities WHERE provider = ? AND subject = ? AND user_handle = ?
+              AND (EXISTS (SELECT 1 FROM credentials WHERE user_handle = ?) OR (SELECT COUNT(*) FROM identities WHERE user_handle = ?) > 1)
+            RETURNING refresh_token
+            """, [.text(provider), .text(subject), .blob(handle), .blob(handle), .blob(handle)])
+        if let row = unlinked.first { return (.deleted, row.column("refresh_token")?.bytes) }
+        return (try await identity(provider: provider, subject: subject)?.userHandle == handle ? .lastWayIn : .notFound, nil)
+    }
+
     /// Up to `limit` credentials whose IDs sort after `cursor` (BLOBs compare bytewise), in that order.
     public func credentials(after cursor: [UInt8]?, limit: Int) async throws -> [CredentialRecord] {
         try await query(

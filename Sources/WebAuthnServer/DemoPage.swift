@@ -44,6 +44,7 @@ enum DemoPage {
           <h3>Your passkeys and security keys</h3>
           <ul id="credentials" class="credentials"></ul>
           <p id="no-credentials" class="muted" hidden>No passkey yet. Add one to sign in without a password next time.</p>
+          <div id="linked" hidden><h3>Linked sign-ins</h3><ul id="identities" class="credentials"></ul></div>
           <details class="danger-zone"><summary>Delete account</summary>
             <p class="muted">Deletes the account, its passkeys and linked sign-ins. You will be asked to confirm it is you.</p>
             <button id="delete-account" class="danger">Delete my account</button>
@@ -292,6 +293,23 @@ enum DemoPage {
           li.append(icon, body, actions);
           return li;
         }
+        function identityItem(i) {
+          const li = document.createElement('li'); li.className = 'credential identity'; li.dataset.id = i.id;
+          const icon = document.createElement('div'); icon.className = 'glyph'; icon.textContent = '●';
+          const body = document.createElement('div');
+          const title = document.createElement('div'); title.className = 'title'; title.textContent = 'Sign in with Apple' + (i.email ? ' · ' + i.email : '');
+          const facts = document.createElement('div'); facts.className = 'facts'; facts.textContent = `Linked ${when(i.linkedAt)}`;
+          body.append(title, facts);
+          const remove = document.createElement('button'); remove.textContent = 'Unlink'; remove.className = 'danger unlink';
+          remove.onclick = async () => {
+            if (!await askConfirm('Unlink this Apple ID? It will no longer sign in to this account.', 'Unlink')) return;
+            try { await withStepUp(() => api('/demo/identities/' + encodeURIComponent(i.id), 'DELETE')); say('Unlinked.', 'ok'); await refresh(); }
+            catch (e) { say('Unlink failed: ' + e.message, 'error'); }
+          };
+          const actions = document.createElement('div'); actions.className = 'row'; actions.append(remove);
+          li.append(icon, body, actions);
+          return li;
+        }
         async function refresh() {
           const s = await (await fetch('/demo/session', { credentials: 'same-origin' })).json();
           $('account').hidden = !s.user;
@@ -305,6 +323,9 @@ enum DemoPage {
           $('credentials').replaceChildren(...list.credentials.map(credentialItem));
           $('no-credentials').hidden = list.credentials.length > 0;
           if (list.credentials.length === 0) upgradeQuietly(s.user);
+          const linked = await (await fetch('/demo/identities', { credentials: 'same-origin' })).json();
+          $('identities').replaceChildren(...(linked.identities || []).map(identityItem));
+          $('linked').hidden = !(linked.identities || []).length;
         }
         let signedInAs = null;
         $('register').onclick = () => register();

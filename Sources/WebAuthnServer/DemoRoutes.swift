@@ -34,6 +34,8 @@ extension WebAuthnRoutes {
     /// | `GET /credentials` | the account's passkeys, named for people (provider, icon, synced, last use) |
     /// | `PATCH /credentials/:id` | `{"name": …}`: the owner's name for one (null clears it) |
     /// | `DELETE /credentials/:id` | deletes one (not the last way in: `last_credential`), ends the other sessions, answers the signal for the provider |
+    /// | `GET /identities` | the account's linked identities (Sign in with Apple): `id`, `provider`, `email`, `privateEmail`, `linkedAt` |
+    /// | `DELETE /identities/:id` | unlinks one (not the last way in: `last_credential`), revokes its refresh token at Apple, ends the other sessions |
     /// | `PATCH /account` | `{"displayName": …}` |
     /// | `DELETE /account` | deletes the account, its passkeys and identities, and its sessions |
     /// | `POST /logout` | signs this session out, or with `{"everywhere": true}` every session of the account (after a recent verification) |
@@ -140,6 +142,7 @@ extension WebAuthnRoutes {
                 return HTTP.ok(["signal": signal.payload(rpId: engine.relyingParty.id), "otherSessionsEnded": .number(Double(ended))])
             }
         }
+        addIdentityRoutes(to: router)
         router.patch("/account") { request, context in
             await handle(request, context) {
                 try HTTP.requireJSON(request)

@@ -166,6 +166,35 @@ extension StoreContract {
         }
         try expect(outcomes.filter { $0 == .deleted }.count == 1, "exactly one deletion of the last two passes: \(outcomes)")
         try expect(try await stores.credentials.credentials(forUser: quinn.id).count == 1, "one way in is left")
+        guard (stores.identities as AnyObject) === (stores.accounts as AnyObject) else { return }
+        // The owner unlinking an identity: the same rule, and its refresh token answered (to revoke).
+        var linked = identity("quinn.sub", user: quinn.id)
+        linked.refreshToken = [8, 8]
+        try await stores.identities.link(linked)
+        try expect(try await guarding.unlinkIdentity(provider: "apple", subject: "olga.sub", ofAccount: quinn.id) == (.notFound, nil), "another's identity")
+        try expect(try await guarding.unlinkIdentity(provider: "apple", subject: "quinn.sub", ofAccount: quinn.id) == (.deleted, [8, 8]), "with a credential")
+        try expect(try await stores.identities.identity(provider: "apple", subject: "quinn.sub") == nil, "unlinked")
+        try expect(try await guarding.unlinkIdentity(provider: "apple", subject: "olga.sub", ofAccount: olga.id) == (.lastWayIn, nil), "the last way in stays")
+        try expect(try await stores.identities.identity(provider: "apple", subject: "olga.sub") != nil)
+        // An identity unlinked and the last credential deleted at once, eight times each: one goes.
+        for round in 0..<4 {
+            let owner = UserEntity.new(name: "race\(round)")
+            let key = try record(user: owner.id)
+            try await stores.accounts.create(owner, firstCredential: key)
+            try await stores.identities.link(identity("race\(round).sub", user: owner.id))
+            let results = try await withThrowingTaskGroup(of: CredentialDeletion.self) { group in
+                for i in 0..<16 {
+                    group.addTask {
+                        i % 2 == 0
+                            ? try await guarding.deleteCredential(id: key.id, ofAccount: owner.id)
+                            : try await guarding.unlinkIdentity(provider: "apple", subject: "race\(round).sub", ofAccount: owner.id).0
+                    }
+                }
+                return try await group.reduce(into: [CredentialDeletion]()) { $0.append($1) }
+            }
+            let left = try await stores.credentials.credentials(forUser: owner.id).count + stores.identities.identities(forUser: owner.id).count
+            try expect(results.filter { $0 == .deleted }.count == 1 && left == 1, "exactly one of the last two ways in goes: \(results)")
+        }
     }
 
     static func accountsCheck(_ stores: Stores) async throws {

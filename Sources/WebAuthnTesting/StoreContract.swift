@@ -208,7 +208,7 @@ public enum StoreContract {
         Check(
             name: "lastWayIn",
             summary:
-                "accounts (stores keeping credentials and identities with them): a credential is deleted only while its account keeps another way in, in one transaction",
+                "accounts (stores keeping credentials and identities with them): a credential is deleted, or an identity unlinked, only while its account keeps another way in, in one transaction",
             body: lastWayInCheck),
     ]
 }

@@ -272,7 +272,7 @@ extension WebAuthnError.Code {
         .appleTokenMalformed, .appleTokenSignatureInvalid, .appleKeyUnknown, .appleKeyInvalid, .appleJWKSInvalid, .appleJWKSUnavailable,
         .appleTokenClaimInvalid, .appleTokenExpired, .appleNonceMismatch, .appleRequestRefused, .appleEndpointUnavailable,
         .appleNotificationInvalid,
-        .identityInvalid, .identityAlreadyLinked, .accountUnknown,
+        .identityInvalid, .identityAlreadyLinked, .identityUnknown, .accountUnknown,
     ]
 
     // MARK: Sign in with Apple
@@ -309,6 +309,8 @@ extension WebAuthnError.Code {
     public static let identityInvalid: Self = "identity_invalid"
     /// The provider identity is already linked to an account.
     public static let identityAlreadyLinked: Self = "identity_already_linked"
+    /// The signed-in account has no linked identity with that id (unlinking one).
+    public static let identityUnknown: Self = "identity_unknown"
     /// No account has that handle.
     public static let accountUnknown: Self = "account_unknown"
 }

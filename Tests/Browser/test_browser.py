@@ -402,6 +402,12 @@ def test_sign_in_with_apple_button_web_flow_through_the_stand_in(apple_server, d
     assert session["user"], session
     assert driver.find_element("id", "who").text == session["user"]
     assert not driver.find_element("id", "apple").is_displayed()
+    # The Apple ID is listed under "Linked sign-ins", with an Unlink button (refused while it is
+    # the account's only way in; tested in AppleFlowTests.unlinkIdentity).
+    assert wait_for(lambda: driver.find_element("id", "linked").is_displayed()), "linked sign-ins are not shown"
+    items = driver.find_elements("css selector", "#identities li.identity")
+    assert len(items) == 1 and "browser@privaterelay.appleid.com" in items[0].text, [i.text for i in items]
+    assert items[0].find_element("css selector", "button.unlink").is_displayed()
     # Signed in without a passkey: the page asks the browser, quietly, to create one (conditional
     # create), with options the server issued for a conditional create of this signed-in account.
     # Chromium keeps such a request pending until its password manager offers it, which a test

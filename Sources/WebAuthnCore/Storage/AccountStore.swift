@@ -259,11 +259,11 @@ public final class InMemoryAccountStore: AccountStore, LinkedIdentityStore {
 
 /// What ``AccountWayInGuarding/deleteCredential(id:ofAccount:)`` did.
 package enum CredentialDeletion: Sendable, Equatable {
-    /// The credential is gone.
+    /// The credential (or identity) is gone.
     case deleted
-    /// It is the account's last way to sign in (no other credential, no linked identity): kept.
+    /// It is the account's last way to sign in (no other credential, no other linked identity): kept.
     case lastWayIn
-    /// The account holds no credential with that ID.
+    /// The account holds no credential with that ID (or no such identity).
     case notFound
 }
 
@@ -273,4 +273,7 @@ package enum CredentialDeletion: Sendable, Equatable {
 package protocol AccountWayInGuarding: Sendable {
     /// Deletes `handle`'s credential `id` unless it is the account's last way to sign in.
     func deleteCredential(id: [UInt8], ofAccount handle: [UInt8]) async throws -> CredentialDeletion
+    /// Unlinks `handle`'s identity `subject` at `provider` unless it is the account's last way to
+    /// sign in; `.deleted` comes with the unlinked identity's refresh token (sealed), if it had one.
+    func unlinkIdentity(provider: String, subject: String, ofAccount handle: [UInt8]) async throws -> (CredentialDeletion, refreshToken: [UInt8]?)
 }
