@@ -23,9 +23,16 @@ extension WebAuthnRoutes {
     /// `GET /apple/web/start`: a single-use state bound to this browser by a flow cookie
     /// (SameSite=None and Secure over HTTPS, so Apple's cross-site form post carries it),
     /// then a redirect to Apple's authorization page.
+    ///
+    /// The flow cookie also carries the id hash of the browser's session, if it has one (this
+    /// GET is same-site, so the SameSite=Strict session cookie comes with it; Apple's form post
+    /// will not bring it): the callback ends that session, as every other sign-in replaces the
+    /// browser's session. Red team, thirteenth pass: it stayed signed in, recently verified, for
+    /// its whole lifetime, and the browser, holding the new cookie, could no longer end it. The
+    /// stored state is bound to the whole cookie, so a changed cookie fails the state.
     func appleWebStart(_ request: Request, _ apple: AppleConfiguration) async throws -> Response {
         guard let servicesID = apple.servicesID, let redirectURI = apple.redirectURI else { throw WebAuthnError(.configurationInvalid, "no web flow") }
-        let flow = SecureRandom.bytes(32)
+        let flow = SecureRandom.bytes(32) + (sessions.token(request)?.binding ?? [])
         let state = Base64URL.encode(SecureRandom.bytes(32))
         try await engine.storeSingleUse(
             .appleState, key: Digest.sha256(Array(state.utf8)), binding: Digest.sha256(flow),
@@ -70,6 +77,8 @@ extension WebAuthnRoutes {
         let user = AppleUserData(form["user"].flatMap { try? JSONValue.parse($0, limits: JSONLimits(maxBytes: 4096, maxDepth: 4)) })
         let (signedIn, _) = try await appleSignedIn(
             identity, refreshToken: exchange.tokens.refreshToken, user: user, method: "apple-web", request, context, token: token, apple)
+        // The session the browser had when it started (see ``appleWebStart(_:_:)``) ends now.
+        if let flow, flow.count == 64, Array(flow[32...]) != token?.binding { try await sessions.store.delete(idHash: Array(flow[32...])) }
         var response = Response(status: .seeOther, headers: [.location: "/", .cacheControl: "no-store"])
         response.setCookie(sessions.cookie(signedIn))
         response.setCookie(appleFlowCookie(value: "", maxAge: 0))
