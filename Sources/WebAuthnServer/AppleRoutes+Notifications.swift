@@ -11,10 +11,7 @@ extension WebAuthnRoutes {
     /// `POST /apple/notifications`: Apple's server-to-server events, verified, acted on
     /// idempotently (a duplicate answers 200 and changes nothing more).
     func appleNotification<Context: RequestContext>(_ request: Request, _ context: Context, _ apple: AppleConfiguration) async throws -> Response {
-        let buffer: ByteBuffer
-        do { buffer = try await request.body.collect(upTo: AppleNotification.maxBodySize) } catch {
-            throw WebAuthnError(.inputTooLarge, "the notification is larger than \(AppleNotification.maxBodySize) bytes")
-        }
+        let buffer = try await HTTP.collect(request, limit: AppleNotification.maxBodySize)
         let note = try await apple.signIn.verifyNotification(body: Array(buffer.readableBytesView))
         if let time = note.eventTime, time > now.addingTimeInterval(apple.signIn.configuration.leeway) {
             throw WebAuthnError(.appleNotificationInvalid, "the event_time is in the future")

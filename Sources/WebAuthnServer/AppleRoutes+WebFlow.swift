@@ -55,10 +55,7 @@ extension WebAuthnRoutes {
     /// exchanged with the Services ID. Then 303 to `/`, signed in.
     func appleWebCallback<Context: RequestContext>(_ request: Request, _ context: Context, _ apple: AppleConfiguration) async throws -> Response {
         guard let servicesID = apple.servicesID else { throw WebAuthnError(.configurationInvalid, "no web flow") }
-        let buffer: ByteBuffer
-        do { buffer = try await request.body.collect(upTo: configuration.maxBodySize) } catch {
-            throw WebAuthnError(.inputTooLarge, "the form is larger than \(configuration.maxBodySize) bytes")
-        }
+        let buffer = try await HTTP.collect(request, limit: configuration.maxBodySize)
         let form = try HTTP.form(Array(buffer.readableBytesView))
         guard let state = form["state"], !state.isEmpty, state.utf8.count <= 256, let idToken = form["id_token"], let code = form["code"],
             !code.isEmpty, code.utf8.count <= 1024

@@ -1,6 +1,7 @@
 internal import Foundation
 public import Hummingbird
 internal import HTTPTypes
+internal import NIOCore
 public import WebAuthnCore
 internal import WebAuthnMetadata
 package import _WebAuthnEncoding
@@ -114,6 +115,19 @@ enum HTTP {
         return Int(text) ?? .max
     }
 
+    /// The request's body, at most `limit` bytes: `input_too_large` past it, `response_malformed`
+    /// when it cannot be read (a malformed chunked encoding, a connection closed mid-body: red
+    /// team, thirteenth pass, these answered 413 too).
+    static func collect(_ request: Request, limit: Int) async throws(WebAuthnError) -> ByteBuffer {
+        do {
+            return try await request.body.collect(upTo: limit)
+        } catch is NIOTooManyBytesError {
+            throw WebAuthnError(.inputTooLarge, "the request body is larger than \(limit) bytes")
+        } catch {
+            throw WebAuthnError(.responseMalformed, "the request body could not be read (its chunked encoding is malformed, or it was cut short)")
+        }
+    }
+
     /// Reads a bounded JSON body; an empty one is `empty` when given (else malformed).
     static func body(_ request: Request, limit: Int, whenEmpty empty: JSONValue? = nil) async throws(WebAuthnError) -> JSONValue {
         let buffer: ByteBuffer
@@ -122,11 +136,7 @@ enum HTTP {
         if let length = declaredLength(request.headers), length > limit {
             throw WebAuthnError(.inputTooLarge, "the request body is larger than \(limit) bytes")
         }
-        do {
-            buffer = try await request.body.collect(upTo: limit)
-        } catch {
-            throw WebAuthnError(.inputTooLarge, "the request body is larger than \(limit) bytes")
-        }
+        buffer = try await collect(request, limit: limit)
         if let empty, buffer.readableBytes == 0 { return empty }
         return try JSONValue.parse(Array(buffer.readableBytesView), limits: JSONLimits(maxBytes: limit, maxDepth: 32))
     }

@@ -1,0 +1,36 @@
+import Foundation
+import Testing
+
+extension SecurityTests {
+    @Test("a body that cannot be read (a malformed chunked encoding) is 400 response_malformed and closes the connection; one past the limit is 413")
+    func unreadableBodies() async throws {
+        // Red team, thirteenth pass: every failure to read a body answered 413 input_too_large.
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--rate-limit", "off"])
+        defer { server.stop() }
+        let head = "POST /assertion/options HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        for (name, body, status) in [
+            ("a chunk size that is no number", "zz\r\n{}\r\n0\r\n\r\n", "400"), ("an overflowing chunk size", "ffffffffffffffffff1\r\n{}\r\n0\r\n\r\n", "400"),
+            ("chunks past 64 KiB", "10001\r\n" + String(repeating: " ", count: 65_537) + "\r\n0\r\n\r\n", "413"),
+        ] {
+            let connection = try RawConnection(port: server.port)
+            defer { connection.close() }
+            try connection.send(head + body)
+            let answer = try connection.receive()
+            #expect(answer.hasPrefix("HTTP/1.1 \(status)"), "\(name): \(answer.prefix(200))")
+            if status == "400" { #expect(answer.contains("response_malformed"), "\(name): \(answer.prefix(400))") }
+            if status == "400" {
+                try await Task.sleep(for: .milliseconds(200))
+                #expect(connection.closedByPeer(), "\(name): the connection stays open")
+            } else {
+                // The rest of the body is read as the body (no request hides in it): the next request is answered.
+                try connection.send("GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n")
+                #expect(try connection.receive().hasPrefix("HTTP/1.1 200"), "\(name)")
+            }
+        }
+        // And a well-formed chunked body is read.
+        let connection = try RawConnection(port: server.port)
+        defer { connection.close() }
+        try connection.send(head + "2\r\n{}\r\n0\r\n\r\n")
+        #expect(try connection.receive().hasPrefix("HTTP/1.1 200"))
+    }
+}
