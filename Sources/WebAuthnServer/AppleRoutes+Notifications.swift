@@ -60,13 +60,15 @@ extension WebAuthnRoutes {
     private func act(on note: AppleNotification, _ apple: AppleConfiguration) async throws -> NotificationOutcome {
         let identities = apple.identities
         guard var linked = try await identities.identity(provider: Self.appleProvider, subject: note.sub) else { return .notLinked }
-        // An event older than the record's last change was applied already (or superseded); a
-        // revocation or deletion from before the identity was (re)linked is not about this link.
+        // An event older than the record's last change was applied already, or superseded: a
+        // revocation or deletion from before the identity was (re)linked, or before the user last
+        // signed in with it (which took a consent given again), is not about this link. Red team,
+        // thirteenth pass: a consent-revoked Apple delivered late, after the user had signed in
+        // again, deleted the account (only the link's creation was compared).
         if let time = note.eventTime {
             let superseded =
                 switch note.event {
-                case .emailEnabled, .emailDisabled: time < linked.updatedAt
-                case .consentRevoked, .accountDeleted: time < linked.createdAt
+                case .emailEnabled, .emailDisabled, .consentRevoked, .accountDeleted: time < linked.updatedAt
                 case .other: false
                 }
             if superseded { return .superseded }

@@ -131,12 +131,19 @@ extension WebAuthnRoutes {
 
     /// The end of both flows, once the token is verified and the code exchanged: the account
     /// found, linked or made (``appleAccount(_:refreshToken:user:request:token:_:)``), the session
-    /// signed in and verified, the sign-in audited.
+    /// signed in and verified, the sign-in audited. A failure from here on revokes the refresh
+    /// token just issued unless an identity holds it (``revokeUnheld(_:of:_:)``).
     func appleSignedIn<Context: RequestContext>(
         _ identity: AppleIdentityToken, refreshToken: String?, user: AppleUserData, method: String, _ request: Request, _ context: Context,
         token: BrowserSessions.Token?, _ apple: AppleConfiguration
     ) async throws -> (session: BrowserSessions.Token, created: Bool) {
-        let (handle, created) = try await appleAccount(identity, refreshToken: refreshToken, user: user, request: request, token: token, apple)
+        let handle: [UInt8], created: Bool
+        do {
+            (handle, created) = try await appleAccount(identity, refreshToken: refreshToken, user: user, request: request, token: token, apple)
+        } catch {
+            await revokeUnheld(refreshToken, of: identity, apple)
+            throw error
+        }
         let signedIn = try await sessions.signIn(handle, replacing: token, now: now, verified: true)
         // Read after the session is stored: an account deleted (or an identity unlinked) while this
         // sign-in ran either ends this session too, or is seen here. Its session then ends and the
@@ -145,8 +152,7 @@ extension WebAuthnRoutes {
         let linked = try await apple.identities.identity(provider: Self.appleProvider, subject: identity.sub)
         guard let linked, linked.userHandle == handle else {
             try await sessions.store.delete(idHash: signedIn.binding)
-            // Linked nowhere now: nothing holds the token just issued (one linked elsewhere is that account's).
-            if linked == nil, let refreshToken { _ = await Self.attempt { () async throws(WebAuthnError) in try await revoke(refreshToken, apple) } }
+            await revokeUnheld(refreshToken, of: identity, apple)
             throw WebAuthnError(.accountUnknown, "the account was deleted, or this Apple ID unlinked from it, while signing in; sign in again")
         }
         let metadata: Logger.Metadata = ["account": .string(Audit.hash(handle)), "method": .string(method), "created": .string(created ? "true" : "false")]
@@ -171,17 +177,20 @@ extension WebAuthnRoutes {
         try requireRecent(session)
     }
 
-    /// The account of a verified Apple identity: the one it is linked to, else the
-    /// signed-in account (linked now, if the session verified the user recently: see
-    /// ``requireRecentToLink(_:token:_:)``), else a new one made with it. The refresh token
-    /// is kept sealed under the server secret, bound to the identity.
+    /// The account of a verified Apple identity: the one it is linked to (or, after a team
+    /// transfer, the one its old subject was), else the signed-in account (linked now, if the
+    /// session verified the user recently: see ``requireRecentToLink(_:token:_:)``), else a new one
+    /// made with it. The refresh token is kept sealed under the server secret, bound to the
+    /// identity, with the client id it was issued to.
     func appleAccount(
         _ identity: AppleIdentityToken, refreshToken: String?, user: AppleUserData, request: Request,
         token: BrowserSessions.Token?, _ apple: AppleConfiguration
     ) async throws -> (handle: [UInt8], created: Bool) {
-        let sealed = try refreshToken.map { try sealRefreshToken($0, subject: identity.sub) }
+        let sealed = try refreshToken.map { try sealRefreshToken($0, clientID: identity.audience, subject: identity.sub) }
         let now = self.now
-        if var linked = try await apple.identities.identity(provider: Self.appleProvider, subject: identity.sub) {
+        // A linked identity: its email fields and its new refresh token kept.
+        func signIn(_ linked: LinkedIdentity) async throws -> (handle: [UInt8], created: Bool) {
+            var linked = linked
             linked.email = identity.email ?? linked.email
             linked.emailVerified = identity.emailVerified ?? linked.emailVerified
             linked.isPrivateEmail = identity.isPrivateEmail ?? linked.isPrivateEmail
@@ -190,120 +199,60 @@ extension WebAuthnRoutes {
             _ = try await apple.identities.update(linked)
             return (linked.userHandle, false)
         }
+        if let linked = try await apple.identities.identity(provider: Self.appleProvider, subject: identity.sub) { return try await signIn(linked) }
         if let transferred = identity.transferSub,
             try await apple.identities.relink(provider: Self.appleProvider, subject: transferred, to: identity.sub, at: now),
             let moved = try await apple.identities.identity(provider: Self.appleProvider, subject: identity.sub)
         {
-            return (moved.userHandle, false)
+            return try await signIn(moved)  // the new team's token replaces the old team's
         }
         if let handle = try await signedInAccount(request, token: token) {
-            if let session = try await sessions.signedIn(token, now: now), session.userHandle == handle { try requireRecent(session) }
+            let session = try await sessions.signedIn(token, now: now)
+            let throughSession = session?.userHandle == handle
+            if let session, throughSession { try requireRecent(session) }
             try await apple.identities.link(
                 LinkedIdentity(
                     provider: Self.appleProvider, subject: identity.sub, userHandle: handle, email: identity.email, emailVerified: identity.emailVerified,
                     isPrivateEmail: identity.isPrivateEmail, refreshToken: sealed, createdAt: now))
+            // The link stands on the session: one ended meanwhile (signed out everywhere, or by a
+            // passkey's deletion) takes it back (red team, thirteenth pass: the owner's sign-out
+            // everywhere answered that the intruder's session had ended, and the intruder's Apple
+            // ID stayed linked and signed in, in 19 rounds of 150).
+            if throughSession, try await sessions.signedIn(token, now: self.now)?.userHandle != handle {
+                if try await apple.identities.identity(provider: Self.appleProvider, subject: identity.sub)?.userHandle == handle {
+                    _ = try await apple.identities.unlink(provider: Self.appleProvider, subject: identity.sub)
+                }
+                throw WebAuthnError(.signInRequired, "the session ended while this Apple ID was being linked; sign in again")
+            }
             return (handle, false)
         }
-        // A new account, named from the subject: `apple-` and 12 characters of its hash. Not by the
-        // email: sign-up answers 409 for a taken name to anyone, so an account named by its Apple
-        // ID's email told a stranger whether that address had an account here (red team,
-        // thirteenth pass). The email stays with the identity; the first-consent user data
-        // (unsigned), else the email, is the display name.
-        let name = "apple-" + Base64URL.encode(Array(Digest.sha256(Array(identity.sub.utf8)).prefix(9)))
+        // A new account, named `apple-` and 12 characters derived from the subject under the server
+        // secret. Not by the email: sign-up answers 409 for a taken name to anyone, so an account
+        // named by its Apple ID's email told a stranger whether that address had an account here;
+        // nor by a plain hash of the subject, which whoever knows the subject could register first
+        // (red team, thirteenth pass). The email stays with the identity; the first-consent user
+        // data (unsigned), else the email, is the display name.
+        let derived = Digest.hmacSHA256(key: configuration.secret, Array("apple account name".utf8), Array(identity.sub.utf8))
         let displayName = [user.displayName, identity.email].lazy.compactMap { $0.flatMap { try? UserName.normalize(displayName: $0) } }.first
-        let account = try UserEntity(id: SecureRandom.bytes(32), name: name, displayName: displayName ?? name)
-        try await apple.identities.create(
-            account,
-            firstIdentity: LinkedIdentity(
-                provider: Self.appleProvider, subject: identity.sub, userHandle: account.id, email: identity.email,
-                emailVerified: identity.emailVerified, isPrivateEmail: identity.isPrivateEmail, refreshToken: sealed, createdAt: now))
-        return (account.id, true)
-    }
-
-    /// The sealing key of refresh tokens, derived from the server secret.
-    var refreshTokenKey: [UInt8] { Digest.hmacSHA256(key: configuration.secret, Array("apple refresh token".utf8)) }
-
-    func sealRefreshToken(_ refreshToken: String, subject: String) throws(WebAuthnError) -> [UInt8] {
-        try Seal.seal(Array(refreshToken.utf8), key: refreshTokenKey, associated: Array("apple/\(subject)".utf8))
-    }
-
-    func openRefreshToken(_ sealed: [UInt8], subject: String) throws(WebAuthnError) -> String {
-        String(decoding: try Seal.open(sealed, key: refreshTokenKey, associated: Array("apple/\(subject)".utf8)), as: UTF8.self)
-    }
-
-    // MARK: Account deletion
-
-    /// Revokes a refresh token at Apple. It was issued to one of the client ids; Apple
-    /// refuses it (`apple_request_refused`) for the others, so each is tried in turn.
-    ///
-    /// Apple answers 200 for a token it no longer holds valid; `invalid_grant` from every client
-    /// id says the same, so there is nothing left to revoke and the deletion goes on (red team: an
-    /// endpoint that answered so kept the account from ever being deleted). Any other refusal
-    /// (`invalid_client`: the server's Apple credentials) is Apple's or the operator's to fix, not
-    /// the user's: `apple_endpoint_unavailable` (502), with Apple's answer in the log, and the
-    /// account stays.
-    func revoke(_ refreshToken: String, _ apple: AppleConfiguration) async throws(WebAuthnError) {
-        let client = try apple.signIn.tokenClient()
-        var refusals: [WebAuthnError] = []
-        for clientID in apple.signIn.configuration.clientIDs {
-            let outcome: WebAuthnError? = await Self.attempt { () async throws(WebAuthnError) in
-                try await client.revoke(refreshToken: refreshToken, clientID: clientID)
-            }
-            guard let failure = outcome else { return }
-            guard failure.code == .appleRequestRefused else { throw failure }
-            refusals.append(failure)
-        }
-        guard let last = refusals.last, !refusals.allSatisfy({ AppleTokenClient.refusal(of: $0) == "invalid_grant" }) else { return }
-        throw WebAuthnError(.appleEndpointUnavailable, "Apple refused to revoke the refresh token: \(last.message)")
-    }
-
-    /// Runs `body`, returning its error instead of throwing it.
-    static func attempt(_ body: () async throws(WebAuthnError) -> Void) async -> WebAuthnError? {
-        do { try await body() } catch { return error }
-        return nil
-    }
-
-    /// Deletes the signed-in account: its Apple refresh tokens are revoked at Apple
-    /// first (App Store rule), then the account, its credentials, identities and sessions go.
-    /// An identity linked, or a token refreshed, while the deletion ran is reported by the
-    /// deletion (``AccountStore/deleteAccount(handle:reportingIdentitiesIn:)``) and revoked then.
-    ///
-    /// Returns how many refresh tokens were not revoked, for the audit trail: a token sealed under
-    /// another server secret (the secret was changed, or one instance runs with another) cannot be
-    /// opened, so the deletion goes on without it (red team, twelfth pass: it failed with `500` and
-    /// the account could not be deleted at all); a token reported by the deletion that Apple does
-    /// not take is counted too, as the account is gone by then.
-    @discardableResult
-    func deleteAccount(_ handle: [UInt8]) async throws -> Int {
-        guard let apple = configuration.apple else {
-            _ = try await accounts.deleteAccount(handle: handle)
-            _ = try await sessions.store.deleteSessions(userHandle: handle)
-            return 0
-        }
-        var unrevoked = 0
-        var handled = Set<[UInt8]>()
-        // The tokens of Apple identities not handled yet: each revoked, or counted when `revokes`
-        // answers false (it cannot be opened: sealed under another secret).
-        func each(_ identities: [LinkedIdentity], _ revokes: (String) async throws -> Bool) async throws {
-            for identity in identities where identity.provider == Self.appleProvider {
-                guard let sealed = identity.refreshToken, handled.insert(sealed).inserted else { continue }
-                let refresh = try? openRefreshToken(sealed, subject: identity.subject)
-                if let refresh, try await revokes(refresh) { continue }
-                unrevoked += 1
+        for seed in [derived, SecureRandom.bytes(32)] {
+            let name = "apple-" + Base64URL.encode(Array(seed.prefix(9)))
+            let account = try UserEntity(id: SecureRandom.bytes(32), name: name, displayName: displayName ?? name)
+            do {
+                try await apple.identities.create(
+                    account,
+                    firstIdentity: LinkedIdentity(
+                        provider: Self.appleProvider, subject: identity.sub, userHandle: account.id, email: identity.email,
+                        emailVerified: identity.emailVerified, isPrivateEmail: identity.isPrivateEmail, refreshToken: sealed, createdAt: now))
+                return (account.id, true)
+            } catch let error as WebAuthnError where error.code == .identityAlreadyLinked {
+                // The same Apple ID's first sign-in on another device won: sign in to its account.
+                guard let linked = try await apple.identities.identity(provider: Self.appleProvider, subject: identity.sub) else { throw error }
+                return try await signIn(linked)
+            } catch let error as WebAuthnError where error.code == .usernameUnavailable {
+                continue  // taken (by chance, or by someone): a random name instead
             }
         }
-        // First, while the account stays if Apple fails (the user can try again).
-        try await each(try await apple.identities.identities(forUser: handle)) { refresh in
-            try await revoke(refresh, apple)
-            return true
-        }
-        let removed = try await accounts.deleteAccount(handle: handle, reportingIdentitiesIn: apple.identities) ?? []
-        _ = try await sessions.store.deleteSessions(userHandle: handle)
-        // Then those linked or refreshed since (red team, twelfth pass: an Apple ID linked while its
-        // account was deleted went with it, its refresh token never revoked). The account is gone:
-        // Apple failing now is counted, not thrown.
-        try await each(removed) { refresh in await Self.attempt { () async throws(WebAuthnError) in try await revoke(refresh, apple) } == nil }
-        return unrevoked
+        throw WebAuthnError(.usernameUnavailable, "no free account name for this Apple identity")
     }
 }
 

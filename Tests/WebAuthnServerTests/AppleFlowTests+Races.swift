@@ -14,6 +14,10 @@ final class Interleaving: AccountStore, LinkedIdentityStore {
     let beforeUpdate = Mutex<Hook?>(nil)
     /// Runs once, after the next `identities(forUser:)` has read and before it answers.
     let afterIdentities = Mutex<Hook?>(nil)
+    /// Run once, before the next `link` is forwarded, and after it.
+    let beforeLink = Mutex<Hook?>(nil), afterLink = Mutex<Hook?>(nil)
+    /// Runs once, before the next `create(_:firstIdentity:)` is forwarded.
+    let beforeCreate = Mutex<Hook?>(nil)
 
     init(_ store: SQLiteStore) { self.store = store }
 
@@ -38,8 +42,15 @@ final class Interleaving: AccountStore, LinkedIdentityStore {
         try await Self.take(afterIdentities)?()
         return read
     }
-    func create(_ user: UserEntity, firstIdentity: LinkedIdentity) async throws { try await store.create(user, firstIdentity: firstIdentity) }
-    func link(_ identity: LinkedIdentity) async throws { try await store.link(identity) }
+    func create(_ user: UserEntity, firstIdentity: LinkedIdentity) async throws {
+        try await Self.take(beforeCreate)?()
+        try await store.create(user, firstIdentity: firstIdentity)
+    }
+    func link(_ identity: LinkedIdentity) async throws {
+        try await Self.take(beforeLink)?()
+        try await store.link(identity)
+        try await Self.take(afterLink)?()
+    }
     func update(_ identity: LinkedIdentity) async throws -> Bool {
         try await Self.take(beforeUpdate)?()
         return try await store.update(identity)
@@ -102,6 +113,72 @@ extension AppleFlowTests {
             #expect(try await setup.store.identity(provider: "apple", subject: second.sub) == nil)
             let revoked = setup.standIn.revocations.map(\.token)
             #expect(revoked.count == 2 && Set(revoked).count == 2, "both Apple IDs' refresh tokens are revoked: \(revoked)")
+        }
+    }
+
+    /// Signs in with Apple as `user` from `client`: the status and the body.
+    static func appleSignIn(_ client: Client, _ setup: Setup, _ user: AppleStandIn.User) async throws -> (status: Int, body: JSONValue) {
+        let nonce = try #require(try await client.send("/apple/nonce", json: "{}").body["nonce"]?.stringValue)
+        let reply = try await client.send("/apple/signin", json: Self.signInBody(setup, user: user, nonce: nonce))
+        return (reply.status, reply.body)
+    }
+
+    @Test("a link that finds its account deleted fails and revokes the token it was just issued (no identity holds it)")
+    func failedLinkRevokes() async throws {
+        // Red team, thirteenth pass: the link answered account_unknown and left the new refresh
+        // token unrevoked, held by nobody (18 rounds of 150 on PostgreSQL, 6 of 100 on SQLite).
+        try await Self.withServer(interleaving: true) { setup, port in
+            let owner = Client(port: port)
+            let first = AppleStandIn.User(), second = AppleStandIn.User()
+            #expect(try await Self.appleSignIn(owner, setup, first).status == 200)
+            let handle = try #require(try await setup.store.identity(provider: "apple", subject: first.sub)?.userHandle)
+            let store = setup.store
+            setup.interleaving?.beforeLink.withLock { $0 = { _ = try await store.deleteAccount(handle: handle) } }
+            let linking = try await Self.appleSignIn(owner, setup, second)
+            #expect(linking.status == 400 && linking.body["errorMessage"]?.stringValue?.hasPrefix("account_unknown") == true, "\(linking.body)")
+            #expect(try await setup.store.identity(provider: "apple", subject: second.sub) == nil)
+            #expect(setup.standIn.revocations.count == 1, "the second Apple ID's new token is revoked")
+        }
+    }
+
+    @Test("a link whose session ends (signed out everywhere) before it is answered is taken back, and its token revoked")
+    func linkBesideSignOutEverywhere() async throws {
+        // Red team, thirteenth pass: sign-out everywhere answered that every session had ended, and
+        // the intruder's Apple ID, linked through one of them, stayed linked and signed in.
+        try await Self.withServer(interleaving: true) { setup, port in
+            let owner = Client(port: port)
+            let first = AppleStandIn.User(), intruder = AppleStandIn.User()
+            #expect(try await Self.appleSignIn(owner, setup, first).status == 200)
+            let handle = try #require(try await setup.store.identity(provider: "apple", subject: first.sub)?.userHandle)
+            let store = setup.store
+            setup.interleaving?.afterLink.withLock { $0 = { _ = try await store.deleteSessions(userHandle: handle) } }
+            let linking = try await Self.appleSignIn(owner, setup, intruder)
+            #expect(linking.status == 401 && linking.body["errorMessage"]?.stringValue?.hasPrefix("sign_in_required") == true, "\(linking.body)")
+            #expect(try await setup.store.identity(provider: "apple", subject: intruder.sub) == nil, "the link is taken back")
+            #expect(try await setup.store.deleteSessions(userHandle: handle) == 0, "no session of the account is left")
+            #expect(setup.standIn.revocations.count == 1)
+        }
+    }
+
+    @Test("the same new Apple ID signing in on two devices at once: the second signs in to the account the first made")
+    func concurrentFirstSignIn() async throws {
+        // Red team, thirteenth pass: one of the two got identity_already_linked (48 to 84 rounds of 100).
+        try await Self.withServer(interleaving: true) { setup, port in
+            let user = AppleStandIn.User()
+            let winner = UserEntity.new(name: "apple-winner")
+            let store = setup.store
+            setup.interleaving?.beforeCreate.withLock {
+                $0 = {
+                    try await store.create(
+                        winner, firstIdentity: LinkedIdentity(provider: "apple", subject: user.sub, userHandle: winner.id, createdAt: Date()))
+                }
+            }
+            let device = Client(port: port)
+            let reply = try await Self.appleSignIn(device, setup, user)
+            #expect(reply.status == 200 && reply.body["created"]?.boolValue == false, "\(reply.body)")
+            #expect(try await device.send("/demo/session", method: "GET").body["user"]?.stringValue == "apple-winner")
+            #expect(try await setup.store.identity(provider: "apple", subject: user.sub)?.refreshToken != nil, "its token is kept, not revoked")
+            #expect(setup.standIn.revocations.isEmpty)
         }
     }
 }

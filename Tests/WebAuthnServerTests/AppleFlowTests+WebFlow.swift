@@ -32,6 +32,11 @@ extension AppleFlowTests {
             let old = Client(port: port)
             old.cookies = before
             #expect(try await old.send("/demo/session", method: "GET").body["user"] == .null, "the session the flow started from has ended")
+            // Deleting the account revokes the web flow's token with the Services ID it was issued to
+            // (red team, thirteenth pass: it was tried with the bundle ID first, which an endpoint may
+            // answer 200 for and revoke nothing).
+            #expect(try await post.send("/demo/account", method: "DELETE").status == 200)
+            #expect(setup.standIn.revocations.map(\.clientID) == [Self.servicesID], "\(setup.standIn.revocations)")
         }
     }
 

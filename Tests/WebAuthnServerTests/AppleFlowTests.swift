@@ -340,6 +340,12 @@ struct AppleFlowTests {
             // Another one dated before the new link: superseded.
             let old = notification("account-delete", jti: "n-2", at: Date().addingTimeInterval(-120))
             #expect(try await Client(port: port).send("/apple/notifications", json: old).status == 200)
+            // One dated after the link but before the user's latest sign-in, delivered late: superseded
+            // (red team, thirteenth pass: it deleted the account the user had just signed in to).
+            let between = Date()
+            try await Task.sleep(for: .milliseconds(20))
+            #expect(try await signIn() == 200)
+            #expect(try await Client(port: port).send("/apple/notifications", json: notification("consent-revoked", jti: "n-4", at: between)).status == 200)
             // One from the future: refused.
             let future = notification("consent-revoked", jti: "n-3", at: Date().addingTimeInterval(86_400))
             let refused = try await Client(port: port).send("/apple/notifications", json: future)

@@ -1,0 +1,127 @@
+internal import Foundation
+internal import Hummingbird
+internal import SignInWithApple
+internal import WebAuthnCore
+internal import _WebAuthnEncoding
+internal import _WebAuthnCrypto
+
+/// An Apple refresh token as the server keeps it: sealed under the server secret, bound to its
+/// identity's subject, with the client id it was issued to (the bundle ID of the native flow, the
+/// Services ID of the web flow), so that it is revoked with that client id. Tokens sealed before
+/// the client id was kept open with none.
+struct AppleRefreshToken: Sendable {
+    let token: String
+    let clientID: String?
+}
+
+extension WebAuthnRoutes {
+    /// The sealing key of refresh tokens, derived from the server secret.
+    var refreshTokenKey: [UInt8] { Digest.hmacSHA256(key: configuration.secret, Array("apple refresh token".utf8)) }
+
+    /// Sealed: `0x01`, the client id, `0x00`, the token (Apple's tokens and client ids are printable).
+    func sealRefreshToken(_ refreshToken: String, clientID: String, subject: String) throws(WebAuthnError) -> [UInt8] {
+        let plain = [0x01] + Array(clientID.utf8) + [0x00] + Array(refreshToken.utf8)
+        return try Seal.seal(plain, key: refreshTokenKey, associated: Array("apple/\(subject)".utf8))
+    }
+
+    func openRefreshToken(_ sealed: [UInt8], subject: String) throws(WebAuthnError) -> AppleRefreshToken {
+        let plain = try Seal.open(sealed, key: refreshTokenKey, associated: Array("apple/\(subject)".utf8))
+        guard plain.first == 0x01, let end = plain.firstIndex(of: 0x00) else {
+            return AppleRefreshToken(token: String(decoding: plain, as: UTF8.self), clientID: nil)
+        }
+        return AppleRefreshToken(token: String(decoding: plain[(end + 1)...], as: UTF8.self), clientID: String(decoding: plain[1..<end], as: UTF8.self))
+    }
+
+    /// Revokes a refresh token at Apple, with the client id it was issued to. A token kept
+    /// without one (sealed before it was kept) is tried with each client id in turn: Apple
+    /// refuses it (`apple_request_refused`) for the others. Red team, thirteenth pass: a token of
+    /// the Services ID was "revoked" with the bundle ID, which an endpoint may accept with 200 and
+    /// revoke nothing; the token then still refreshed after the account was deleted.
+    ///
+    /// Apple answers 200 for a token it no longer holds valid; `invalid_grant` from every client
+    /// id tried says the same, so there is nothing left to revoke and the deletion goes on (red
+    /// team: an endpoint that answered so kept the account from ever being deleted). Any other
+    /// refusal (`invalid_client`: the server's Apple credentials) is Apple's or the operator's to
+    /// fix, not the user's: `apple_endpoint_unavailable` (502), with Apple's answer in the log,
+    /// and the account stays.
+    func revoke(_ refreshToken: AppleRefreshToken, _ apple: AppleConfiguration) async throws(WebAuthnError) {
+        let client = try apple.signIn.tokenClient()
+        let configured = apple.signIn.configuration.clientIDs
+        let clientIDs = refreshToken.clientID.flatMap { id in configured.first { Bytes.sameUTF8($0, id) }.map { [$0] } } ?? configured
+        var refusals: [WebAuthnError] = []
+        for clientID in clientIDs {
+            let outcome: WebAuthnError? = await Self.attempt { () async throws(WebAuthnError) in
+                try await client.revoke(refreshToken: refreshToken.token, clientID: clientID)
+            }
+            guard let failure = outcome else { return }
+            guard failure.code == .appleRequestRefused else { throw failure }
+            refusals.append(failure)
+        }
+        guard let last = refusals.last, !refusals.allSatisfy({ AppleTokenClient.refusal(of: $0) == "invalid_grant" }) else { return }
+        throw WebAuthnError(.appleEndpointUnavailable, "Apple refused to revoke the refresh token: \(last.message)")
+    }
+
+    /// Revokes the refresh token a sign-in was just issued, when the sign-in failed after the
+    /// code exchange and no identity holds it: the Apple ID is linked nowhere. One linked (to
+    /// this account, or another sign-in's) keeps it: revoking a token ends the user's whole
+    /// authorization of the app, the linked identity's token with it. Best effort (the sign-in
+    /// has failed anyway). Red team, thirteenth pass: a link that found its account deleted, a
+    /// new account whose name was taken, left the token unrevoked and held by nobody.
+    func revokeUnheld(_ refreshToken: String?, of identity: AppleIdentityToken, _ apple: AppleConfiguration) async {
+        guard let refreshToken, (try? await apple.identities.identity(provider: Self.appleProvider, subject: identity.sub)) == .some(nil) else { return }
+        _ = await Self.attempt { () async throws(WebAuthnError) in
+            try await revoke(AppleRefreshToken(token: refreshToken, clientID: identity.audience), apple)
+        }
+    }
+
+    /// Runs `body`, returning its error instead of throwing it.
+    static func attempt(_ body: () async throws(WebAuthnError) -> Void) async -> WebAuthnError? {
+        do { try await body() } catch { return error }
+        return nil
+    }
+
+    // MARK: Account deletion
+
+    /// Deletes the signed-in account: its Apple refresh tokens are revoked at Apple
+    /// first (App Store rule), then the account, its credentials, identities and sessions go.
+    /// An identity linked, or a token refreshed, while the deletion ran is reported by the
+    /// deletion (``AccountStore/deleteAccount(handle:reportingIdentitiesIn:)``) and revoked then.
+    ///
+    /// Returns how many refresh tokens were not revoked, for the audit trail: a token sealed under
+    /// another server secret (the secret was changed, or one instance runs with another) cannot be
+    /// opened, so the deletion goes on without it (red team, twelfth pass: it failed with `500` and
+    /// the account could not be deleted at all); a token reported by the deletion that Apple does
+    /// not take is counted too, as the account is gone by then.
+    @discardableResult
+    func deleteAccount(_ handle: [UInt8]) async throws -> Int {
+        guard let apple = configuration.apple else {
+            _ = try await accounts.deleteAccount(handle: handle)
+            _ = try await sessions.store.deleteSessions(userHandle: handle)
+            return 0
+        }
+        var unrevoked = 0
+        var handled = Set<[UInt8]>()
+        // The tokens of Apple identities not handled yet: each revoked, or counted when `revokes`
+        // answers false (it cannot be opened: sealed under another secret).
+        func each(_ identities: [LinkedIdentity], _ revokes: (AppleRefreshToken) async throws -> Bool) async throws {
+            for identity in identities where identity.provider == Self.appleProvider {
+                guard let sealed = identity.refreshToken, handled.insert(sealed).inserted else { continue }
+                let refresh = try? openRefreshToken(sealed, subject: identity.subject)
+                if let refresh, try await revokes(refresh) { continue }
+                unrevoked += 1
+            }
+        }
+        // First, while the account stays if Apple fails (the user can try again).
+        try await each(try await apple.identities.identities(forUser: handle)) { refresh in
+            try await revoke(refresh, apple)
+            return true
+        }
+        let removed = try await accounts.deleteAccount(handle: handle, reportingIdentitiesIn: apple.identities) ?? []
+        _ = try await sessions.store.deleteSessions(userHandle: handle)
+        // Then those linked or refreshed since (red team, twelfth pass: an Apple ID linked while its
+        // account was deleted went with it, its refresh token never revoked). The account is gone:
+        // Apple failing now is counted, not thrown.
+        try await each(removed) { refresh in await Self.attempt { () async throws(WebAuthnError) in try await revoke(refresh, apple) } == nil }
+        return unrevoked
+    }
+}
