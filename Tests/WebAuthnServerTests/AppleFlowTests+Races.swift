@@ -69,8 +69,7 @@ extension AppleFlowTests {
         try await Self.withServer(interleaving: true) { setup, port in
             let app = Client(port: port)
             let user = AppleStandIn.User()
-            let first = try #require(try await app.send("/apple/nonce", json: "{}").body["nonce"]?.stringValue)
-            #expect(try await app.send("/apple/signin", json: Self.signInBody(setup, user: user, nonce: first)).status == 200)
+            #expect(try await Self.appleSignIn(app, setup, user).status == 200)
             let handle = try #require(try await setup.store.identity(provider: "apple", subject: user.sub)?.userHandle)
             let phone = Client(port: port)
             let nonce = try #require(try await phone.send("/apple/nonce", json: "{}").body["nonce"]?.stringValue)
@@ -92,8 +91,7 @@ extension AppleFlowTests {
         try await Self.withServer(interleaving: true) { setup, port in
             let app = Client(port: port)
             let owner = AppleStandIn.User(), second = AppleStandIn.User()
-            let nonce = try #require(try await app.send("/apple/nonce", json: "{}").body["nonce"]?.stringValue)
-            #expect(try await app.send("/apple/signin", json: Self.signInBody(setup, user: owner, nonce: nonce)).status == 200)
+            #expect(try await Self.appleSignIn(app, setup, owner).status == 200)
             let handle = try #require(try await setup.store.identity(provider: "apple", subject: owner.sub)?.userHandle)
             // Another tab of the same browser links a second Apple ID after the deletion read the tokens.
             let tab = Client(port: port)

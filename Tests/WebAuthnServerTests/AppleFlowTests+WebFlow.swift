@@ -4,6 +4,20 @@ import WebAuthnTesting
 import _WebAuthnEncoding
 
 extension AppleFlowTests {
+    /// Starts the web flow from `browser` and answers, as Apple would for a new user: the form to
+    /// post to `/apple/web/callback`.
+    static func webFlowForm(_ browser: Client, _ setup: Setup) async throws -> String {
+        let start = try await browser.send("/apple/web/start", method: "GET")
+        let location = try #require(start.location.flatMap(URLComponents.init(string:)))
+        func item(_ name: String) -> String? { location.queryItems?.first { $0.name == name }?.value }
+        let state = try #require(item("state")), nonce = try #require(item("nonce"))
+        let user = AppleStandIn.User()
+        let token = setup.standIn.identityToken(for: user, audience: Self.servicesID, nonce: nonce)
+        let code = setup.standIn.authorizationCode(for: user, clientID: Self.servicesID, redirectURI: "http://127.0.0.1/apple/web/callback")
+        func enc(_ s: String) -> String { s.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "" }
+        return "code=\(enc(code))&id_token=\(enc(token))&state=\(enc(state))"
+    }
+
     @Test("web: the callback ends the session the browser had when it started the flow, though Apple's cross-site post does not bring its cookie")
     func webFlowEndsPreviousSession() async throws {
         // Red team, thirteenth pass: the form post is cross-site, so the SameSite=Strict session
@@ -11,22 +25,14 @@ extension AppleFlowTests {
         // lifetime, and the browser, holding the new cookie, could not end it.
         try await Self.withServer { setup, port in
             let browser = Client(port: port)
-            let nonce = try #require(try await browser.send("/apple/nonce", json: "{}").body["nonce"]?.stringValue)
-            #expect(try await browser.send("/apple/signin", json: Self.signInBody(setup, user: AppleStandIn.User(), nonce: nonce)).status == 200)
+            #expect(try await Self.appleSignIn(browser, setup, AppleStandIn.User()).status == 200)
             let before = browser.cookies
-            let start = try await browser.send("/apple/web/start", method: "GET")
-            let location = try #require(start.location.flatMap(URLComponents.init(string:)))
-            func item(_ name: String) -> String? { location.queryItems?.first { $0.name == name }?.value }
-            let state = try #require(item("state")), webNonce = try #require(item("nonce"))
-            let user = AppleStandIn.User()
-            let token = setup.standIn.identityToken(for: user, audience: Self.servicesID, nonce: webNonce)
-            let code = setup.standIn.authorizationCode(for: user, clientID: Self.servicesID, redirectURI: "http://127.0.0.1/apple/web/callback")
-            func enc(_ s: String) -> String { s.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "" }
+            let form = try await Self.webFlowForm(browser, setup)
             // Apple's post, as a browser sends it cross-site: the flow cookie only.
             let post = Client(port: port)
             post.cookies = browser.cookies.filter { $0.key.contains("apple_flow") }
             #expect(post.cookies.count == 1)
-            let done = try await post.send("/apple/web/callback", form: "code=\(enc(code))&id_token=\(enc(token))&state=\(enc(state))")
+            let done = try await post.send("/apple/web/callback", form: form)
             #expect(done.status == 303, "\(done.body)")
             #expect(try await post.send("/demo/session", method: "GET").body["user"]?.stringValue != nil, "the new session is signed in")
             let old = Client(port: port)
@@ -44,22 +50,14 @@ extension AppleFlowTests {
     func webFlowCookieTampered() async throws {
         try await Self.withServer { setup, port in
             let victim = Client(port: port)
-            let nonce = try #require(try await victim.send("/apple/nonce", json: "{}").body["nonce"]?.stringValue)
-            #expect(try await victim.send("/apple/signin", json: Self.signInBody(setup, user: AppleStandIn.User(), nonce: nonce)).status == 200)
+            #expect(try await Self.appleSignIn(victim, setup, AppleStandIn.User()).status == 200)
             let attacker = Client(port: port)
-            let start = try await attacker.send("/apple/web/start", method: "GET")
-            let location = try #require(start.location.flatMap(URLComponents.init(string:)))
-            func item(_ name: String) -> String? { location.queryItems?.first { $0.name == name }?.value }
-            let state = try #require(item("state")), webNonce = try #require(item("nonce"))
-            let user = AppleStandIn.User()
-            let token = setup.standIn.identityToken(for: user, audience: Self.servicesID, nonce: webNonce)
-            let code = setup.standIn.authorizationCode(for: user, clientID: Self.servicesID, redirectURI: "http://127.0.0.1/apple/web/callback")
-            func enc(_ s: String) -> String { s.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "" }
+            let form = try await Self.webFlowForm(attacker, setup)
             // The attacker appends 32 bytes (any session's id hash) to their own flow cookie.
             let name = try #require(attacker.cookies.keys.first { $0.contains("apple_flow") })
             let flow = try #require(attacker.cookies[name].flatMap { Base64URL.decode($0) })
             attacker.cookies[name] = Base64URL.encode(flow + [UInt8](repeating: 7, count: 32))
-            let refused = try await attacker.send("/apple/web/callback", form: "code=\(enc(code))&id_token=\(enc(token))&state=\(enc(state))")
+            let refused = try await attacker.send("/apple/web/callback", form: form)
             #expect(refused.status == 403, "\(refused.body)")
             #expect(try await victim.send("/demo/session", method: "GET").body["user"]?.stringValue != nil)
         }
