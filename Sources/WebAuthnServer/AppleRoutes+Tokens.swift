@@ -33,10 +33,11 @@ extension WebAuthnRoutes {
     }
 
     /// Revokes a refresh token at Apple, with the client id it was issued to. A token kept
-    /// without one (sealed before it was kept) is tried with each client id in turn: Apple
-    /// refuses it (`apple_request_refused`) for the others. Red team, thirteenth pass: a token of
-    /// the Services ID was "revoked" with the bundle ID, which an endpoint may accept with 200 and
-    /// revoke nothing; the token then still refreshed after the account was deleted.
+    /// without one (sealed before it was kept) is sent with every client id: Apple refuses it
+    /// (`apple_request_refused`) for the others, and an endpoint may answer 200 for a client id
+    /// it was not issued to and revoke nothing, so the first 200 proves nothing. Red team,
+    /// thirteenth pass: a token of the Services ID was "revoked" with the bundle ID, and still
+    /// refreshed after the account was deleted.
     ///
     /// Apple answers 200 for a token it no longer holds valid; `invalid_grant` from every client
     /// id tried says the same, so there is nothing left to revoke and the deletion goes on (red
@@ -49,15 +50,19 @@ extension WebAuthnRoutes {
         let configured = apple.signIn.configuration.clientIDs
         let clientIDs = refreshToken.clientID.flatMap { id in configured.first { Bytes.sameUTF8($0, id) }.map { [$0] } } ?? configured
         var refusals: [WebAuthnError] = []
+        var revoked = false
         for clientID in clientIDs {
             let outcome: WebAuthnError? = await Self.attempt { () async throws(WebAuthnError) in
                 try await client.revoke(refreshToken: refreshToken.token, clientID: clientID)
             }
-            guard let failure = outcome else { return }
+            guard let failure = outcome else {
+                revoked = true
+                continue
+            }
             guard failure.code == .appleRequestRefused else { throw failure }
             refusals.append(failure)
         }
-        guard let last = refusals.last, !refusals.allSatisfy({ AppleTokenClient.refusal(of: $0) == "invalid_grant" }) else { return }
+        guard !revoked, let last = refusals.last, !refusals.allSatisfy({ AppleTokenClient.refusal(of: $0) == "invalid_grant" }) else { return }
         throw WebAuthnError(.appleEndpointUnavailable, "Apple refused to revoke the refresh token: \(last.message)")
     }
 

@@ -137,14 +137,29 @@ extension WebAuthnRoutes {
         _ identity: AppleIdentityToken, refreshToken: String?, user: AppleUserData, method: String, _ request: Request, _ context: Context,
         token: BrowserSessions.Token?, _ apple: AppleConfiguration
     ) async throws -> (session: BrowserSessions.Token, created: Bool) {
-        let handle: [UInt8], created: Bool
+        let handle: [UInt8], created: Bool, linkedThrough: BrowserSessions.Token?
         do {
-            (handle, created) = try await appleAccount(identity, refreshToken: refreshToken, user: user, request: request, token: token, apple)
+            (handle, created, linkedThrough) = try await appleAccount(
+                identity, refreshToken: refreshToken, user: user, request: request, token: token, apple)
         } catch {
             await revokeUnheld(refreshToken, of: identity, apple)
             throw error
         }
-        let signedIn = try await sessions.signIn(handle, replacing: token, now: now, verified: true)
+        let signedIn: BrowserSessions.Token
+        if let linkedThrough {
+            // The link stands on that session: ended meanwhile (signed out everywhere, by a
+            // passkey's deletion or an unlink), it takes the link back.
+            guard let fresh = try await sessions.signIn(handle, inPlaceOf: linkedThrough, now: now, verified: true) else {
+                if try await apple.identities.identity(provider: Self.appleProvider, subject: identity.sub)?.userHandle == handle {
+                    _ = try await apple.identities.unlink(provider: Self.appleProvider, subject: identity.sub)
+                }
+                await revokeUnheld(refreshToken, of: identity, apple)
+                throw WebAuthnError(.signInRequired, "the session ended while this Apple ID was being linked; sign in again")
+            }
+            signedIn = fresh
+        } else {
+            signedIn = try await sessions.signIn(handle, replacing: token, now: now, verified: true)
+        }
         // Read after the session is stored: an account deleted (or an identity unlinked) while this
         // sign-in ran either ends this session too, or is seen here. Its session then ends and the
         // refresh token just issued is revoked (red team, twelfth pass, PostgreSQL: sessions of
@@ -185,11 +200,11 @@ extension WebAuthnRoutes {
     func appleAccount(
         _ identity: AppleIdentityToken, refreshToken: String?, user: AppleUserData, request: Request,
         token: BrowserSessions.Token?, _ apple: AppleConfiguration
-    ) async throws -> (handle: [UInt8], created: Bool) {
+    ) async throws -> (handle: [UInt8], created: Bool, linkedThrough: BrowserSessions.Token?) {
         let sealed = try refreshToken.map { try sealRefreshToken($0, clientID: identity.audience, subject: identity.sub) }
         let now = self.now
         // A linked identity: its email fields and its new refresh token kept.
-        func signIn(_ linked: LinkedIdentity) async throws -> (handle: [UInt8], created: Bool) {
+        func signIn(_ linked: LinkedIdentity) async throws -> (handle: [UInt8], created: Bool, linkedThrough: BrowserSessions.Token?) {
             var linked = linked
             linked.email = identity.email ?? linked.email
             linked.emailVerified = identity.emailVerified ?? linked.emailVerified
@@ -197,7 +212,7 @@ extension WebAuthnRoutes {
             if let sealed { linked.refreshToken = sealed }
             linked.updatedAt = now
             _ = try await apple.identities.update(linked)
-            return (linked.userHandle, false)
+            return (linked.userHandle, false, nil)
         }
         if let linked = try await apple.identities.identity(provider: Self.appleProvider, subject: identity.sub) { return try await signIn(linked) }
         if let transferred = identity.transferSub,
@@ -214,17 +229,9 @@ extension WebAuthnRoutes {
                 LinkedIdentity(
                     provider: Self.appleProvider, subject: identity.sub, userHandle: handle, email: identity.email, emailVerified: identity.emailVerified,
                     isPrivateEmail: identity.isPrivateEmail, refreshToken: sealed, createdAt: now))
-            // The link stands on the session: one ended meanwhile (signed out everywhere, or by a
-            // passkey's deletion) takes it back (red team, thirteenth pass: the owner's sign-out
-            // everywhere answered that the intruder's session had ended, and the intruder's Apple
-            // ID stayed linked and signed in, in 19 rounds of 150).
-            if throughSession, try await sessions.signedIn(token, now: self.now)?.userHandle != handle {
-                if try await apple.identities.identity(provider: Self.appleProvider, subject: identity.sub)?.userHandle == handle {
-                    _ = try await apple.identities.unlink(provider: Self.appleProvider, subject: identity.sub)
-                }
-                throw WebAuthnError(.signInRequired, "the session ended while this Apple ID was being linked; sign in again")
-            }
-            return (handle, false)
+            // Signed in in place of that session only while it lasts (``appleSignedIn``): one
+            // ended meanwhile takes the link back.
+            return (handle, false, throughSession ? token : nil)
         }
         // A new account, named `apple-` and 12 characters derived from the subject under the server
         // secret. Not by the email: sign-up answers 409 for a taken name to anyone, so an account
@@ -243,7 +250,7 @@ extension WebAuthnRoutes {
                     firstIdentity: LinkedIdentity(
                         provider: Self.appleProvider, subject: identity.sub, userHandle: account.id, email: identity.email,
                         emailVerified: identity.emailVerified, isPrivateEmail: identity.isPrivateEmail, refreshToken: sealed, createdAt: now))
-                return (account.id, true)
+                return (account.id, true, nil)
             } catch let error as WebAuthnError where error.code == .identityAlreadyLinked {
                 // The same Apple ID's first sign-in on another device won: sign in to its account.
                 guard let linked = try await apple.identities.identity(provider: Self.appleProvider, subject: identity.sub) else { throw error }

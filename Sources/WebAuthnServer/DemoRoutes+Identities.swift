@@ -58,6 +58,8 @@ extension WebAuthnRoutes {
     }
 
     static let unknownIdentity = WebAuthnError(.identityUnknown, "your account has no such linked identity")
+    static let lastIdentity = WebAuthnError(
+        .lastCredential, "this Apple ID is the only way to sign in to the account: add a passkey first, or delete the account")
 
     /// Unlinks the account's Apple identity `subject` unless it is the account's last way in
     /// (`last_credential`), in one transaction where the store keeps credentials and identities
@@ -73,7 +75,7 @@ extension WebAuthnRoutes {
             let (outcome, token) = try await guarding.unlinkIdentity(provider: Self.appleProvider, subject: subject, ofAccount: handle)
             switch outcome {
             case .deleted: sealed = token
-            case .lastWayIn: throw Self.lastWayIn
+            case .lastWayIn: throw Self.lastIdentity
             case .notFound: throw Self.unknownIdentity
             }
         } else {
@@ -83,7 +85,7 @@ extension WebAuthnRoutes {
                         throw Self.unknownIdentity
                     }
                     if try await engine.credentials.credentials(forUser: handle).isEmpty, try await apple.identities.identities(forUser: handle).count < 2 {
-                        throw Self.lastWayIn
+                        throw Self.lastIdentity
                     }
                     return try await apple.identities.unlink(provider: Self.appleProvider, subject: subject)?.refreshToken
                 } catch let error as WebAuthnError {

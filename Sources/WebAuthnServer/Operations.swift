@@ -156,7 +156,8 @@ struct OperationsRoutes: Sendable {
     /// `/metrics` from the same host).
     static let proxyHeaders: [HTTPField.Name] = [
         "X-Forwarded-For", "Forwarded", "X-Real-IP", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Forwarded-Port", "X-Client-IP", "True-Client-IP",
-        "CF-Connecting-IP", "Fastly-Client-IP", "X-Cluster-Client-IP", "Via",
+        "CF-Connecting-IP", "Fastly-Client-IP", "X-Cluster-Client-IP", "Via", "X-Forwarded", "Forwarded-For", "X-Original-Forwarded-For",
+        "X-Envoy-External-Address", "X-Forwarded-Server", "X-ProxyUser-Ip", "Client-IP",
     ].compactMap { HTTPField.Name($0) }
 
     /// `exposure` applied to a request from `peer`.

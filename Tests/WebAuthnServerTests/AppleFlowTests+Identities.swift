@@ -45,7 +45,7 @@ extension AppleFlowTests {
             #expect(try await setup.store.identity(provider: "apple", subject: intruderID.sub)?.userHandle != handle)
             // The account's last way in stays; another account's identity, or nonsense, is unknown.
             let last = try await owner.send("/demo/identities/\(ids[0])", method: "DELETE")
-            #expect(last.status == 409 && last.body["errorMessage"]?.stringValue?.hasPrefix("last_credential") == true, "\(last.body)")
+            #expect(last.status == 409 && last.body["errorMessage"]?.stringValue?.hasPrefix("last_credential: this Apple ID") == true, "\(last.body)")
             for id in [ids[1], "!!", Base64URL.encode([0xFF, 0xFE])] {
                 let unknown = try await owner.send("/demo/identities/\(id)", method: "DELETE")
                 #expect(unknown.status == 400 && unknown.body["errorMessage"]?.stringValue?.hasPrefix("identity_unknown") == true, "\(id): \(unknown.body)")

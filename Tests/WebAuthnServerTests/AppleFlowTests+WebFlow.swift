@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import WebAuthnTesting
+import _WebAuthnCrypto
 import _WebAuthnEncoding
 
 extension AppleFlowTests {
@@ -60,6 +61,24 @@ extension AppleFlowTests {
             let refused = try await attacker.send("/apple/web/callback", form: form)
             #expect(refused.status == 403, "\(refused.body)")
             #expect(try await victim.send("/demo/session", method: "GET").body["user"]?.stringValue != nil)
+        }
+    }
+
+    @Test("a refresh token sealed before its client id was kept is revoked with every client id, not only the first that answers 200")
+    func legacyTokenRevokedWithEveryClientID() async throws {
+        // Red team, thirteenth pass (re-check): such a token of the Services ID was sent with the
+        // bundle ID only, which the endpoint answered 200 for, and it still refreshed afterwards.
+        try await Self.withServer { setup, port in
+            let app = Client(port: port)
+            let user = AppleStandIn.User()
+            #expect(try await Self.appleSignIn(app, setup, user).status == 200)
+            var identity = try #require(try await setup.store.identity(provider: "apple", subject: user.sub))
+            let key = Digest.hmacSHA256(key: setup.secret, Array("apple refresh token".utf8))
+            identity.refreshToken = try Seal.seal(Array("legacy-token".utf8), key: key, associated: Array("apple/\(user.sub)".utf8))
+            #expect(try await setup.store.update(identity))
+            #expect(try await app.send("/demo/account", method: "DELETE").status == 200)
+            let sent = setup.standIn.revocations
+            #expect(sent.map(\.clientID) == [Self.clientID, Self.servicesID] && sent.allSatisfy { $0.token == "legacy-token" }, "\(sent)")
         }
     }
 }

@@ -64,6 +64,8 @@ struct AppleFlowTests {
         let standIn: AppleStandIn
         let store: SQLiteStore
         let path: String
+        /// The server secret.
+        let secret: [UInt8]
         /// The server's accounts and identities when the test asked for hooks.
         var interleaving: Interleaving? = nil
     }
@@ -74,6 +76,7 @@ struct AppleFlowTests {
         limits: WebAuthnEngine.Limits = WebAuthnEngine.Limits(), interleaving: Bool = false, _ body: (Setup, Int) async throws -> Void
     ) async throws {
         let credentials = try AppleStandIn.makeCredentials()
+        let secret = SecureRandom.bytes(32)
         let standIn = try AppleStandIn(credentials: credentials, clientIDs: [clientID, servicesID])
         let applePort = try standIn.start()
         defer { standIn.stop() }
@@ -89,16 +92,16 @@ struct AppleFlowTests {
             clientIDs: [clientID, servicesID], credentials: credentials,
             baseURL: URL(string: "http://127.0.0.1:\(applePort)")!)
         let configuration = ServerConfiguration(
-            demo: true, rateLimit: rateLimit,
+            demo: true, secret: secret, rateLimit: rateLimit,
             apple: AppleConfiguration(
                 signIn: AppleSignIn(configuration: apple, clock: appleClock), identities: accounts, servicesID: servicesID,
                 redirectURI: "http://127.0.0.1/apple/web/callback"))
         try await EmbeddingTests.serving({ running in
             buildApplication(
-                engine: engine, accounts: accounts, sessions: store,
+                engine: engine, accounts: accounts, sessions: interleaved ?? store,
                 configuration: ApplicationConfiguration(
                     port: 0, routes: configuration, onServerRunning: running))
-        }) { port in try await body(Setup(standIn: standIn, store: store, path: path, interleaving: interleaved), port) }
+        }) { port in try await body(Setup(standIn: standIn, store: store, path: path, secret: secret, interleaving: interleaved), port) }
         try await store.close()
     }
 

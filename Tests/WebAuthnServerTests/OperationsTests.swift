@@ -95,7 +95,7 @@ struct OperationsTests {
             // Relayed by a proxy (even one on this host): not for the loopback exposure.
             #expect(try await Self.get(port, "/metrics", headers: ["X-Forwarded-For": "203.0.113.9"]).status == 404)
             // Whatever header the proxy adds (red team, thirteenth pass: nginx with X-Real-IP alone).
-            for header in ["X-Real-IP", "Forwarded", "Via", "X-Forwarded-Proto", "True-Client-IP"] {
+            for header in ["X-Real-IP", "Forwarded", "Via", "X-Forwarded-Proto", "True-Client-IP", "X-Forwarded", "Forwarded-For", "X-Envoy-External-Address"] {
                 #expect(try await Self.get(port, "/metrics", headers: [header: "203.0.113.9"]).status == 404, "\(header)")
             }
         }
