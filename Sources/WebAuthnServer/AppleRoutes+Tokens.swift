@@ -7,29 +7,50 @@ internal import _WebAuthnCrypto
 
 /// An Apple refresh token as the server keeps it: sealed under the server secret, bound to its
 /// identity's subject, with the client id it was issued to (the bundle ID of the native flow, the
-/// Services ID of the web flow), so that it is revoked with that client id. Tokens sealed before
-/// the client id was kept open with none.
-struct AppleRefreshToken: Sendable {
+/// Services ID of the web flow), so that it is revoked with that client id. An identity keeps the
+/// latest token of each client id it signed in through (red team, thirteenth pass: a sign-in
+/// through the app replaced the web flow's token, which was then never revoked). Tokens sealed
+/// before the client id was kept open with none.
+struct AppleRefreshToken: Sendable, Equatable {
     let token: String
     let clientID: String?
+
+    /// The most client ids an identity keeps a token for.
+    static let maxKept = 8
 }
 
 extension WebAuthnRoutes {
     /// The sealing key of refresh tokens, derived from the server secret.
     var refreshTokenKey: [UInt8] { Digest.hmacSHA256(key: configuration.secret, Array("apple refresh token".utf8)) }
 
-    /// Sealed: `0x01`, the client id, `0x00`, the token (Apple's tokens and client ids are printable).
-    func sealRefreshToken(_ refreshToken: String, clientID: String, subject: String) throws(WebAuthnError) -> [UInt8] {
-        let plain = [0x01] + Array(clientID.utf8) + [0x00] + Array(refreshToken.utf8)
+    /// `refreshToken`, issued to `clientID`, sealed with the tokens of other client ids (or of
+    /// none known) that `kept` (the identity's sealed tokens, if they open) holds: `0x02`, then for
+    /// each token its client id (empty when not known), `0x00`, the token, `0x00` (Apple's tokens
+    /// and client ids are printable).
+    func sealRefreshToken(_ refreshToken: String, clientID: String, subject: String, keeping kept: [UInt8]? = nil) throws(WebAuthnError) -> [UInt8] {
+        let others = kept.flatMap { try? openRefreshTokens($0, subject: subject) }?.filter { $0.clientID.map { !Bytes.sameUTF8($0, clientID) } ?? true } ?? []
+        var plain: [UInt8] = [0x02]
+        for entry in (others + [AppleRefreshToken(token: refreshToken, clientID: clientID)]).suffix(AppleRefreshToken.maxKept) {
+            plain += Array((entry.clientID ?? "").utf8) + [0x00] + Array(entry.token.utf8) + [0x00]
+        }
         return try Seal.seal(plain, key: refreshTokenKey, associated: Array("apple/\(subject)".utf8))
     }
 
-    func openRefreshToken(_ sealed: [UInt8], subject: String) throws(WebAuthnError) -> AppleRefreshToken {
+    /// The tokens an identity's sealed value holds, oldest first; one sealed before the client id
+    /// was kept is the token alone (printable, so never starting with `0x02`).
+    func openRefreshTokens(_ sealed: [UInt8], subject: String) throws(WebAuthnError) -> [AppleRefreshToken] {
         let plain = try Seal.open(sealed, key: refreshTokenKey, associated: Array("apple/\(subject)".utf8))
-        guard plain.first == 0x01, let end = plain.firstIndex(of: 0x00) else {
-            return AppleRefreshToken(token: String(decoding: plain, as: UTF8.self), clientID: nil)
+        switch plain.first {
+        case 0x02:
+            let fields = plain.dropFirst().split(separator: 0x00, omittingEmptySubsequences: false).dropLast()
+            guard fields.count % 2 == 0 else { throw WebAuthnError(.storageFailure, "a stored refresh token is unreadable") }
+            return stride(from: fields.startIndex, to: fields.endIndex, by: 2).map { i in
+                AppleRefreshToken(
+                    token: String(decoding: fields[i + 1], as: UTF8.self), clientID: fields[i].isEmpty ? nil : String(decoding: fields[i], as: UTF8.self))
+            }
+        default:
+            return [AppleRefreshToken(token: String(decoding: plain, as: UTF8.self), clientID: nil)]
         }
-        return AppleRefreshToken(token: String(decoding: plain[(end + 1)...], as: UTF8.self), clientID: String(decoding: plain[1..<end], as: UTF8.self))
     }
 
     /// Revokes a refresh token at Apple, with the client id it was issued to. A token kept
@@ -111,9 +132,11 @@ extension WebAuthnRoutes {
         func each(_ identities: [LinkedIdentity], _ revokes: (AppleRefreshToken) async throws -> Bool) async throws {
             for identity in identities where identity.provider == Self.appleProvider {
                 guard let sealed = identity.refreshToken, handled.insert(sealed).inserted else { continue }
-                let refresh = try? openRefreshToken(sealed, subject: identity.subject)
-                if let refresh, try await revokes(refresh) { continue }
-                unrevoked += 1
+                guard let tokens = try? openRefreshTokens(sealed, subject: identity.subject) else {
+                    unrevoked += 1
+                    continue
+                }
+                for refresh in tokens where !(try await revokes(refresh)) { unrevoked += 1 }
             }
         }
         // First, while the account stays if Apple fails (the user can try again).

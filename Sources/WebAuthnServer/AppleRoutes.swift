@@ -203,13 +203,16 @@ extension WebAuthnRoutes {
     ) async throws -> (handle: [UInt8], created: Bool, linkedThrough: BrowserSessions.Token?) {
         let sealed = try refreshToken.map { try sealRefreshToken($0, clientID: identity.audience, subject: identity.sub) }
         let now = self.now
-        // A linked identity: its email fields and its new refresh token kept.
+        // A linked identity: its email fields and its new refresh token kept (beside those of its
+        // other client ids).
         func signIn(_ linked: LinkedIdentity) async throws -> (handle: [UInt8], created: Bool, linkedThrough: BrowserSessions.Token?) {
             var linked = linked
             linked.email = identity.email ?? linked.email
             linked.emailVerified = identity.emailVerified ?? linked.emailVerified
             linked.isPrivateEmail = identity.isPrivateEmail ?? linked.isPrivateEmail
-            if let sealed { linked.refreshToken = sealed }
+            if let refreshToken {
+                linked.refreshToken = try sealRefreshToken(refreshToken, clientID: identity.audience, subject: identity.sub, keeping: linked.refreshToken)
+            }
             linked.updatedAt = now
             _ = try await apple.identities.update(linked)
             return (linked.userHandle, false, nil)

@@ -96,7 +96,9 @@ extension WebAuthnRoutes {
             }
         }
         guard let sealed else { return false }
-        guard let refresh = try? openRefreshToken(sealed, subject: subject) else { return true }
-        return await Self.attempt { () async throws(WebAuthnError) in try await revoke(refresh, apple) } != nil
+        guard let tokens = try? openRefreshTokens(sealed, subject: subject) else { return true }
+        var unrevoked = false
+        for refresh in tokens where await Self.attempt({ () async throws(WebAuthnError) in try await revoke(refresh, apple) }) != nil { unrevoked = true }
+        return unrevoked
     }
 }

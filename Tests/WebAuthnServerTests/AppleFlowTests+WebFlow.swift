@@ -7,12 +7,11 @@ import _WebAuthnEncoding
 extension AppleFlowTests {
     /// Starts the web flow from `browser` and answers, as Apple would for a new user: the form to
     /// post to `/apple/web/callback`.
-    static func webFlowForm(_ browser: Client, _ setup: Setup) async throws -> String {
+    static func webFlowForm(_ browser: Client, _ setup: Setup, user: AppleStandIn.User = AppleStandIn.User()) async throws -> String {
         let start = try await browser.send("/apple/web/start", method: "GET")
         let location = try #require(start.location.flatMap(URLComponents.init(string:)))
         func item(_ name: String) -> String? { location.queryItems?.first { $0.name == name }?.value }
         let state = try #require(item("state")), nonce = try #require(item("nonce"))
-        let user = AppleStandIn.User()
         let token = setup.standIn.identityToken(for: user, audience: Self.servicesID, nonce: nonce)
         let code = setup.standIn.authorizationCode(for: user, clientID: Self.servicesID, redirectURI: "http://127.0.0.1/apple/web/callback")
         func enc(_ s: String) -> String { s.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "" }
@@ -79,6 +78,23 @@ extension AppleFlowTests {
             #expect(try await app.send("/demo/account", method: "DELETE").status == 200)
             let sent = setup.standIn.revocations
             #expect(sent.map(\.clientID) == [Self.clientID, Self.servicesID] && sent.allSatisfy { $0.token == "legacy-token" }, "\(sent)")
+        }
+    }
+
+    @Test("an Apple ID that signed in through the web and the app keeps a token of each client id, and deletion revokes both, each with its own")
+    func tokenOfEachClientID() async throws {
+        // Red team, thirteenth pass (re-check): the app's sign-in replaced the web flow's token,
+        // which was then never revoked (2 tokens issued, 1 revoked).
+        try await Self.withServer { setup, port in
+            let user = AppleStandIn.User()
+            let browser = Client(port: port)
+            let form = try await Self.webFlowForm(browser, setup, user: user)
+            #expect(try await browser.send("/apple/web/callback", form: form).status == 303)
+            let app = Client(port: port)
+            #expect(try await Self.appleSignIn(app, setup, user).status == 200)
+            #expect(try await app.send("/demo/account", method: "DELETE").status == 200)
+            let sent = setup.standIn.revocations
+            #expect(Set(sent.map(\.clientID)) == [Self.clientID, Self.servicesID] && Set(sent.map(\.token)).count == 2, "\(sent)")
         }
     }
 }
