@@ -36,6 +36,29 @@ extension PostgresStore {
             retry: .idempotent)
     }
 
+    /// Ends `old` and stores `session` only if `old` is still the same account's session: one
+    /// statement, the account's row locked before `old`'s (as the ending of its sessions locks it),
+    /// so an ending that came first leaves `old` gone and nothing stored, and one that comes after
+    /// waits and ends `session` too. `old` is deleted first, so the per-account cap never drops it.
+    public func replace(stored old: [UInt8], with session: SignedInSession) async throws -> Bool {
+        let rows = try await pool.query(
+            """
+            WITH old_session AS (
+                     DELETE FROM sessions WHERE id_hash = $6::bytea AND user_handle = $2::bytea AND webauthn_lock_account($2::bytea) RETURNING id_hash),
+                 new_session AS (
+                     INSERT INTO sessions (id_hash, user_handle, created_at, authenticated_at, expires_at)
+                     SELECT $1::bytea, $2::bytea, $3::double precision, $4::double precision, $5::double precision WHERE EXISTS (SELECT 1 FROM old_session)
+                     RETURNING id_hash),
+                 trimmed_sessions AS (
+                     DELETE FROM sessions WHERE user_handle = $2::bytea AND EXISTS (SELECT 1 FROM new_session) AND id_hash <> $6::bytea
+                     AND id_hash NOT IN (
+                         SELECT id_hash FROM sessions WHERE user_handle = $2::bytea AND id_hash <> $6::bytea
+                         ORDER BY created_at DESC LIMIT \(SignedInSession.maxPerUser - 1)))
+            SELECT COUNT(*) AS stored FROM new_session
+            """, Self.sessionValues(session, replacing: old), retry: .idempotent)
+        return rows.first?["stored"] == "1"
+    }
+
     /// The session with this id hash, if stored (expired or not).
     public func session(idHash: [UInt8]) async throws -> SignedInSession? {
         guard

@@ -119,6 +119,20 @@ extension SQLiteStore {
         _ = try await write(Self.replacing(old, with: session))
     }
 
+    /// Ends `old` and stores `session` only if `old` is still the same account's session, in one
+    /// unit under the one writer (`old` deleted first, so the per-account cap never drops it).
+    public func replace(stored old: [UInt8], with session: SignedInSession) async throws -> Bool {
+        let end: SQLiteDatabase.Statement = (
+            "DELETE FROM sessions WHERE id_hash = ? AND user_handle = ? RETURNING id_hash", [.blob(old), .blob(session.userHandle)]
+        )
+        do {
+            _ = try await write([end] + Self.replacing(nil, with: session), requiresFirstRow: true)
+            return true
+        } catch let error as SQLiteError where error.isFirstRowMissing {
+            return false
+        }
+    }
+
     /// The statements that end `old` and store `session` (the sessions_per_user trigger keeps the account's newest).
     static func replacing(_ old: [UInt8]?, with session: SignedInSession) -> [SQLiteDatabase.Statement] {
         (old.map { [("DELETE FROM sessions WHERE id_hash = ?", [SQLiteData.blob($0)])] } ?? []) + [

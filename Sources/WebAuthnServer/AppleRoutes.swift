@@ -224,8 +224,12 @@ extension WebAuthnRoutes {
         {
             return try await signIn(moved)  // the new team's token replaces the old team's
         }
-        if let handle = try await signedInAccount(request, token: token) {
-            let session = try await sessions.signedIn(token, now: now)
+        // The signed-in account, as ``signedInAccount(_:token:)`` finds it, with the session read
+        // once (read twice, a session ending in between took the link down the unconditional path).
+        let session = try await sessions.signedIn(token, now: now)
+        var hosted: [UInt8]?
+        if let hook = configuration.signedInAccount { hosted = await hook(request) }
+        if let handle = hosted ?? session?.userHandle {
             let throughSession = session?.userHandle == handle
             if let session, throughSession { try requireRecent(session) }
             try await apple.identities.link(

@@ -195,6 +195,10 @@ public enum StoreContract {
             name: "sessionReplace", summary: "sessions: a replacement ends the old session and stores the new one, within maxPerUser",
             body: sessionReplaceCheck),
         Check(
+            name: "sessionReplaceStored",
+            summary: "sessions: a replacement that stands on the old session stores nothing once it has ended, and an ending racing it leaves no session",
+            body: sessionReplaceStoredCheck),
+        Check(
             name: "accountWithCredentials", summary: "accounts: an account read with its credentials, oldest first, by look-alike key",
             body: accountWithCredentialsCheck),
         Check(

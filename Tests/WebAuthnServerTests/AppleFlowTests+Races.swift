@@ -4,6 +4,7 @@ import Testing
 import WebAuthnCore
 import WebAuthnSQLite
 import WebAuthnTesting
+import _WebAuthnCrypto
 
 /// The SQLite store as the server's accounts and Apple identities, with hooks that run inside
 /// one call: what another request or process did at that moment, made deterministic.
@@ -179,6 +180,27 @@ extension AppleFlowTests {
             setup.interleaving?.beforeSessionWrite.withLock { $0 = { _ = try await store.deleteSessions(userHandle: handle) } }
             try await takenBack(try await Self.appleSignIn(owner, setup, intruder))
             #expect(setup.standIn.revocations.count == 2, "the intruder's tokens are revoked")
+        }
+    }
+
+    @Test("a link through the account's oldest session, at the per-account session limit, succeeds")
+    func linkAtTheSessionLimit() async throws {
+        // Red team, thirteenth pass (second re-check): a first "in place of" fix stored the new session
+        // first, which pushed the linking session out under the limit, and the user's own link failed.
+        try await Self.withServer { setup, port in
+            let owner = Client(port: port)
+            let first = AppleStandIn.User(), second = AppleStandIn.User()
+            #expect(try await Self.appleSignIn(owner, setup, first).status == 200)
+            let handle = try #require(try await setup.store.identity(provider: "apple", subject: first.sub)?.userHandle)
+            for i in 1..<SignedInSession.maxPerUser {
+                try await setup.store.insert(
+                    SignedInSession(
+                        idHash: SecureRandom.bytes(32), userHandle: handle, createdAt: Date().addingTimeInterval(Double(i)), authenticatedAt: Date(),
+                        expiresAt: Date().addingTimeInterval(3600)))
+            }
+            let linked = try await Self.appleSignIn(owner, setup, second)
+            #expect(linked.status == 200, "\(linked.body)")
+            #expect(try await setup.store.identity(provider: "apple", subject: second.sub)?.userHandle == handle)
         }
     }
 

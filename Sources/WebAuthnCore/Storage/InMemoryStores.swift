@@ -277,21 +277,33 @@ public final class InMemorySessionStore: SessionStore {
     /// Stores a session, dropping the account's oldest beyond
     /// ``SignedInSession/maxPerUser`` and the oldest overall beyond ``capacity``.
     public func insert(_ session: SignedInSession) async throws {
-        let key = ByteKey(session.idHash)
+        state.withLock { Self.add(session, to: &$0, capacity: capacity) }
+    }
+
+    /// Ends `old` and stores `session` only if `old` is the same account's session, under the lock.
+    public func replace(stored old: [UInt8], with session: SignedInSession) async throws -> Bool {
         state.withLock { s in
-            if s.sessions.updateValue(session, forKey: key) == nil { s.order.append(key) }
-            let u = ByteKey(session.userHandle)
-            var queue = s.perUser[u, default: FIFO()]
-            queue.append(key)
-            queue.compact(liveCount: 0) { s.sessions[$0] != nil }
-            while queue.count > SignedInSession.maxPerUser, let old = queue.popFirst() { s.sessions.removeValue(forKey: old) }
-            s.perUser[u] = queue
-            while s.sessions.count > capacity, let old = s.order.popFirst() { s.sessions.removeValue(forKey: old) }
-            var order = FIFO<ByteKey>()
-            swap(&order, &s.order)
-            order.compact(liveCount: s.sessions.count) { s.sessions[$0] != nil }
-            swap(&order, &s.order)
+            guard let held = s.sessions[ByteKey(old)], Bytes.constantTimeEqual(held.userHandle, session.userHandle) else { return false }
+            s.sessions.removeValue(forKey: ByteKey(old))
+            Self.add(session, to: &s, capacity: capacity)
+            return true
         }
+    }
+
+    private static func add(_ session: SignedInSession, to s: inout State, capacity: Int) {
+        let key = ByteKey(session.idHash)
+        if s.sessions.updateValue(session, forKey: key) == nil { s.order.append(key) }
+        let u = ByteKey(session.userHandle)
+        var queue = s.perUser[u, default: FIFO()]
+        queue.append(key)
+        queue.compact(liveCount: 0) { s.sessions[$0] != nil }
+        while queue.count > SignedInSession.maxPerUser, let old = queue.popFirst() { s.sessions.removeValue(forKey: old) }
+        s.perUser[u] = queue
+        while s.sessions.count > capacity, let old = s.order.popFirst() { s.sessions.removeValue(forKey: old) }
+        var order = FIFO<ByteKey>()
+        swap(&order, &s.order)
+        order.compact(liveCount: s.sessions.count) { s.sessions[$0] != nil }
+        swap(&order, &s.order)
     }
 
     /// The session with this id hash, if stored (expired or not).

@@ -269,6 +269,13 @@ public protocol SessionStore: Sendable {
     /// A sign-in's session change: ends `old` (when given) and stores `session`, as one write
     /// where the store can. The default deletes, then inserts.
     func replace(_ old: [UInt8]?, with session: SignedInSession) async throws
+    /// Ends `old` and stores `session` only if `old` is still stored as the same account's
+    /// session; false (nothing changed) otherwise. For a sign-in that rests on `old` (an identity
+    /// linked through it): an ending of the account's sessions racing it either comes first (then
+    /// `old` is gone and nothing is stored) or comes after and ends `session` too. The SQL stores
+    /// do it in one transaction, under the account's lock on PostgreSQL; the default stores
+    /// `session`, reads `old` again and ends whichever must go.
+    func replace(stored old: [UInt8], with session: SignedInSession) async throws -> Bool
 }
 
 /// A signed-in session for ``WebAuthnEngine/finishAuthentication(_:expectedChallenge:binding:signingIn:)``
@@ -308,6 +315,21 @@ extension SessionStore {
     public func replace(_ old: [UInt8]?, with session: SignedInSession) async throws {
         if let old, old != session.idHash { try await delete(idHash: old) }
         try await insert(session)
+    }
+
+    /// Reads `old`, stores `session`, reads `old` again: gone, `session` is deleted and the
+    /// answer is false; else `old` is deleted. (Not atomic: a store at its per-account cap may
+    /// drop `old` to make room, and the replacement then fails.)
+    public func replace(stored old: [UInt8], with session: SignedInSession) async throws -> Bool {
+        func holds() async throws -> Bool { try await self.session(idHash: old).map { $0.userHandle == session.userHandle } ?? false }
+        guard try await holds() else { return false }
+        try await insert(session)
+        guard try await holds() else {
+            try await delete(idHash: session.idHash)
+            return false
+        }
+        try await delete(idHash: old)
+        return true
     }
 }
 
