@@ -201,7 +201,6 @@ extension WebAuthnRoutes {
         _ identity: AppleIdentityToken, refreshToken: String?, user: AppleUserData, request: Request,
         token: BrowserSessions.Token?, _ apple: AppleConfiguration
     ) async throws -> (handle: [UInt8], created: Bool, linkedThrough: BrowserSessions.Token?) {
-        let sealed = try refreshToken.map { try sealRefreshToken($0, clientID: identity.audience, subject: identity.sub) }
         let now = self.now
         // A linked identity: its email fields and its new refresh token kept (beside those of its
         // other client ids).
@@ -224,6 +223,8 @@ extension WebAuthnRoutes {
         {
             return try await signIn(moved)  // the new team's token replaces the old team's
         }
+        // Linked now or made with it: the token alone (a linked identity's is sealed with its others above).
+        let sealed = try refreshToken.map { try sealRefreshToken($0, clientID: identity.audience, subject: identity.sub) }
         // The signed-in account, as ``signedInAccount(_:token:)`` finds it, with the session read
         // once (read twice, a session ending in between took the link down the unconditional path).
         let session = try await sessions.signedIn(token, now: now)
