@@ -323,6 +323,22 @@ extension PostgresStore {
                 """, [v[2], v[3], v[4], v[5], v[7], i.provider, i.subject], retry: .idempotent)).isEmpty
     }
 
+    /// Replaces the identity's email fields, refresh token and `updatedAt` while its stored refresh
+    /// token is `expected`, in one statement (the row lock of the update orders two at once: the
+    /// second sees the first's token and changes nothing); false when it is not linked or its token
+    /// changed. Throws `identity_invalid`; not sent again once it may have run, as every
+    /// compare-and-set.
+    public func update(_ i: LinkedIdentity, ifRefreshTokenIs expected: [UInt8]?) async throws -> Bool {
+        try i.validate()
+        let v = Self.identityValues(i)
+        return
+            !(try await pool.query(
+                """
+                UPDATE identities SET email = $1, email_verified = $2::boolean, is_private_email = $3::boolean, refresh_token = $4::bytea, updated_at = $5
+                WHERE provider = $6 AND subject = $7 AND refresh_token IS NOT DISTINCT FROM $8::bytea RETURNING subject
+                """, [v[2], v[3], v[4], v[5], v[7], i.provider, i.subject, expected.map(PGText.bytea)], retry: .ifNotSent)).isEmpty
+    }
+
     /// Moves the link of `subject` to `newSubject` (same account, `updatedAt` set to
     /// `date`); false when `subject` is not linked. Throws `identity_invalid`, or
     /// `identity_already_linked` when `newSubject` is linked already.

@@ -271,12 +271,22 @@ extension SQLiteStore {
     /// when it is not linked. Throws `identity_invalid`.
     public func update(_ i: LinkedIdentity) async throws -> Bool {
         try i.validate()
-        return
-            !(try await query(
-                "UPDATE identities SET email = ?, email_verified = ?, is_private_email = ?, refresh_token = ?, updated_at = ? WHERE provider = ? AND subject = ? RETURNING subject",
-                Array(Self.identityValues(i)[2...4]) + [
-                    Self.identityValues(i)[5], .float(i.updatedAt.timeIntervalSince1970), .text(i.provider), .text(i.subject),
-                ])).isEmpty
+        return try await updateIdentity(i, condition: "", [])
+    }
+
+    /// Replaces the identity's email fields, refresh token and `updatedAt` while its stored refresh
+    /// token is `expected`, in one statement; false when it is not linked or its token changed.
+    /// Throws `identity_invalid`.
+    public func update(_ i: LinkedIdentity, ifRefreshTokenIs expected: [UInt8]?) async throws -> Bool {
+        try i.validate()
+        return try await updateIdentity(i, condition: " AND refresh_token IS ?", [expected.map { .blob($0) } ?? .null])
+    }
+
+    private func updateIdentity(_ i: LinkedIdentity, condition: String, _ arguments: [SQLiteData]) async throws -> Bool {
+        !(try await query(
+            "UPDATE identities SET email = ?, email_verified = ?, is_private_email = ?, refresh_token = ?, updated_at = ? WHERE provider = ? AND subject = ?\(condition) RETURNING subject",
+            Array(Self.identityValues(i)[2...5]) + [.float(i.updatedAt.timeIntervalSince1970), .text(i.provider), .text(i.subject)] + arguments))
+            .isEmpty
     }
 
     /// Moves the link of `subject` to `newSubject` (same account, `updatedAt` set to

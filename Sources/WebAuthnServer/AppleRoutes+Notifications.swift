@@ -59,7 +59,7 @@ extension WebAuthnRoutes {
     /// Applies a verified notification to the identity it names.
     private func act(on note: AppleNotification, _ apple: AppleConfiguration) async throws -> NotificationOutcome {
         let identities = apple.identities
-        guard var linked = try await identities.identity(provider: Self.appleProvider, subject: note.sub) else { return .notLinked }
+        guard let linked = try await identities.identity(provider: Self.appleProvider, subject: note.sub) else { return .notLinked }
         // An event older than the record's last change was applied already, or superseded: a
         // revocation or deletion from before the identity was (re)linked, or before the user last
         // signed in with it (which took a consent given again), is not about this link. Red team,
@@ -75,10 +75,15 @@ extension WebAuthnRoutes {
         }
         switch note.event {
         case .emailDisabled, .emailEnabled:
-            linked.email = note.email ?? linked.email
-            linked.isPrivateEmail = note.isPrivateEmail ?? linked.isPrivateEmail
-            linked.updatedAt = note.eventTime ?? now
-            _ = try await identities.update(linked)
+            // Over the refresh tokens it was read with: one a sign-in stores meanwhile stays.
+            let now = self.now
+            _ = try await updateIdentity(linked, in: identities) { linked in
+                if let time = note.eventTime, time < linked.updatedAt { return false }  // a sign-in since superseded it
+                linked.email = note.email ?? linked.email
+                linked.isPrivateEmail = note.isPrivateEmail ?? linked.isPrivateEmail
+                linked.updatedAt = note.eventTime ?? now
+                return true
+            }
         case .consentRevoked, .accountDeleted:
             _ = try await identities.unlink(provider: Self.appleProvider, subject: note.sub)
             _ = try await sessions.store.deleteSessions(userHandle: linked.userHandle)

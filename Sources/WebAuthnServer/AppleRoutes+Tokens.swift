@@ -100,6 +100,30 @@ extension WebAuthnRoutes {
         }
     }
 
+    /// Applies `change` to `read` and stores the result only while the stored refresh tokens are
+    /// still those `read` holds (``LinkedIdentityStore/update(_:ifRefreshTokenIs:)``); when they
+    /// changed, applies it again to the identity read anew, at most 8 times (`concurrent_update`
+    /// after that). `change` answers false to store nothing. Returns the identity as stored, nil
+    /// when it is no longer linked. Red team, thirteenth pass (re-check): two sign-ins of one Apple
+    /// ID through different client ids at once each wrote back the tokens it had read, and one
+    /// client id's token was then never revoked (10 to 18 rounds of 60); a notification changing
+    /// the email wrote back the tokens it had read too.
+    func updateIdentity(
+        _ read: LinkedIdentity, in identities: any LinkedIdentityStore, _ change: (inout LinkedIdentity) throws(WebAuthnError) -> Bool
+    ) async throws -> LinkedIdentity? {
+        var current = read
+        for _ in 0..<8 {
+            var next = current
+            guard try change(&next) else { return current }
+            if try await identities.update(next, ifRefreshTokenIs: current.refreshToken) { return next }
+            guard let again = try await identities.identity(provider: read.provider, subject: read.subject), again.userHandle == read.userHandle else {
+                return nil
+            }
+            current = again
+        }
+        throw WebAuthnError(.concurrentUpdate, "the linked identity kept changing while it was written; try again")
+    }
+
     /// Runs `body`, returning its error instead of throwing it.
     static func attempt(_ body: () async throws(WebAuthnError) -> Void) async -> WebAuthnError? {
         do { try await body() } catch { return error }

@@ -204,16 +204,18 @@ extension WebAuthnRoutes {
         let now = self.now
         // A linked identity: its email fields and its new refresh token kept (beside those of its
         // other client ids).
+        // Written only over the tokens it was read with (``updateIdentity(_:in:_:)``).
         func signIn(_ linked: LinkedIdentity) async throws -> (handle: [UInt8], created: Bool, linkedThrough: BrowserSessions.Token?) {
-            var linked = linked
-            linked.email = identity.email ?? linked.email
-            linked.emailVerified = identity.emailVerified ?? linked.emailVerified
-            linked.isPrivateEmail = identity.isPrivateEmail ?? linked.isPrivateEmail
-            if let refreshToken {
-                linked.refreshToken = try sealRefreshToken(refreshToken, clientID: identity.audience, subject: identity.sub, keeping: linked.refreshToken)
+            _ = try await updateIdentity(linked, in: apple.identities) { (linked) throws(WebAuthnError) in
+                linked.email = identity.email ?? linked.email
+                linked.emailVerified = identity.emailVerified ?? linked.emailVerified
+                linked.isPrivateEmail = identity.isPrivateEmail ?? linked.isPrivateEmail
+                if let refreshToken {
+                    linked.refreshToken = try sealRefreshToken(refreshToken, clientID: identity.audience, subject: identity.sub, keeping: linked.refreshToken)
+                }
+                linked.updatedAt = now
+                return true
             }
-            linked.updatedAt = now
-            _ = try await apple.identities.update(linked)
             return (linked.userHandle, false, nil)
         }
         if let linked = try await apple.identities.identity(provider: Self.appleProvider, subject: identity.sub) { return try await signIn(linked) }

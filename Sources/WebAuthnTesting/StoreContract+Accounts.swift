@@ -62,6 +62,24 @@ extension StoreContract {
             "updated fields read back")
         try expect(back.createdAt == first.createdAt && back.userHandle == dana.id, "the link itself does not change")
         try expect(!(try await identities.update(identity("nobody", user: dana.id))), "update of an unknown identity is false")
+        // The compare-and-set update: only over the refresh token it names; of writers racing from
+        // one token, exactly one.
+        var tokened = back
+        tokened.refreshToken = [1]
+        try expect(!(try await identities.update(tokened, ifRefreshTokenIs: [9])), "a compare-and-set over another token is false")
+        try expect(try await identities.identity(provider: "apple", subject: "001234.abc")?.refreshToken == nil, "and changes nothing")
+        try expect(try await identities.update(tokened, ifRefreshTokenIs: nil), "a compare-and-set over the stored (absent) token")
+        let racing = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for n in 2..<10 {
+                var next = tokened
+                next.refreshToken = [UInt8(n)]
+                group.addTask { try await identities.update(next, ifRefreshTokenIs: [1]) }
+            }
+            return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        let stored = try await identities.identity(provider: "apple", subject: "001234.abc")?.refreshToken
+        try expect(racing == 1 && stored != [1] && stored != nil, "one of 8 racing compare-and-sets wins (\(racing))")
+        try expect(!(try await identities.update(identity("nobody", user: dana.id), ifRefreshTokenIs: nil)), "nor an unknown identity")
         // Relink (a team transfer): same account, new subject; never onto a taken subject.
         try expect(
             try await identities.relink(provider: "apple", subject: "002.def", to: "777.new", at: Date(timeIntervalSince1970: 1_800_000_200)), "relinked")

@@ -58,6 +58,10 @@ final class Interleaving: AccountStore, LinkedIdentityStore, SessionStore {
         try await Self.take(beforeUpdate)?()
         return try await store.update(identity)
     }
+    func update(_ identity: LinkedIdentity, ifRefreshTokenIs expected: [UInt8]?) async throws -> Bool {
+        try await Self.take(beforeUpdate)?()
+        return try await store.update(identity, ifRefreshTokenIs: expected)
+    }
     func relink(provider: String, subject: String, to newSubject: String, at date: Date) async throws -> Bool {
         try await store.relink(provider: provider, subject: subject, to: newSubject, at: date)
     }
@@ -223,6 +227,60 @@ extension AppleFlowTests {
             #expect(try await device.send("/demo/session", method: "GET").body["user"]?.stringValue == "apple-winner")
             #expect(try await setup.store.identity(provider: "apple", subject: user.sub)?.refreshToken != nil, "its token is kept, not revoked")
             #expect(setup.standIn.revocations.isEmpty)
+        }
+    }
+
+    @Test("a sign-in through another client id while one is written keeps both client ids' tokens (compare-and-set)")
+    func concurrentClientIDs() async throws {
+        // Red team, thirteenth pass (re-check): two sign-ins of one Apple ID, through the app and the
+        // web flow at once, each wrote back the tokens it had read; the web flow's token was lost and
+        // never revoked when the account was deleted (10 to 18 rounds of 60).
+        try await Self.withServer(interleaving: true) { setup, port in
+            let user = AppleStandIn.User()
+            let app = Client(port: port)
+            #expect(try await Self.appleSignIn(app, setup, user).status == 200)
+            // The app signs in again; the web flow signs in after the app's sign-in has read the identity.
+            let browser = Client(port: port)
+            let form = try await Self.webFlowForm(browser, setup, user: user)
+            let web = Mutex(0)
+            setup.interleaving?.beforeUpdate.withLock {
+                $0 = {
+                    web.withLock { $0 = -1 }; let r = try await browser.send("/apple/web/callback", form: form); web.withLock { $0 = r.status }
+                }
+            }
+            #expect(try await Self.appleSignIn(app, setup, user).status == 200)
+            #expect(web.withLock { $0 } == 303, "the web flow signed in meanwhile")
+            #expect(try await app.send("/demo/account", method: "DELETE").status == 200)
+            let sent = setup.standIn.revocations
+            #expect(Set(sent.map(\.clientID)) == [Self.clientID, Self.servicesID], "both client ids' tokens are revoked: \(sent)")
+        }
+    }
+
+    @Test("an email notification applied while a sign-in stores a new token keeps the token")
+    func notificationBesideSignIn() async throws {
+        // The same write-back: a notification changing the email stored the tokens it had read over
+        // those of a sign-in that ran between its read and its write.
+        try await Self.withServer(interleaving: true) { setup, port in
+            let user = AppleStandIn.User()
+            let app = Client(port: port)
+            #expect(try await Self.appleSignIn(app, setup, user).status == 200)
+            let browser = Client(port: port)
+            let form = try await Self.webFlowForm(browser, setup, user: user)
+            setup.interleaving?.beforeUpdate.withLock { $0 = { _ = try await browser.send("/apple/web/callback", form: form) } }
+            let event: JSONObject = [
+                "type": "email-enabled", "sub": .string(user.sub), "email": "relay@privaterelay.appleid.com", "is_private_email": "true",
+                "event_time": .number(((Date().timeIntervalSince1970 + 60) * 1000).rounded()),
+            ]
+            let claims: JSONValue = [
+                "iss": "https://appleid.apple.com", "aud": .string(Self.clientID), "iat": .number(Date().timeIntervalSince1970.rounded()),
+                "jti": .string(UUID().uuidString), "events": .string(JSONValue.object(event).serialized()),
+            ]
+            let payload = JSONValue.object(["payload": .string(setup.standIn.token(claimsJSON: claims.serialized()))]).serialized()
+            #expect(try await Client(port: port).send("/apple/notifications", json: payload).status == 200)
+            #expect(try await setup.store.identity(provider: "apple", subject: user.sub)?.email == "relay@privaterelay.appleid.com", "the email applied")
+            #expect(try await app.send("/demo/account", method: "DELETE").status == 200)
+            let sent = setup.standIn.revocations
+            #expect(Set(sent.map(\.clientID)) == [Self.clientID, Self.servicesID], "the web flow's token is kept and revoked: \(sent)")
         }
     }
 }

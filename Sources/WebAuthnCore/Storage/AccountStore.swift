@@ -205,9 +205,21 @@ public final class InMemoryAccountStore: AccountStore, LinkedIdentityStore {
     /// when it is not linked. Throws `identity_invalid`.
     public func update(_ identity: LinkedIdentity) async throws -> Bool {
         try identity.validate()
-        return state.withLock { s in
+        return update(identity) { _ in true }
+    }
+
+    /// Replaces the identity's email fields, refresh token and `updatedAt` while its stored refresh
+    /// token is `expected`, under the lock; false when it is not linked or its token changed.
+    /// Throws `identity_invalid`.
+    public func update(_ identity: LinkedIdentity, ifRefreshTokenIs expected: [UInt8]?) async throws -> Bool {
+        try identity.validate()
+        return update(identity) { $0.refreshToken == expected }
+    }
+
+    private func update(_ identity: LinkedIdentity, if unchanged: (LinkedIdentity) -> Bool) -> Bool {
+        state.withLock { s in
             let key = IdentityKey(identity.provider, identity.subject)
-            guard let current = s.identities[key] else { return false }
+            guard let current = s.identities[key], unchanged(current) else { return false }
             var next = current
             next.email = identity.email
             next.emailVerified = identity.emailVerified

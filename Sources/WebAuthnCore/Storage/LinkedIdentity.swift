@@ -65,10 +65,29 @@ public protocol LinkedIdentityStore: Sendable {
     func link(_ identity: LinkedIdentity) async throws
     /// Replaces the identity's email fields, refresh token and `updatedAt`; false when it is not linked.
     func update(_ identity: LinkedIdentity) async throws -> Bool
+    /// Replaces the identity's email fields, refresh token and `updatedAt` only while its stored
+    /// refresh token is still `expected`, as one step (a compare-and-set); false when it is not
+    /// linked or its refresh token changed since it was read: read it again and apply the change
+    /// to what was read. Two sign-ins through different client ids, each writing back the tokens
+    /// it had read, otherwise lose one of them.
+    func update(_ identity: LinkedIdentity, ifRefreshTokenIs expected: [UInt8]?) async throws -> Bool
     /// Moves the link of `subject` to `newSubject` (same account); false when `subject` is not linked.
     func relink(provider: String, subject: String, to newSubject: String, at date: Date) async throws -> Bool
     /// Removes the link and returns it; nil when it was not linked.
     func unlink(provider: String, subject: String) async throws -> LinkedIdentity?
+}
+
+extension LinkedIdentityStore {
+    /// Reads the identity, compares its refresh token, then updates it: not one step, so a write
+    /// in between is lost. A store written before this requirement gets it; stores that can
+    /// compare and write in one statement or under one lock (the SQLite, PostgreSQL and in-memory
+    /// stores) implement it so.
+    public func update(_ identity: LinkedIdentity, ifRefreshTokenIs expected: [UInt8]?) async throws -> Bool {
+        guard let current = try await self.identity(provider: identity.provider, subject: identity.subject), current.refreshToken == expected else {
+            return false
+        }
+        return try await update(identity)
+    }
 }
 
 extension LinkedIdentity {
