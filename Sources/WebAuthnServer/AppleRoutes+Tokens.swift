@@ -87,14 +87,44 @@ extension WebAuthnRoutes {
         throw WebAuthnError(.appleEndpointUnavailable, "Apple refused to revoke the refresh token: \(last.message)")
     }
 
-    /// Revokes the refresh token a sign-in was just issued, when the sign-in failed after the
-    /// code exchange and no identity holds it: the Apple ID is linked nowhere. One linked (to
-    /// this account, or another sign-in's) keeps it: revoking a token ends the user's whole
-    /// authorization of the app, the linked identity's token with it. Best effort (the sign-in
-    /// has failed anyway). Red team, thirteenth pass: a link that found its account deleted, a
-    /// new account whose name was taken, left the token unrevoked and held by nobody.
+    /// The refresh token a sign-in was just issued, when the sign-in failed after the code
+    /// exchange: kept by the Apple ID's identity, if another sign-in linked one, else revoked.
+    /// - Linked nowhere: revoked.
+    /// - Linked, holding a token of the same client id (or one kept before client ids were): left
+    ///   alone. Revoking a token ends the user's authorization of that client, the held token's
+    ///   with it, and the held one is revoked when the account goes.
+    /// - Linked, holding none of that client id: added to the identity's tokens (over those read,
+    ///   as a sign-in adds one), so that the account's deletion revokes it. Red team, fourteenth
+    ///   pass: the app's token of a link that lost to the same Apple ID's first sign-in through the
+    ///   web flow was neither kept nor revoked, as the identity "held a token" (of the Services
+    ///   ID): 17 to 21 rounds of 100.
+    ///
+    /// Best effort (the sign-in has failed anyway): a store or Apple failing leaves it. Red team,
+    /// thirteenth pass: a link that found its account deleted, a new account whose name was taken,
+    /// left the token unrevoked and held by nobody.
     func revokeUnheld(_ refreshToken: String?, of identity: AppleIdentityToken, _ apple: AppleConfiguration) async {
-        guard let refreshToken, (try? await apple.identities.identity(provider: Self.appleProvider, subject: identity.sub)) == .some(nil) else { return }
+        guard let refreshToken else { return }
+        let read: LinkedIdentity?
+        do { read = try await apple.identities.identity(provider: Self.appleProvider, subject: identity.sub) } catch { return }
+        func holdsItsClient(_ linked: LinkedIdentity) -> Bool {
+            guard let sealed = linked.refreshToken else { return false }
+            // One that does not open (another secret) cannot be told apart: kept, as before.
+            guard let held = try? openRefreshTokens(sealed, subject: identity.sub) else { return true }
+            return held.contains { $0.clientID.map { Bytes.sameUTF8($0, identity.audience) } ?? true }
+        }
+        if let linked = read {
+            let kept: LinkedIdentity?
+            do {
+                kept = try await updateIdentity(linked, in: apple.identities) { (linked) throws(WebAuthnError) in
+                    guard !holdsItsClient(linked) else { return false }
+                    linked.refreshToken = try sealRefreshToken(
+                        refreshToken, clientID: identity.audience, subject: identity.sub, keeping: linked.refreshToken)
+                    return true
+                }
+            } catch { return }
+            // Kept (added, or its client's held): nothing more. Unlinked meanwhile: revoked below.
+            guard kept == nil else { return }
+        }
         _ = await Self.attempt { () async throws(WebAuthnError) in
             try await revoke(AppleRefreshToken(token: refreshToken, clientID: identity.audience), apple)
         }

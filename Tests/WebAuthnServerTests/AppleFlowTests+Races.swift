@@ -283,4 +283,30 @@ extension AppleFlowTests {
             #expect(Set(sent.map(\.clientID)) == [Self.clientID, Self.servicesID], "the web flow's token is kept and revoked: \(sent)")
         }
     }
+
+    @Test("a link that loses to the same Apple ID's first sign-in through the web flow: its token is kept by that identity, and revoked with its account")
+    func failedLinkTokenKept() async throws {
+        // Red team, fourteenth pass: the link's token (the app's) was neither kept nor revoked, as
+        // the identity the web flow made "held a token", of the Services ID (17 to 21 rounds of 100).
+        try await Self.withServer(interleaving: true) { setup, port in
+            let owner = Client(port: port), browser = Client(port: port)
+            let first = AppleStandIn.User(), second = AppleStandIn.User()
+            #expect(try await Self.appleSignIn(owner, setup, first).status == 200)
+            let form = try await Self.webFlowForm(browser, setup, user: second)
+            let web = Mutex(0)
+            setup.interleaving?.beforeLink.withLock {
+                $0 = {
+                    let status = try await browser.send("/apple/web/callback", form: form).status
+                    web.withLock { $0 = status }
+                }
+            }
+            let linking = try await Self.appleSignIn(owner, setup, second)
+            #expect(linking.body["errorMessage"]?.stringValue?.hasPrefix("identity_already_linked") == true, "\(linking.body)")
+            #expect(web.withLock { $0 } == 303, "the web flow made the Apple ID's account meanwhile")
+            #expect(setup.standIn.revocations.isEmpty, "nothing revoked: the web flow's authorization stays")
+            #expect(try await browser.send("/demo/account", method: "DELETE").status == 200)
+            let sent = setup.standIn.revocations
+            #expect(sent.count == 2 && Set(sent.map(\.clientID)) == [Self.clientID, Self.servicesID], "both of the Apple ID's tokens revoked: \(sent)")
+        }
+    }
 }
