@@ -107,12 +107,7 @@ extension AppleNotification {
         guard let sub = events["sub"]?.stringValue, AppleTokenVerifier.isIdentifier(sub) else {
             throw WebAuthnError(.appleNotificationInvalid, "the events have no sub of 1 to 255 visible ASCII characters")
         }
-        let email: String?
-        switch events["email"] {
-        case nil: email = nil
-        case .string(let s)? where s.utf8.count <= 1024: email = s
-        default: throw WebAuthnError(.appleNotificationInvalid, "events.email is not a string")
-        }
+        let email = try AppleTokenVerifier.email(events["email"]) { WebAuthnError(.appleNotificationInvalid, "events.email is not an email address: \($0)") }
         let isPrivate: Bool?
         do {
             isPrivate = try AppleTokenVerifier.flag(events, "is_private_email")

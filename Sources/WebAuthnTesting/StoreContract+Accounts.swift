@@ -49,6 +49,8 @@ extension StoreContract {
         try expect(await errorCode { try await identities.link(identity("002.def", user: dana.id)) } == "identity_already_linked")
         try expect(try await identities.identities(forUser: dana.id).map(\.subject).sorted() == ["001234.abc", "002.def"], "both identities listed")
         try expect(await errorCode { try await identities.link(identity("", user: dana.id)) } == "identity_invalid")
+        // A NUL in the email failed the PostgreSQL store with an internal error (red team, fourteenth pass).
+        try expect(await errorCode { try await identities.link(identity("004.nul", user: dana.id, email: "a\u{0}@example.com")) } == "identity_invalid")
         // Update the mutable fields.
         var changed = first
         changed.email = "new@example.com"

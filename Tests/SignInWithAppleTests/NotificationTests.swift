@@ -48,6 +48,18 @@ struct NotificationTests {
         }
     }
 
+    @Test("events.email is an address, as an identity token's email")
+    func eventEmail() throws {
+        for bad in TokenVerificationTests.badEmails {
+            var e = Self.event
+            e["email"] = .string(bad)
+            #expect(code(body(events: .object(e))) == "apple_notification_invalid", "\(bad.debugDescription)")
+        }
+        var e = Self.event
+        e["email"] = 5
+        #expect(code(body(events: .object(e))) == "apple_notification_invalid")
+    }
+
     @Test("event types: both delete spellings are one case; unknown types are kept")
     func types() throws {
         let cases: [(String, AppleNotification.Event)] = [

@@ -139,6 +139,23 @@ struct TokenVerificationTests {
         #expect(f.code(f.token { $0["email"] = 5 }) == "apple_token_claim_invalid")
     }
 
+    /// Emails Apple could never send, each refused (red team, fourteenth pass: CR, LF, ESC and
+    /// U+202E were stored and shown, and a NUL failed the PostgreSQL store with `500`).
+    static let badEmails = [
+        "a\r\nb@example.com", "a\u{1B}[31m@example.com", "\u{202E}moc.elpmaxe@a", "a\u{0}@example.com", "a\u{200B}@example.com",
+        "a b@example.com", "no-at-sign", "", "a@" + String(repeating: "b", count: 319), "a\u{E000}@example.com", "a\u{2028}@example.com",
+    ]
+
+    @Test("email is an address: an @, 3 to 320 bytes, no control, format, separator, private-use or unassigned character")
+    func email() throws {
+        for good in ["a@b.c", "x@privaterelay.appleid.com", "josé@example.com", "<b>@example.com", "a@" + String(repeating: "b", count: 318)] {
+            #expect(try f.verify(f.token { $0["email"] = .string(good) }).email == good)
+        }
+        for bad in Self.badEmails {
+            #expect(f.code(f.token { $0["email"] = .string(bad) }) == "apple_token_claim_invalid", "\(bad.debugDescription)")
+        }
+    }
+
     @Test("real_user_status keeps values it does not know")
     func realUserStatus() throws {
         #expect(try f.verify(f.token { $0["real_user_status"] = 7 }).realUserStatus?.rawValue == 7)

@@ -101,7 +101,9 @@ extension LinkedIdentity {
                     .identityInvalid, "the linked identity's \(name) is empty, longer than \(Self.maxFieldLength) bytes or has control characters")
             }
         }
-        if let email, email.utf8.count > 320 { throw WebAuthnError(.identityInvalid, "the linked identity's email is longer than 320 bytes") }
+        if let email, email.utf8.count > 320 || email.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+            throw WebAuthnError(.identityInvalid, "the linked identity's email is longer than 320 bytes or has control characters")
+        }
     }
 
     package static func alreadyLinked(_ provider: String) -> WebAuthnError {
