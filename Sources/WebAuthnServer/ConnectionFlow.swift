@@ -20,6 +20,11 @@ internal import NIOHTTPTypes
 ///   would reach the client ahead of that request's answer (the client then sends its body after
 ///   its own wait, as RFC 9110 lets it), nor for a declared length over `maxBodySize`, which is
 ///   refused (413) without the body. A body is bounded as any other.
+/// - **`Transfer-Encoding` other than `chunked` alone** is refused (`400 response_malformed`) and
+///   the connection closed: the server decodes no other coding (RFC 9112 §6.1), and a proxy in
+///   front may frame `identity, chunked` or `gzip, chunked` otherwise than SwiftNIO, which read
+///   them as chunked (red team, fourteenth pass). Content-Length beside it, and codings NIO
+///   does not know, NIO refuses itself.
 final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -52,6 +57,10 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
                 context.close(promise: nil)
                 return
             }
+            guard Self.framingAccepted(head) else {
+                refuse(context, "the request's Transfer-Encoding is not chunked alone, the only coding this server reads")
+                return
+            }
             if unanswered == 0, Self.expectsContinue(head), HTTP.declaredLength(head.headerFields).map({ $0 <= maxBodySize }) ?? true {
                 context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
             }
@@ -76,6 +85,33 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
     }
 
     func handlerRemoved(context: ChannelHandlerContext) { stallTimer.cancel() }
+
+    /// Whether the request's `Transfer-Encoding`, if any, is one `chunked` (in any case, with spaces around it).
+    static func framingAccepted(_ head: HTTPRequest) -> Bool {
+        let codings = head.headerFields[values: .transferEncoding].flatMap { $0.utf8.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) }
+        guard let only = codings.first else { return true }
+        let isSpace: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 }
+        let trimmed = only.drop(while: isSpace).reversed().drop(while: isSpace).reversed().map { $0 | 0x20 }
+        return codings.count == 1 && trimmed == Array("chunked".utf8)
+    }
+
+    /// Answers `400 response_malformed` with `message` (unless earlier requests wait for their
+    /// answers: this one would overtake them) and closes the connection; nothing more is read.
+    private func refuse(_ context: ChannelHandlerContext, _ message: String) {
+        refusing = true
+        guard unanswered == 0 else {
+            context.close(promise: nil)
+            return
+        }
+        let body = context.channel.allocator.buffer(string: #"{"status":"failed","errorMessage":"response_malformed: "# + message + #""}"#)
+        var response = HTTPResponse(status: .badRequest)
+        response.headerFields[.contentType] = "application/json"
+        response.headerFields[.contentLength] = String(body.readableBytes)
+        response.headerFields[.connection] = "close"
+        context.write(wrapOutboundOut(.head(response)), promise: nil)
+        context.write(wrapOutboundOut(.body(body)), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in context.close(promise: nil) }
+    }
 
     /// Whether the request asks for `100 Continue`: an `Expect` field of `100-continue`, in any case.
     static func expectsContinue(_ head: HTTPRequest) -> Bool {

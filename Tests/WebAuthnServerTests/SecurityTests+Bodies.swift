@@ -32,5 +32,21 @@ extension SecurityTests {
         defer { connection.close() }
         try connection.send(head + "2\r\n{}\r\n0\r\n\r\n")
         #expect(try connection.receive().hasPrefix("HTTP/1.1 200"))
+        // Codings before chunked: the server decodes none, and a proxy in front may frame them
+        // otherwise (red team, fourteenth pass: `identity, chunked` was read as chunked, 200).
+        // (`chunked, chunked` SwiftNIO refuses itself.)
+        for (coding, status) in [("identity, chunked", "400"), ("gzip, chunked", "400"), ("CHUNKED", "200")] {
+            let connection = try RawConnection(port: server.port)
+            defer { connection.close() }
+            let head = "POST /assertion/options HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nTransfer-Encoding: \(coding)\r\n\r\n"
+            try connection.send(head + "2\r\n{}\r\n0\r\n\r\n")
+            let answer = try connection.receive()
+            #expect(answer.hasPrefix("HTTP/1.1 \(status)"), "\(coding): \(answer.prefix(300))")
+            if status == "400" {
+                #expect(answer.contains("response_malformed"), "\(coding): \(answer.prefix(400))")
+                try await Task.sleep(for: .milliseconds(200))
+                #expect(connection.closedByPeer(), "\(coding): the connection stays open")
+            }
+        }
     }
 }
