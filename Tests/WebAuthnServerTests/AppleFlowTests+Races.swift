@@ -230,57 +230,40 @@ extension AppleFlowTests {
         }
     }
 
-    @Test("a sign-in through another client id while one is written keeps both client ids' tokens (compare-and-set)")
-    func concurrentClientIDs() async throws {
+    @Test(
+        "a write of an Apple ID's identity racing its web-flow sign-in keeps the web flow's token (compare-and-set)",
+        arguments: ["a sign-in through the app", "an email notification"])
+    func writeBesideWebFlow(_ writer: String) async throws {
         // Red team, thirteenth pass (re-check): two sign-ins of one Apple ID, through the app and the
         // web flow at once, each wrote back the tokens it had read; the web flow's token was lost and
-        // never revoked when the account was deleted (10 to 18 rounds of 60).
+        // never revoked when the account was deleted (10 to 18 rounds of 60). A notification changing
+        // the email wrote back the tokens it had read in the same way.
         try await Self.withServer(interleaving: true) { setup, port in
             let user = AppleStandIn.User()
             let app = Client(port: port)
             #expect(try await Self.appleSignIn(app, setup, user).status == 200)
-            // The app signs in again; the web flow signs in after the app's sign-in has read the identity.
-            let browser = Client(port: port)
-            let form = try await Self.webFlowForm(browser, setup, user: user)
-            let web = Mutex(0)
-            setup.interleaving?.beforeUpdate.withLock {
-                $0 = {
-                    web.withLock { $0 = -1 }; let r = try await browser.send("/apple/web/callback", form: form); web.withLock { $0 = r.status }
-                }
+            // The web flow signs in after the writer has read the identity, before it writes.
+            let web = try await WebFlowInFlight(setup, port: port, user: user)
+            setup.interleaving?.beforeUpdate.withLock { $0 = web.finish }
+            if writer == "a sign-in through the app" {
+                #expect(try await Self.appleSignIn(app, setup, user).status == 200)
+            } else {
+                let event: JSONObject = [
+                    "type": "email-enabled", "sub": .string(user.sub), "email": "relay@privaterelay.appleid.com", "is_private_email": "true",
+                    "event_time": .number(((Date().timeIntervalSince1970 + 60) * 1000).rounded()),
+                ]
+                let claims: JSONValue = [
+                    "iss": "https://appleid.apple.com", "aud": .string(Self.clientID), "iat": .number(Date().timeIntervalSince1970.rounded()),
+                    "jti": .string(UUID().uuidString), "events": .string(JSONValue.object(event).serialized()),
+                ]
+                let payload = JSONValue.object(["payload": .string(setup.standIn.token(claimsJSON: claims.serialized()))]).serialized()
+                #expect(try await Client(port: port).send("/apple/notifications", json: payload).status == 200)
+                #expect(try await setup.store.identity(provider: "apple", subject: user.sub)?.email == "relay@privaterelay.appleid.com")
             }
-            #expect(try await Self.appleSignIn(app, setup, user).status == 200)
-            #expect(web.withLock { $0 } == 303, "the web flow signed in meanwhile")
+            #expect(web.status == 303, "the web flow signed in meanwhile")
             #expect(try await app.send("/demo/account", method: "DELETE").status == 200)
             let sent = setup.standIn.revocations
             #expect(Set(sent.map(\.clientID)) == [Self.clientID, Self.servicesID], "both client ids' tokens are revoked: \(sent)")
-        }
-    }
-
-    @Test("an email notification applied while a sign-in stores a new token keeps the token")
-    func notificationBesideSignIn() async throws {
-        // The same write-back: a notification changing the email stored the tokens it had read over
-        // those of a sign-in that ran between its read and its write.
-        try await Self.withServer(interleaving: true) { setup, port in
-            let user = AppleStandIn.User()
-            let app = Client(port: port)
-            #expect(try await Self.appleSignIn(app, setup, user).status == 200)
-            let browser = Client(port: port)
-            let form = try await Self.webFlowForm(browser, setup, user: user)
-            setup.interleaving?.beforeUpdate.withLock { $0 = { _ = try await browser.send("/apple/web/callback", form: form) } }
-            let event: JSONObject = [
-                "type": "email-enabled", "sub": .string(user.sub), "email": "relay@privaterelay.appleid.com", "is_private_email": "true",
-                "event_time": .number(((Date().timeIntervalSince1970 + 60) * 1000).rounded()),
-            ]
-            let claims: JSONValue = [
-                "iss": "https://appleid.apple.com", "aud": .string(Self.clientID), "iat": .number(Date().timeIntervalSince1970.rounded()),
-                "jti": .string(UUID().uuidString), "events": .string(JSONValue.object(event).serialized()),
-            ]
-            let payload = JSONValue.object(["payload": .string(setup.standIn.token(claimsJSON: claims.serialized()))]).serialized()
-            #expect(try await Client(port: port).send("/apple/notifications", json: payload).status == 200)
-            #expect(try await setup.store.identity(provider: "apple", subject: user.sub)?.email == "relay@privaterelay.appleid.com", "the email applied")
-            #expect(try await app.send("/demo/account", method: "DELETE").status == 200)
-            let sent = setup.standIn.revocations
-            #expect(Set(sent.map(\.clientID)) == [Self.clientID, Self.servicesID], "the web flow's token is kept and revoked: \(sent)")
         }
     }
 
@@ -289,24 +272,41 @@ extension AppleFlowTests {
         // Red team, fourteenth pass: the link's token (the app's) was neither kept nor revoked, as
         // the identity the web flow made "held a token", of the Services ID (17 to 21 rounds of 100).
         try await Self.withServer(interleaving: true) { setup, port in
-            let owner = Client(port: port), browser = Client(port: port)
+            let owner = Client(port: port)
             let first = AppleStandIn.User(), second = AppleStandIn.User()
             #expect(try await Self.appleSignIn(owner, setup, first).status == 200)
-            let form = try await Self.webFlowForm(browser, setup, user: second)
-            let web = Mutex(0)
-            setup.interleaving?.beforeLink.withLock {
-                $0 = {
-                    let status = try await browser.send("/apple/web/callback", form: form).status
-                    web.withLock { $0 = status }
-                }
-            }
+            let web = try await WebFlowInFlight(setup, port: port, user: second)
+            setup.interleaving?.beforeLink.withLock { $0 = web.finish }
             let linking = try await Self.appleSignIn(owner, setup, second)
             #expect(linking.body["errorMessage"]?.stringValue?.hasPrefix("identity_already_linked") == true, "\(linking.body)")
-            #expect(web.withLock { $0 } == 303, "the web flow made the Apple ID's account meanwhile")
+            #expect(web.status == 303, "the web flow made the Apple ID's account meanwhile")
             #expect(setup.standIn.revocations.isEmpty, "nothing revoked: the web flow's authorization stays")
-            #expect(try await browser.send("/demo/account", method: "DELETE").status == 200)
+            #expect(try await web.browser.send("/demo/account", method: "DELETE").status == 200)
             let sent = setup.standIn.revocations
             #expect(sent.count == 2 && Set(sent.map(\.clientID)) == [Self.clientID, Self.servicesID], "both of the Apple ID's tokens revoked: \(sent)")
+        }
+    }
+}
+
+/// A browser that has started Apple's web flow for a user, and the hook that finishes it (the
+/// callback Apple's form would post), for a store hook to run in the middle of another request.
+final class WebFlowInFlight: Sendable {
+    let browser: AppleFlowTests.Client
+    private let form: String
+    private let answered = Mutex(0)
+
+    init(_ setup: AppleFlowTests.Setup, port: Int, user: AppleStandIn.User) async throws {
+        browser = AppleFlowTests.Client(port: port)
+        form = try await AppleFlowTests.webFlowForm(browser, setup, user: user)
+    }
+
+    /// The callback's status; 0 before it ran.
+    var status: Int { answered.withLock { $0 } }
+
+    var finish: Interleaving.Hook {
+        { [self] in
+            let status = try await browser.send("/apple/web/callback", form: form).status
+            answered.withLock { $0 = status }
         }
     }
 }
