@@ -130,6 +130,30 @@ extension WebAuthnRoutes {
         }
     }
 
+    /// Takes back a link whose session ended before the link's sign-in was stored, with what used
+    /// it meanwhile: another sign-in of the same Apple ID (the web flow, another device) may have
+    /// found the link, signed in to the account and added its own token. So the identity's tokens
+    /// are revoked, every one, and the account's sessions end, as the ending of the linking session
+    /// (sign-out everywhere, most often) meant them to; a session stored after this finds the
+    /// identity gone and ends itself (``appleSignedIn``). Red team, fourteenth pass: the link's
+    /// token alone was revoked, the web flow's was lost, and its browser stayed signed in through
+    /// the link taken back (4 rounds of 350 on PostgreSQL). In a rarer race, a single session's
+    /// sign-out ending the linking session, this signs the account out everywhere: the safe side.
+    func takeBack(_ identity: AppleIdentityToken, from handle: [UInt8], refreshToken: String?, _ apple: AppleConfiguration) async throws {
+        guard try await apple.identities.identity(provider: Self.appleProvider, subject: identity.sub)?.userHandle == handle,
+            let removed = try await apple.identities.unlink(provider: Self.appleProvider, subject: identity.sub)
+        else {
+            await revokeUnheld(refreshToken, of: identity, apple)
+            return
+        }
+        _ = try await sessions.store.deleteSessions(userHandle: handle)
+        let held = removed.refreshToken.flatMap { try? openRefreshTokens($0, subject: identity.sub) } ?? []
+        for token in held {
+            _ = await Self.attempt { () async throws(WebAuthnError) in try await revoke(token, apple) }
+        }
+        if !held.contains(where: { $0.token == refreshToken }) { await revokeUnheld(refreshToken, of: identity, apple) }
+    }
+
     /// Applies `change` to `read` and stores the result only while the stored refresh tokens are
     /// still those `read` holds (``LinkedIdentityStore/update(_:ifRefreshTokenIs:)``); when they
     /// changed, applies it again to the identity read anew, at most 8 times (`concurrent_update`

@@ -150,10 +150,7 @@ extension WebAuthnRoutes {
             // The link stands on that session: ended meanwhile (signed out everywhere, by a
             // passkey's deletion or an unlink), it takes the link back.
             guard let fresh = try await sessions.signIn(handle, inPlaceOf: linkedThrough, now: now, verified: true) else {
-                if try await apple.identities.identity(provider: Self.appleProvider, subject: identity.sub)?.userHandle == handle {
-                    _ = try await apple.identities.unlink(provider: Self.appleProvider, subject: identity.sub)
-                }
-                await revokeUnheld(refreshToken, of: identity, apple)
+                try await takeBack(identity, from: handle, refreshToken: refreshToken, apple)
                 throw WebAuthnError(.signInRequired, "the session ended while this Apple ID was being linked; sign in again")
             }
             signedIn = fresh

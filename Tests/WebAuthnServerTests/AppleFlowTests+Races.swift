@@ -286,6 +286,34 @@ extension AppleFlowTests {
             #expect(sent.count == 2 && Set(sent.map(\.clientID)) == [Self.clientID, Self.servicesID], "both of the Apple ID's tokens revoked: \(sent)")
         }
     }
+    @Test("a link taken back after sign-out everywhere takes back what signed in through it: the web flow's session and token")
+    func takenBackWithItsSignIns() async throws {
+        // Red team, fourteenth pass (re-check, PostgreSQL, 4 rounds of 350): the same Apple ID's
+        // first web-flow sign-in found the link before it was taken back; its token was lost with the
+        // identity, never revoked, and its browser stayed signed in to the account.
+        try await Self.withServer(interleaving: true) { setup, port in
+            let owner = Client(port: port)
+            let first = AppleStandIn.User(), second = AppleStandIn.User()
+            #expect(try await Self.appleSignIn(owner, setup, first).status == 200)
+            let handle = try #require(try await setup.store.identity(provider: "apple", subject: first.sub)?.userHandle)
+            let web = try await WebFlowInFlight(setup, port: port, user: second)
+            let store = setup.store
+            // Just after the link: the owner signs out everywhere, then the web flow signs in through the link.
+            setup.interleaving?.afterLink.withLock {
+                $0 = {
+                    _ = try await store.deleteSessions(userHandle: handle)
+                    try await web.finish()
+                }
+            }
+            let linking = try await Self.appleSignIn(owner, setup, second)
+            #expect(linking.status == 401, "\(linking.body)")
+            #expect(web.status == 303, "the web flow signed in through the link meanwhile")
+            #expect(try await store.identity(provider: "apple", subject: second.sub) == nil, "the link is taken back")
+            #expect(try await web.browser.send("/demo/session", method: "GET").body["user"] == .null, "the web flow's session ended")
+            let sent = setup.standIn.revocations
+            #expect(Set(sent.map(\.clientID)) == [Self.clientID, Self.servicesID], "the link's and the web flow's tokens revoked: \(sent)")
+        }
+    }
 }
 
 /// A browser that has started Apple's web flow for a user, and the hook that finishes it (the
