@@ -362,6 +362,20 @@ extension PostgresStore {
         try await pool.query("SELECT \(Self.identityColumns) FROM webauthn_unlink($1, $2)", [provider, subject]).first.map(Self.identity)
     }
 
+    /// Removes the link while its stored refresh token is `expected`, in one statement under the
+    /// account's share lock (as ``unlink(provider:subject:)``), and returns it; nil when it is not
+    /// linked or its token changed (an update committed first is waited for and then compared).
+    public func unlink(provider: String, subject: String, ifRefreshTokenIs expected: [UInt8]?) async throws -> LinkedIdentity? {
+        try await pool.query(
+            """
+            WITH owner AS (SELECT handle FROM accounts WHERE handle = (SELECT user_handle FROM identities WHERE provider = $1 AND subject = $2) FOR SHARE)
+            DELETE FROM identities USING owner
+            WHERE provider = $1 AND subject = $2 AND user_handle = owner.handle AND refresh_token IS NOT DISTINCT FROM $3::bytea
+            RETURNING \(Self.identityColumns)
+            """, [provider, subject, expected.map(PGText.bytea)]
+        ).first.map(Self.identity)
+    }
+
     /// provider, subject, email, email_verified, is_private_email, refresh_token, created_at, updated_at, as text parameters.
     static func identityValues(_ i: LinkedIdentity) -> [String?] {
         [

@@ -310,6 +310,15 @@ extension SQLiteStore {
             .first.map(Self.identity)
     }
 
+    /// Removes the link while its stored refresh token is `expected`, in one statement, and returns
+    /// it; nil when it is not linked or its token changed.
+    public func unlink(provider: String, subject: String, ifRefreshTokenIs expected: [UInt8]?) async throws -> LinkedIdentity? {
+        try await query(
+            "DELETE FROM identities WHERE provider = ? AND subject = ? AND refresh_token IS ? RETURNING \(Self.identityColumns)",
+            [.text(provider), .text(subject), expected.map { .blob($0) } ?? .null]
+        ).first.map(Self.identity)
+    }
+
     /// provider, subject, email, email_verified, is_private_email, refresh_token, created_at, updated_at.
     static func identityValues(_ i: LinkedIdentity) -> [SQLiteData] {
         func bool(_ b: Bool?) -> SQLiteData { b.map { .integer($0 ? 1 : 0) } ?? .null }

@@ -56,10 +56,22 @@ extension WebAuthnRoutes {
         case applied([UInt8])
     }
 
-    /// Applies a verified notification to the identity it names.
+    /// Applies a verified notification to the identity it names, judged on the identity as read
+    /// and acted on only while it is still that: a sign-in between the two (which supersedes a
+    /// revocation dated before it) makes it read and judge again. Red team, fourteenth pass: a late
+    /// `consent-revoked`, judged current, unlinked the identity just after a newer sign-in, whose
+    /// token was then held by nobody.
     private func act(on note: AppleNotification, _ apple: AppleConfiguration) async throws -> NotificationOutcome {
+        for _ in 0..<8 {
+            guard let linked = try await apple.identities.identity(provider: Self.appleProvider, subject: note.sub) else { return .notLinked }
+            if let outcome = try await act(on: note, linked, apple) { return outcome }
+        }
+        throw WebAuthnError(.concurrentUpdate, "the Apple ID's identity kept changing while the notification was applied")
+    }
+
+    /// ``act(on:_:)`` on the identity as read; nil when it changed before the action.
+    private func act(on note: AppleNotification, _ linked: LinkedIdentity, _ apple: AppleConfiguration) async throws -> NotificationOutcome? {
         let identities = apple.identities
-        guard let linked = try await identities.identity(provider: Self.appleProvider, subject: note.sub) else { return .notLinked }
         // An event older than the record's last change was applied already, or superseded: a
         // revocation or deletion from before the identity was (re)linked, or before the user last
         // signed in with it (which took a consent given again), is not about this link. Red team,
@@ -85,7 +97,9 @@ extension WebAuthnRoutes {
                 return true
             }
         case .consentRevoked, .accountDeleted:
-            _ = try await identities.unlink(provider: Self.appleProvider, subject: note.sub)
+            guard try await identities.unlink(provider: Self.appleProvider, subject: note.sub, ifRefreshTokenIs: linked.refreshToken) != nil else {
+                return nil
+            }
             _ = try await sessions.store.deleteSessions(userHandle: linked.userHandle)
             // The account goes too when nothing else signs it in: nobody could sign in to it again,
             // and its name would stay taken (red team: consent revoked for an account whose only

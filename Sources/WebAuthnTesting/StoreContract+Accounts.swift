@@ -82,6 +82,23 @@ extension StoreContract {
         let stored = try await identities.identity(provider: "apple", subject: "001234.abc")?.refreshToken
         try expect(racing == 1 && stored != [1] && stored != nil, "one of 8 racing compare-and-sets wins (\(racing))")
         try expect(!(try await identities.update(identity("nobody", user: dana.id), ifRefreshTokenIs: nil)), "nor an unknown identity")
+        // The conditional unlink: only over the refresh token it names; against a racing
+        // compare-and-set update from the same token, never both.
+        try expect(try await identities.unlink(provider: "apple", subject: "001234.abc", ifRefreshTokenIs: [200]) == nil, "an unlink over another token")
+        try expect(try await identities.identity(provider: "apple", subject: "001234.abc") != nil, "leaves the link")
+        for round in 0..<5 {
+            var held = identity("005.cas\(round)", user: dana.id)
+            held.refreshToken = [7]
+            try await identities.link(held)
+            var next = held
+            next.refreshToken = [8]
+            async let updated = identities.update(next, ifRefreshTokenIs: [7])
+            let subject = held.subject
+            async let unlinked = identities.unlink(provider: "apple", subject: subject, ifRefreshTokenIs: [7])
+            let (u, removed) = try await (updated, unlinked)
+            try expect(u != (removed != nil), "exactly one of a racing update and unlink from one token (round \(round): \(u), \(removed != nil))")
+            _ = try await identities.unlink(provider: "apple", subject: subject)
+        }
         // Relink (a team transfer): same account, new subject; never onto a taken subject.
         try expect(
             try await identities.relink(provider: "apple", subject: "002.def", to: "777.new", at: Date(timeIntervalSince1970: 1_800_000_200)), "relinked")

@@ -19,6 +19,8 @@ final class Interleaving: AccountStore, LinkedIdentityStore, SessionStore {
     let beforeLink = Mutex<Hook?>(nil), afterLink = Mutex<Hook?>(nil)
     /// Runs once, before the next `create(_:firstIdentity:)` is forwarded.
     let beforeCreate = Mutex<Hook?>(nil)
+    /// Runs once, before the next `unlink` is forwarded.
+    let beforeUnlink = Mutex<Hook?>(nil)
     /// Runs once, before the next session is stored (`insert` or `replace`).
     let beforeSessionWrite = Mutex<Hook?>(nil)
 
@@ -65,7 +67,14 @@ final class Interleaving: AccountStore, LinkedIdentityStore, SessionStore {
     func relink(provider: String, subject: String, to newSubject: String, at date: Date) async throws -> Bool {
         try await store.relink(provider: provider, subject: subject, to: newSubject, at: date)
     }
-    func unlink(provider: String, subject: String) async throws -> LinkedIdentity? { try await store.unlink(provider: provider, subject: subject) }
+    func unlink(provider: String, subject: String) async throws -> LinkedIdentity? {
+        try await Self.take(beforeUnlink)?()
+        return try await store.unlink(provider: provider, subject: subject)
+    }
+    func unlink(provider: String, subject: String, ifRefreshTokenIs expected: [UInt8]?) async throws -> LinkedIdentity? {
+        try await Self.take(beforeUnlink)?()
+        return try await store.unlink(provider: provider, subject: subject, ifRefreshTokenIs: expected)
+    }
 
     func insert(_ session: SignedInSession) async throws {
         try await Self.take(beforeSessionWrite)?()
@@ -248,15 +257,9 @@ extension AppleFlowTests {
             if writer == "a sign-in through the app" {
                 #expect(try await Self.appleSignIn(app, setup, user).status == 200)
             } else {
-                let event: JSONObject = [
-                    "type": "email-enabled", "sub": .string(user.sub), "email": "relay@privaterelay.appleid.com", "is_private_email": "true",
-                    "event_time": .number(((Date().timeIntervalSince1970 + 60) * 1000).rounded()),
-                ]
-                let claims: JSONValue = [
-                    "iss": "https://appleid.apple.com", "aud": .string(Self.clientID), "iat": .number(Date().timeIntervalSince1970.rounded()),
-                    "jti": .string(UUID().uuidString), "events": .string(JSONValue.object(event).serialized()),
-                ]
-                let payload = JSONValue.object(["payload": .string(setup.standIn.token(claimsJSON: claims.serialized()))]).serialized()
+                let payload = Self.notification(
+                    setup, ["type": "email-enabled", "sub": .string(user.sub), "email": "relay@privaterelay.appleid.com", "is_private_email": "true"],
+                    at: Date().addingTimeInterval(60))
                 #expect(try await Client(port: port).send("/apple/notifications", json: payload).status == 200)
                 #expect(try await setup.store.identity(provider: "apple", subject: user.sub)?.email == "relay@privaterelay.appleid.com")
             }
@@ -312,6 +315,46 @@ extension AppleFlowTests {
             #expect(try await web.browser.send("/demo/session", method: "GET").body["user"] == .null, "the web flow's session ended")
             let sent = setup.standIn.revocations
             #expect(Set(sent.map(\.clientID)) == [Self.clientID, Self.servicesID], "the link's and the web flow's tokens revoked: \(sent)")
+        }
+    }
+    /// The body Apple posts to `/apple/notifications` for `event` (its `event_time` set to `time`).
+    static func notification(_ setup: Setup, _ event: JSONObject, at time: Date) -> String {
+        var event = event
+        event["event_time"] = .number((time.timeIntervalSince1970 * 1000).rounded())
+        let claims: JSONValue = [
+            "iss": "https://appleid.apple.com", "aud": .string(Self.clientID), "iat": .number(Date().timeIntervalSince1970.rounded()),
+            "jti": .string(UUID().uuidString), "events": .string(JSONValue.object(event).serialized()),
+        ]
+        return JSONValue.object(["payload": .string(setup.standIn.token(claimsJSON: claims.serialized()))]).serialized()
+    }
+
+    @Test("a consent-revoked judged current is not applied over a sign-in that came after it was judged")
+    func consentRevokedBesideSignIn() async throws {
+        // Red team, fourteenth pass (re-check, PostgreSQL, 1 round of 370): a late consent-revoked,
+        // judged not superseded, unlinked the identity just after a newer sign-in, whose token was
+        // then held by nobody; the Apple-only account went with it.
+        try await Self.withServer(interleaving: true) { setup, port in
+            let user = AppleStandIn.User()
+            let app = Client(port: port)
+            #expect(try await Self.appleSignIn(app, setup, user).status == 200)
+            try await Task.sleep(for: .milliseconds(30))
+            let revokedAt = Date().addingTimeInterval(-0.01)
+            try await Task.sleep(for: .milliseconds(20))
+            // The user signs in again after the notification has read and judged the identity.
+            let phone = Client(port: port)
+            let status = Mutex(0)
+            setup.interleaving?.beforeUnlink.withLock {
+                $0 = {
+                    let reply = try await Self.appleSignIn(phone, setup, user)
+                    status.withLock { $0 = reply.status }
+                }
+            }
+            let note = Self.notification(setup, ["type": "consent-revoked", "sub": .string(user.sub)], at: revokedAt)
+            #expect(try await Client(port: port).send("/apple/notifications", json: note).status == 200)
+            #expect(status.withLock { $0 } == 200, "the sign-in came between")
+            #expect(try await setup.store.identity(provider: "apple", subject: user.sub) != nil, "the newer sign-in's link stays")
+            #expect(try await phone.send("/demo/session", method: "GET").body["user"] != .null, "and its session")
+            #expect(setup.standIn.revocations.isEmpty)
         }
     }
 }

@@ -254,6 +254,16 @@ public final class InMemoryAccountStore: AccountStore, LinkedIdentityStore {
         state.withLock { $0.identities.removeValue(forKey: IdentityKey(provider, subject)) }
     }
 
+    /// Removes the link while its stored refresh token is `expected`, under the lock, and returns
+    /// it; nil when it is not linked or its token changed.
+    public func unlink(provider: String, subject: String, ifRefreshTokenIs expected: [UInt8]?) async throws -> LinkedIdentity? {
+        state.withLock { s in
+            let key = IdentityKey(provider, subject)
+            guard s.identities[key]?.refreshToken == expected, s.identities[key] != nil else { return nil }
+            return s.identities.removeValue(forKey: key)
+        }
+    }
+
     private static func checkNew(_ user: UserEntity, in s: State) throws(WebAuthnError) {
         guard s.byKey[UserName.lookalikeKey(user.name)] == nil, s.byCapitalsKey[UserName.capitalsKey(user.name)] == nil,
             s.byHandle[ByteKey(user.id)] == nil

@@ -75,6 +75,11 @@ public protocol LinkedIdentityStore: Sendable {
     func relink(provider: String, subject: String, to newSubject: String, at date: Date) async throws -> Bool
     /// Removes the link and returns it; nil when it was not linked.
     func unlink(provider: String, subject: String) async throws -> LinkedIdentity?
+    /// Removes the link only while its stored refresh token is still `expected`, as one step, and
+    /// returns it; nil when it is not linked or its token changed since it was read (a sign-in
+    /// came between: read it again and judge again). For acting on what was read, as Apple's
+    /// `consent-revoked` does when it is not older than the identity's last sign-in.
+    func unlink(provider: String, subject: String, ifRefreshTokenIs expected: [UInt8]?) async throws -> LinkedIdentity?
 }
 
 extension LinkedIdentityStore {
@@ -87,6 +92,14 @@ extension LinkedIdentityStore {
             return false
         }
         return try await update(identity)
+    }
+
+    /// Reads the identity, compares its refresh token, then unlinks it: not one step, so a write
+    /// in between is lost with it. Stores that can (the SQLite, PostgreSQL and in-memory stores)
+    /// implement it as one.
+    public func unlink(provider: String, subject: String, ifRefreshTokenIs expected: [UInt8]?) async throws -> LinkedIdentity? {
+        guard let current = try await identity(provider: provider, subject: subject), current.refreshToken == expected else { return nil }
+        return try await unlink(provider: provider, subject: subject)
     }
 }
 
