@@ -140,9 +140,20 @@ extension WebAuthnRoutes {
     /// the link taken back (4 rounds of 350 on PostgreSQL). In a rarer race, a single session's
     /// sign-out ending the linking session, this signs the account out everywhere: the safe side.
     func takeBack(_ identity: AppleIdentityToken, from handle: [UInt8], refreshToken: String?, _ apple: AppleConfiguration) async throws {
-        guard try await apple.identities.identity(provider: Self.appleProvider, subject: identity.sub)?.userHandle == handle,
-            let removed = try await apple.identities.unlink(provider: Self.appleProvider, subject: identity.sub)
-        else {
+        // Unlinked only as read (still this account's): the Apple ID unlinked and linked to another
+        // account in between is that account's (red team, fourteenth pass, second re-check).
+        // Sign-ins that keep changing it do not keep it linked: the eighth read unlinks as it is.
+        var removed: LinkedIdentity?
+        for attempt in 0..<8 where removed == nil {
+            guard let read = try await apple.identities.identity(provider: Self.appleProvider, subject: identity.sub), read.userHandle == handle else {
+                break
+            }
+            removed =
+                attempt < 7
+                ? try await apple.identities.unlink(provider: Self.appleProvider, subject: identity.sub, ifRefreshTokenIs: read.refreshToken)
+                : try await apple.identities.unlink(provider: Self.appleProvider, subject: identity.sub)
+        }
+        guard let removed else {
             await revokeUnheld(refreshToken, of: identity, apple)
             return
         }

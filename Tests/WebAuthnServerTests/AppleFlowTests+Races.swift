@@ -317,6 +317,31 @@ extension AppleFlowTests {
             #expect(Set(sent.map(\.clientID)) == [Self.clientID, Self.servicesID], "the link's and the web flow's tokens revoked: \(sent)")
         }
     }
+    @Test("a link taken back does not take the Apple ID from another account it was linked to in between")
+    func takeBackLeavesAnotherAccount() async throws {
+        // Red team, fourteenth pass (second re-check, by reading): the take-back read the identity's
+        // account, then unlinked unconditionally; an unlink and another account's link in between
+        // would be undone, and that account's tokens revoked.
+        try await Self.withServer(interleaving: true) { setup, port in
+            let owner = Client(port: port)
+            let first = AppleStandIn.User(), second = AppleStandIn.User()
+            #expect(try await Self.appleSignIn(owner, setup, first).status == 200)
+            let handle = try #require(try await setup.store.identity(provider: "apple", subject: first.sub)?.userHandle)
+            let store = setup.store, other = UserEntity.new(name: "apple-other")
+            setup.interleaving?.afterLink.withLock { $0 = { _ = try await store.deleteSessions(userHandle: handle) } }
+            setup.interleaving?.beforeUnlink.withLock {
+                $0 = {
+                    _ = try await store.unlink(provider: "apple", subject: second.sub)
+                    try await store.create(
+                        other, firstIdentity: LinkedIdentity(provider: "apple", subject: second.sub, userHandle: other.id, createdAt: Date()))
+                }
+            }
+            let linking = try await Self.appleSignIn(owner, setup, second)
+            #expect(linking.status == 401, "\(linking.body)")
+            #expect(try await store.identity(provider: "apple", subject: second.sub)?.userHandle == other.id, "the other account keeps its link")
+        }
+    }
+
     /// The body Apple posts to `/apple/notifications` for `event` (its `event_time` set to `time`).
     static func notification(_ setup: Setup, _ event: JSONObject, at time: Date) -> String {
         var event = event
