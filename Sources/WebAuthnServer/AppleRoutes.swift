@@ -200,8 +200,7 @@ extension WebAuthnRoutes {
     ) async throws -> (handle: [UInt8], created: Bool, linkedThrough: BrowserSessions.Token?) {
         let now = self.now
         // A linked identity: its email fields and its new refresh token kept (beside those of its
-        // other client ids).
-        // Written only over the tokens it was read with (``updateIdentity(_:in:_:)``).
+        // other client ids), written only over the tokens it was read with (``updateIdentity(_:in:_:)``).
         func signIn(_ linked: LinkedIdentity) async throws -> (handle: [UInt8], created: Bool, linkedThrough: BrowserSessions.Token?) {
             _ = try await updateIdentity(linked, in: apple.identities) { (linked) throws(WebAuthnError) in
                 linked.email = identity.email ?? linked.email

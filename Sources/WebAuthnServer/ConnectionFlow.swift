@@ -1,6 +1,8 @@
 internal import HTTPTypes
 internal import NIOCore
 internal import NIOHTTPTypes
+internal import WebAuthnCore
+internal import _WebAuthnEncoding
 
 /// What a connection may ask of the server ahead of reading its answers.
 ///
@@ -58,7 +60,7 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
                 return
             }
             guard Self.framingAccepted(head) else {
-                refuse(context, "the request's Transfer-Encoding is not chunked alone, the only coding this server reads")
+                refuse(context, WebAuthnError(.responseMalformed, "the request's Transfer-Encoding is not chunked alone, the only coding this server reads"))
                 return
             }
             if unanswered == 0, Self.expectsContinue(head), HTTP.declaredLength(head.headerFields).map({ $0 <= maxBodySize }) ?? true {
@@ -86,24 +88,22 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
 
     func handlerRemoved(context: ChannelHandlerContext) { stallTimer.cancel() }
 
-    /// Whether the request's `Transfer-Encoding`, if any, is one `chunked` (in any case, with spaces around it).
+    /// Whether the request's `Transfer-Encoding`, if any, is one field of `chunked`, in any case
+    /// (a list, `chunked;x=y` or a second field is refused).
     static func framingAccepted(_ head: HTTPRequest) -> Bool {
-        let codings = head.headerFields[values: .transferEncoding].flatMap { $0.utf8.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) }
-        guard let only = codings.first else { return true }
-        let isSpace: (UInt8) -> Bool = { $0 == 0x20 || $0 == 0x09 }
-        let trimmed = only.drop(while: isSpace).reversed().drop(while: isSpace).reversed().map { $0 | 0x20 }
-        return codings.count == 1 && trimmed == Array("chunked".utf8)
+        let codings = head.headerFields[values: .transferEncoding]
+        return codings.isEmpty || (codings.count == 1 && codings[0].lowercased() == "chunked")
     }
 
-    /// Answers `400 response_malformed` with `message` (unless earlier requests wait for their
-    /// answers: this one would overtake them) and closes the connection; nothing more is read.
-    private func refuse(_ context: ChannelHandlerContext, _ message: String) {
+    /// Answers `error` (`400`, the failure body of every route) unless earlier requests wait for
+    /// their answers (this one would overtake them), and closes the connection; nothing more is read.
+    private func refuse(_ context: ChannelHandlerContext, _ error: WebAuthnError) {
         refusing = true
         guard unanswered == 0 else {
             context.close(promise: nil)
             return
         }
-        let body = context.channel.allocator.buffer(string: #"{"status":"failed","errorMessage":"response_malformed: "# + message + #""}"#)
+        let body = context.channel.allocator.buffer(bytes: JSONValue.object(HTTP.failure(error)).serializedBytes())
         var response = HTTPResponse(status: .badRequest)
         response.headerFields[.contentType] = "application/json"
         response.headerFields[.contentLength] = String(body.readableBytes)

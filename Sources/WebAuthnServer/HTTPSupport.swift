@@ -42,9 +42,14 @@ enum HTTP {
 
     /// `{"status":"failed","errorMessage":"<code>: <message>"}` with a 4xx status.
     static func failed(_ error: WebAuthnError, status: HTTPResponse.Status = .badRequest, extra: JSONObject = JSONObject()) -> Response {
-        var object: JSONObject = ["status": "failed", "errorMessage": .string("\(error.code.rawValue): \(error.message)")]
+        var object = failure(error)
         for member in extra.members { object[member.key] = member.value }
         return json(.object(object), status: status)
+    }
+
+    /// The body of a failure: `{"status":"failed","errorMessage":"<code>: <message>"}`.
+    static func failure(_ error: WebAuthnError) -> JSONObject {
+        ["status": "failed", "errorMessage": .string("\(error.code.rawValue): \(error.message)")]
     }
 
     /// The status a failure answers with.

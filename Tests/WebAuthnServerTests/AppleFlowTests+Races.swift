@@ -232,6 +232,7 @@ extension AppleFlowTests {
             #expect(Set(sent.map(\.clientID)) == [Self.clientID, Self.servicesID], "the link's and the web flow's tokens revoked: \(sent)")
         }
     }
+
     @Test("a link taken back does not take the Apple ID from another account it was linked to in between")
     func takeBackLeavesAnotherAccount() async throws {
         // Red team, fourteenth pass (second re-check, by reading): the take-back read the identity's

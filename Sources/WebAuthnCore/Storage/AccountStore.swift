@@ -259,7 +259,7 @@ public final class InMemoryAccountStore: AccountStore, LinkedIdentityStore {
     public func unlink(provider: String, subject: String, ifRefreshTokenIs expected: [UInt8]?) async throws -> LinkedIdentity? {
         state.withLock { s in
             let key = IdentityKey(provider, subject)
-            guard s.identities[key]?.refreshToken == expected, s.identities[key] != nil else { return nil }
+            guard let current = s.identities[key], current.refreshToken == expected else { return nil }
             return s.identities.removeValue(forKey: key)
         }
     }
