@@ -1,5 +1,6 @@
 internal import HTTPTypes
 internal import NIOCore
+internal import NIOHTTP1
 internal import NIOHTTPTypes
 internal import WebAuthnCore
 internal import _WebAuthnEncoding
@@ -21,12 +22,17 @@ internal import _WebAuthnEncoding
 ///   request, 0.01 s with it. It is not sent behind a pipelined request still unanswered, where it
 ///   would reach the client ahead of that request's answer (the client then sends its body after
 ///   its own wait, as RFC 9110 lets it), nor for a declared length over `maxBodySize`, which is
-///   refused (413) without the body. A body is bounded as any other.
+///   refused (413) without the body, nor for an HTTP/1.0 request, which has no interim answers
+///   (RFC 9110 §10.1.1: the expectation is ignored). A body is bounded as any other.
 /// - **`Transfer-Encoding` other than `chunked` alone** is refused (`400 response_malformed`) and
 ///   the connection closed: the server decodes no other coding (RFC 9112 §6.1), and a proxy in
 ///   front may frame `identity, chunked` or `gzip, chunked` otherwise than SwiftNIO, which read
 ///   them as chunked (red team, fourteenth pass). Content-Length beside it, and codings NIO
-///   does not know, NIO refuses itself.
+///   does not know, NIO refuses itself. An HTTP/1.0 request with any `Transfer-Encoding` is refused
+///   the same way: its framing is faulty (RFC 9112 §6.1), and SwiftNIO read it as chunked where a
+///   proxy may frame it by its `Content-Length` alone (red team, fourteenth pass).
+/// - **A refusal behind pipelined requests** waits for their answers, so that it does not overtake
+///   them, and then closes the connection; what came after the refused request is not read.
 final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -44,6 +50,10 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
     private var refusing = false
     /// Runs while the channel is unwritable; closes the connection when it fires.
     private var stallTimer = CloseTimer()
+    /// A refusal waiting for the answers of the requests ahead of it.
+    private var pendingRefusal: WebAuthnError?
+    /// The HTTP version of each request head, which the conversion to HTTPTypes drops.
+    private let versions = RequestVersionTap()
 
     /// `stallTimeout` is clamped to NIO's range and to at least 1 ms.
     init(stallTimeout: Duration, maxBodySize: Int) {
@@ -63,7 +73,13 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
                 refuse(context, WebAuthnError(.responseMalformed, "the request's Transfer-Encoding is not chunked alone, the only coding this server reads"))
                 return
             }
-            if unanswered == 0, Self.expectsContinue(head), HTTP.declaredLength(head.headerFields).map({ $0 <= maxBodySize }) ?? true {
+            guard versions.lastVersion != .http1_0 || head.headerFields[.transferEncoding] == nil else {
+                refuse(context, WebAuthnError(.responseMalformed, "an HTTP/1.0 request may not carry Transfer-Encoding (RFC 9112 §6.1)"))
+                return
+            }
+            if unanswered == 0, versions.lastVersion != .http1_0, Self.expectsContinue(head),
+                HTTP.declaredLength(head.headerFields).map({ $0 <= maxBodySize }) ?? true
+            {
                 context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
             }
             unanswered += 1
@@ -72,8 +88,13 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if case .end = unwrapOutboundIn(data) { unanswered = max(0, unanswered - 1) }
+        guard case .end = unwrapOutboundIn(data) else { return context.write(data, promise: promise) }
+        unanswered = max(0, unanswered - 1)
         context.write(data, promise: promise)
+        if unanswered == 0, let refusal = pendingRefusal {
+            pendingRefusal = nil
+            answer(context, refusal)
+        }
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
@@ -86,6 +107,19 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
         context.fireChannelInactive()
     }
 
+    /// Puts the version tap between SwiftNIO's request decoder and the conversion to HTTPTypes; a
+    /// pipeline where that fails (another server stack) closes every connection rather than read
+    /// HTTP/1.0 framing unchecked.
+    func handlerAdded(context: ChannelHandlerContext) {
+        do {
+            let pipeline = context.pipeline.syncOperations
+            try pipeline.addHandler(versions, position: .after(pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)))
+        } catch {
+            refusing = true
+            context.close(promise: nil)
+        }
+    }
+
     func handlerRemoved(context: ChannelHandlerContext) { stallTimer.cancel() }
 
     /// Whether the request's `Transfer-Encoding`, if any, is one field of `chunked`, in any case
@@ -95,14 +129,15 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
         return codings.isEmpty || (codings.count == 1 && codings[0].lowercased() == "chunked")
     }
 
-    /// Answers `error` (`400`, the failure body of every route) unless earlier requests wait for
-    /// their answers (this one would overtake them), and closes the connection; nothing more is read.
+    /// Reads nothing more, answers `error` (`400`, the failure body of every route) once the
+    /// requests ahead have their answers, and closes the connection.
     private func refuse(_ context: ChannelHandlerContext, _ error: WebAuthnError) {
         refusing = true
-        guard unanswered == 0 else {
-            context.close(promise: nil)
-            return
-        }
+        if unanswered == 0 { answer(context, error) } else { pendingRefusal = error }
+    }
+
+    /// Writes the refusal `error` and closes the connection once it is written.
+    private func answer(_ context: ChannelHandlerContext, _ error: WebAuthnError) {
         let body = context.channel.allocator.buffer(bytes: JSONValue.object(HTTP.failure(error)).serializedBytes())
         var response = HTTPResponse(status: .badRequest)
         response.headerFields[.contentType] = "application/json"
@@ -110,11 +145,26 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
         response.headerFields[.connection] = "close"
         context.write(wrapOutboundOut(.head(response)), promise: nil)
         context.write(wrapOutboundOut(.body(body)), promise: nil)
-        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in context.close(promise: nil) }
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
     }
 
     /// Whether the request asks for `100 Continue`: an `Expect` field of `100-continue`, in any case.
     static func expectsContinue(_ head: HTTPRequest) -> Bool {
         head.headerFields[values: .expect].contains { $0.lowercased() == "100-continue" }
+    }
+}
+
+/// Records the HTTP version of each request head as SwiftNIO decoded it, for ``ConnectionFlowHandler``,
+/// which reads it when the same head reaches it converted (synchronously, on the same event loop).
+final class RequestVersionTap: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+
+    /// The version of the latest request head; nil before the first.
+    private(set) var lastVersion: HTTPVersion?
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .head(let head) = unwrapInboundIn(data) { lastVersion = head.version }
+        context.fireChannelRead(data)
     }
 }

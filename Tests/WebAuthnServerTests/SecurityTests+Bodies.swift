@@ -49,4 +49,48 @@ extension SecurityTests {
             }
         }
     }
+
+    @Test("HTTP/1.0 with Transfer-Encoding is refused, and its Expect ignored; a refusal behind pipelined requests follows their answers")
+    func framingBehindAndBefore() async throws {
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--rate-limit", "off"])
+        defer { server.stop() }
+        // RFC 9112 §6.1: an HTTP/1.0 message with Transfer-Encoding has faulty framing. SwiftNIO
+        // read its chunked body and kept the connection (red team, fourteenth pass): a proxy in
+        // front that frames HTTP/1.0 by its Content-Length alone reads the chunks as a request.
+        for version in ["HTTP/1.0", "HTTP/1.1"] {
+            let connection = try RawConnection(port: server.port)
+            defer { connection.close() }
+            try connection.send(
+                "POST /assertion/options \(version)\r\nHost: a\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
+            let answer = try connection.receive()
+            if version == "HTTP/1.0" {
+                #expect(answer.hasPrefix("HTTP/1.1 400") && answer.contains("response_malformed"), "\(answer.prefix(300))")
+                try await Task.sleep(for: .milliseconds(200))
+                #expect(connection.closedByPeer(), "the HTTP/1.0 connection stays open")
+            } else {
+                #expect(answer.hasPrefix("HTTP/1.1 200"), "\(answer.prefix(300))")
+            }
+        }
+        // RFC 9110 §10.1.1: a server MUST ignore a 100-continue expectation in an HTTP/1.0 request
+        // (HTTP/1.0 has no interim answers: the client would read `100 Continue` as the answer).
+        let older = try RawConnection(port: server.port)
+        defer { older.close() }
+        try older.send("POST /assertion/options HTTP/1.0\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n")
+        try await Task.sleep(for: .milliseconds(300))
+        try older.send("{}")
+        let olderAnswer = try older.receive()
+        #expect(olderAnswer.hasPrefix("HTTP/1.1 200"), "\(olderAnswer.prefix(200))")
+        // A refused request behind pipelined ones: they are answered, in order, then the refusal,
+        // then the connection closes (before, the connection closed with no answer at all).
+        let connection = try RawConnection(port: server.port)
+        defer { connection.close() }
+        let healthz = "GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n"
+        let refused = "POST /assertion/options HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: identity, chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
+        try connection.send(healthz + healthz + refused + healthz)
+        let (text, closed) = connection.drain()
+        let statuses = text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { String($0.prefix(3)) }
+        #expect(statuses == ["200", "200", "400"], "\(text.prefix(600))")
+        #expect(text.contains("response_malformed"))
+        #expect(closed, "the connection stays open after the refusal")
+    }
 }

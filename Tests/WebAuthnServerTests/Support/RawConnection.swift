@@ -60,14 +60,18 @@ final class RawConnection: @unchecked Sendable {
     /// Reads until the server closes (end of file) or nothing arrives for the receive timeout:
     /// how many times `marker` occurred, and whether the server closed.
     func drain(counting marker: String) -> (count: Int, closed: Bool) {
+        let (text, closed) = drain()
+        return (text.components(separatedBy: marker).count - 1, closed)
+    }
+
+    /// Reads until the server closes (end of file) or nothing arrives for the receive timeout:
+    /// everything received, and whether the server closed.
+    func drain() -> (text: String, closed: Bool) {
         var buffer = [UInt8](repeating: 0, count: 65_536)
         var received: [UInt8] = []
         while true {
             let count = buffer.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, $0.count, 0) }
-            if count <= 0 {
-                let text = String(decoding: received, as: UTF8.self)
-                return (text.components(separatedBy: marker).count - 1, count == 0)
-            }
+            if count <= 0 { return (String(decoding: received, as: UTF8.self), count == 0) }
             received += buffer.prefix(count)
         }
     }
