@@ -70,10 +70,11 @@ public enum AppleTokenVerifier {
 
     /// An email claim (of an identity token or a notification's events): absent, or a string of 3
     /// to 320 bytes with an `@` and no control, format (bidirectional, zero-width), separator,
-    /// private-use or unassigned characters, as addresses are; `invalid` makes the error, given
-    /// what is wrong. Red team, fourteenth pass: an `email-enabled` notification stored CR, LF,
-    /// ESC and U+202E in the email, which the account routes then returned, and a NUL made the
-    /// PostgreSQL store fail with `500`.
+    /// private-use, unassigned or default-ignorable characters (letters and marks that show
+    /// nothing: U+3164 HANGUL FILLER, variation selectors), as addresses are; `invalid` makes the
+    /// error, given what is wrong. Red team, fourteenth pass: an `email-enabled` notification
+    /// stored CR, LF, ESC and U+202E in the email, which the account routes then returned, and a
+    /// NUL made the PostgreSQL store fail with `500`.
     static func email(_ claim: JSONValue?, invalid: (String) -> WebAuthnError) throws(WebAuthnError) -> String? {
         guard let claim else { return nil }
         guard let value = claim.stringValue else { throw invalid("not a string") }
@@ -81,12 +82,13 @@ public enum AppleTokenVerifier {
             throw invalid("not 3 to 320 bytes with an @")
         }
         let refused = value.unicodeScalars.contains { scalar in
-            switch scalar.properties.generalCategory {
+            guard !scalar.properties.isDefaultIgnorableCodePoint else { return true }
+            return switch scalar.properties.generalCategory {
             case .control, .format, .lineSeparator, .paragraphSeparator, .spaceSeparator, .surrogate, .privateUse, .unassigned: true
             default: false
             }
         }
-        guard !refused else { throw invalid("it holds a control, format, space, private-use or unassigned character") }
+        guard !refused else { throw invalid("it holds a control, format, space, private-use, unassigned or invisible character") }
         return value
     }
 

@@ -144,9 +144,11 @@ struct TokenVerificationTests {
     static let badEmails = [
         "a\r\nb@example.com", "a\u{1B}[31m@example.com", "\u{202E}moc.elpmaxe@a", "a\u{0}@example.com", "a\u{200B}@example.com",
         "a b@example.com", "no-at-sign", "", "a@" + String(repeating: "b", count: 319), "a\u{E000}@example.com", "a\u{2028}@example.com",
+        // Letters and marks that show nothing (default-ignorable): U+3164 HANGUL FILLER is a letter (Lo).
+        "a\u{3164}@example.com", "a\u{115F}@example.com", "a\u{FFA0}@example.com", "a\u{FE0F}@example.com", "a\u{180B}@example.com",
     ]
 
-    @Test("email is an address: an @, 3 to 320 bytes, no control, format, separator, private-use or unassigned character")
+    @Test("email is an address: an @, 3 to 320 bytes, no control, format, separator, private-use, unassigned or default-ignorable character")
     func email() throws {
         for good in ["a@b.c", "x@privaterelay.appleid.com", "josé@example.com", "<b>@example.com", "a@" + String(repeating: "b", count: 318)] {
             #expect(try f.verify(f.token { $0["email"] = .string(good) }).email == good)
