@@ -31,6 +31,9 @@ internal import _WebAuthnEncoding
 ///   does not know, NIO refuses itself. An HTTP/1.0 request with any `Transfer-Encoding` is refused
 ///   the same way: its framing is faulty (RFC 9112 §6.1), and SwiftNIO read it as chunked where a
 ///   proxy may frame it by its `Content-Length` alone (red team, fourteenth pass).
+/// - **`Connection: close`** in any case or list, and an HTTP/1.0 request without `keep-alive`: the
+///   answer says `Connection: close`, the connection closes after it, and nothing after the
+///   request is read (RFC 9112 §9.3, §9.6). Hummingbird closed only on the exact value `close`.
 /// - **A refusal behind pipelined requests** waits for their answers, so that it does not overtake
 ///   them, and then closes the connection; what came after the refused request is not read.
 final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler {
@@ -54,6 +57,9 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
     private var pendingRefusal: WebAuthnError?
     /// The HTTP version of each request head, which the conversion to HTTPTypes drops.
     private let versions = RequestVersionTap()
+    /// Once a request asked to close the connection: the answers still to write, that request's
+    /// included (the last of them says `Connection: close`).
+    private var answersBeforeClose: Int?
 
     /// `stallTimeout` is clamped to NIO's range and to at least 1 ms.
     init(stallTimeout: Duration, maxBodySize: Int) {
@@ -63,7 +69,8 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !refusing else { return }
-        if case .head(let head) = unwrapInboundIn(data) {
+        switch unwrapInboundIn(data) {
+        case .head(var head):
             guard unanswered < Self.maxUnanswered else {
                 refusing = true
                 context.close(promise: nil)
@@ -83,18 +90,47 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
                 context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
             }
             unanswered += 1
+            if Self.asksToClose(head, version: versions.lastVersion) {
+                // Hummingbird ends the connection after the answer only on exactly this value.
+                head.headerFields[.connection] = "close"
+                answersBeforeClose = unanswered
+                context.fireChannelRead(wrapInboundOut(.head(head)))
+                return
+            }
+        case .end:
+            // Nothing after a request that asked to close is read (RFC 9112 §9.6).
+            if answersBeforeClose != nil { refusing = true }
+        case .body: break
         }
         context.fireChannelRead(data)
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        guard case .end = unwrapOutboundIn(data) else { return context.write(data, promise: promise) }
-        unanswered = max(0, unanswered - 1)
-        context.write(data, promise: promise)
-        if unanswered == 0, let refusal = pendingRefusal {
-            pendingRefusal = nil
-            answer(context, refusal)
+        switch unwrapOutboundIn(data) {
+        case .head(var response) where answersBeforeClose == 1:
+            response.headerFields[.connection] = "close"
+            context.write(wrapOutboundOut(.head(response)), promise: promise)
+        case .head, .body:
+            context.write(data, promise: promise)
+        case .end:
+            unanswered = max(0, unanswered - 1)
+            answersBeforeClose = answersBeforeClose.map { $0 - 1 }
+            context.write(data, promise: promise)
+            if unanswered == 0, let refusal = pendingRefusal {
+                pendingRefusal = nil
+                answer(context, refusal)
+            }
         }
+    }
+
+    /// Whether the request asks that the connection close after its answer: a `close` option in
+    /// its `Connection` fields, in any case, or HTTP/1.0 without `keep-alive` (RFC 9112 §9.3, §9.6).
+    static func asksToClose(_ head: HTTPRequest, version: HTTPVersion?) -> Bool {
+        // Options are tokens: no space or tab inside one.
+        let options = head.headerFields[values: .connection].flatMap { $0.split(separator: ",") }.map {
+            $0.filter { $0 != " " && $0 != "\t" }.lowercased()
+        }
+        return options.contains("close") || (version == .http1_0 && !options.contains("keep-alive"))
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {

@@ -93,4 +93,46 @@ extension SecurityTests {
         #expect(text.contains("response_malformed"))
         #expect(closed, "the connection stays open after the refusal")
     }
+
+    @Test("a close connection option, in any case or list, and HTTP/1.0 without keep-alive: one answer with Connection: close, then the connection closes")
+    func connectionClose() async throws {
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--rate-limit", "off"])
+        defer { server.stop() }
+        let next = "GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n"
+        // RFC 9112 §9.6 and §9.3: the server MUST close after the answer to a request with the
+        // close option, and an HTTP/1.0 connection persists only with keep-alive. Before, only the
+        // exact value `close` closed (Hummingbird compares the field), an HTTP/1.0 connection
+        // stayed open and had its next request answered, and no answer said it would close.
+        func closes(_ head: String, _ pipelined: String) throws {
+            let connection = try RawConnection(port: server.port)
+            defer { connection.close() }
+            try connection.send(head + pipelined)
+            let (text, closed) = connection.drain()
+            #expect(text.components(separatedBy: "HTTP/1.1 200").count == 2, "\(head.debugDescription): \(text.prefix(300))")
+            #expect(text.lowercased().contains("\r\nconnection: close\r\n"), "\(head.debugDescription): \(text.prefix(300))")
+            #expect(closed, "\(head.debugDescription): the connection stays open")
+        }
+        for head in [
+            "GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", "GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: Close\r\n\r\n",
+            "GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: te, close\r\n\r\n",
+            "GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: te\r\nConnection: CLOSE\r\n\r\n",
+            "GET /healthz HTTP/1.0\r\nHost: a\r\n\r\n", "GET /healthz HTTP/1.0\r\nHost: a\r\nConnection: te\r\n\r\n",
+        ] {
+            for pipelined in ["", next] {
+                try closes(head, pipelined)
+            }
+        }
+        // HTTP/1.0 with keep-alive, and HTTP/1.1 without close, keep the connection.
+        for head in [
+            "GET /healthz HTTP/1.0\r\nHost: a\r\nConnection: Keep-Alive\r\n\r\n", "GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: keep-alive\r\n\r\n",
+        ] {
+            let connection = try RawConnection(port: server.port)
+            defer { connection.close() }
+            try connection.send(head)
+            let answer = try connection.receive()
+            #expect(answer.hasPrefix("HTTP/1.1 200") && !answer.lowercased().contains("connection: close"), "\(head.debugDescription): \(answer.prefix(300))")
+            try connection.send(next)
+            #expect(try connection.receive().hasPrefix("HTTP/1.1 200"), "\(head.debugDescription)")
+        }
+    }
 }
