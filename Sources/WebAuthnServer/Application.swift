@@ -85,6 +85,7 @@ public func buildApplication(
     let port = configuration.port
     let deadline = configuration.requestTimeout
     let maxBody = configuration.routes.maxBodySize
+    let secure = configuration.routes.secureCookies
     let connections = configuration.maxConnectionsPerAddress.map {
         ConnectionCounts(limit: max(1, $0), exempt: configuration.routes.trustedProxies)
     }
@@ -94,7 +95,7 @@ public func buildApplication(
         server: .http1(
             configuration: .init(
                 additionalChannelHandlers: (connections.map { [ConnectionLimitHandler(counts: $0)] } ?? []) + [
-                    RequestDeadlineHandler(deadline: deadline), ConnectionFlowHandler(stallTimeout: deadline, maxBodySize: maxBody),
+                    RequestDeadlineHandler(deadline: deadline), ConnectionFlowHandler(stallTimeout: deadline, maxBodySize: maxBody, secure: secure),
                 ],
                 idleTimeout: .seconds(configuration.idleTimeout.components.seconds))),
         configuration: .init(address: .hostname(configuration.host, port: port), serverName: "webauthn"),

@@ -47,6 +47,10 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
 
     private let stallTimeout: TimeAmount
     private let maxBodySize: Int
+    /// Whether the refusals carry HSTS, as the routes' answers do.
+    private let secure: Bool
+    /// Between a request's head and its end, as read: a parser error there is the route's to answer.
+    private var inRequest = false
     /// Requests whose answer has not been written to its end.
     private var unanswered = 0
     /// Past the pipelining limit: closing, and nothing more is passed on.
@@ -62,9 +66,10 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
     private var answersBeforeClose: Int?
 
     /// `stallTimeout` is clamped to NIO's range and to at least 1 ms.
-    init(stallTimeout: Duration, maxBodySize: Int) {
+    init(stallTimeout: Duration, maxBodySize: Int, secure: Bool) {
         self.stallTimeout = max(.milliseconds(1), TimeAmount(stallTimeout))
         self.maxBodySize = maxBodySize
+        self.secure = secure
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -90,6 +95,7 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
                 context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
             }
             unanswered += 1
+            inRequest = true
             if Self.asksToClose(head, version: versions.lastVersion) {
                 // Hummingbird ends the connection after the answer only on exactly this value.
                 head.headerFields[.connection] = "close"
@@ -98,6 +104,7 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
                 return
             }
         case .end:
+            inRequest = false
             // Nothing after a request that asked to close is read (RFC 9112 §9.6).
             if answersBeforeClose != nil { refusing = true }
         case .body: break
@@ -131,6 +138,23 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
             $0.filter { $0 != " " && $0 != "\t" }.lowercased()
         }
         return options.contains("close") || (version == .http1_0 && !options.contains("keep-alive"))
+    }
+
+    /// A request head SwiftNIO could not parse gets the failure body of every route (Hummingbird
+    /// answered a bare `400`), after the answers of the requests ahead of it; the connection then
+    /// closes. A parser error inside a body goes on to the route reading it, which answers it.
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        guard let parsing = error as? HTTPParserError, !inRequest else { return context.fireErrorCaught(error) }
+        guard !refusing else { return }
+        refuse(context, Self.failure(parsing))
+    }
+
+    /// The failure a parser error in a request head is answered with.
+    static func failure(_ error: HTTPParserError) -> WebAuthnError {
+        if error == .headerOverflow {
+            return WebAuthnError(.inputTooLarge, "the request's head is larger than this server reads")
+        }
+        return WebAuthnError(.responseMalformed, "the request is not well-formed HTTP: \(error)")
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
@@ -175,8 +199,9 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
     /// Writes the refusal `error` and closes the connection once it is written.
     private func answer(_ context: ChannelHandlerContext, _ error: WebAuthnError) {
         let body = context.channel.allocator.buffer(bytes: JSONValue.object(HTTP.failure(error)).serializedBytes())
-        var response = HTTPResponse(status: .badRequest)
+        var response = HTTPResponse(status: HTTP.status(for: error))
         response.headerFields[.contentType] = "application/json"
+        SecurityHeaders.apply(to: &response.headerFields, secure: secure)
         response.headerFields[.contentLength] = String(body.readableBytes)
         response.headerFields[.connection] = "close"
         context.write(wrapOutboundOut(.head(response)), promise: nil)

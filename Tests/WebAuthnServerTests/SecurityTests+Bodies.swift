@@ -135,4 +135,29 @@ extension SecurityTests {
             #expect(try connection.receive().hasPrefix("HTTP/1.1 200"), "\(head.debugDescription)")
         }
     }
+
+    @Test("a request head SwiftNIO cannot parse gets the failure body of every route, with the security headers, and the connection closes")
+    func malformedHeads() async throws {
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--rate-limit", "off"])
+        defer { server.stop() }
+        // Before, Hummingbird answered these with a bare `400` (no body, no code, no security headers).
+        let health = "GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n"
+        for (name, head, status, code) in [
+            ("a space in a field name", "GET /healthz HTTP/1.1\r\nHost: a\r\nBad Header: x\r\n\r\n", "400", "response_malformed"),
+            ("a method with @", "G@T /healthz HTTP/1.1\r\nHost: a\r\n\r\n", "400", "response_malformed"),
+            ("two lengths", "POST /healthz HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", "400", "response_malformed"),
+            ("a 100 KB field", "GET /healthz HTTP/1.1\r\nHost: a\r\nX-A: \(String(repeating: "a", count: 100_000))\r\n\r\n", "413", "input_too_large"),
+        ] {
+            for ahead in ["", health] {
+                let connection = try RawConnection(port: server.port)
+                defer { connection.close() }
+                try connection.send(ahead + head)
+                let (text, closed) = connection.drain()
+                let statuses = text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { String($0.prefix(3)) }
+                #expect(statuses == (ahead.isEmpty ? [status] : ["200", status]), "\(name): \(text.prefix(400))")
+                #expect(text.contains(code) && text.contains("X-Content-Type-Options: nosniff"), "\(name): \(text.prefix(400))")
+                #expect(closed, "\(name): the connection stays open")
+            }
+        }
+    }
 }
