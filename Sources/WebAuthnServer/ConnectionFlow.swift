@@ -9,8 +9,9 @@ internal import _WebAuthnEncoding
 ///
 /// - **Pipelining.** At most ``maxUnanswered`` requests may wait for their answers. A client that
 ///   sent 20,000 pipelined requests on a connection and read no answer held 1.6 to 2 MB of decoded
-///   requests per connection, and 2.3 GB over 256 connections (red team). A connection past the
-///   limit is closed, and the requests beyond it are dropped unread. Browsers do not pipeline.
+///   requests per connection, and 2.3 GB over 256 connections (red team). The request past the
+///   limit is refused (`429 rate_limited`) after the answers ahead of it, and the connection
+///   closed; nothing after it is read. Browsers do not pipeline.
 /// - **Answers nobody reads.** A connection whose answers cannot be written for `stallTimeout`
 ///   (the channel stays unwritable: the kernel's send buffer and NIO's are full because the client
 ///   reads nothing) is closed. The idle timeout does not run while an answer is being written, and
@@ -34,8 +35,16 @@ internal import _WebAuthnEncoding
 /// - **`Connection: close`** in any case or list, and an HTTP/1.0 request without `keep-alive`: the
 ///   answer says `Connection: close`, the connection closes after it, and nothing after the
 ///   request is read (RFC 9112 §9.3, §9.6). Hummingbird closed only on the exact value `close`.
-/// - **A refusal behind pipelined requests** waits for their answers, so that it does not overtake
-///   them, and then closes the connection; what came after the refused request is not read.
+/// - **`CONNECT` and `Upgrade`** are refused (`400 response_malformed`): the server proxies nothing
+///   and switches to no other protocol, and SwiftNIO's decoder stops at such a request and kept
+///   every byte that followed for a protocol handler the server does not have (red team, fifteenth
+///   pass: 1 GB a second on one connection, and a crash under a memory limit).
+/// - **`Host`**: an HTTP/1.1 request without one, or any request with two, is refused (`400`;
+///   RFC 9112 §3.2).
+/// - **A refusal** stops reading from the socket at once, waits for the answers of the requests
+///   ahead of it, so that it does not overtake them, and then closes the connection; what came
+///   after the refused request is never read. A request head SwiftNIO cannot parse is refused the
+///   same way, with the failure body of every route (Hummingbird answered a bare `400`).
 final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -51,19 +60,22 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
     private let secure: Bool
     /// Between a request's head and its end, as read: a parser error there is the route's to answer.
     private var inRequest = false
-    /// Requests whose answer has not been written to its end.
-    private var unanswered = 0
-    /// Past the pipelining limit: closing, and nothing more is passed on.
+    /// One entry per request whose answer has not been written to its end: the `Connection`
+    /// option that answer carries (`close`, `keep-alive` for HTTP/1.0, or none).
+    private var unanswered: [String?] = []
+    /// Nothing more that is read is passed on: after a refusal, or after a request that asked to close.
     private var refusing = false
+    /// A request asked to close the connection after its answer.
+    private var closeRequested = false
+    /// Nothing more is read from the socket: a refusal, after which the connection closes.
+    private var stopped = false
     /// Runs while the channel is unwritable; closes the connection when it fires.
     private var stallTimer = CloseTimer()
     /// A refusal waiting for the answers of the requests ahead of it.
     private var pendingRefusal: WebAuthnError?
-    /// The HTTP version of each request head, which the conversion to HTTPTypes drops.
-    private let versions = RequestVersionTap()
-    /// Once a request asked to close the connection: the answers still to write, that request's
-    /// included (the last of them says `Connection: close`).
-    private var answersBeforeClose: Int?
+    /// What the conversion to HTTPTypes drops from each request head: its version, whether it is
+    /// CONNECT or has `Upgrade`, and its number of `Host` fields.
+    private let tap = RequestHeadTap()
 
     /// `stallTimeout` is clamped to NIO's range and to at least 1 ms.
     init(stallTimeout: Duration, maxBodySize: Int, secure: Bool) {
@@ -76,37 +88,29 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
         guard !refusing else { return }
         switch unwrapInboundIn(data) {
         case .head(var head):
-            guard unanswered < Self.maxUnanswered else {
-                refusing = true
-                context.close(promise: nil)
-                return
+            guard unanswered.count < Self.maxUnanswered else {
+                return refuse(context, WebAuthnError(.rateLimited, "more than \(Self.maxUnanswered) requests wait for their answers on this connection"))
             }
-            guard Self.framingAccepted(head) else {
-                refuse(context, WebAuthnError(.responseMalformed, "the request's Transfer-Encoding is not chunked alone, the only coding this server reads"))
-                return
-            }
-            guard versions.lastVersion != .http1_0 || head.headerFields[.transferEncoding] == nil else {
-                refuse(context, WebAuthnError(.responseMalformed, "an HTTP/1.0 request may not carry Transfer-Encoding (RFC 9112 §6.1)"))
-                return
-            }
-            if unanswered == 0, versions.lastVersion != .http1_0, Self.expectsContinue(head),
+            let facts = tap.facts
+            if let refusal = Self.refusal(of: head, facts) { return refuse(context, refusal) }
+            if unanswered.isEmpty, facts.version != .http1_0, Self.expectsContinue(head),
                 HTTP.declaredLength(head.headerFields).map({ $0 <= maxBodySize }) ?? true
             {
                 context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
             }
-            unanswered += 1
             inRequest = true
-            if Self.asksToClose(head, version: versions.lastVersion) {
+            let option = Self.connectionOption(head, version: facts.version)
+            unanswered.append(option)
+            if option == "close" {
                 // Hummingbird ends the connection after the answer only on exactly this value.
+                closeRequested = true
                 head.headerFields[.connection] = "close"
-                answersBeforeClose = unanswered
-                context.fireChannelRead(wrapInboundOut(.head(head)))
-                return
+                return context.fireChannelRead(wrapInboundOut(.head(head)))
             }
         case .end:
             inRequest = false
             // Nothing after a request that asked to close is read (RFC 9112 §9.6).
-            if answersBeforeClose != nil { refusing = true }
+            if closeRequested { refusing = true }
         case .body: break
         }
         context.fireChannelRead(data)
@@ -114,30 +118,57 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch unwrapOutboundIn(data) {
-        case .head(var response) where answersBeforeClose == 1:
-            response.headerFields[.connection] = "close"
+        case .head(var response):
+            guard let option = unanswered.first ?? nil else { return context.write(data, promise: promise) }
+            response.headerFields[.connection] = option
             context.write(wrapOutboundOut(.head(response)), promise: promise)
-        case .head, .body:
+        case .body:
             context.write(data, promise: promise)
         case .end:
-            unanswered = max(0, unanswered - 1)
-            answersBeforeClose = answersBeforeClose.map { $0 - 1 }
+            if !unanswered.isEmpty { unanswered.removeFirst() }
             context.write(data, promise: promise)
-            if unanswered == 0, let refusal = pendingRefusal {
+            if unanswered.isEmpty, let refusal = pendingRefusal {
                 pendingRefusal = nil
                 answer(context, refusal)
             }
         }
     }
 
-    /// Whether the request asks that the connection close after its answer: a `close` option in
-    /// its `Connection` fields, in any case, or HTTP/1.0 without `keep-alive` (RFC 9112 §9.3, §9.6).
-    static func asksToClose(_ head: HTTPRequest, version: HTTPVersion?) -> Bool {
+    /// Reads from the socket go on until a refusal: after it, what the client sends stays in the
+    /// kernel's buffers, and the connection closes once the refusal is written.
+    func read(context: ChannelHandlerContext) {
+        guard !stopped else { return }
+        context.read()
+    }
+
+    /// Why a request head is refused, if it is.
+    static func refusal(of head: HTTPRequest, _ facts: RequestHeadTap.Facts) -> WebAuthnError? {
+        if facts.upgrade {
+            return WebAuthnError(.responseMalformed, "this server is no proxy and switches to no other protocol: CONNECT and Upgrade are refused")
+        }
+        if !framingAccepted(head) {
+            return WebAuthnError(.responseMalformed, "the request's Transfer-Encoding is not chunked alone, the only coding this server reads")
+        }
+        if facts.version == .http1_0, head.headerFields[.transferEncoding] != nil {
+            return WebAuthnError(.responseMalformed, "an HTTP/1.0 request may not carry Transfer-Encoding (RFC 9112 §6.1)")
+        }
+        if facts.hosts > 1 || (facts.hosts == 0 && facts.version != .http1_0) {
+            return WebAuthnError(.responseMalformed, "a request carries one Host field, which only HTTP/1.0 may omit (RFC 9112 §3.2)")
+        }
+        return nil
+    }
+
+    /// The `Connection` option the request's answer carries: `close` for a request that asks to
+    /// close the connection (a `close` option in any case, or HTTP/1.0 without `keep-alive`: RFC
+    /// 9112 §9.3, §9.6), `keep-alive` for HTTP/1.0 with it, or none.
+    static func connectionOption(_ head: HTTPRequest, version: HTTPVersion?) -> String? {
         // Options are tokens: no space or tab inside one.
         let options = head.headerFields[values: .connection].flatMap { $0.split(separator: ",") }.map {
             $0.filter { $0 != " " && $0 != "\t" }.lowercased()
         }
-        return options.contains("close") || (version == .http1_0 && !options.contains("keep-alive"))
+        if options.contains("close") { return "close" }
+        guard version == .http1_0 else { return nil }
+        return options.contains("keep-alive") ? "keep-alive" : "close"
     }
 
     /// A request head SwiftNIO could not parse gets the failure body of every route (Hummingbird
@@ -167,15 +198,16 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
         context.fireChannelInactive()
     }
 
-    /// Puts the version tap between SwiftNIO's request decoder and the conversion to HTTPTypes; a
-    /// pipeline where that fails (another server stack) closes every connection rather than read
-    /// HTTP/1.0 framing unchecked.
+    /// Puts the tap between SwiftNIO's request decoder and the conversion to HTTPTypes; a pipeline
+    /// where that fails (another server stack) closes every connection rather than read requests
+    /// unchecked.
     func handlerAdded(context: ChannelHandlerContext) {
         do {
             let pipeline = context.pipeline.syncOperations
-            try pipeline.addHandler(versions, position: .after(pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)))
+            try pipeline.addHandler(tap, position: .after(pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)))
         } catch {
             refusing = true
+            stopped = true
             context.close(promise: nil)
         }
     }
@@ -193,7 +225,8 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
     /// requests ahead have their answers, and closes the connection.
     private func refuse(_ context: ChannelHandlerContext, _ error: WebAuthnError) {
         refusing = true
-        if unanswered == 0 { answer(context, error) } else { pendingRefusal = error }
+        stopped = true
+        if unanswered.isEmpty { answer(context, error) } else { pendingRefusal = error }
     }
 
     /// Writes the refusal `error` and closes the connection once it is written.
@@ -215,17 +248,29 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
     }
 }
 
-/// Records the HTTP version of each request head as SwiftNIO decoded it, for ``ConnectionFlowHandler``,
-/// which reads it when the same head reaches it converted (synchronously, on the same event loop).
-final class RequestVersionTap: ChannelInboundHandler, RemovableChannelHandler {
+/// Records what ``ConnectionFlowHandler`` needs of each request head as SwiftNIO decoded it, and
+/// the conversion to HTTPTypes drops; the handler reads it when the same head reaches it
+/// converted (synchronously, on the same event loop).
+final class RequestHeadTap: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
 
-    /// The version of the latest request head; nil before the first.
-    private(set) var lastVersion: HTTPVersion?
+    struct Facts {
+        var version: HTTPVersion?
+        /// CONNECT, or an `Upgrade` field: SwiftNIO's decoder stops at such a request and keeps
+        /// what follows for a protocol handler this server does not have.
+        var upgrade = false
+        /// How many `Host` fields the head has.
+        var hosts = 0
+    }
+
+    /// Those of the latest request head.
+    private(set) var facts = Facts()
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .head(let head) = unwrapInboundIn(data) { lastVersion = head.version }
+        if case .head(let head) = unwrapInboundIn(data) {
+            facts = Facts(version: head.version, upgrade: head.method == .CONNECT || head.headers.contains(name: "upgrade"), hosts: head.headers["host"].count)
+        }
         context.fireChannelRead(data)
     }
 }

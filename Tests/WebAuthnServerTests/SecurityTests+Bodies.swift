@@ -122,7 +122,13 @@ extension SecurityTests {
                 try closes(head, pipelined)
             }
         }
-        // HTTP/1.0 with keep-alive, and HTTP/1.1 without close, keep the connection.
+        // HTTP/1.0 without Host is answered.
+        let older = try RawConnection(port: server.port)
+        defer { older.close() }
+        try older.send("GET /healthz HTTP/1.0\r\n\r\n")
+        #expect(try older.receive().hasPrefix("HTTP/1.1 200"))
+        // HTTP/1.0 with keep-alive, and HTTP/1.1 without close, keep the connection; the answer to
+        // HTTP/1.0 says so (an HTTP/1.0 client assumes a close otherwise: red team, fifteenth pass).
         for head in [
             "GET /healthz HTTP/1.0\r\nHost: a\r\nConnection: Keep-Alive\r\n\r\n", "GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: keep-alive\r\n\r\n",
         ] {
@@ -131,6 +137,7 @@ extension SecurityTests {
             try connection.send(head)
             let answer = try connection.receive()
             #expect(answer.hasPrefix("HTTP/1.1 200") && !answer.lowercased().contains("connection: close"), "\(head.debugDescription): \(answer.prefix(300))")
+            #expect(answer.contains("\r\nConnection: keep-alive\r\n") == head.contains("HTTP/1.0"), "\(head.debugDescription): \(answer.prefix(300))")
             try connection.send(next)
             #expect(try connection.receive().hasPrefix("HTTP/1.1 200"), "\(head.debugDescription)")
         }
@@ -146,6 +153,10 @@ extension SecurityTests {
             ("a space in a field name", "GET /healthz HTTP/1.1\r\nHost: a\r\nBad Header: x\r\n\r\n", "400", "response_malformed"),
             ("a method with @", "G@T /healthz HTTP/1.1\r\nHost: a\r\n\r\n", "400", "response_malformed"),
             ("two lengths", "POST /healthz HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", "400", "response_malformed"),
+            // RFC 9112 §3.2: exactly one Host in HTTP/1.1, at most one before (red team, fifteenth pass: both 200).
+            ("no Host", "GET /healthz HTTP/1.1\r\n\r\n", "400", "response_malformed"),
+            ("two Hosts", "GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", "400", "response_malformed"),
+            ("two Hosts in HTTP/1.0", "GET /healthz HTTP/1.0\r\nHost: a\r\nhost: b\r\nConnection: keep-alive\r\n\r\n", "400", "response_malformed"),
             ("a 100 KB field", "GET /healthz HTTP/1.1\r\nHost: a\r\nX-A: \(String(repeating: "a", count: 100_000))\r\n\r\n", "413", "input_too_large"),
         ] {
             for ahead in ["", health] {
@@ -158,6 +169,40 @@ extension SecurityTests {
                 #expect(text.contains(code) && text.contains("X-Content-Type-Options: nosniff"), "\(name): \(text.prefix(400))")
                 #expect(closed, "\(name): the connection stays open")
             }
+        }
+    }
+
+    @Test("CONNECT and Upgrade requests are refused at once and nothing after them is read")
+    func upgradesRefused() async throws {
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--rate-limit", "off"])
+        defer { server.stop() }
+        // Red team, fifteenth pass (critical): SwiftNIO's decoder stops at a CONNECT or an upgrade
+        // request, for a protocol handler this server does not have, and kept every byte that came
+        // after it: one connection took the server from 48 MB to 1 GB in a second, and a server
+        // under a 3 GB limit crashed. The request itself was answered (200) as any other.
+        for head in [
+            "CONNECT a:1 HTTP/1.1\r\nHost: a:1\r\n\r\n", "GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+            "GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, upgrade\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n",
+            "POST /assertion/options HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: Upgrade\r\nUpgrade: x\r\n\r\n{}",
+        ] {
+            let answered = try RawConnection(port: server.port)
+            defer { answered.close() }
+            try answered.send(head)
+            let (text, closed) = answered.drain()
+            // (SwiftNIO's encoder sends no body in an answer to CONNECT, of any status.)
+            #expect(
+                text.hasPrefix("HTTP/1.1 400") && (head.hasPrefix("CONNECT") || text.contains("response_malformed")),
+                "\(head.debugDescription): \(text.prefix(300))")
+            #expect(closed, "\(head.debugDescription): the connection stays open")
+            // What follows is not kept: the server stops reading, so the client cannot send more
+            // than the sockets' buffers hold (before: all 64 MiB went into the server's memory).
+            let flood = try RawConnection(port: server.port)
+            defer { flood.close() }
+            try flood.send(head)
+            let chunk = String(repeating: "z", count: 256 * 1024)
+            var sent = 0
+            while sent < 64 << 20, (try? flood.send(chunk)) != nil { sent += chunk.utf8.count }
+            #expect(sent < 32 << 20, "\(head.debugDescription): \(sent >> 20) MiB taken after the request")
         }
     }
 }

@@ -565,7 +565,7 @@ struct SecurityTests {
         #expect(rest.contains("HTTP/1.1 200"), "\(rest.prefix(200))")
     }
 
-    @Test("pipelining: 32 requests may wait for their answers; one more closes the connection")
+    @Test("pipelining: 32 requests may wait for their answers; one more is answered 429 after them, and the connection closes")
     func pipeliningLimit() async throws {
         let server = try await ServeProcess(database: ServeProcess.temporaryDatabase())
         defer { server.stop() }
@@ -585,7 +585,19 @@ struct SecurityTests {
         #expect(answers(within, upTo: ConnectionFlowHandler.maxUnanswered) == (ConnectionFlowHandler.maxUnanswered, false))
         try within.send(health)
         #expect(try within.receive().hasPrefix("HTTP/1.1 200"))
-        // Past it (a client that sends thousands and reads none held megabytes per connection): closed.
+        // One past it: the 32 are answered, then the 33rd is refused and the connection closes
+        // (red team, fifteenth pass: the 32 ran, a registration among them too, and every answer
+        // was thrown away with the connection).
+        let over = try RawConnection(port: server.port)
+        defer { over.close() }
+        try over.send(String(repeating: health, count: ConnectionFlowHandler.maxUnanswered + 1))
+        let (text, closed) = over.drain()
+        #expect(text.components(separatedBy: "HTTP/1.1 200").count - 1 == ConnectionFlowHandler.maxUnanswered, "\(text.suffix(400))")
+        #expect(
+            text.hasSuffix("\r\n\r\n" + #"{"status":"failed","errorMessage":"rate_limited: more than 32 requests wait for their answers on this connection"}"#),
+            "\(text.suffix(400))")
+        #expect(closed)
+        // Far past it (a client that sends thousands and reads none held megabytes per connection): closed.
         let past = try RawConnection(port: server.port)
         defer { past.close() }
         _ = try? past.send(String(repeating: health, count: 2_000))  // the server may close while it arrives
