@@ -125,12 +125,21 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
         case .body:
             context.write(data, promise: promise)
         case .end:
-            if !unanswered.isEmpty { unanswered.removeFirst() }
-            context.write(data, promise: promise)
-            if unanswered.isEmpty, let refusal = pendingRefusal {
-                pendingRefusal = nil
-                answer(context, refusal)
+            let option = unanswered.isEmpty ? nil : unanswered.removeFirst()
+            guard stopped, option == "close" else {
+                context.write(data, promise: promise)
+                if unanswered.isEmpty, let refusal = pendingRefusal {
+                    pendingRefusal = nil
+                    answer(context, refusal)
+                }
+                return
             }
+            // The last answer on a connection that reads no more: close once it is written (a
+            // half-closed connection would wait for an end of input it no longer reads).
+            let written = context.eventLoop.makePromise(of: Void.self)
+            written.futureResult.cascade(to: promise)
+            context.write(data, promise: written)
+            written.futureResult.assumeIsolated().whenComplete { _ in context.close(promise: nil) }
         }
     }
 
@@ -173,9 +182,16 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
 
     /// A request head SwiftNIO could not parse gets the failure body of every route (Hummingbird
     /// answered a bare `400`), after the answers of the requests ahead of it; the connection then
-    /// closes. A parser error inside a body goes on to the route reading it, which answers it.
+    /// closes. A parser error inside a body goes on to the route reading it, which answers it; that
+    /// answer says `Connection: close`, nothing more is read, and the connection closes after it.
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        guard let parsing = error as? HTTPParserError, !inRequest else { return context.fireErrorCaught(error) }
+        guard let parsing = error as? HTTPParserError else { return context.fireErrorCaught(error) }
+        guard !inRequest else {
+            if !unanswered.isEmpty { unanswered[unanswered.count - 1] = "close" }
+            refusing = true
+            stopped = true
+            return context.fireErrorCaught(error)
+        }
         guard !refusing else { return }
         refuse(context, Self.failure(parsing))
     }
