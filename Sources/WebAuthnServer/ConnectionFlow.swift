@@ -39,8 +39,8 @@ internal import _WebAuthnEncoding
 ///   and switches to no other protocol, and SwiftNIO's decoder stops at such a request and kept
 ///   every byte that followed for a protocol handler the server does not have (red team, fifteenth
 ///   pass: 1 GB a second on one connection, and a crash under a memory limit).
-/// - **`Host`**: an HTTP/1.1 request without one, or any request with two, is refused (`400`;
-///   RFC 9112 §3.2).
+/// - **`Host`**: an HTTP/1.1 request without one, any request with two, or one whose value is no
+///   host and port, is refused (`400`; RFC 9112 §3.2).
 /// - **A refusal** stops reading from the socket at once, waits for the answers of the requests
 ///   ahead of it, so that it does not overtake them, and then closes the connection; what came
 ///   after the refused request is never read. A request head SwiftNIO cannot parse is refused the
@@ -71,6 +71,11 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
     private var stopped = false
     /// Runs while the channel is unwritable; closes the connection when it fires.
     private var stallTimer = CloseTimer()
+    /// Runs once the answer to a request that asked to close is written: the connection is
+    /// half-closed, and what the client still sends is read and dropped until it fires.
+    private var lingerTimer = CloseTimer()
+    /// How long a half-closed connection is read at most: 2 s, or `stallTimeout` if shorter.
+    private let linger: TimeAmount
     /// A refusal waiting for the answers of the requests ahead of it.
     private var pendingRefusal: WebAuthnError?
     /// What the conversion to HTTPTypes drops from each request head: its version, whether it is
@@ -80,6 +85,7 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
     /// `stallTimeout` is clamped to NIO's range and to at least 1 ms.
     init(stallTimeout: Duration, maxBodySize: Int, secure: Bool) {
         self.stallTimeout = max(.milliseconds(1), TimeAmount(stallTimeout))
+        self.linger = min(self.stallTimeout, .seconds(2))
         self.maxBodySize = maxBodySize
         self.secure = secure
     }
@@ -126,7 +132,7 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
             context.write(data, promise: promise)
         case .end:
             let option = unanswered.isEmpty ? nil : unanswered.removeFirst()
-            guard stopped, option == "close" else {
+            guard option == "close" else {
                 context.write(data, promise: promise)
                 if unanswered.isEmpty, let refusal = pendingRefusal {
                     pendingRefusal = nil
@@ -134,12 +140,19 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
                 }
                 return
             }
-            // The last answer on a connection that reads no more: close once it is written (a
-            // half-closed connection would wait for an end of input it no longer reads).
+            // The last answer. On a connection that reads no more, close once it is written (a
+            // half-closed connection would wait for an end of input it no longer reads). Otherwise
+            // Hummingbird half-closes it, and it is read for `linger` at most so that the client
+            // gets the answer before the close (red team, fifteenth pass: read until the idle
+            // timeout, 170 GiB in 30 s).
             let written = context.eventLoop.makePromise(of: Void.self)
             written.futureResult.cascade(to: promise)
             context.write(data, promise: written)
-            written.futureResult.assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+            if stopped {
+                written.futureResult.assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+            } else {
+                written.futureResult.assumeIsolated().whenComplete { [self] _ in lingerTimer.start(context, after: linger) }
+            }
         }
     }
 
@@ -161,8 +174,8 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
         if facts.version == .http1_0, head.headerFields[.transferEncoding] != nil {
             return WebAuthnError(.responseMalformed, "an HTTP/1.0 request may not carry Transfer-Encoding (RFC 9112 §6.1)")
         }
-        if facts.hosts > 1 || (facts.hosts == 0 && facts.version != .http1_0) {
-            return WebAuthnError(.responseMalformed, "a request carries one Host field, which only HTTP/1.0 may omit (RFC 9112 §3.2)")
+        if facts.hosts > 1 || (facts.hosts == 0 && facts.version != .http1_0) || !facts.hostsValid {
+            return WebAuthnError(.responseMalformed, "a request carries one Host field, a host and port, which only HTTP/1.0 may omit (RFC 9112 §3.2)")
         }
         return nil
     }
@@ -184,12 +197,19 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
     /// answered a bare `400`), after the answers of the requests ahead of it; the connection then
     /// closes. A parser error inside a body goes on to the route reading it, which answers it; that
     /// answer says `Connection: close`, nothing more is read, and the connection closes after it.
+    /// After the request's answer, the error is not passed on.
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         guard let parsing = error as? HTTPParserError else { return context.fireErrorCaught(error) }
         guard !inRequest else {
-            if !unanswered.isEmpty { unanswered[unanswered.count - 1] = "close" }
             refusing = true
             stopped = true
+            guard !unanswered.isEmpty else {
+                // The route answered without reading the body: that answer stays the only one
+                // (Hummingbird, draining the body, answered a bare `400` after it). The answer gets
+                // `linger` to reach the client, then the connection closes.
+                return lingerTimer.start(context, after: linger)
+            }
+            unanswered[unanswered.count - 1] = "close"
             return context.fireErrorCaught(error)
         }
         guard !refusing else { return }
@@ -211,6 +231,7 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
 
     func channelInactive(context: ChannelHandlerContext) {
         stallTimer.cancel()
+        lingerTimer.cancel()
         context.fireChannelInactive()
     }
 
@@ -228,7 +249,10 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
         }
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) { stallTimer.cancel() }
+    func handlerRemoved(context: ChannelHandlerContext) {
+        stallTimer.cancel()
+        lingerTimer.cancel()
+    }
 
     /// Whether the request's `Transfer-Encoding`, if any, is one field of `chunked`, in any case
     /// (a list, `chunked;x=y` or a second field is refused).
@@ -278,14 +302,24 @@ final class RequestHeadTap: ChannelInboundHandler, RemovableChannelHandler {
         var upgrade = false
         /// How many `Host` fields the head has.
         var hosts = 0
+        /// Whether every `Host` value is one RFC 3986 allows (`uri-host [":" port]`): only its
+        /// characters, none of the space, `/`, `@`, `?`, `#` or non-ASCII a URI's host cannot hold.
+        var hostsValid = true
     }
+
+    /// The characters of RFC 3986's `host` and `port`: unreserved, percent-encoded, sub-delims,
+    /// the IP-literal brackets and the colon.
+    static let hostCharacters = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~%!$&'()*+,;=:[]".utf8)
 
     /// Those of the latest request head.
     private(set) var facts = Facts()
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if case .head(let head) = unwrapInboundIn(data) {
-            facts = Facts(version: head.version, upgrade: head.method == .CONNECT || head.headers.contains(name: "upgrade"), hosts: head.headers["host"].count)
+            let hosts = head.headers["host"]
+            facts = Facts(
+                version: head.version, upgrade: head.method == .CONNECT || head.headers.contains(name: "upgrade"), hosts: hosts.count,
+                hostsValid: hosts.allSatisfy { $0.utf8.allSatisfy(Self.hostCharacters.contains) })
         }
         context.fireChannelRead(data)
     }

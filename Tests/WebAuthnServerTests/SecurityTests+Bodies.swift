@@ -35,6 +35,27 @@ extension SecurityTests {
         defer { connection.close() }
         try connection.send(head + "2\r\n{}\r\n0\r\n\r\n")
         #expect(try connection.receive().hasPrefix("HTTP/1.1 200"))
+        // A route that answers without reading its body, then the body fails to parse: that
+        // answer alone, and the connection closes (red team, fifteenth pass: a bare `400` followed
+        // the route's answer).
+        for (path, later) in [("/healthz", false), ("/no-such-route", false), ("/healthz", true), ("/no-such-route", true)] {
+            let early = try RawConnection(port: server.port)
+            defer { early.close() }
+            let head = "GET \(path) HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+            var text = ""
+            if later {
+                // The body comes after the answer.
+                try early.send(head)
+                text = try early.receive()
+                try early.send("zz\r\n")
+            } else {
+                try early.send(head + "zz\r\n")
+            }
+            let (rest, closed) = early.drain()
+            text += rest
+            #expect(text.components(separatedBy: "HTTP/1.1 ").count == 2, "\(path), later \(later): \(text.prefix(800))")
+            #expect(closed, "\(path), later \(later): the connection stays open")
+        }
         // Codings before chunked: the server decodes none, and a proxy in front may frame them
         // otherwise (red team, fourteenth pass: `identity, chunked` was read as chunked, 200).
         // (`chunked, chunked` SwiftNIO refuses itself.)
@@ -125,11 +146,17 @@ extension SecurityTests {
                 try closes(head, pipelined)
             }
         }
-        // HTTP/1.0 without Host is answered.
-        let older = try RawConnection(port: server.port)
-        defer { older.close() }
-        try older.send("GET /healthz HTTP/1.0\r\n\r\n")
-        #expect(try older.receive().hasPrefix("HTTP/1.1 200"))
+        // HTTP/1.0 without Host is answered, and so are the Host forms of RFC 3986.
+        for head in [
+            "GET /healthz HTTP/1.0\r\n\r\n", "GET /healthz HTTP/1.1\r\nHost: localhost:8080\r\n\r\n", "GET /healthz HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n",
+            "GET /healthz HTTP/1.1\r\nHost: xn--bcher-kva.example\r\n\r\n", "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+            "GET /healthz HTTP/1.1\r\nHost:\r\n\r\n",
+        ] {
+            let accepted = try RawConnection(port: server.port)
+            defer { accepted.close() }
+            try accepted.send(head)
+            #expect(try accepted.receive().hasPrefix("HTTP/1.1 200"), "\(head.debugDescription)")
+        }
         // HTTP/1.0 with keep-alive, and HTTP/1.1 without close, keep the connection; the answer to
         // HTTP/1.0 says so (an HTTP/1.0 client assumes a close otherwise: red team, fifteenth pass).
         for head in [
@@ -159,6 +186,9 @@ extension SecurityTests {
             // RFC 9112 §3.2: exactly one Host in HTTP/1.1, at most one before (red team, fifteenth pass: both 200).
             ("no Host", "GET /healthz HTTP/1.1\r\n\r\n", "400", "response_malformed"),
             ("two Hosts", "GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", "400", "response_malformed"),
+            ("a Host with a space", "GET /healthz HTTP/1.1\r\nHost: a, b\r\n\r\n", "400", "response_malformed"),
+            ("a Host with a path", "GET /healthz HTTP/1.1\r\nHost: a/b\r\n\r\n", "400", "response_malformed"),
+            ("a Host with a user", "GET /healthz HTTP/1.1\r\nHost: u@a\r\n\r\n", "400", "response_malformed"),
             ("two Hosts in HTTP/1.0", "GET /healthz HTTP/1.0\r\nHost: a\r\nhost: b\r\nConnection: keep-alive\r\n\r\n", "400", "response_malformed"),
             ("a 100 KB field", "GET /healthz HTTP/1.1\r\nHost: a\r\nX-A: \(String(repeating: "a", count: 100_000))\r\n\r\n", "413", "input_too_large"),
         ] {
@@ -207,5 +237,26 @@ extension SecurityTests {
             while sent < 64 << 20, (try? flood.send(chunk)) != nil { sent += chunk.utf8.count }
             #expect(sent < 32 << 20, "\(head.debugDescription): \(sent >> 20) MiB taken after the request")
         }
+    }
+
+    @Test("after the answer to a request that asked to close, the server reads what follows for 2 s at most, then closes for good")
+    func lingerBounded() async throws {
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--rate-limit", "off", "--idle-timeout", "60"])
+        defer { server.stop() }
+        // Red team, fifteenth pass: the server half-closed and read and dropped whatever came
+        // next until the idle timeout (170 GiB in 30 s on one connection, and 256 such
+        // connections held the address's allowance).
+        let connection = try RawConnection(port: server.port)
+        defer { connection.close() }
+        try connection.send("GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        #expect(try connection.receive().hasPrefix("HTTP/1.1 200"))
+        let start = ContinuousClock.now
+        var refused = false
+        while !refused, ContinuousClock.now - start < .seconds(6) {
+            refused = (try? connection.send(String(repeating: "z", count: 1024))) == nil
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(refused, "the server still reads the connection after 6 s")
+        #expect(ContinuousClock.now - start < .seconds(5))
     }
 }
