@@ -311,6 +311,16 @@ final class RequestHeadTap: ChannelInboundHandler, RemovableChannelHandler {
     /// the IP-literal brackets and the colon.
     static let hostCharacters = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~%!$&'()*+,;=:[]".utf8)
 
+    /// Whether `value`, without the whitespace around it (not part of a field value), holds only
+    /// the characters of RFC 3986's host and port.
+    static func isHost(_ value: String) -> Bool {
+        let blank: (UInt8) -> Bool = { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
+        var bytes = Substring(value).utf8[...]
+        while let first = bytes.first, blank(first) { bytes = bytes.dropFirst() }
+        while let last = bytes.last, blank(last) { bytes = bytes.dropLast() }
+        return bytes.allSatisfy(hostCharacters.contains)
+    }
+
     /// Those of the latest request head.
     private(set) var facts = Facts()
 
@@ -319,7 +329,7 @@ final class RequestHeadTap: ChannelInboundHandler, RemovableChannelHandler {
             let hosts = head.headers["host"]
             facts = Facts(
                 version: head.version, upgrade: head.method == .CONNECT || head.headers.contains(name: "upgrade"), hosts: hosts.count,
-                hostsValid: hosts.allSatisfy { $0.utf8.allSatisfy(Self.hostCharacters.contains) })
+                hostsValid: hosts.allSatisfy { Self.isHost($0) })
         }
         context.fireChannelRead(data)
     }

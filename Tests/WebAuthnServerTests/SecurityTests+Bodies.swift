@@ -151,6 +151,8 @@ extension SecurityTests {
             "GET /healthz HTTP/1.0\r\n\r\n", "GET /healthz HTTP/1.1\r\nHost: localhost:8080\r\n\r\n", "GET /healthz HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n",
             "GET /healthz HTTP/1.1\r\nHost: xn--bcher-kva.example\r\n\r\n", "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
             "GET /healthz HTTP/1.1\r\nHost:\r\n\r\n",
+            // Whitespace around a field value is not part of it (the re-check found `Host: a ` refused).
+            "GET /healthz HTTP/1.1\r\nHost: localhost \t\r\n\r\n",
         ] {
             let accepted = try RawConnection(port: server.port)
             defer { accepted.close() }
