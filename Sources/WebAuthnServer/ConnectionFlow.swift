@@ -51,6 +51,14 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
     typealias OutboundIn = HTTPResponsePart
     typealias OutboundOut = HTTPResponsePart
 
+    /// The `Connection` option an answer carries.
+    enum ConnectionOption: String {
+        /// The connection closes after the answer.
+        case close
+        /// An HTTP/1.0 connection stays open (HTTP/1.1 ones do without saying).
+        case keepAlive = "keep-alive"
+    }
+
     /// The most requests one connection may have waiting for their answers.
     static let maxUnanswered = 32
 
@@ -62,7 +70,7 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
     private var inRequest = false
     /// One entry per request whose answer has not been written to its end: the `Connection`
     /// option that answer carries (`close`, `keep-alive` for HTTP/1.0, or none).
-    private var unanswered: [String?] = []
+    private var unanswered: [ConnectionOption?] = []
     /// Nothing more that is read is passed on: after a refusal, or after a request that asked to close.
     private var refusing = false
     /// A request asked to close the connection after its answer.
@@ -107,10 +115,10 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
             inRequest = true
             let option = Self.connectionOption(head, version: facts.version)
             unanswered.append(option)
-            if option == "close" {
+            if option == .close {
                 // Hummingbird ends the connection after the answer only on exactly this value.
                 closeRequested = true
-                head.headerFields[.connection] = "close"
+                head.headerFields[.connection] = ConnectionOption.close.rawValue
                 return context.fireChannelRead(wrapInboundOut(.head(head)))
             }
         case .end:
@@ -126,13 +134,13 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
         switch unwrapOutboundIn(data) {
         case .head(var response):
             guard let option = unanswered.first ?? nil else { return context.write(data, promise: promise) }
-            response.headerFields[.connection] = option
+            response.headerFields[.connection] = option.rawValue
             context.write(wrapOutboundOut(.head(response)), promise: promise)
         case .body:
             context.write(data, promise: promise)
         case .end:
             let option = unanswered.isEmpty ? nil : unanswered.removeFirst()
-            guard option == "close" else {
+            guard option == .close else {
                 context.write(data, promise: promise)
                 if unanswered.isEmpty, let refusal = pendingRefusal {
                     pendingRefusal = nil
@@ -183,14 +191,14 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
     /// The `Connection` option the request's answer carries: `close` for a request that asks to
     /// close the connection (a `close` option in any case, or HTTP/1.0 without `keep-alive`: RFC
     /// 9112 §9.3, §9.6), `keep-alive` for HTTP/1.0 with it, or none.
-    static func connectionOption(_ head: HTTPRequest, version: HTTPVersion?) -> String? {
+    static func connectionOption(_ head: HTTPRequest, version: HTTPVersion?) -> ConnectionOption? {
         // Options are tokens: no space or tab inside one.
         let options = head.headerFields[values: .connection].flatMap { $0.split(separator: ",") }.map {
             $0.filter { $0 != " " && $0 != "\t" }.lowercased()
         }
-        if options.contains("close") { return "close" }
+        if options.contains("close") { return .close }
         guard version == .http1_0 else { return nil }
-        return options.contains("keep-alive") ? "keep-alive" : "close"
+        return options.contains("keep-alive") ? .keepAlive : .close
     }
 
     /// A request head SwiftNIO could not parse gets the failure body of every route (Hummingbird
@@ -209,7 +217,7 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
                 // `linger` to reach the client, then the connection closes.
                 return lingerTimer.start(context, after: linger)
             }
-            unanswered[unanswered.count - 1] = "close"
+            unanswered[unanswered.count - 1] = .close
             return context.fireErrorCaught(error)
         }
         guard !refusing else { return }
@@ -276,7 +284,7 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
         response.headerFields[.contentType] = "application/json"
         SecurityHeaders.apply(to: &response.headerFields, secure: secure)
         response.headerFields[.contentLength] = String(body.readableBytes)
-        response.headerFields[.connection] = "close"
+        response.headerFields[.connection] = ConnectionOption.close.rawValue
         context.write(wrapOutboundOut(.head(response)), promise: nil)
         context.write(wrapOutboundOut(.body(body)), promise: nil)
         context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
