@@ -310,23 +310,8 @@ final class RequestHeadTap: ChannelInboundHandler, RemovableChannelHandler {
         var upgrade = false
         /// How many `Host` fields the head has.
         var hosts = 0
-        /// Whether every `Host` value is one RFC 3986 allows (`uri-host [":" port]`): only its
-        /// characters, none of the space, `/`, `@`, `?`, `#` or non-ASCII a URI's host cannot hold.
+        /// Whether every `Host` value is one RFC 3986 allows: `uri-host [":" port]` (RFC 9112 §3.2).
         var hostsValid = true
-    }
-
-    /// The characters of RFC 3986's `host` and `port`: unreserved, percent-encoded, sub-delims,
-    /// the IP-literal brackets and the colon.
-    static let hostCharacters = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~%!$&'()*+,;=:[]".utf8)
-
-    /// Whether `value`, without the whitespace around it (not part of a field value), holds only
-    /// the characters of RFC 3986's host and port.
-    static func isHost(_ value: String) -> Bool {
-        let blank: (UInt8) -> Bool = { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
-        var bytes = Substring(value).utf8[...]
-        while let first = bytes.first, blank(first) { bytes = bytes.dropFirst() }
-        while let last = bytes.last, blank(last) { bytes = bytes.dropLast() }
-        return bytes.allSatisfy(hostCharacters.contains)
     }
 
     /// Those of the latest request head.
@@ -337,7 +322,7 @@ final class RequestHeadTap: ChannelInboundHandler, RemovableChannelHandler {
             let hosts = head.headers["host"]
             facts = Facts(
                 version: head.version, upgrade: head.method == .CONNECT || head.headers.contains(name: "upgrade"), hosts: hosts.count,
-                hostsValid: hosts.allSatisfy { Self.isHost($0) })
+                hostsValid: hosts.allSatisfy(HostField.isValid))
         }
         context.fireChannelRead(data)
     }

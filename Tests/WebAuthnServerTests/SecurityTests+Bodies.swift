@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+@testable import WebAuthnServer
 
 extension SecurityTests {
     @Test("a body that cannot be read (a malformed chunked encoding) is 400 response_malformed and closes the connection; one past the limit is 413")
@@ -175,6 +176,25 @@ extension SecurityTests {
         }
     }
 
+    @Test("a Host value is RFC 3986's uri-host and port, by structure")
+    func hostStructure() {
+        for value in [
+            "", "a", "localhost:8080", " localhost \t", "example.com:", "example.com:65535", ":80", "127.0.0.1", "xn--bcher-kva.example",
+            "a%2Fb", "a%2f", "!$&'()*+,;=", "[::1]", "[::1]:8080", "[::]", "[1::]", "[2001:db8::8a2e:370:7334]", "[1:2:3:4:5:6:7:8]",
+            "[::ffff:192.0.2.1]", "[1:2:3:4:5:6:192.0.2.1]:443", "[v1.fe80::a+en1]", "[V7.x]",
+        ] {
+            #expect(HostField.isValid(value), "\(value.debugDescription) refused")
+        }
+        for value in [
+            "a:99999x", "a:65536", "a:123456", "a:-1", "a:8080:1", "[::1", "::1", "[::1]x", "[]", "[1:2:3:4:5:6:7:8:9]",
+            "[1:2:3:4:5:6:7]", "[1::2::3]", "[:::1]", "[1:]", "[:1]", "[12345::]", "[g::]", "[::1.2.3]", "[::256.1.1.1]", "[::01.1.1.1]",
+            "[1.2.3.4::]", "[v.x]", "[vg.x]", "[v1.]", "[v1.x/]", "a%zz", "a%2", "a%", "a b", "a/b", "u@a", "a?b", "a#b", "é.example",
+            "[::1%25eth0]",
+        ] {
+            #expect(!HostField.isValid(value), "\(value.debugDescription) accepted")
+        }
+    }
+
     @Test("a request head SwiftNIO cannot parse gets the failure body of every route, with the security headers, and the connection closes")
     func malformedHeads() async throws {
         let server = try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--rate-limit", "off"])
@@ -191,6 +211,10 @@ extension SecurityTests {
             ("a Host with a space", "GET /healthz HTTP/1.1\r\nHost: a, b\r\n\r\n", "400", "response_malformed"),
             ("a Host with a path", "GET /healthz HTTP/1.1\r\nHost: a/b\r\n\r\n", "400", "response_malformed"),
             ("a Host with a user", "GET /healthz HTTP/1.1\r\nHost: u@a\r\n\r\n", "400", "response_malformed"),
+            // The structure, not only the characters (second re-check of the fifteenth pass: these passed).
+            ("a Host with a port that is no number", "GET /healthz HTTP/1.1\r\nHost: a:99999x\r\n\r\n", "400", "response_malformed"),
+            ("a Host with an open bracket", "GET /healthz HTTP/1.1\r\nHost: [::1\r\n\r\n", "400", "response_malformed"),
+            ("a Host with a broken escape", "GET /healthz HTTP/1.1\r\nHost: a%zz\r\n\r\n", "400", "response_malformed"),
             ("two Hosts in HTTP/1.0", "GET /healthz HTTP/1.0\r\nHost: a\r\nhost: b\r\nConnection: keep-alive\r\n\r\n", "400", "response_malformed"),
             ("a 100 KB field", "GET /healthz HTTP/1.1\r\nHost: a\r\nX-A: \(String(repeating: "a", count: 100_000))\r\n\r\n", "413", "input_too_large"),
         ] {
