@@ -157,6 +157,15 @@ struct MetadataCommand: AsyncParsableCommand {
                 "no": loaded?.serial.map { .number(Double($0)) } ?? .null,
                 "nextUpdate": loaded?.nextUpdate.map { .string(iso.string(from: $0)) } ?? .null,
                 "skipped": .number(Double((loaded?.skipped ?? 0) + blobs.accepted.map(\.metadata.skipped).reduce(0, +))),
+                // `no` and `nextUpdate` above are --metadata's; each --mds-blob BLOB has its own here.
+                "accepted": .array(
+                    blobs.accepted.map {
+                        [
+                            "file": .string($0.path), "no": $0.metadata.serial.map { .number(Double($0)) } ?? .null,
+                            "nextUpdate": $0.metadata.nextUpdate.map { .string(iso.string(from: $0)) } ?? .null,
+                            "entries": .number(Double($0.metadata.entries.count)),
+                        ]
+                    }),
                 "rejected": .array(
                     blobs.rejected.map { ["file": .string($0.path), "error": .string($0.error.code.rawValue), "message": .string($0.error.message)] }),
                 "entries": .array(

@@ -336,6 +336,11 @@ extension CLITests {
         #expect(files == ["bad-chain.jwt", "bad-signature.jwt", "revoked-intermediate.jwt", "revoked-signer.jwt"])
         #expect(rejected.allSatisfy { $0["error"]?.stringValue == "metadata_untrusted" })
         #expect(run.json?["entries"]?.arrayValue?.count == 2)
+        // Each BLOB that verified is listed with its own number and next update (they were
+        // reported only for --metadata: `"no": null` for every --mds-blob).
+        let accepted = run.json?["accepted"]?.arrayValue ?? []
+        #expect(accepted.count == 2 && accepted.allSatisfy { $0["no"]?.numberValue != nil && $0["nextUpdate"]?.stringValue != nil }, "\(accepted)")
+        #expect(accepted.compactMap { $0["entries"]?.numberValue }.reduce(0, +) == 2)
         // The same BLOBs without CRLs: only the signature and the chain fail.
         let noCRLs = try await Self.run(["metadata", "inspect", "--mds-blob", mds, "--metadata-root", mds + "/mds-root.pem"])
         #expect(noCRLs.json?["rejected"]?.arrayValue?.count == 2)
