@@ -42,8 +42,8 @@ internal import _WebAuthnEncoding
 /// - **`Host`**: an HTTP/1.1 request without one, any request with two, or one whose value is no
 ///   host and port, is refused (`400`; RFC 9112 §3.2).
 /// - **A refusal** stops reading from the socket at once, waits for the answers of the requests
-///   ahead of it, so that it does not overtake them, and then closes the connection; what came
-///   after the refused request is never read. A request head SwiftNIO cannot parse is refused the
+///   ahead of it, so that it does not overtake them, and then lingers and closes the connection
+///   (`lingerThenClose`); what came after the refused request is never decoded. A request head SwiftNIO cannot parse is refused the
 ///   same way, with the failure body of every route (Hummingbird answered a bare `400`).
 final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
@@ -79,11 +79,13 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
     private var stopped = false
     /// Runs while the channel is unwritable; closes the connection when it fires.
     private var stallTimer = CloseTimer()
-    /// Runs once the answer to a request that asked to close is written: the connection is
-    /// half-closed, and what the client still sends is read and dropped until it fires.
+    /// Runs once the last answer is written: the connection is half-closed, and what the client
+    /// still sends is dropped until it fires (or the gate's byte limit closes it first).
     private var lingerTimer = CloseTimer()
     /// How long a half-closed connection is read at most: 2 s, or `stallTimeout` if shorter.
     private let linger: TimeAmount
+    /// Before SwiftNIO's decoder: drops what arrives once the last answer is written.
+    private let gate = DiscardGate(limit: DiscardGate.lingerLimit)
     /// A refusal waiting for the answers of the requests ahead of it.
     private var pendingRefusal: WebAuthnError?
     /// What the conversion to HTTPTypes drops from each request head: its version, whether it is
@@ -148,24 +150,16 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
                 }
                 return
             }
-            // The last answer. On a connection that reads no more, close once it is written (a
-            // half-closed connection would wait for an end of input it no longer reads). Otherwise
-            // Hummingbird half-closes it, and it is read for `linger` at most so that the client
-            // gets the answer before the close (red team, fifteenth pass: read until the idle
-            // timeout, 170 GiB in 30 s).
+            // The last answer: the connection lingers once it is written.
             let written = context.eventLoop.makePromise(of: Void.self)
             written.futureResult.cascade(to: promise)
             context.write(data, promise: written)
-            if stopped {
-                written.futureResult.assumeIsolated().whenComplete { _ in context.close(promise: nil) }
-            } else {
-                written.futureResult.assumeIsolated().whenComplete { [self] _ in lingerTimer.start(context, after: linger) }
-            }
+            written.futureResult.assumeIsolated().whenComplete { [self] _ in lingerThenClose(context) }
         }
     }
 
     /// Reads from the socket go on until a refusal: after it, what the client sends stays in the
-    /// kernel's buffers, and the connection closes once the refusal is written.
+    /// kernel's buffers until the refusal is written, and is then dropped at the gate.
     func read(context: ChannelHandlerContext) {
         guard !stopped else { return }
         context.read()
@@ -213,9 +207,8 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
             stopped = true
             guard !unanswered.isEmpty else {
                 // The route answered without reading the body: that answer stays the only one
-                // (Hummingbird, draining the body, answered a bare `400` after it). The answer gets
-                // `linger` to reach the client, then the connection closes.
-                return lingerTimer.start(context, after: linger)
+                // (Hummingbird, draining the body, answered a bare `400` after it).
+                return lingerThenClose(context)
             }
             unanswered[unanswered.count - 1] = .close
             return context.fireErrorCaught(error)
@@ -250,6 +243,7 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
         do {
             let pipeline = context.pipeline.syncOperations
             try pipeline.addHandler(tap, position: .after(pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)))
+            try pipeline.addHandler(gate, position: .first)
         } catch {
             refusing = true
             stopped = true
@@ -277,7 +271,25 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
         if unanswered.isEmpty { answer(context, error) } else { pendingRefusal = error }
     }
 
-    /// Writes the refusal `error` and closes the connection once it is written.
+    /// After the last answer is written: nothing more is processed, the client gets an end of
+    /// input after the answer (the connection is half-closed), and what it still sends is dropped
+    /// before SwiftNIO's decoder, for `linger` and ``DiscardGate/lingerLimit`` bytes at most; then
+    /// the connection closes. Closing at once with input unread made the kernel answer with a
+    /// reset, which can cost the client the answer it had not read yet (a browser sending a head
+    /// too large for its `413`); reading on without a bound cost 170 GiB in 30 s (red team,
+    /// fifteenth pass).
+    private func lingerThenClose(_ context: ChannelHandlerContext) {
+        refusing = true
+        gate.discarding = true
+        context.close(mode: .output, promise: nil)  // fails harmlessly when Hummingbird did it already
+        lingerTimer.start(context, after: linger)
+        if stopped {
+            stopped = false
+            context.read()
+        }
+    }
+
+    /// Writes the refusal `error`, then lingers and closes the connection.
     private func answer(_ context: ChannelHandlerContext, _ error: WebAuthnError) {
         let body = context.channel.allocator.buffer(bytes: JSONValue.object(HTTP.failure(error)).serializedBytes())
         var response = HTTPResponse(status: HTTP.status(for: error))
@@ -287,7 +299,7 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
         response.headerFields[.connection] = ConnectionOption.close.rawValue
         context.write(wrapOutboundOut(.head(response)), promise: nil)
         context.write(wrapOutboundOut(.body(body)), promise: nil)
-        context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { [self] _ in lingerThenClose(context) }
     }
 
     /// Whether the request asks for `100 Continue`: an `Expect` field of `100-continue`, in any case.
@@ -325,5 +337,36 @@ final class RequestHeadTap: ChannelInboundHandler, RemovableChannelHandler {
                 hostsValid: hosts.allSatisfy(HostField.isValid))
         }
         context.fireChannelRead(data)
+    }
+}
+
+/// The first handler of a connection: passes bytes on until ``discarding``, then drops them, and
+/// closes the connection once more than `limit` bytes have been dropped. What a client honestly
+/// still sends after its last answer (the rest of a refused request) is under a request head's
+/// and a body's limits.
+final class DiscardGate: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    /// What a lingering connection may send before it is closed: 1 MiB.
+    static let lingerLimit = 1 << 20
+
+    private let limit: Int
+    private var dropped = 0
+    /// Whether what arrives is dropped.
+    var discarding = false
+
+    init(limit: Int) { self.limit = limit }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard discarding else { return context.fireChannelRead(data) }
+        dropped += unwrapInboundIn(data).readableBytes
+        if dropped > limit { context.close(promise: nil) }
+    }
+
+    /// The client's end of input while lingering: nothing more will come, so the connection closes.
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if discarding, let event = event as? ChannelEvent, event == .inputClosed { return context.close(promise: nil) }
+        context.fireUserInboundEventTriggered(event)
     }
 }

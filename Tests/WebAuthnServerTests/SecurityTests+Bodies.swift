@@ -265,6 +265,33 @@ extension SecurityTests {
         }
     }
 
+    @Test("a refused request's answer is followed by an end of input, not a reset, whatever the client still sends")
+    func refusalsEndCleanly() async throws {
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--rate-limit", "off"])
+        defer { server.stop() }
+        // Before, the server closed a refused connection with the rest of the request unread, and
+        // the kernel answered with a reset: a client that had not read the answer yet (Windows
+        // drops it on a reset) lost it, and a browser still sending a head too large got a reset
+        // for its 413. Now the answer is followed by the end of input, and what still comes is dropped.
+        let trailing = String(repeating: "z", count: 512 * 1024)
+        for (name, request, status) in [
+            ("an upgrade", "GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n", "400"),
+            ("a Host that is none", "GET /healthz HTTP/1.1\r\nHost: a b\r\n\r\n", "400"),
+            ("a head too large", "GET /healthz HTTP/1.1\r\nHost: a\r\nCookie: \(String(repeating: "c", count: 200_000))\r\n\r\n", "413"),
+            (
+                "a malformed body", "POST /assertion/options HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+                "400"
+            ),
+        ] {
+            let connection = try RawConnection(port: server.port)
+            defer { connection.close() }
+            try connection.send(request + trailing)
+            let (text, closed) = connection.drain()
+            #expect(text.hasPrefix("HTTP/1.1 \(status)"), "\(name): \(text.prefix(200))")
+            #expect(closed, "\(name): the answer was followed by a reset, not an end of input")
+        }
+    }
+
     @Test("after the answer to a request that asked to close, the server reads what follows for 2 s at most, then closes for good")
     func lingerBounded() async throws {
         let server = try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--rate-limit", "off", "--idle-timeout", "60"])
@@ -284,5 +311,15 @@ extension SecurityTests {
         }
         #expect(refused, "the server still reads the connection after 6 s")
         #expect(ContinuousClock.now - start < .seconds(5))
+        // And for 1 MiB at most: a client sending at full speed is cut off long before 2 s
+        // (before, the 2 s at loopback speed were gigabytes read and dropped).
+        let flood = try RawConnection(port: server.port)
+        defer { flood.close() }
+        try flood.send("GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        #expect(try flood.receive().hasPrefix("HTTP/1.1 200"))
+        let chunk = String(repeating: "z", count: 256 * 1024)
+        var sent = 0
+        while sent < 256 << 20, (try? flood.send(chunk)) != nil { sent += chunk.utf8.count }
+        #expect(sent < 32 << 20, "\(sent >> 20) MiB taken after the answer")
     }
 }
