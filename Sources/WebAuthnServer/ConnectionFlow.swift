@@ -43,8 +43,9 @@ internal import _WebAuthnEncoding
 ///   host and port, is refused (`400`; RFC 9112 §3.2).
 /// - **A refusal** stops reading from the socket at once, waits for the answers of the requests
 ///   ahead of it, so that it does not overtake them, and then lingers and closes the connection
-///   (`lingerThenClose`); what came after the refused request is never decoded. A request head SwiftNIO cannot parse is refused the
-///   same way, with the failure body of every route (Hummingbird answered a bare `400`).
+///   (`lingerThenClose`); what came after the refused request is never decoded. A request head
+///   SwiftNIO cannot parse is refused the same way, with the failure body of every route
+///   (Hummingbird answered a bare `400`).
 final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
