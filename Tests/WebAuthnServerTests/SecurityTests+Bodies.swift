@@ -292,6 +292,78 @@ extension SecurityTests {
         }
     }
 
+    @Test("an answer written before its request's body was read is the last one: the rest of the body is not read")
+    func earlyAnswersAreLast() async throws {
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--rate-limit", "off"])
+        defer { server.stop() }
+        // Red team, re-check of the lingering close: a 413 for a body over the limit (or a 404
+        // on a request with a body) kept the connection, and Hummingbird read the refused body
+        // to its end: 42 GB in 10 s; with a finite length, the next request was then served.
+        let chunk = String(repeating: "z", count: 256 * 1024)
+        for (target, status) in [("/assertion/options", "413"), ("/nowhere", "404")] {
+            let connection = try RawConnection(port: server.port)
+            defer { connection.close() }
+            try connection.send("POST \(target) HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: 100000000000\r\n\r\n")
+            var sent = 0
+            while sent < 256 << 20, (try? connection.send(chunk)) != nil { sent += chunk.utf8.count }
+            #expect(sent < 32 << 20, "\(target): \(sent >> 20) MiB of the body read after the answer")
+            let (text, _) = connection.drain()
+            #expect(text.hasPrefix("HTTP/1.1 \(status)") && text.contains("\r\nConnection: close\r\n"), "\(target): \(text.prefix(300))")
+            // A finite body past the limit, then another request: only the first is answered.
+            let next = try RawConnection(port: server.port)
+            defer { next.close() }
+            let body = String(repeating: "z", count: 2 << 20)
+            try next.send("POST \(target) HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n")
+            try? next.send(body + "GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n")
+            let (answers, _) = next.drain()
+            #expect(answers.components(separatedBy: "HTTP/1.1 ").count - 1 == 1, "\(target): \(answers.prefix(400))")
+        }
+    }
+
+    @Test("a request target in absolute form is an http or https URL with a valid host, or refused")
+    func absoluteTargets() async throws {
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--rate-limit", "off"])
+        defer { server.stop() }
+        // Red team, re-check of the Host check: these were served (200).
+        for target in [
+            "http://a%zz/healthz", "http://[::1/healthz", "http://user:pw@evil/healthz", "https://evil:99999/healthz", "ftp://evil/healthz",
+            "http:///healthz", "healthz",
+        ] {
+            let connection = try RawConnection(port: server.port)
+            defer { connection.close() }
+            try connection.send("GET \(target) HTTP/1.1\r\nHost: a\r\n\r\n")
+            let (text, _) = connection.drain()
+            #expect(text.hasPrefix("HTTP/1.1 400") && text.contains("response_malformed"), "\(target): \(text.prefix(300))")
+        }
+        for target in ["http://localhost:8080/healthz", "HTTP://[::1]/healthz", "https://example.com/healthz?x=1"] {
+            let connection = try RawConnection(port: server.port)
+            defer { connection.close() }
+            try connection.send("GET \(target) HTTP/1.1\r\nHost: a\r\n\r\n")
+            #expect(try connection.receive().hasPrefix("HTTP/1.1 200"), "\(target)")
+        }
+    }
+
+    @Test("pipelined answers still queued when the lingering client passes 1 MiB are all delivered")
+    func lingerKeepsQueuedAnswers() async throws {
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--rate-limit", "off"])
+        defer { server.stop() }
+        // Red team, re-check of the lingering close: the gate closed the connection at its 1 MiB
+        // limit, and the kernel then threw away the answers still in its send queue (8 of 32
+        // arrived). Now reading stops at the limit, and the close waits for the linger timer.
+        // The client reads nothing at first (a small receive buffer keeps most answers queued on
+        // the server's side), sends 2 MiB after its last request, and then reads (before: 16 of 32).
+        let connection = try RawConnection(port: server.port, receiveBuffer: 4096)
+        defer { connection.close() }
+        try connection.send(
+            String(repeating: "GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n", count: 31) + "GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        try await Task.sleep(for: .milliseconds(300))
+        let sender = Task.detached { try? connection.send(String(repeating: "z", count: 2 << 20)) }
+        try await Task.sleep(for: .milliseconds(300))
+        let (answers, closed) = connection.drain(counting: "HTTP/1.1 200")
+        _ = await sender.value
+        #expect(answers == 32 && closed, "\(answers) of 32 answers arrived, then \(closed ? "an end of input" : "a reset")")
+    }
+
     @Test("after the answer to a request that asked to close, the server reads what follows for 2 s at most, then closes for good")
     func lingerBounded() async throws {
         let server = try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--rate-limit", "off", "--idle-timeout", "60"])
