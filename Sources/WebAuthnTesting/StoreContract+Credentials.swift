@@ -133,6 +133,14 @@ extension StoreContract {
         try expect(again.flagged.isEmpty && again.cleared.isEmpty && again.stillFlagged == 2)
         let later = try await CredentialAudit.run(store: store, anchors: anchors, at: t + 11 * day)
         try expect(later.flagged.map(\.credentialId) == [d.id], "D was not flagged once its report took effect")
+        // Metadata that does not list A's or C's authenticator (a BLOB that failed to load)
+        // clears nothing: only a report that the compromise is over does (red team: an audit
+        // against a rejected BLOB cleared every flag).
+        for unlisted in [TrustAnchors(), TrustAnchors(metadata: anchors.metadata.filter { $0.aaguid == fine })] {
+            let none = try await CredentialAudit.run(store: store, anchors: unlisted, at: t + 11 * day)
+            try expect(none.cleared.isEmpty && none.keptUnlisted == 3, "an audit without A's, C's and D's entries cleared \(none.cleared.count)")
+        }
+        for r in [a, c, d] { try expect(try await store.credential(id: r.id)?.flag != nil, "a flag was cleared for want of metadata") }
         // A later report that A is certified again clears it; only it.
         var fixed = TrustAnchors(metadata: [
             MetadataEntry(

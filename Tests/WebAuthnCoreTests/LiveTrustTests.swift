@@ -105,6 +105,28 @@ struct LiveTrustTests {
         #expect(anchors.metadataEntry(for: Self.aaguid)?.status(at: Date(timeIntervalSince1970: 0))?.rawValue == "REVOKED")
     }
 
+    @Test("entries for one authenticator from several sources keep every status report: a compromise is hidden by no older source, in any order")
+    func mergedSources() throws {
+        // Red team, sixteenth pass: sources were merged last-wins, so an older FIDO-signed BLOB
+        // (or a plain statement, or a second entry in one BLOB) loaded after the one reporting a
+        // compromise un-revoked the authenticator.
+        let revoked = try Self.anchors([("FIDO_CERTIFIED", "2024-01-01"), ("REVOKED", "2029-06-01")]).metadata.filter { $0.aaguid == Self.aaguid }
+        let older = try Self.anchors([("FIDO_CERTIFIED_L1", "2024-01-01")]).metadata.filter { $0.aaguid == Self.aaguid }
+        let statement = [try FIDOMetadata.statementEntry(["aaguid": .string(Self.aaguid.description), "description": "plain statement"], status: nil)]
+        for sources in [[revoked, older], [older, revoked], [revoked, statement], [statement, revoked], [revoked + older]] {
+            var anchors = TrustAnchors.builtIn
+            for entries in sources { anchors.add(entries) }
+            #expect(anchors.metadataEntry(for: Self.aaguid)?.status(at: Self.start)?.rawValue == "REVOKED", "\(sources.map { $0.map(\.description) })")
+        }
+        // A later report does supersede it, from whichever source.
+        let lifted = try Self.anchors([("REVOKED", "2029-06-01"), ("FIDO_CERTIFIED_L2", "2029-09-01")]).metadata.filter { $0.aaguid == Self.aaguid }
+        for sources in [[revoked, lifted], [lifted, revoked]] {
+            var anchors = TrustAnchors.builtIn
+            for entries in sources { anchors.add(entries) }
+            #expect(anchors.metadataEntry(for: Self.aaguid)?.status(at: Self.start)?.rawValue == "FIDO_CERTIFIED_L2")
+        }
+    }
+
     @Test("provider names and icons come with the metadata entry")
     func providerNames() throws {
         let anchors = try Self.anchors(

@@ -87,6 +87,16 @@ public struct MetadataEntry: Sendable {
         return best
     }
 
+    /// This entry with the status reports of `others` added (each report once).
+    func keepingReports(of others: [MetadataEntry]) -> MetadataEntry {
+        var reports = statusReports
+        for report in others.flatMap(\.statusReports) where !reports.contains(report) { reports.append(report) }
+        return MetadataEntry(
+            aaguid: aaguid, attestationCertificateKeyIdentifiers: attestationCertificateKeyIdentifiers, description: description,
+            attestationTypes: attestationTypes, attestationRootCertificates: attestationRootCertificates, statusReports: reports,
+            friendlyNames: friendlyNames, icon: icon)
+    }
+
     /// The name to show for `language` (a BCP 47 tag such as `de-CH`): the friendly name of
     /// that exact tag, else of its language (`de`, or any `de-…`), else of English, else the
     /// ``description``.
@@ -172,9 +182,18 @@ public struct TrustAnchors: Sendable {
         add(metadata)
     }
 
-    /// Adds metadata entries (a later entry for the same AAGUID replaces an earlier one).
+    /// Adds metadata entries. A later entry for the same AAGUID (or key identifier) replaces an
+    /// earlier one, but keeps the earlier one's status reports beside its own: the status in
+    /// effect is then the latest report of either, whatever the order of loading. An older BLOB,
+    /// or a statement without reports, loaded after a BLOB that reports a compromise, cannot
+    /// hide it (red team: loaded last, an older FIDO-signed BLOB un-revoked an authenticator);
+    /// only a later report can supersede it.
     public mutating func add(_ entries: [MetadataEntry]) {
-        for entry in entries {
+        for var entry in entries {
+            var earlier = Set<Int>()
+            if let aaguid = entry.aaguid, let index = byAAGUID[aaguid] { earlier.insert(index) }
+            for id in entry.attestationCertificateKeyIdentifiers { if let index = byKeyIdentifier[id] { earlier.insert(index) } }
+            if !earlier.isEmpty { entry = entry.keepingReports(of: earlier.sorted().map { metadata[$0] }) }
             metadata.append(entry)
             if let aaguid = entry.aaguid { byAAGUID[aaguid] = metadata.count - 1 }
             for id in entry.attestationCertificateKeyIdentifiers { byKeyIdentifier[id] = metadata.count - 1 }

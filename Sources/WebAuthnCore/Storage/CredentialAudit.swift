@@ -66,7 +66,9 @@ public protocol CredentialAuditing: CredentialStore {
 /// change, every credential's authenticator is looked up again (by AAGUID, or for a
 /// U2F credential by its attestation certificate's key identifier) and its status in
 /// effect at the engine's time decides the flag. A status that is no longer a
-/// compromise clears it. The store is read in batches, so memory does not grow with it.
+/// compromise clears it; only that does: a flagged credential whose authenticator the
+/// metadata does not list (a BLOB that failed to load, an entry dropped) stays flagged.
+/// The store is read in batches, so memory does not grow with it.
 public enum CredentialAudit {
     /// What one audit found.
     public struct Report: Sendable {
@@ -89,6 +91,10 @@ public enum CredentialAudit {
         public internal(set) var cleared: [Entry] = []
         /// Credentials flagged before and still flagged for the same status.
         public internal(set) var stillFlagged = 0
+        /// Credentials flagged before whose authenticator the metadata does not list: kept
+        /// flagged, since nothing says the compromise is over (red team: a BLOB that failed to
+        /// verify left the audit with no metadata, and it cleared every flag).
+        public internal(set) var keptUnlisted = 0
         /// When the audit judged (the metadata time).
         public let at: Date
 
@@ -109,7 +115,8 @@ public enum CredentialAudit {
             }
             let o: JSONObject = [
                 "at": .string(ISO8601DateFormatter().string(from: at)), "scanned": .number(Double(scanned)),
-                "stillFlagged": .number(Double(stillFlagged)), "flagged": .array(flagged.map(entry)), "cleared": .array(cleared.map(entry)),
+                "stillFlagged": .number(Double(stillFlagged)), "keptUnlisted": .number(Double(keptUnlisted)),
+                "flagged": .array(flagged.map(entry)), "cleared": .array(cleared.map(entry)),
             ]
             return JSONValue.object(o).serialized()
         }
@@ -117,12 +124,17 @@ public enum CredentialAudit {
 
     /// The flag `record` deserves under `anchors` at `time`, if any.
     public static func flag(for record: CredentialRecord, anchors: TrustAnchors, at time: Date) -> CredentialFlag? {
+        judge(record, anchors: anchors, at: time).flag
+    }
+
+    /// Whether `anchors` list `record`'s authenticator, and the flag it deserves at `time`.
+    static func judge(_ record: CredentialRecord, anchors: TrustAnchors, at time: Date) -> (listed: Bool, flag: CredentialFlag?) {
         let leaf = record.attestationChain.first.flatMap { try? X509Certificate(der: $0) }
-        guard let entry = anchors.entry(aaguid: record.aaguid, attestationCertificate: leaf),
-            let report = entry.statusReport(at: time), report.status.isCompromised
-        else { return nil }
-        return CredentialFlag(
+        guard let entry = anchors.entry(aaguid: record.aaguid, attestationCertificate: leaf) else { return (false, nil) }
+        guard let report = entry.statusReport(at: time), report.status.isCompromised else { return (true, nil) }
+        let flag = CredentialFlag(
             status: report.status, authenticator: entry.displayName(), since: report.effectiveDate, attested: !record.attestationChain.isEmpty)
+        return (true, flag)
     }
 
     /// Audits every credential of `store` against `anchors` at `time`, `batchSize` at a time;
@@ -143,10 +155,11 @@ public enum CredentialAudit {
             }
             for record in batch {
                 report.scanned += 1
-                let now = flag(for: record, anchors: anchors, at: time)
+                let (listed, now) = judge(record, anchors: anchors, at: time)
                 let entry = Report.Entry(credentialId: record.id, userHandle: record.userHandle, aaguid: record.aaguid, flag: now)
                 switch (record.flag, now) {
                 case (nil, nil): continue
+                case (.some, nil) where !listed: report.keptUnlisted += 1; continue
                 case (let before?, let after?) where before.status == after.status: report.stillFlagged += 1; continue
                 case (_, nil): report.cleared.append(entry)
                 case (_, .some): report.flagged.append(entry)
