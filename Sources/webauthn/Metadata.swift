@@ -150,6 +150,11 @@ struct MetadataCommand: AsyncParsableCommand {
             let options = try trust.blobOptions()
             let loaded = try trust.load(at: time, options: options)
             let blobs = try trust.loadBLOBs(at: time, options: options)
+            // Nothing verified: a failure, not an empty list (red team, sixteenth pass: `"status":"ok"`, exit 0).
+            if loaded == nil, blobs.accepted.isEmpty, let first = blobs.rejected.first {
+                throw VerificationFailure(
+                    error: WebAuthnError(first.error.code, "no metadata BLOB verifies: \(first.path): \(first.error.message)"))
+            }
             let iso = ISO8601DateFormatter()
             let entries = (loaded?.entries ?? []) + blobs.accepted.flatMap(\.metadata.entries)
             Output.print([
@@ -207,7 +212,18 @@ struct MetadataCommand: AsyncParsableCommand {
 
         func run() async throws {
             let time = at.flatMap(CommonVerifyOptions.parseDate) ?? Date()
-            let anchors = try trust.anchors(at: time)
+            // Only metadata that all verifies is audited against: a BLOB left out would make the
+            // audit judge its authenticators unlisted (red team, sixteenth pass: a rejected BLOB
+            // left no metadata, and the audit cleared every flag, exit 0, stderr empty).
+            var rejected: [(path: String, error: WebAuthnError)] = []
+            let anchors = try trust.anchors(at: time) { rejected.append(($0, $1)) }
+            if let first = rejected.first {
+                throw VerificationFailure(
+                    error: WebAuthnError(
+                        first.error.code,
+                        "metadata BLOB \(first.path) does not verify (\(first.error.message))\(rejected.count > 1 ? ", nor \(rejected.count - 1) more" : ""); the audit runs only on metadata that all verifies, and changed nothing"
+                    ))
+            }
             let store: any CredentialAuditing & Service
             if db.hasPrefix("sqlite:") {
                 store = try await SQLiteStore.open(path: String(db.dropFirst("sqlite:".count)))

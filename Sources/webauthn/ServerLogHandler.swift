@@ -59,13 +59,19 @@ struct ServerLogHandler: LogHandler {
     }
 
     /// Whether `text` holds a character that could end or forge a line: a C0 or C1 control
-    /// (newline, carriage return, escape), DEL, or a Unicode line or paragraph separator.
+    /// (newline, carriage return, escape), DEL, a Unicode line or paragraph separator, or a
+    /// bidirectional control, which reorders what a terminal shows (`\u{202e}gro.elpmaxe//:sptth`
+    /// reads as `https://example.org`: red team, sixteenth pass).
     static func needsEscaping(_ text: String) -> Bool {
         text.unicodeScalars.contains { isLineBreaking($0) }
     }
 
     static func isLineBreaking(_ scalar: Unicode.Scalar) -> Bool {
-        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.value == 0x2028 || scalar.value == 0x2029
+        switch scalar.value {
+        case 0..<0x20, 0x7F...0x9F, 0x2028, 0x2029: true
+        case 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true  // bidirectional controls
+        default: false
+        }
     }
 
     /// `text` with each such character written as `\u{…}`: messages and metadata quote what

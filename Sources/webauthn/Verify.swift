@@ -111,7 +111,7 @@ struct VerifyRegistration: AsyncParsableCommand {
 
     func run() async throws {
         let anchors = try trust.anchors(at: common.verificationTime) { path, error in
-            FileHandle.standardError.write(Data("metadata BLOB \(path) rejected, not used: \(error.code.rawValue): \(error.message)\n".utf8))
+            Output.line("metadata BLOB \(path) rejected, not used: \(error.code.rawValue): \(error.message)")
         }
         let rp = try common.relyingParty(
             attestation: AttestationPolicy(acceptedTypes: try acceptedTypes(), requireTrustedAttestation: requireTrustedAttestation),

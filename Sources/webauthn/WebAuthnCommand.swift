@@ -32,7 +32,7 @@ struct WebAuthnCommand: AsyncParsableCommand {
             if code == .success {
                 exit(withError: error)
             }
-            FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+            Output.line(fullMessage(for: error))
             // Usage errors (ArgumentParser says 64) exit 2, as the CLI contract promises.
             Foundation.exit(code == .validationFailure || error is ValidationError ? 2 : code.rawValue == 1 ? 1 : 2)
         }
@@ -53,7 +53,15 @@ enum Output {
     }
 
     static func warn(_ message: String) {
-        FileHandle.standardError.write(Data(("webauthn: " + message + "\n").utf8))
+        line("webauthn: " + message)
+    }
+
+    /// Writes `text` as one line on standard error, its control and bidirectional characters
+    /// escaped: messages quote what the input held (a duplicate JSON member's name, a JWS `alg`),
+    /// and an escape sequence in one set the terminal's title, cleared the screen and printed a
+    /// forged line (red team, sixteenth pass). The JSON on standard output escapes them itself.
+    static func line(_ text: String) {
+        FileHandle.standardError.write(Data((ServerLogHandler.escaped(text) + "\n").utf8))
     }
 }
 

@@ -318,6 +318,55 @@ extension CLITests {
         #expect(try await Self.run(["metadata", "inspect"]).status == 2)
     }
 
+    @Test("metadata audit refuses to run on metadata that does not all verify; inspect fails when nothing verifies")
+    func auditNeedsVerifiedMetadata() async throws {
+        // Red team, sixteenth pass (high): a 7-byte BLOB, an unsigned one or an expired chain left
+        // the audit with no metadata; it cleared every flag, exit 0, stderr empty. And `metadata
+        // inspect` said `"status":"ok"`, exit 0, when no BLOB verified.
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("mds-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let made = try await Self.run(
+            [
+                "conformance", "--url", "http://127.0.0.1:1", "--rp-id", "example.com", "--origin", "https://example.com",
+                "--metadata-out", folder, "--write-metadata-only",
+            ], tool: "webauthn-dev")
+        #expect(made.status == 0, "\(made.stderr)")
+        let mds = folder + "/mds"
+        let garbage = folder + "/garbage.jwt"
+        try Data("garbage".utf8).write(to: URL(fileURLWithPath: garbage))
+        let db = folder + "/audit.sqlite"
+        for blobs in [[garbage], [mds]] {
+            let audit = try await Self.run(
+                ["metadata", "audit", "--db", "sqlite:" + db, "--metadata-root", mds + "/mds-root.pem", "--dry-run"] + blobs.flatMap { ["--mds-blob", $0] })
+            #expect(audit.status == 1 && audit.json?["status"]?.stringValue == "failed", "\(blobs): \(audit.stdout) \(audit.stderr)")
+            #expect(audit.json?["message"]?.stringValue?.contains("changed nothing") == true, "\(audit.stdout)")
+            #expect(!FileManager.default.fileExists(atPath: db), "the store was opened")
+        }
+        let inspect = try await Self.run(["metadata", "inspect", "--mds-blob", garbage])
+        #expect(inspect.status == 1 && inspect.json?["status"]?.stringValue == "failed", "\(inspect.stdout)")
+        let good = try await Self.run(["metadata", "audit", "--db", "sqlite:" + db, "--mds-blob", mds + "/good.jwt", "--metadata-root", mds + "/mds-root.pem"])
+        #expect(good.status == 0 && good.json?["keptUnlisted"] != nil, "\(good.stdout) \(good.stderr)")
+    }
+
+    @Test("what a rejected input quoted reaches standard error with its control and bidirectional characters escaped")
+    func stderrEscaped() async throws {
+        // Red team, sixteenth pass: a BLOB whose header repeats a member named with an escape
+        // sequence set the terminal's title, cleared the screen and printed a forged line.
+        let header = Base64URL.encode(Array(#"{"alg":"RS256","\u001b]0;PWNED\u0007\u202e":1,"\u001b]0;PWNED\u0007\u202e":2}"#.utf8))
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("esc-\(UUID().uuidString).jwt").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try Data((header + ".e30.c2ln").utf8).write(to: URL(fileURLWithPath: path))
+        let v = try Self.load("w3c/w3c-none-es256.json")
+        let run = try await Self.run([
+            "verify", "registration", "--rp-id", v["rpId"]!.stringValue!, "--origin", v["origin"]!.stringValue!,
+            "--challenge", v["webauthn_json"]!["challenge_b64url"]!["registration"]!.stringValue!,
+            "--response", Self.write(v["webauthn_json"]!["registration"]!), "--mds-blob", path,
+        ])
+        #expect(run.status == 0, "\(run.stdout) \(run.stderr)")
+        #expect(run.stderr.contains("rejected") && run.stderr.contains("\\u{1b}]0;PWNED\\u{7}\\u{202e}"), "\(run.stderr.debugDescription)")
+        #expect(!run.stderr.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x07 || $0.value == 0x202E }, "\(run.stderr.debugDescription)")
+    }
+
     @Test("--mds-blob uses the BLOBs that verify and reports each rejected one; without the CRLs, revocations go unseen")
     func mdsBlobs() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("mds-\(UUID().uuidString)").path
@@ -388,9 +437,9 @@ extension CLITests {
         try Data(repeating: 0xFF, count: 1 << 20).write(to: URL(fileURLWithPath: invalid))
         try Data(#"{"keys":[]}"#.utf8).write(to: URL(fileURLWithPath: jwks))
         let webauthn = Self.binary("webauthn").path
-        // A rejected --mds-blob is listed under "rejected" (exit 0); a refused token exits 1.
+        // A BLOB that does not verify, when none does, and a refused token exit 1.
         for (arguments, status, expected) in [
-            (["metadata", "inspect", "--mds-blob", dots], Int32(0), "three dot-separated parts"),
+            (["metadata", "inspect", "--mds-blob", dots], Int32(1), "three dot-separated parts"),
             (["apple", "verify-token", "--token", invalid, "--jwks", jwks, "--client-id", "com.example.app"], Int32(1), "a token is at most"),
         ] {
             let run = try await Self.onOwnThread { () throws -> Run in
