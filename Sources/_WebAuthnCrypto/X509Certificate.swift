@@ -74,8 +74,32 @@ package final class X509Certificate: @unchecked Sendable {
     /// The issuer's attributes in order.
     package var issuer: [(name: String, value: String)] { Self.entries(of: X509_get_issuer_name(x509)) }
 
-    /// A one-line rendering of the subject, for messages.
-    package var subjectSummary: String { subject.map { "\($0.name)=\($0.value)" }.joined(separator: ", ") }
+    /// A one-line rendering of the subject, for messages: each value escaped as RFC 4514 says
+    /// (`,` `+` `"` `\\` `<` `>` `;` `=` after a backslash, a leading `#` or space and a trailing
+    /// space too, and control and format characters as `\\XX` UTF-8 bytes), so that one attribute
+    /// cannot pass for several (red team, sixteenth pass: a CN of `Evil, O=Yubico AB, C=SE` read as
+    /// a Yubico subject) and a bidirectional control cannot reorder what is shown.
+    package var subjectSummary: String { subject.map { "\($0.name)=\(Self.escapedDNValue($0.value))" }.joined(separator: ", ") }
+
+    /// `value` escaped as an RFC 4514 attribute value.
+    package static func escapedDNValue(_ value: String) -> String {
+        var out = ""
+        let scalars = Array(value.unicodeScalars)
+        for (i, scalar) in scalars.enumerated() {
+            let special = ",+\"\\<>;=".unicodeScalars.contains(scalar)
+            let edge = (i == 0 && (scalar == "#" || scalar == " ")) || (i == scalars.count - 1 && scalar == " ")
+            if special || edge {
+                out += "\\" + String(Character(scalar))
+            } else if scalar.properties.generalCategory == .control || scalar.properties.generalCategory == .format
+                || scalar.properties.generalCategory == .lineSeparator || scalar.properties.generalCategory == .paragraphSeparator
+            {
+                out += String(Character(scalar)).utf8.map { "\\" + String(format: "%02X", $0) }.joined()
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
 
     private static func entries(of name: OpaquePointer?) -> [(name: String, value: String)] {
         guard let name else { return [] }

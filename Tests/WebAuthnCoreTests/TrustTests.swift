@@ -134,6 +134,20 @@ struct TrustTests {
         #expect(expired.code() == "certificate_expired")
     }
 
+    @Test("a certificate's subject is shown with its values escaped (RFC 4514): one attribute cannot pass for several")
+    func subjectEscaped() throws {
+        // Red team, sixteenth pass: a single CN of "Evil, O=Yubico AB, C=SE" was shown as
+        // "…, CN=Evil, O=Yubico AB, C=SE", a Yubico subject to the eye; bidi controls went out raw.
+        let key = try SigningKey.generate(.es256)
+        let cert = try CertificateBuilder(subject: [("O", "RT"), ("CN", "Evil, O=Yubico AB, C=SE")]).build(key: key, issuer: nil, issuerKey: key)
+        #expect(cert.subjectSummary == #"O=RT, CN=Evil\, O\=Yubico AB\, C\=SE"#)
+        #expect(X509Certificate.escapedDNValue("\u{202E}gro\u{1B}") == #"\E2\80\AEgro\1B"#)
+        #expect(X509Certificate.escapedDNValue(" #a+b\"c\\d<e>f;g ") == #"\ #a\+b\"c\\d\<e\>f\;g\ "#)
+        #expect(
+            X509Certificate.escapedDNValue("#lead") == ##"\#lead"##
+                && X509Certificate.escapedDNValue("Yubico U2F Root CA Serial 457200631") == "Yubico U2F Root CA Serial 457200631")
+    }
+
     @Test("policy: AAGUID allow and deny lists, accepted attestation types")
     func aaguidLists() throws {
         let f = W3CFixture("w3c-packed-es256.json")
