@@ -155,7 +155,10 @@ public struct FIDOMetadata: Sendable {
             throw WebAuthnError(.metadataUntrusted, "the BLOB signature: \(error.message)")
         }
         let metadata = try payload(jws.payload)
-        if let serial = metadata.serial, serial < options.minimumSerial {
+        guard let serial = metadata.serial, metadata.nextUpdate != nil else {
+            throw WebAuthnError(.metadataInvalid, "the BLOB payload needs no and nextUpdate (MDS3 §3.1.6)")
+        }
+        if serial < options.minimumSerial {
             throw WebAuthnError(.metadataStale, "the BLOB is no \(serial); no \(options.minimumSerial) or later was loaded before")
         }
         if options.refuseStale, let next = metadata.nextUpdate, time > next.addingTimeInterval(86_400) {
@@ -182,15 +185,22 @@ public struct FIDOMetadata: Sendable {
             }
             if let entry = try? statementEntry(merged, status: nil, reports: reports) { entries.append(entry) } else { skipped += 1 }
         }
-        var nextUpdate: Date?
-        if let text = json["nextUpdate"]?.stringValue {
-            let f = DateFormatter()
-            f.locale = Locale(identifier: "en_US_POSIX")
-            f.timeZone = TimeZone(identifier: "UTC")
-            f.dateFormat = "yyyy-MM-dd"
-            nextUpdate = f.date(from: text)
+        // `no` and `nextUpdate`, when given, must be what MDS3 says (a whole number, a day): a
+        // malformed one was read as absent, which turned off the rollback and staleness checks
+        // (red team, sixteenth pass: `"2099-02-30"`, a float, a string, 10^30).
+        var serial: Int?
+        if let value = json["no"] {
+            guard let number = value.intValue, number >= 0 else { throw WebAuthnError(.metadataInvalid, "the BLOB payload's no is not a whole number") }
+            serial = number
         }
-        return FIDOMetadata(serial: json["no"]?.intValue, nextUpdate: nextUpdate, entries: entries, skipped: skipped)
+        var nextUpdate: Date?
+        if let value = json["nextUpdate"] {
+            guard let text = value.stringValue, let day = day(text), text.count == 10 else {
+                throw WebAuthnError(.metadataInvalid, "the BLOB payload's nextUpdate is not a day (YYYY-MM-DD)")
+            }
+            nextUpdate = day
+        }
+        return FIDOMetadata(serial: serial, nextUpdate: nextUpdate, entries: entries, skipped: skipped)
     }
 
     /// The most status reports read per entry (FIDO's entries hold a handful).

@@ -241,6 +241,16 @@ struct TrustTests {
         try Data(#"{"no":4,"entries":5}"#.utf8).write(to: dir.appendingPathComponent("broken.json"))
         #expect(errorCode { _ = try FIDOMetadata.load(path: dir.path, at: Self.time2030) } == "metadata_invalid")
         #expect(errorCode { _ = try FIDOMetadata.load(path: dir.appendingPathComponent("missing.json").path, at: Self.time2030) } == "metadata_invalid")
+        // A malformed no or nextUpdate is refused, not read as absent (red team, sixteenth pass:
+        // that turned the rollback and staleness checks off).
+        for header in [
+            #""no":1.5"#, #""no":"7""#, #""no":1e30"#, #""no":-1"#, #""no":1,"nextUpdate":"2099-02-30""#, #""no":1,"nextUpdate":5"#,
+            #""no":1,"nextUpdate":"2099-01-01T00:00:00Z""#,
+        ] {
+            #expect(
+                errorCode { _ = try FIDOMetadata.payload(try JSONValue.parse(Array("{\(header),\"entries\":[]}".utf8))) } == "metadata_invalid", "\(header)")
+        }
+        #expect(try FIDOMetadata.payload(try JSONValue.parse(Array(#"{"no":7,"nextUpdate":"2099-01-01","entries":[]}"#.utf8))).serial == 7)
         // blob(path:) takes only a signed BLOB: a decoded payload, garbage or a missing file is refused.
         try Data(#"{"no":4,"entries":[]}"#.utf8).write(to: dir.appendingPathComponent("payload.json"))
         try Data("eyJ.not.a.jws".utf8).write(to: dir.appendingPathComponent("garbage.jwt"))

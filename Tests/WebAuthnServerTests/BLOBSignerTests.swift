@@ -72,4 +72,17 @@ struct BLOBSignerTests {
         let own = try Self.pki.blob(no: 7, signedBy: try Self.signer(serial: 33, names: ["www.attacker.example"]))
         #expect(try FIDOMetadata.blob(jwt: own, at: now, options: Self.pki.options).serial == 7)
     }
+
+    @Test("a signed BLOB without no or nextUpdate is refused")
+    func blobNeedsNumberAndNextUpdate() async throws {
+        // Red team, sixteenth pass: read as absent, they turned the rollback and staleness checks off.
+        let pki = Self.pki
+        for payload: JSONValue in [["nextUpdate": "2099-01-01", "entries": []], ["no": 3, "entries": []], ["entries": []]] {
+            let jws = try JWSWriter.compact(payload, key: pki.signer.key, x5c: [pki.signer.certificate, pki.intermediate], type: "JWT")
+            #expect(await errorCode { _ = try FIDOMetadata.blob(jwt: jws, at: MetadataServiceTests.now, options: pki.options) } == "metadata_invalid")
+        }
+        let whole = try JWSWriter.compact(
+            ["no": 3, "nextUpdate": "2099-01-01", "entries": []], key: pki.signer.key, x5c: [pki.signer.certificate, pki.intermediate], type: "JWT")
+        #expect(try FIDOMetadata.blob(jwt: whole, at: MetadataServiceTests.now, options: pki.options).serial == 3)
+    }
 }
