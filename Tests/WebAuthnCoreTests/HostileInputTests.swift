@@ -127,6 +127,17 @@ struct HostileInputTests {
         #expect(errorCode { _ = try RegistrationResponse(json: Array(json.utf8)) } == code)
     }
 
+    @Test("a base64url member's byte limit is exact: a 64-byte user handle passes, 65 and 66 do not, padded or not")
+    func exactByteLimits() throws {
+        for (count, padded, passes) in [(64, false, true), (65, false, false), (66, false, false), (64, true, true), (65, true, false)] {
+            var text = Base64URL.encode([UInt8](repeating: 7, count: count))
+            if padded { text += String(repeating: "=", count: (4 - text.count % 4) % 4) }
+            let object: JSONObject = ["userHandle": .string(text)]
+            let code = errorCode { _ = try ResponseFields.bytes(object, "userHandle", in: "response", max: 64) }
+            #expect(code == (passes ? nil : "input_too_large"), "\(count) bytes\(padded ? ", padded" : "")")
+        }
+    }
+
     @Test("transports: only token-shaped values are kept, once; markup, commas, upper case and over-long ones are ignored")
     func transportTokens() throws {
         let sent = #"["usb","<img src=x onerror=alert(1)>","a,b","usb","USB","hybrid","smart-card","x2","","abcdefghijklmnopqrstuvwxyz0123456"]"#

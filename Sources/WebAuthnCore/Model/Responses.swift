@@ -199,6 +199,11 @@ struct ResponseFields {
         guard let bytes = text.withUTF8({ Base64URL.decode(utf8: $0) }) else {
             throw WebAuthnError(.base64urlInvalid, "\(container).\(key) is not base64url")
         }
+        // The length check above bounds the work; this one is exact (red team, sixteenth pass:
+        // 65- and 66-byte user handles passed a limit of 64).
+        guard bytes.count <= max else {
+            throw WebAuthnError(.inputTooLarge, "\(container).\(key) is longer than \(max) bytes")
+        }
         return bytes
     }
 }
