@@ -133,6 +133,8 @@ public struct FIDOMetadata: Sendable {
         do { jws = try JWS(compact: trimmed, maxSize: maxSize) } catch {
             throw WebAuthnError(.metadataInvalid, "not a metadata BLOB JWT: \(error.message)")
         }
+        // RFC 7515 §4.1.11: a header parameter named critical must be understood; none is here.
+        guard jws.header["crit"] == nil else { throw WebAuthnError(.metadataInvalid, "the BLOB header has crit, which is refused") }
         guard let x5c = jws.header["x5c"]?.arrayValue, !x5c.isEmpty, x5c.count <= CertificateChain.maxDepth else {
             throw WebAuthnError(.metadataInvalid, "the BLOB header needs x5c with 1 to \(CertificateChain.maxDepth) certificates")
         }

@@ -127,9 +127,12 @@ enum FormatStatements {
 /// Signs compact JWSs (RS256) as SafetyNet and FIDO MDS3 BLOBs carry them: x5c in the header.
 
 package enum JWSWriter {
-    package static func compact(_ payload: JSONValue, key: SigningKey, x5c: [X509Certificate], type: String? = nil) throws -> [UInt8] {
+    package static func compact(
+        _ payload: JSONValue, key: SigningKey, x5c: [X509Certificate], type: String? = nil, extraHeader: JSONObject = [:]
+    ) throws -> [UInt8] {
         var header: JSONObject = ["alg": "RS256", "x5c": .array(x5c.map { .string(Data($0.der).base64EncodedString()) })]
         if let type { header["typ"] = .string(type) }
+        for member in extraHeader.members { header[member.key] = member.value }
         let input = Array((Base64URL.encode(JSONValue.object(header).serializedBytes()) + "." + Base64URL.encode(payload.serializedBytes())).utf8)
         return input + Array(".".utf8) + Array(Base64URL.encode(try key.sign(input)).utf8)
     }

@@ -73,7 +73,7 @@ struct BLOBSignerTests {
         #expect(try FIDOMetadata.blob(jwt: own, at: now, options: Self.pki.options).serial == 7)
     }
 
-    @Test("a signed BLOB without no or nextUpdate is refused")
+    @Test("a signed BLOB without no or nextUpdate, or with a critical header parameter, is refused")
     func blobNeedsNumberAndNextUpdate() async throws {
         // Red team, sixteenth pass: read as absent, they turned the rollback and staleness checks off.
         let pki = Self.pki
@@ -81,6 +81,11 @@ struct BLOBSignerTests {
             let jws = try JWSWriter.compact(payload, key: pki.signer.key, x5c: [pki.signer.certificate, pki.intermediate], type: "JWT")
             #expect(await errorCode { _ = try FIDOMetadata.blob(jwt: jws, at: MetadataServiceTests.now, options: pki.options) } == "metadata_invalid")
         }
+        // A critical header parameter is refused (RFC 7515 §4.1.11; red team, sixteenth pass: ignored).
+        let critical = try JWSWriter.compact(
+            ["no": 3, "nextUpdate": "2099-01-01", "entries": []], key: pki.signer.key, x5c: [pki.signer.certificate, pki.intermediate], type: "JWT",
+            extraHeader: ["crit": ["exp"], "exp": 1])
+        #expect(await errorCode { _ = try FIDOMetadata.blob(jwt: critical, at: MetadataServiceTests.now, options: pki.options) } == "metadata_invalid")
         let whole = try JWSWriter.compact(
             ["no": 3, "nextUpdate": "2099-01-01", "entries": []], key: pki.signer.key, x5c: [pki.signer.certificate, pki.intermediate], type: "JWT")
         #expect(try FIDOMetadata.blob(jwt: whole, at: MetadataServiceTests.now, options: pki.options).serial == 3)
