@@ -185,7 +185,23 @@ public struct FIDOMetadata: Sendable {
                 }
                 merged = .object(object)
             }
-            if let entry = try? statementEntry(merged, status: nil, reports: reports) { entries.append(entry) } else { skipped += 1 }
+            if let entry = try? statementEntry(merged, status: nil, reports: reports) {
+                entries.append(entry)
+            } else {
+                skipped += 1
+                // A statement that cannot be read (a root that is not a certificate) anchors no
+                // trust, but a compromise it reports still counts: skipped whole, it took the
+                // revocation with it (red team, sixteenth pass).
+                let aaguid = merged["aaguid"]?.stringValue.flatMap(AAGUID.init)
+                let ids = merged["attestationCertificateKeyIdentifiers"]?.arrayValue?.compactMap(\.stringValue) ?? []
+                if reports.contains(where: \.status.isCompromised), aaguid != nil || !ids.isEmpty {
+                    entries.append(
+                        MetadataEntry(
+                            aaguid: aaguid, attestationCertificateKeyIdentifiers: ids,
+                            description: merged["description"]?.stringValue ?? "(no description)", attestationRootCertificates: [],
+                            statusReports: reports))
+                }
+            }
         }
         // `no` and `nextUpdate`, when given, must be what MDS3 says (a whole number, a day): a
         // malformed one was read as absent, which turned off the rollback and staleness checks

@@ -251,6 +251,14 @@ struct TrustTests {
                 errorCode { _ = try FIDOMetadata.payload(try JSONValue.parse(Array("{\(header),\"entries\":[]}".utf8))) } == "metadata_invalid", "\(header)")
         }
         #expect(try FIDOMetadata.payload(try JSONValue.parse(Array(#"{"no":7,"nextUpdate":"2099-01-01","entries":[]}"#.utf8))).serial == 7)
+        // An entry whose statement cannot be read (a root that is no certificate) is skipped, but
+        // a compromise it reports is kept (red team, sixteenth pass: it vanished with the entry).
+        let badRoot =
+            #"{"no":8,"nextUpdate":"2099-01-01","entries":[{"aaguid":"876ca4f5-2071-c3e9-b255-09ef2cdf7ed6","metadataStatement":{"aaguid":"876ca4f5-2071-c3e9-b255-09ef2cdf7ed6","description":"bad root","attestationRootCertificates":["AAAA"]},"statusReports":[{"status":"REVOKED","effectiveDate":"2025-01-01"}]}]}"#
+        let kept = try FIDOMetadata.payload(try JSONValue.parse(Array(badRoot.utf8)))
+        #expect(kept.skipped == 1 && kept.entries.count == 1 && kept.entries[0].status?.rawValue == "REVOKED" && kept.entries[0].rootCertificates.isEmpty)
+        let certified = badRoot.replacingOccurrences(of: "REVOKED", with: "FIDO_CERTIFIED")
+        #expect(try FIDOMetadata.payload(try JSONValue.parse(Array(certified.utf8))).entries.isEmpty)
         // blob(path:) takes only a signed BLOB: a decoded payload, garbage or a missing file is refused.
         try Data(#"{"no":4,"entries":[]}"#.utf8).write(to: dir.appendingPathComponent("payload.json"))
         try Data("eyJ.not.a.jws".utf8).write(to: dir.appendingPathComponent("garbage.jwt"))
