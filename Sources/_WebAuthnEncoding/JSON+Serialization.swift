@@ -48,29 +48,65 @@ extension JSONValue {
         }
     }
 
+    /// Writes `s` as a JSON string. Beside what JSON requires (quote, backslash, C0 controls),
+    /// DEL, the C1 controls, the line and paragraph separators and the bidirectional controls are
+    /// written as `\u` escapes: the output is read in terminals and logs, where a C1 CSI or a
+    /// right-to-left override quoted from a stranger's input (an origin, a certificate's name)
+    /// reorders or rewrites what is shown (red team, sixteenth pass: an origin with U+202E read as
+    /// `https://example.org`). A parser reads the same string either way.
     package static func writeString(_ s: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         var s = s
         s.withUTF8 { bytes in
             // Runs of bytes that need no escape are copied whole.
             var start = 0
-            for index in bytes.indices {
+            var index = 0
+            while index < bytes.count {
                 let b = bytes[index]
-                guard b < 0x20 || b == 0x22 || b == 0x5C else { continue }
+                let (length, scalar) = escapedScalar(bytes, at: index)
+                guard length > 0 else {
+                    index += 1
+                    continue
+                }
                 out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<index]))
-                start = index + 1
+                index += length
+                start = index
                 switch b {
                 case 0x22: out.append(contentsOf: [0x5C, 0x22])
                 case 0x5C: out.append(contentsOf: [0x5C, 0x5C])
                 case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
                 case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
                 case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
-                default: out.append(contentsOf: [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hexDigit(b >> 4), hexDigit(b & 0xf)])
+                default:
+                    out.append(contentsOf: [0x5C, UInt8(ascii: "u")])
+                    for shift in stride(from: 12, through: 0, by: -4) { out.append(hexDigit(UInt8((scalar >> UInt32(shift)) & 0xf))) }
                 }
             }
             out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start...]))
         }
         out.append(UInt8(ascii: "\""))
+    }
+
+    /// Whether the UTF-8 sequence at `index` is written escaped: its length in bytes (0: it is
+    /// not) and its scalar value.
+    @inline(__always)
+    private static func escapedScalar(_ bytes: UnsafeBufferPointer<UInt8>, at index: Int) -> (Int, UInt32) {
+        let b = bytes[index]
+        if b < 0x20 || b == 0x22 || b == 0x5C || b == 0x7F { return (1, UInt32(b)) }
+        guard b >= 0xC2 else { return (0, 0) }
+        let n1: UInt8 = index + 1 < bytes.count ? bytes[index + 1] : 0
+        switch b {
+        case 0xC2 where (0x80...0x9F).contains(n1): return (2, UInt32(n1))  // U+0080 to U+009F
+        case 0xD8 where n1 == 0x9C: return (2, 0x061C)  // ARABIC LETTER MARK
+        case 0xE2 where n1 == 0x80 || n1 == 0x81:
+            let n2: UInt8 = index + 2 < bytes.count ? bytes[index + 2] : 0
+            let scalar = 0x2000 | UInt32(n1 & 0x0F) << 6 | UInt32(n2 & 0x3F)
+            switch scalar {
+            case 0x200E, 0x200F, 0x2028...0x202E, 0x2066...0x2069: return (3, scalar)
+            default: return (0, 0)
+            }
+        default: return (0, 0)
+        }
     }
 
     /// The lowercase hexadecimal digit of `nibble` (0 to 15).

@@ -88,7 +88,18 @@ struct HostileInputTests {
         #expect(JSONValue.string("plain é😀").serialized() == "\"plain é😀\"")
         #expect(JSONValue.string("a\"b\\c\n\r\t").serialized() == #""a\"b\\c\n\r\t""#)
         #expect(JSONValue.string("\u{00}x\u{1f}\u{0b}").serialized() == #""\u0000x\u001f\u000b""#)
-        #expect(JSONValue.string("\u{7f}/").serialized() == "\"\u{7f}/\"")
+        #expect(JSONValue.string("\u{7f}/").serialized() == #""\u007f/""#)
+        // DEL, C1 controls, line separators and bidirectional controls are escaped too (red
+        // team, sixteenth pass: an origin with U+202E read as https://example.org in a terminal).
+        #expect(JSONValue.string("a\u{7f}\u{9b}\u{85}b").serialized() == #""a\u007f\u009b\u0085b""#)
+        #expect(
+            JSONValue.string("\u{202e}gro.elpmaxe\u{2066}\u{2069}\u{200f}\u{2028}\u{61c}").serialized() == #""\u202egro.elpmaxe\u2066\u2069\u200f\u2028\u061c""#
+        )
+        #expect(JSONValue.string("\u{a0}\u{2010}\u{2030}\u{2065}\u{206a}€").serialized() == "\"\u{a0}\u{2010}\u{2030}\u{2065}\u{206a}€\"")
+        for scalar in [0x7F, 0x80, 0x9F, 0x61C, 0x200E, 0x2028, 0x202E, 0x2066, 0x2069, 0xA0, 0x2030, 0x1F600] {
+            let text = "x" + String(Character(Unicode.Scalar(UInt32(scalar))!)) + "y"
+            #expect(try JSONValue.parse(JSONValue.string(text).serialized()) == .string(text), "U+\(String(scalar, radix: 16))")
+        }
         // Every byte value below 0x80, alone and between runs, survives a round trip.
         for b in 0..<0x80 {
             let text = "ab" + String(UnicodeScalar(UInt8(b))) + "cd" + String(UnicodeScalar(UInt8(b)))
