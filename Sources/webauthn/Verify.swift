@@ -48,12 +48,50 @@ struct CommonVerifyOptions: ParsableArguments {
         if let at, Self.parseDate(at) == nil { throw ValidationError("--at is not an ISO 8601 time: \(at)") }
     }
 
+    /// An RFC 3339 time (`2025-01-01T00:00:00Z`, fractional seconds and an offset allowed), checked
+    /// field by field before Foundation reads it: its parser took `2024-02-30`, `+99:99` and
+    /// `24:00:00`, and a 12-digit year wrapped to millions of years BC (red team, sixteenth pass).
     static func parseDate(_ text: String) -> Date? {
+        guard isRFC3339(Array(text.utf8)) else { return nil }
         let plain = ISO8601DateFormatter()
         if let d = plain.date(from: text) { return d }
         let fractional = ISO8601DateFormatter()
         fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         return fractional.date(from: text)
+    }
+
+    /// `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)` with every field in its range.
+    static func isRFC3339(_ b: [UInt8]) -> Bool {
+        func number(_ range: Range<Int>) -> Int? {
+            guard range.upperBound <= b.count else { return nil }
+            var value = 0
+            for byte in b[range] {
+                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+                value = value * 10 + Int(byte - UInt8(ascii: "0"))
+            }
+            return value
+        }
+        guard b.count >= 20, b.count <= 40, b[4] == UInt8(ascii: "-"), b[7] == UInt8(ascii: "-"), b[10] == UInt8(ascii: "T"),
+            b[13] == UInt8(ascii: ":"), b[16] == UInt8(ascii: ":"), let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
+            let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
+            (1...12).contains(month), hour < 24, minute < 60, second < 60
+        else { return false }
+        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+        let days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]
+        guard (1...days).contains(day) else { return false }
+        var i = 19
+        if b[i] == UInt8(ascii: ".") {
+            i += 1
+            let digits = b[i...].prefix { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }.count
+            guard digits > 0 else { return false }
+            i += digits
+        }
+        guard i < b.count else { return false }
+        if b[i] == UInt8(ascii: "Z") { return i + 1 == b.count }
+        guard b[i] == UInt8(ascii: "+") || b[i] == UInt8(ascii: "-"), b.count == i + 6, b[i + 3] == UInt8(ascii: ":"),
+            let offsetHours = number((i + 1)..<(i + 3)), let offsetMinutes = number((i + 4)..<(i + 6))
+        else { return false }
+        return offsetHours < 24 && offsetMinutes < 60
     }
 
     var challengeBytes: [UInt8] { Base64URL.decode(challenge) ?? [] }

@@ -296,6 +296,17 @@ extension CLITests {
     @Test("metadata inspect lists a BLOB's entries, and refuses a stale or foreign one")
     func metadataInspect() async throws {
         let blob = Self.vectors.appendingPathComponent("mds/production/fido-mds3-blob-no6.jwt").path
+        // --at is RFC 3339, checked field by field (red team, sixteenth pass: Foundation took
+        // February 30, +99:99 and 24:00:00, and a 12-digit year wrapped to millions of years BC).
+        for bad in [
+            "2024-02-30T00:00:00Z", "2021-08-25T00:00:00+99:99", "2021-08-25T24:00:00Z", "292277026596-12-04T15:30:07Z", "-9999-01-01T00:00:00Z", "2021-08-25",
+        ] {
+            #expect(try await Self.run(["metadata", "inspect", "--metadata", blob, "--at", bad]).status == 2, "\(bad)")
+        }
+        for good in ["2021-08-25T02:00:00+02:00", "2021-08-25T00:00:00.5Z"] {
+            let run = try await Self.run(["metadata", "inspect", "--metadata", blob, "--at", good])
+            #expect(run.status == 0, "\(good): \(run.stdout.prefix(200)) \(run.stderr)")
+        }
         let run = try await Self.run(["metadata", "inspect", "--metadata", blob, "--at", "2021-08-25T00:00:00Z"])
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.json?["no"]?.intValue == 6)
