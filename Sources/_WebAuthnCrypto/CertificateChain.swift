@@ -98,7 +98,14 @@ package enum CertificateChain {
             let where_ = depth == 0 ? leafRole : "certificate \(depth) of the chain"
             switch code {
             case X509_V_ERR_CERT_HAS_EXPIRED, X509_V_ERR_CERT_NOT_YET_VALID:
-                return .untrusted(WebAuthnError(.certificateExpired, "\(where_): \(reason) at \(ISO8601DateFormatter().string(from: time))"))
+                // The certificate's own bound, then the time it was checked at (the message gave
+                // the check's time as if it were the expiry: red team, sixteenth pass).
+                let iso = ISO8601DateFormatter()
+                let current = X509_STORE_CTX_get_current_cert(ctx).flatMap { X509_up_ref($0) == 1 ? X509Certificate(taking: $0) : nil }
+                let bound =
+                    code == X509_V_ERR_CERT_HAS_EXPIRED
+                    ? current?.notAfter.map { "expired at " + iso.string(from: $0) } : current?.notBefore.map { "is not valid before " + iso.string(from: $0) }
+                return .untrusted(WebAuthnError(.certificateExpired, "\(where_) \(bound ?? reason); the time is \(iso.string(from: time))"))
             case X509_V_ERR_CERT_REVOKED:
                 return .untrusted(WebAuthnError(.certificateRevoked, "\(where_) is revoked by its CRL"))
             default:

@@ -148,6 +148,30 @@ struct TrustTests {
                 && X509Certificate.escapedDNValue("Yubico U2F Root CA Serial 457200631") == "Yubico U2F Root CA Serial 457200631")
     }
 
+    @Test("an expired or not yet valid certificate of a chain is reported with its own bound, then the time it was checked at")
+    func expiryMessages() throws {
+        // Red team, sixteenth pass: "certificate has expired at <the verification time>".
+        let key = try SigningKey.generate(.es256)
+        let ca = try CertificateBuilder.certificateAuthority(organization: "T", name: "CA").build(key: key, issuer: nil, issuerKey: key)
+        var b = CertificateBuilder(subject: [("CN", "leaf")])
+        b.notBefore = Date(timeIntervalSince1970: 1_720_000_000)
+        b.notAfter = Date(timeIntervalSince1970: 1_750_000_000)
+        let leaf = try b.build(key: key, issuer: ca, issuerKey: key)
+        for (time, expected) in [
+            (Date(timeIntervalSince1970: 1_760_000_000), "the attestation certificate expired at 2025-06-15T15:06:40Z; the time is 2025-10-09T08:53:20Z"),
+            (
+                Date(timeIntervalSince1970: 1_710_000_000),
+                "the attestation certificate is not valid before 2024-07-03T09:46:40Z; the time is 2024-03-09T16:00:00Z"
+            ),
+        ] {
+            guard case .untrusted(let error) = CertificateChain.validate([leaf], anchors: [ca], at: time) else {
+                Issue.record("validated at \(time)")
+                continue
+            }
+            #expect(error.code.rawValue == "certificate_expired" && error.message == expected, "\(error.message)")
+        }
+    }
+
     @Test("policy: AAGUID allow and deny lists, accepted attestation types")
     func aaguidLists() throws {
         let f = W3CFixture("w3c-packed-es256.json")
