@@ -329,19 +329,25 @@ extension CLITests {
         #expect(try await Self.run(["metadata", "inspect"]).status == 2)
     }
 
-    @Test("metadata audit refuses to run on metadata that does not all verify; inspect fails when nothing verifies")
-    func auditNeedsVerifiedMetadata() async throws {
-        // Red team, sixteenth pass (high): a 7-byte BLOB, an unsigned one or an expired chain left
-        // the audit with no metadata; it cleared every flag, exit 0, stderr empty. And `metadata
-        // inspect` said `"status":"ok"`, exit 0, when no BLOB verified.
+    /// A temporary folder holding the conformance runner's metadata (`mds/`: BLOBs good and bad, the root, CRLs).
+    static func conformanceMetadata() async throws -> String {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("mds-\(UUID().uuidString)").path
-        defer { try? FileManager.default.removeItem(atPath: folder) }
-        let made = try await Self.run(
+        let made = try await run(
             [
                 "conformance", "--url", "http://127.0.0.1:1", "--rp-id", "example.com", "--origin", "https://example.com",
                 "--metadata-out", folder, "--write-metadata-only",
             ], tool: "webauthn-dev")
         #expect(made.status == 0, "\(made.stderr)")
+        return folder
+    }
+
+    @Test("metadata audit refuses to run on metadata that does not all verify; inspect fails when nothing verifies")
+    func auditNeedsVerifiedMetadata() async throws {
+        // Red team, sixteenth pass (high): a 7-byte BLOB, an unsigned one or an expired chain left
+        // the audit with no metadata; it cleared every flag, exit 0, stderr empty. And `metadata
+        // inspect` said `"status":"ok"`, exit 0, when no BLOB verified.
+        let folder = try await Self.conformanceMetadata()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
         let mds = folder + "/mds"
         let garbage = folder + "/garbage.jwt"
         try Data("garbage".utf8).write(to: URL(fileURLWithPath: garbage))
@@ -380,14 +386,8 @@ extension CLITests {
 
     @Test("--mds-blob uses the BLOBs that verify and reports each rejected one; without the CRLs, revocations go unseen")
     func mdsBlobs() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("mds-\(UUID().uuidString)").path
+        let folder = try await Self.conformanceMetadata()
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let made = try await Self.run(
-            [
-                "conformance", "--url", "http://127.0.0.1:1", "--rp-id", "example.com", "--origin", "https://example.com",
-                "--metadata-out", folder, "--write-metadata-only",
-            ], tool: "webauthn-dev")
-        #expect(made.status == 0, "\(made.stderr)")
         let mds = folder + "/mds"
         let run = try await Self.run(["metadata", "inspect", "--mds-blob", mds, "--metadata-root", mds + "/mds-root.pem", "--metadata-crl", mds])
         #expect(run.status == 0, "\(run.stderr)")
