@@ -77,7 +77,9 @@ public func buildApplication(
     var routesConfiguration = configuration.routes
     if let export { routesConfiguration.metricsFactory = export.factory }
     let routes = WebAuthnRoutes(engine: engine, accounts: accounts, sessions: sessions, configuration: routesConfiguration)
-    let router = Router(context: WebAuthnRequestContext.self)
+    // HEAD is answered wherever GET is, without the body (RFC 9110 §9.3.2: a general-purpose
+    // server supports both; it was 404 everywhere: red team, sixteenth pass).
+    let router = Router(context: WebAuthnRequestContext.self, options: .autoGenerateHeadEndpoints)
     router.add(middleware: LogRequestsMiddleware(.info))
     router.add(middleware: SecurityHeadersMiddleware(secure: configuration.routes.secureCookies, outer: true))
     routes.add(to: router, atPath: configuration.path)

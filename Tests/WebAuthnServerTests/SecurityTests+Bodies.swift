@@ -320,6 +320,24 @@ extension SecurityTests {
         }
     }
 
+    @Test("HEAD is answered wherever GET is, with GET's status and length and no body")
+    func headAnswered() async throws {
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--rate-limit", "off"])
+        defer { server.stop() }
+        // Red team, sixteenth pass: HEAD was 404 on every path (RFC 9110 §9.3.2).
+        for (path, status) in [("/healthz", "200"), ("/demo.js", "200"), ("/", "200"), ("/nowhere", "404")] {
+            let connection = try RawConnection(port: server.port)
+            defer { connection.close() }
+            try connection.send("HEAD \(path) HTTP/1.1\r\nHost: a\r\n\r\nGET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+            let (text, _) = connection.drain()
+            let answers = text.components(separatedBy: "HTTP/1.1 ").dropFirst()
+            // The second answer follows the first's head at once: the HEAD answer has no body.
+            #expect(answers.count == 2 && answers.first?.hasPrefix(status) == true, "\(path): \(text.prefix(300))")
+            let head = answers.first ?? ""
+            #expect(head.hasSuffix("\r\n\r\n") && (status != "200" || head.contains("Content-Length: ")), "\(path): \(head.prefix(300))")
+        }
+    }
+
     @Test("a request target in absolute form is an http or https URL with a valid host, or refused")
     func absoluteTargets() async throws {
         let server = try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--rate-limit", "off"])
