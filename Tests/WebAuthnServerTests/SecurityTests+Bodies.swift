@@ -320,6 +320,35 @@ extension SecurityTests {
         }
     }
 
+    @Test("answers a client never reads do not outlive the connection in the kernel by more than the request timeout")
+    func unreadAnswersExpire() async throws {
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--rate-limit", "off", "--request-timeout", "1"])
+        defer { server.stop() }
+        // Red team, sixteenth pass: 32 pipelined requests (1.1 KB) left 488 KB of answers in the
+        // kernel after the server closed the connection, still there 230 s later (FIN-WAIT-1,
+        // zero-window probes). TCP_USER_TIMEOUT makes the kernel give up after --request-timeout.
+        let connection = try RawConnection(port: server.port, receiveBuffer: 2048)
+        defer { connection.close() }
+        try connection.send(
+            String(repeating: "GET /demo.js HTTP/1.1\r\nHost: a\r\n\r\n", count: 31) + "GET /demo.js HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        func held() throws -> Bool {
+            let ss = Process()
+            ss.executableURL = URL(fileURLWithPath: "/usr/bin/ss")
+            ss.arguments = ["-tnH", "state", "all", "( sport = :\(server.port) and dport = :\(connection.localPort) )"]
+            let out = Pipe()
+            ss.standardOutput = out
+            try ss.run()
+            let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            ss.waitUntilExit()
+            return !text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty
+        }
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(try held(), "the server's side of the connection is not there to observe")
+        let start = ContinuousClock.now
+        while try held(), ContinuousClock.now - start < .seconds(20) { try await Task.sleep(for: .milliseconds(250)) }
+        #expect(ContinuousClock.now - start < .seconds(12), "the answers were held in the kernel for \(ContinuousClock.now - start)")
+    }
+
     @Test("HEAD is answered wherever GET is, with GET's status and length and no body")
     func headAnswered() async throws {
         let server = try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--rate-limit", "off"])

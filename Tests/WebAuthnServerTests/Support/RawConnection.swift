@@ -76,5 +76,13 @@ final class RawConnection: @unchecked Sendable {
         }
     }
 
+    /// The connection's local port.
+    var localPort: Int {
+        var address = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
     func close() { Glibc.close(fd) }
 }
