@@ -136,9 +136,22 @@ extension StoreContract {
         // Metadata that does not list A's or C's authenticator (a BLOB that failed to load)
         // clears nothing: only a report that the compromise is over does (red team: an audit
         // against a rejected BLOB cleared every flag).
-        for unlisted in [TrustAnchors(), TrustAnchors(metadata: anchors.metadata.filter { $0.aaguid == fine })] {
+        // Nor does metadata that lists A only with an older report (an older BLOB) or none (a
+        // statement), or with a certification that takes effect later (red team, sixteenth pass:
+        // each of these cleared the flag).
+        let olderA = MetadataEntry(
+            aaguid: compromised, description: "Key A", rootCertificates: [],
+            statusReports: [StatusReport(status: AuthenticatorStatus(rawValue: "FIDO_CERTIFIED"), effectiveDate: t - 100 * day)])
+        let bareA = MetadataEntry(aaguid: compromised, description: "Key A", rootCertificates: [])
+        let laterA = MetadataEntry(
+            aaguid: compromised, description: "Key A", rootCertificates: [],
+            statusReports: [StatusReport(status: AuthenticatorStatus(rawValue: "FIDO_CERTIFIED"), effectiveDate: t + 100 * day)])
+        for unlisted in [
+            TrustAnchors(), TrustAnchors(metadata: anchors.metadata.filter { $0.aaguid == fine }), TrustAnchors(metadata: [olderA]),
+            TrustAnchors(metadata: [bareA]), TrustAnchors(metadata: [laterA]),
+        ] {
             let none = try await CredentialAudit.run(store: store, anchors: unlisted, at: t + 11 * day)
-            try expect(none.cleared.isEmpty && none.keptUnlisted == 3, "an audit without A's, C's and D's entries cleared \(none.cleared.count)")
+            try expect(none.cleared.isEmpty && none.keptFlagged == 3, "an audit without reports lifting A's, C's and D's flags cleared \(none.cleared.count)")
         }
         for r in [a, c, d] { try expect(try await store.credential(id: r.id)?.flag != nil, "a flag was cleared for want of metadata") }
         // A later report that A is certified again clears it; only it.

@@ -68,9 +68,17 @@ struct AuditTests {
         #expect(signedIn.ok && signedIn.json["flagged"]?.stringValue?.contains("USER_KEY_REMOTE_COMPROMISE") == true, "\(signedIn.json)")
         second.stop()
 
-        // The CLI, against a BLOB that lifts the status: a dry run reports the clearing, writes nothing.
+        // The CLI, against a BLOB whose report dated before the compromise's does not lift it
+        // (red team, sixteenth pass: any listing cleared the flag), then one dated after it, which
+        // does: a dry run reports the clearing, writes nothing.
+        let older = directory + "-older.jwt"
+        try Data(try pki.blob(no: 6, status: "FIDO_CERTIFIED_L2", effective: "2023-06-01")).write(to: URL(fileURLWithPath: older))
+        defer { try? FileManager.default.removeItem(atPath: older) }
+        let kept = try JSONValue.parse(
+            Array(try await Self.run(["metadata", "audit", "--db", "sqlite:" + database, "--mds-blob", older, "--metadata-root", root]).utf8))
+        #expect(kept["cleared"]?.arrayValue?.isEmpty == true && kept["keptFlagged"]?.intValue == 1, "\(kept)")
         let blob = directory + "-6.jwt"
-        try Data(try pki.blob(no: 6, status: "FIDO_CERTIFIED_L2")).write(to: URL(fileURLWithPath: blob))
+        try Data(try pki.blob(no: 6, status: "FIDO_CERTIFIED_L2", effective: "2024-06-01")).write(to: URL(fileURLWithPath: blob))
         defer { try? FileManager.default.removeItem(atPath: blob) }
         let audit = ["metadata", "audit", "--db", "sqlite:" + database, "--mds-blob", blob, "--metadata-root", root]
         let dry = try await Self.run(audit + ["--dry-run"])

@@ -65,9 +65,11 @@ public protocol CredentialAuditing: CredentialStore {
 /// The re-audit of stored credentials against FIDO metadata: after each metadata
 /// change, every credential's authenticator is looked up again (by AAGUID, or for a
 /// U2F credential by its attestation certificate's key identifier) and its status in
-/// effect at the engine's time decides the flag. A status that is no longer a
-/// compromise clears it; only that does: a flagged credential whose authenticator the
-/// metadata does not list (a BLOB that failed to load, an entry dropped) stays flagged.
+/// effect at the engine's time decides the flag. A flag is cleared only by a report that lifts
+/// it: in effect, not a compromise, and dated after the flag's own date. A flagged credential
+/// whose authenticator the metadata does not list (a BLOB that failed to load, an entry
+/// dropped), lists with no report in effect, or lists with an older report (an older BLOB, a
+/// statement without reports) stays flagged, and so does a flag from an undated compromise.
 /// The store is read in batches, so memory does not grow with it.
 public enum CredentialAudit {
     /// What one audit found.
@@ -91,10 +93,11 @@ public enum CredentialAudit {
         public internal(set) var cleared: [Entry] = []
         /// Credentials flagged before and still flagged for the same status.
         public internal(set) var stillFlagged = 0
-        /// Credentials flagged before whose authenticator the metadata does not list: kept
-        /// flagged, since nothing says the compromise is over (red team: a BLOB that failed to
-        /// verify left the audit with no metadata, and it cleared every flag).
-        public internal(set) var keptUnlisted = 0
+        /// Credentials flagged before for which the metadata gives no report that lifts the flag
+        /// (not listed, no report in effect, none dated after the flag): kept flagged, since
+        /// nothing says the compromise is over (red team, sixteenth pass: a BLOB that failed to
+        /// verify, an older BLOB or a statement without reports cleared every flag).
+        public internal(set) var keptFlagged = 0
         /// When the audit judged (the metadata time).
         public let at: Date
 
@@ -115,7 +118,7 @@ public enum CredentialAudit {
             }
             let o: JSONObject = [
                 "at": .string(ISO8601DateFormatter().string(from: at)), "scanned": .number(Double(scanned)),
-                "stillFlagged": .number(Double(stillFlagged)), "keptUnlisted": .number(Double(keptUnlisted)),
+                "stillFlagged": .number(Double(stillFlagged)), "keptFlagged": .number(Double(keptFlagged)),
                 "flagged": .array(flagged.map(entry)), "cleared": .array(cleared.map(entry)),
             ]
             return JSONValue.object(o).serialized()
@@ -127,14 +130,24 @@ public enum CredentialAudit {
         judge(record, anchors: anchors, at: time).flag
     }
 
-    /// Whether `anchors` list `record`'s authenticator, and the flag it deserves at `time`.
-    static func judge(_ record: CredentialRecord, anchors: TrustAnchors, at time: Date) -> (listed: Bool, flag: CredentialFlag?) {
+    /// The flag `record` deserves under `anchors` at `time`, and the report in effect (nil when
+    /// the authenticator is not listed or no report of its applies yet).
+    static func judge(_ record: CredentialRecord, anchors: TrustAnchors, at time: Date) -> (report: StatusReport?, flag: CredentialFlag?) {
         let leaf = record.attestationChain.first.flatMap { try? X509Certificate(der: $0) }
-        guard let entry = anchors.entry(aaguid: record.aaguid, attestationCertificate: leaf) else { return (false, nil) }
-        guard let report = entry.statusReport(at: time), report.status.isCompromised else { return (true, nil) }
+        guard let entry = anchors.entry(aaguid: record.aaguid, attestationCertificate: leaf), let report = entry.statusReport(at: time) else {
+            return (nil, nil)
+        }
+        guard report.status.isCompromised else { return (report, nil) }
         let flag = CredentialFlag(
             status: report.status, authenticator: entry.displayName(), since: report.effectiveDate, attested: !record.attestationChain.isEmpty)
-        return (true, flag)
+        return (report, flag)
+    }
+
+    /// Whether `report` lifts `flag`: a report not of a compromise, dated after the flag's date
+    /// (an undated flag is never lifted by a report, an undated report lifts nothing).
+    static func lifts(_ report: StatusReport?, _ flag: CredentialFlag) -> Bool {
+        guard let report, !report.status.isCompromised, let date = report.effectiveDate, let since = flag.since else { return false }
+        return date > since
     }
 
     /// Audits every credential of `store` against `anchors` at `time`, `batchSize` at a time;
@@ -155,11 +168,11 @@ public enum CredentialAudit {
             }
             for record in batch {
                 report.scanned += 1
-                let (listed, now) = judge(record, anchors: anchors, at: time)
+                let (inEffect, now) = judge(record, anchors: anchors, at: time)
                 let entry = Report.Entry(credentialId: record.id, userHandle: record.userHandle, aaguid: record.aaguid, flag: now)
                 switch (record.flag, now) {
                 case (nil, nil): continue
-                case (.some, nil) where !listed: report.keptUnlisted += 1; continue
+                case (let before?, nil) where !lifts(inEffect, before): report.keptFlagged += 1; continue
                 case (let before?, let after?) where before.status == after.status: report.stillFlagged += 1; continue
                 case (_, nil): report.cleared.append(entry)
                 case (_, .some): report.flagged.append(entry)

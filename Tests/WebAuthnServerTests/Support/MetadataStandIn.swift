@@ -253,9 +253,10 @@ struct MDSTestPKI: @unchecked Sendable {
     /// The verification the service is configured with: this root, these CRLs.
     var options: FIDOMetadata.BLOBOptions { FIDOMetadata.BLOBOptions(x509Roots: [root], crls: crls) }
 
-    /// A BLOB numbered `no`, naming the test authority's model with `status` (dated 2024-01-01).
+    /// A BLOB numbered `no`, naming the test authority's model with `status` (dated `effective`).
     func blob(
-        no: Int, nextUpdate: String = "2099-01-01", status: String = "FIDO_CERTIFIED_L1", description: String? = nil, revoked: Bool = false,
+        no: Int, nextUpdate: String = "2099-01-01", status: String = "FIDO_CERTIFIED_L1", effective: String = "2024-01-01", description: String? = nil,
+        revoked: Bool = false,
         badSignature: Bool = false, signedBy other: (certificate: X509Certificate, key: SigningKey)? = nil
     ) throws -> [UInt8] {
         let payload: JSONValue = [
@@ -264,7 +265,7 @@ struct MDSTestPKI: @unchecked Sendable {
                 [
                     "aaguid": .string(Self.aaguid.description),
                     "metadataStatement": authority.metadataStatement(aaguid: Self.aaguid, description: description ?? "stand-in key \(no)"),
-                    "statusReports": [["status": .string(status), "effectiveDate": "2024-01-01"]],
+                    "statusReports": [["status": .string(status), "effectiveDate": .string(effective)]],
                 ]
             ],
         ]
