@@ -175,25 +175,28 @@ public struct FIDOMetadata: Sendable {
         var entries: [MetadataEntry] = []
         var skipped = 0
         for item in list {
-            guard let statement = item["metadataStatement"] else { skipped += 1; continue }
             let reports = statusReports(item["statusReports"])
-            var merged = statement
-            if case .object(var object) = statement {
+            // An entry without a statement (MDS3 allows one) is skipped as one that cannot be
+            // read, keeping a compromise it reports (red team, sixteenth pass: dropped whole).
+            var merged = item["metadataStatement"] ?? .object(JSONObject())
+            if case .object(var object) = merged {
                 if object["aaguid"] == nil, let aaguid = item["aaguid"] { object["aaguid"] = aaguid }
                 if object["attestationCertificateKeyIdentifiers"] == nil, let ids = item["attestationCertificateKeyIdentifiers"] {
                     object["attestationCertificateKeyIdentifiers"] = ids
                 }
                 merged = .object(object)
             }
-            if let entry = try? statementEntry(merged, status: nil, reports: reports) {
+            if item["metadataStatement"] != nil, let entry = try? statementEntry(merged, status: nil, reports: reports) {
                 entries.append(entry)
             } else {
                 skipped += 1
                 // A statement that cannot be read (a root that is not a certificate) anchors no
                 // trust, but a compromise it reports still counts: skipped whole, it took the
                 // revocation with it (red team, sixteenth pass).
-                let aaguid = merged["aaguid"]?.stringValue.flatMap(AAGUID.init)
-                let ids = merged["attestationCertificateKeyIdentifiers"]?.arrayValue?.compactMap(\.stringValue) ?? []
+                let aaguid = (merged["aaguid"] ?? item["aaguid"])?.stringValue.flatMap(AAGUID.init)
+                let ids =
+                    (merged["attestationCertificateKeyIdentifiers"] ?? item["attestationCertificateKeyIdentifiers"])?.arrayValue?.compactMap(\.stringValue)
+                    ?? []
                 if reports.contains(where: \.status.isCompromised), aaguid != nil || !ids.isEmpty {
                     entries.append(
                         MetadataEntry(

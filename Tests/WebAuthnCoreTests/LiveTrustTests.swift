@@ -86,7 +86,7 @@ struct LiveTrustTests {
         #expect(entry.status(at: Self.start)?.rawValue == "REVOKED" && entry.status(at: Self.start.addingTimeInterval(-2 * 86_400)) == nil)
     }
 
-    @Test("status(at:): dates read as UTC days, on one day a compromise wins, malformed dates apply at once")
+    @Test("status(at:): dates read as UTC days, on one day a compromise wins, an undated compromise applies always")
     func statusRules() throws {
         let day = try #require(FIDOMetadata.day("2030-06-01"))
         #expect(day == Date(timeIntervalSince1970: 1_906_502_400))
@@ -100,9 +100,16 @@ struct LiveTrustTests {
             ])
         #expect(sameDay.status(at: day)?.rawValue == "REVOKED" && sameDay.status?.rawValue == "REVOKED")
         #expect(sameDay.status(at: day.addingTimeInterval(-1)) == nil)
-        let anchors = try Self.anchors([("FIDO_CERTIFIED", "2024-01-01"), ("REVOKED", "not a date")])
-        #expect(anchors.metadataEntry(for: Self.aaguid)?.status(at: Self.start)?.rawValue == "FIDO_CERTIFIED")
-        #expect(anchors.metadataEntry(for: Self.aaguid)?.status(at: Date(timeIntervalSince1970: 0))?.rawValue == "REVOKED")
+        // An undated compromise (or one whose date cannot be read) applies at any time and is
+        // superseded by no dated report (red team, sixteenth pass: a certification beside it won).
+        for undated in ["not a date", nil] as [String?] {
+            let anchors = try Self.anchors([("FIDO_CERTIFIED", "2024-01-01"), ("REVOKED", undated), ("FIDO_CERTIFIED_L2", "2029-01-01")])
+            #expect(anchors.metadataEntry(for: Self.aaguid)?.status(at: Self.start)?.rawValue == "REVOKED")
+            #expect(anchors.metadataEntry(for: Self.aaguid)?.status(at: Date(timeIntervalSince1970: 0))?.rawValue == "REVOKED")
+        }
+        // An undated certification is still superseded by a dated compromise.
+        let dated = try Self.anchors([("FIDO_CERTIFIED", nil), ("REVOKED", "2025-01-01")])
+        #expect(dated.metadataEntry(for: Self.aaguid)?.status(at: Self.start)?.rawValue == "REVOKED")
     }
 
     @Test("entries for one authenticator from several sources keep every status report: a compromise is hidden by no older source, in any order")

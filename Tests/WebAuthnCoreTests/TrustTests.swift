@@ -281,6 +281,14 @@ struct TrustTests {
             #"{"no":8,"nextUpdate":"2099-01-01","entries":[{"aaguid":"876ca4f5-2071-c3e9-b255-09ef2cdf7ed6","metadataStatement":{"aaguid":"876ca4f5-2071-c3e9-b255-09ef2cdf7ed6","description":"bad root","attestationRootCertificates":["AAAA"]},"statusReports":[{"status":"REVOKED","effectiveDate":"2025-01-01"}]}]}"#
         let kept = try FIDOMetadata.payload(try JSONValue.parse(Array(badRoot.utf8)))
         #expect(kept.skipped == 1 && kept.entries.count == 1 && kept.entries[0].status?.rawValue == "REVOKED" && kept.entries[0].rootCertificates.isEmpty)
+        // So is one of an entry without a statement, or with null (MDS3 allows entries without one).
+        for statement in ["", #","metadataStatement":null"#, #","metadataStatement":7"#] {
+            let bare =
+                #"{"no":9,"nextUpdate":"2099-01-01","entries":[{"aaguid":"876ca4f5-2071-c3e9-b255-09ef2cdf7ed6""# + statement
+                + #","statusReports":[{"status":"REVOKED","effectiveDate":"2025-01-01"}]},{"attestationCertificateKeyIdentifiers":["aabb"],"statusReports":[{"status":"REVOKED"}]}]}"#
+            let read = try FIDOMetadata.payload(try JSONValue.parse(Array(bare.utf8)))
+            #expect(read.skipped == 2 && read.entries.count == 2 && read.entries.allSatisfy { $0.status?.rawValue == "REVOKED" }, "\(statement)")
+        }
         let certified = badRoot.replacingOccurrences(of: "REVOKED", with: "FIDO_CERTIFIED")
         #expect(try FIDOMetadata.payload(try JSONValue.parse(Array(certified.utf8))).entries.isEmpty)
         // blob(path:) takes only a signed BLOB: a decoded payload, garbage or a missing file is refused.

@@ -66,7 +66,9 @@ public struct MetadataEntry: Sendable {
     /// The status that applies at `time`: that of the latest report whose effective date is
     /// not after `time` (an undated report applies at any time, before every dated one). A
     /// report dated in the future does not apply yet. Of reports with the same date, a
-    /// compromised status wins, then the one listed last.
+    /// compromised status wins, then the one listed last. An undated compromise (no date, or
+    /// one that could not be read) applies at any time and is superseded by nothing: ordered
+    /// before every dated report, it lost to any certification (red team, sixteenth pass).
     public func status(at time: Date) -> AuthenticatorStatus? { statusReport(at: time)?.status }
 
     /// The report that applies at `time` (see ``status(at:)``), with its effective date.
@@ -75,6 +77,7 @@ public struct MetadataEntry: Sendable {
     }
 
     static func latest(_ reports: [StatusReport]) -> StatusReport? {
+        if let undated = reports.last(where: { $0.effectiveDate == nil && $0.status.isCompromised }) { return undated }
         var best: StatusReport?
         for report in reports {
             guard let current = best else {
