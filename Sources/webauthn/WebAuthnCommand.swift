@@ -32,7 +32,7 @@ struct WebAuthnCommand: AsyncParsableCommand {
             if code == .success {
                 exit(withError: error)
             }
-            Output.line(fullMessage(for: error))
+            Output.line(fullMessage(for: error), keepingLineBreaks: true)
             // Usage errors (ArgumentParser says 64) exit 2, as the CLI contract promises.
             Foundation.exit(code == .validationFailure || error is ValidationError ? 2 : code.rawValue == 1 ? 1 : 2)
         }
@@ -60,8 +60,11 @@ enum Output {
     /// escaped: messages quote what the input held (a duplicate JSON member's name, a JWS `alg`),
     /// and an escape sequence in one set the terminal's title, cleared the screen and printed a
     /// forged line (red team, sixteenth pass). The JSON on standard output escapes them itself.
-    static func line(_ text: String) {
-        FileHandle.standardError.write(Data((ServerLogHandler.escaped(text) + "\n").utf8))
+    /// `keepingLineBreaks`: the text's own line breaks stay (a usage message's lines, the
+    /// operator's own arguments quoted); every other such character is escaped.
+    static func line(_ text: String, keepingLineBreaks: Bool = false) {
+        let lines = keepingLineBreaks ? text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) : [text]
+        FileHandle.standardError.write(Data((lines.map(ServerLogHandler.escaped).joined(separator: "\n") + "\n").utf8))
     }
 }
 

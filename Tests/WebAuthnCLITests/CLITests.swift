@@ -382,6 +382,9 @@ extension CLITests {
         #expect(run.status == 0, "\(run.stdout) \(run.stderr)")
         #expect(run.stderr.contains("rejected") && run.stderr.contains("\\u{1b}]0;PWNED\\u{7}\\u{202e}"), "\(run.stderr.debugDescription)")
         #expect(!run.stderr.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x07 || $0.value == 0x202E }, "\(run.stderr.debugDescription)")
+        // A usage error's own lines stay lines (the re-check found them written as \u{a}).
+        let usage = try await Self.run(["verify", "registration", "--rp-id", "example.com"])
+        #expect(usage.status == 2 && usage.stderr.contains("\n") && !usage.stderr.contains("\\u{a}"), "\(usage.stderr.debugDescription)")
     }
 
     @Test("--mds-blob uses the BLOBs that verify and reports each rejected one; without the CRLs, revocations go unseen")
