@@ -79,7 +79,26 @@ package final class X509Certificate: @unchecked Sendable {
     /// space too, and control and format characters as `\\XX` UTF-8 bytes), so that one attribute
     /// cannot pass for several (red team, sixteenth pass: a CN of `Evil, O=Yubico AB, C=SE` read as
     /// a Yubico subject) and a bidirectional control cannot reorder what is shown.
-    package var subjectSummary: String { subject.map { "\($0.name)=\(Self.escapedDNValue($0.value))" }.joined(separator: ", ") }
+    package var subjectSummary: String { Self.summary(of: X509_get_subject_name(x509)) }
+
+    /// The issuer, rendered as ``subjectSummary``.
+    package var issuerSummary: String { Self.summary(of: X509_get_issuer_name(x509)) }
+
+    /// A name's attributes as `type=value`, the values escaped, the attributes of one
+    /// multi-valued RDN joined by `+` and the RDNs by `, ` (RFC 4514's separators, in the
+    /// certificate's order).
+    private static func summary(of name: OpaquePointer?) -> String {
+        guard let name else { return "" }
+        var out = ""
+        var lastSet: Int32 = -1
+        for (i, attribute) in entries(of: name).enumerated() {
+            let set = X509_NAME_get_entry(name, Int32(i)).map { X509_NAME_ENTRY_set($0) } ?? -1
+            if i > 0 { out += set == lastSet ? "+" : ", " }
+            lastSet = set
+            out += "\(attribute.name)=\(escapedDNValue(attribute.value))"
+        }
+        return out
+    }
 
     /// `value` escaped as an RFC 4514 attribute value.
     package static func escapedDNValue(_ value: String) -> String {

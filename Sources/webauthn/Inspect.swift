@@ -104,7 +104,7 @@ struct Inspect: AsyncParsableCommand {
         let iso = ISO8601DateFormatter()
         return [
             "subject": .string(c.subjectSummary),
-            "issuer": .string(c.issuer.map { "\($0.name)=\($0.value)" }.joined(separator: ", ")),
+            "issuer": .string(c.issuerSummary),
             "notBefore": .string(c.notBefore.map(iso.string) ?? "?"),
             "notAfter": .string(c.notAfter.map(iso.string) ?? "?"),
             "sha256": .string(c.fingerprint),
