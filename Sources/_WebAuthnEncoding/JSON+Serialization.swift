@@ -49,8 +49,9 @@ extension JSONValue {
     }
 
     /// Writes `s` as a JSON string. Beside what JSON requires (quote, backslash, C0 controls),
-    /// DEL, the C1 controls, the line and paragraph separators and the bidirectional controls are
-    /// written as `\u` escapes: the output is read in terminals and logs, where a C1 CSI or a
+    /// DEL, the C1 controls and the invisible format characters (``escapedScalar(_:at:)``:
+    /// bidirectional controls, zero-width characters, line separators, tags) are written as `\u`
+    /// escapes: the output is read in terminals and logs, where a C1 CSI or a
     /// right-to-left override quoted from a stranger's input (an origin, a certificate's name)
     /// reorders or rewrites what is shown (red team, sixteenth pass: an origin with U+202E read as
     /// `https://example.org`). A parser reads the same string either way.
@@ -78,8 +79,12 @@ extension JSONValue {
                 case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
                 case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
                 default:
-                    out.append(contentsOf: [0x5C, UInt8(ascii: "u")])
-                    for shift in stride(from: 12, through: 0, by: -4) { out.append(hexDigit(UInt8((scalar >> UInt32(shift)) & 0xf))) }
+                    // Past the Basic Multilingual Plane (the tag characters): a surrogate pair.
+                    let units = scalar > 0xFFFF ? [0xD800 + ((scalar - 0x10000) >> 10), 0xDC00 + ((scalar - 0x10000) & 0x3FF)] : [scalar]
+                    for unit in units {
+                        out.append(contentsOf: [0x5C, UInt8(ascii: "u")])
+                        for shift in stride(from: 12, through: 0, by: -4) { out.append(hexDigit(UInt8((unit >> UInt32(shift)) & 0xf))) }
+                    }
                 }
             }
             out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start...]))
@@ -88,23 +93,32 @@ extension JSONValue {
     }
 
     /// Whether the UTF-8 sequence at `index` is written escaped: its length in bytes (0: it is
-    /// not) and its scalar value.
+    /// not) and its scalar value. Beyond ASCII: the C1 controls, and the invisible format
+    /// characters used to disguise text (soft hyphen, zero-width characters and joiners,
+    /// directional marks and controls, line and paragraph separators, word joiner and invisible
+    /// operators, byte order mark, interlinear annotation characters, tag characters).
     @inline(__always)
     private static func escapedScalar(_ bytes: UnsafeBufferPointer<UInt8>, at index: Int) -> (Int, UInt32) {
         let b = bytes[index]
         if b < 0x20 || b == 0x22 || b == 0x5C || b == 0x7F { return (1, UInt32(b)) }
         guard b >= 0xC2 else { return (0, 0) }
-        let n1: UInt8 = index + 1 < bytes.count ? bytes[index + 1] : 0
+        func next(_ offset: Int) -> UInt32 { index + offset < bytes.count ? UInt32(bytes[index + offset]) : 0 }
         switch b {
-        case 0xC2 where (0x80...0x9F).contains(n1): return (2, UInt32(n1))  // U+0080 to U+009F
-        case 0xD8 where n1 == 0x9C: return (2, 0x061C)  // ARABIC LETTER MARK
-        case 0xE2 where n1 == 0x80 || n1 == 0x81:
-            let n2: UInt8 = index + 2 < bytes.count ? bytes[index + 2] : 0
-            let scalar = 0x2000 | UInt32(n1 & 0x0F) << 6 | UInt32(n2 & 0x3F)
+        case 0xC2:
+            let n1 = next(1)
+            return (0x80...0x9F).contains(n1) || n1 == 0xAD ? (2, n1) : (0, 0)  // C1 controls, soft hyphen
+        case 0xD8:
+            return next(1) == 0x9C ? (2, 0x061C) : (0, 0)  // Arabic letter mark
+        case 0xE2, 0xEF:
+            let scalar = UInt32(b & 0x0F) << 12 | (next(1) & 0x3F) << 6 | (next(2) & 0x3F)
             switch scalar {
-            case 0x200E, 0x200F, 0x2028...0x202E, 0x2066...0x2069: return (3, scalar)
+            case 0x200B...0x200F, 0x2028...0x202E, 0x2060...0x2064, 0x2066...0x206F, 0xFEFF, 0xFFF9...0xFFFB: return (3, scalar)
             default: return (0, 0)
             }
+        case 0xF3:
+            // U+E0000 to U+E007F, the tag characters: F3 A0 80 80 to F3 A0 81 BF.
+            guard next(1) == 0xA0, next(2) == 0x80 || next(2) == 0x81 else { return (0, 0) }
+            return (4, 0xE0000 | (next(2) & 0x3F) << 6 | (next(3) & 0x3F))
         default: return (0, 0)
         }
     }

@@ -69,8 +69,10 @@ struct ServerLogHandler: LogHandler {
     static func isLineBreaking(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.value {
         case 0..<0x20, 0x7F...0x9F, 0x2028, 0x2029: true
-        case 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true  // bidirectional controls
-        default: false
+        case 0..<0x80: false
+        // Every other format character: bidirectional controls, zero-width characters, the byte
+        // order mark, tags (re-check of the sixteenth pass: all but the bidi controls went raw).
+        default: scalar.properties.generalCategory == .format
         }
     }
 
