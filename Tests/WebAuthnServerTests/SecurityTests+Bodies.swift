@@ -349,6 +349,32 @@ extension SecurityTests {
         #expect(ContinuousClock.now - start < .seconds(12), "the answers were held in the kernel for \(ContinuousClock.now - start)")
     }
 
+    @Test("input the HTTP decoder consumes without producing anything is bounded: blank lines, chunk extensions, leading zeros")
+    func undecodedInputBounded() async throws {
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--rate-limit", "off"])
+        defer { server.stop() }
+        // Red team, re-check of the sixteenth pass: blank lines before a request line were read at
+        // line rate until the idle timeout (46 GB in 30 s), and a chunk extension or a chunk size's
+        // leading zeros until the request timeout (17 GB in 10 s), then a reset without an answer.
+        let post = "POST /assertion/options HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        for (name, prefix, filler, status) in [
+            ("blank lines", "", "\r\n", "413"), ("blank lines after a request", "GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n", "\n", "413"),
+            ("a chunk extension", post + "1;x=", "a", "400"), ("a chunk size's leading zeros", post, "0", "400"),
+        ] {
+            let connection = try RawConnection(port: server.port)
+            defer { connection.close() }
+            let reader = Task.detached { connection.drain() }
+            try connection.send(prefix)
+            let chunk = String(repeating: filler, count: (256 << 10) / filler.utf8.count)
+            var sent = 0
+            while sent < 256 << 20, (try? connection.send(chunk)) != nil { sent += chunk.utf8.count }
+            let (text, _) = await reader.value
+            #expect(sent < 32 << 20, "\(name): \(sent >> 20) MiB taken")
+            let statuses = text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { String($0.prefix(3)) }
+            #expect(statuses.last == status, "\(name): \(text.prefix(300))")
+        }
+    }
+
     @Test("HEAD is answered wherever GET is, with GET's status and length and no body")
     func headAnswered() async throws {
         let server = try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--rate-limit", "off"])
