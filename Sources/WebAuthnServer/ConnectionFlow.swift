@@ -367,7 +367,8 @@ final class RequestHeadTap: ChannelInboundHandler, RemovableChannelHandler {
         guard let scheme = ["http://", "https://"].first(where: lower.hasPrefix) else { return false }
         let rest = target.dropFirst(scheme.count)
         let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-        return !authority.isEmpty && HostField.isValid(String(authority))
+        // RFC 9110 §4.2.1: an http URI with an empty host is invalid (`http://:80/`).
+        return !authority.isEmpty && !authority.hasPrefix(":") && HostField.isValid(String(authority))
     }
 
     /// Those of the latest request head.

@@ -400,7 +400,7 @@ extension SecurityTests {
         // Red team, re-check of the Host check: these were served (200).
         for target in [
             "http://a%zz/healthz", "http://[::1/healthz", "http://user:pw@evil/healthz", "https://evil:99999/healthz", "ftp://evil/healthz",
-            "http:///healthz", "healthz",
+            "http:///healthz", "healthz", "http://:80/healthz", "http://:/healthz",
         ] {
             let connection = try RawConnection(port: server.port)
             defer { connection.close() }
