@@ -109,9 +109,13 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        gate.decoded()
+        let part = unwrapInboundIn(data)
+        switch part {
+        case .head, .end: gate.decoded(payload: nil)
+        case .body(let body): gate.decoded(payload: body.readableBytes)
+        }
         guard !refusing else { return }
-        switch unwrapInboundIn(data) {
+        switch part {
         case .head(var head):
             guard unanswered.count < Self.maxUnanswered else {
                 return refuse(context, WebAuthnError(.rateLimited, "more than \(Self.maxUnanswered) requests wait for their answers on this connection"))
@@ -399,27 +403,30 @@ final class DiscardGate: ChannelDuplexHandler, RemovableChannelHandler {
     /// What a lingering connection may send before it is closed: 1 MiB.
     static let lingerLimit = 1 << 20
 
-    /// The most bytes the decoder may consume without producing a request part (a head, a piece
-    /// of a body, an end): above the largest head SwiftNIO reads. Blank lines before a request
-    /// line, chunk extensions and leading zeros of a chunk size produce nothing, and were read at
-    /// line rate: 46 GB in 30 s before a request, 17 GB in 10 s inside a body (red team,
-    /// sixteenth pass).
-    static let undecodedLimit = 256 << 10
+    /// The most bytes of a request, or before one, that the decoder may consume beyond the body
+    /// it produces: the head (SwiftNIO reads 80 KB at most) and the chunked framing of a body
+    /// within the limits (a 64 KiB body in one-byte chunks frames it with about 330 KB). Blank
+    /// lines before a request line, chunk extensions and leading zeros of a chunk size produce
+    /// nothing, and were read at line rate: 46 GB in 30 s before a request, 17 GB in 10 s inside a
+    /// body (red team, sixteenth pass), and with a 1-byte chunk after each 200 KB of extension,
+    /// 6.7 GB in 5 s when every part started the count again (its re-check).
+    static let undecodedLimit = 1 << 20
 
     /// Fired when ``undecodedLimit`` is passed; what follows is dropped.
     struct UndecodedInput: Error {}
 
     private let limit: Int
     private var dropped = 0
-    /// Bytes passed on since the decoder last produced a request part.
+    /// Bytes passed on in this request (or since the last one ended) beyond the body produced.
     private var undecoded = 0
     /// Whether what arrives is dropped.
     var discarding = false
 
     init(limit: Int) { self.limit = limit }
 
-    /// The decoder produced a request part.
-    func decoded() { undecoded = 0 }
+    /// The decoder produced a request part: a head or an end (nil: the count starts again), or
+    /// `payload` bytes of body, which are not framing.
+    func decoded(payload: Int?) { undecoded = payload.map { max(0, undecoded - $0) } ?? 0 }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let count = unwrapInboundIn(data).readableBytes

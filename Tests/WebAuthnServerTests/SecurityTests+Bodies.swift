@@ -360,6 +360,10 @@ extension SecurityTests {
         for (name, prefix, filler, status) in [
             ("blank lines", "", "\r\n", "413"), ("blank lines after a request", "GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n", "\n", "413"),
             ("a chunk extension", post + "1;x=", "a", "400"), ("a chunk size's leading zeros", post, "0", "400"),
+            // Re-check: every part started the count again, so a 1-byte chunk after each 200 KB of
+            // extension or zeros was read at line rate (6.7 GB in 5 s).
+            ("extensions between 1-byte chunks", post, "1;" + String(repeating: "e", count: 200_000) + "\r\nx\r\n", "400"),
+            ("zeros before 1-byte chunks", post, String(repeating: "0", count: 200_000) + "1\r\nx\r\n", "400"),
         ] {
             let connection = try RawConnection(port: server.port)
             defer { connection.close() }
@@ -373,6 +377,11 @@ extension SecurityTests {
             let statuses = text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { String($0.prefix(3)) }
             #expect(statuses.last == status, "\(name): \(text.prefix(300))")
         }
+        // A body within the limit in one-byte chunks is framing five times its size, and is read.
+        let connection = try RawConnection(port: server.port)
+        defer { connection.close() }
+        try connection.send(post + String(repeating: "1\r\n \r\n", count: 60_000) + "2\r\n{}\r\n0\r\n\r\n")
+        #expect(try connection.receive().hasPrefix("HTTP/1.1 200"))
     }
 
     @Test("HEAD is answered wherever GET is, with GET's status and length and no body")
