@@ -107,6 +107,11 @@ struct LiveTrustTests {
             #expect(anchors.metadataEntry(for: Self.aaguid)?.status(at: Self.start)?.rawValue == "REVOKED")
             #expect(anchors.metadataEntry(for: Self.aaguid)?.status(at: Date(timeIntervalSince1970: 0))?.rawValue == "REVOKED")
         }
+        // A status MDS3 does not define is not taken into account (it lifted a revocation).
+        for unknown in ["revoked", "REVOKED ", "TOTALLY_FINE"] {
+            let anchors = try Self.anchors([("REVOKED", "2029-01-01"), (unknown, "2029-06-01")])
+            #expect(anchors.metadataEntry(for: Self.aaguid)?.status(at: Self.start)?.rawValue == "REVOKED", "\(unknown)")
+        }
         // An undated certification is still superseded by a dated compromise.
         let dated = try Self.anchors([("FIDO_CERTIFIED", nil), ("REVOKED", "2025-01-01")])
         #expect(dated.metadataEntry(for: Self.aaguid)?.status(at: Self.start)?.rawValue == "REVOKED")

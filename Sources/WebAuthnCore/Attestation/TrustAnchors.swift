@@ -19,6 +19,14 @@ public struct AuthenticatorStatus: RawRepresentable, Hashable, Sendable, CustomS
     ]
     /// Whether the status is one of ``compromised``.
     public var isCompromised: Bool { Self.compromised.contains(rawValue) }
+
+    /// The statuses MDS3 defines (§3.1.4).
+    public static let known: Set<String> = compromised.union([
+        "NOT_FIDO_CERTIFIED", "FIDO_CERTIFIED", "UPDATE_AVAILABLE", "SELF_ASSERTION_SUBMITTED", "FIDO_CERTIFIED_L1",
+        "FIDO_CERTIFIED_L1plus", "FIDO_CERTIFIED_L2", "FIDO_CERTIFIED_L2plus", "FIDO_CERTIFIED_L3", "FIDO_CERTIFIED_L3plus",
+    ])
+    /// Whether MDS3 defines the status. A report of another status is not taken into account.
+    public var isKnown: Bool { Self.known.contains(rawValue) }
 }
 
 /// One FIDO metadata status report (MDS3 §3.1.3): a status and the day it takes effect.
@@ -77,6 +85,9 @@ public struct MetadataEntry: Sendable {
     }
 
     static func latest(_ reports: [StatusReport]) -> StatusReport? {
+        // A status MDS3 does not define (`revoked`, `REVOKED `) says nothing: taken as no
+        // compromise, a later one lifted a revocation (red team, sixteenth pass).
+        let reports = reports.filter(\.status.isKnown)
         if let undated = reports.last(where: { $0.effectiveDate == nil && $0.status.isCompromised }) { return undated }
         var best: StatusReport?
         for report in reports {
