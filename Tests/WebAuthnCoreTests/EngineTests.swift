@@ -261,6 +261,44 @@ struct EngineTests {
         #expect(credentials.lookup(id: credential.id)?.signCount == 1)
     }
 
+    /// A store whose first look-up of a challenge answers as it stood before (a stale read).
+    final class StaleOnce: ChallengeStore, @unchecked Sendable {
+        let inner: InMemoryChallengeStore
+        var snapshot: PendingCeremony?
+        init(clock: WebAuthnClock) { inner = InMemoryChallengeStore(clock: clock) }
+        func insert(_ ceremony: PendingCeremony) async throws { try await inner.insert(ceremony) }
+        func pending(challenge: [UInt8]) async throws -> PendingCeremony? {
+            if let stale = snapshot {
+                snapshot = nil
+                return stale
+            }
+            return try await inner.pending(challenge: challenge)
+        }
+        func consume(challenge: [UInt8]) async throws -> PendingCeremony? { try await inner.consume(challenge: challenge) }
+        func sweep(expiredBefore date: Date) async throws -> Int { try await inner.sweep(expiredBefore: date) }
+    }
+
+    @Test("a replay that read the challenge before its original consumed it is challenge_unknown, not counter_regression")
+    func replayRacingItsOriginal() async throws {
+        // CI, under the thread sanitizer: among 32 concurrent submissions of one assertion, one
+        // read the pending challenge, then the credential after the original had advanced its
+        // counter, and failed counter_regression. The interleaving made deterministic here.
+        let stale = StaleOnce(clock: time.clock)
+        let rp = try RelyingParty(id: "example.com", origins: [origin], clock: time.clock)
+        let engine = WebAuthnEngine(relyingParty: rp, credentials: credentials, challenges: stale)
+        let authenticator = SoftwareAuthenticator(profile: .securityKey)
+        let options = try await engine.startRegistration(user: user)
+        let parts = try authenticator.register(rpId: "example.com", origin: origin, challenge: options.challenge, userHandle: user.id)
+        let credential = try await engine.finishRegistration(json: parts.jsonBytes).credential
+        let request = try await engine.startAuthentication(userHandle: user.id)
+        let body = try authenticator.authenticate(rpId: "example.com", origin: origin, challenge: request.challenge, credentialId: credential.id).jsonBytes
+        let before = try #require(try await stale.inner.pending(challenge: request.challenge))
+        _ = try await engine.finishAuthentication(json: body)  // the original: consumes, counter to 1
+        stale.snapshot = before  // the replay's look-up happened before that
+        #expect(await errorCode { _ = try await engine.finishAuthentication(json: body) } == "challenge_unknown")
+        #expect(credentials.lookup(id: credential.id)?.signCount == 1)
+    }
+
     @Test("the same registration submitted by 32 concurrent tasks stores one credential")
     func concurrentRegistration() async throws {
         let options = try await engine.startRegistration(user: user)

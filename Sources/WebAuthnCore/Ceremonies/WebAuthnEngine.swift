@@ -203,8 +203,17 @@ public struct WebAuthnEngine: Sendable {
             throw WebAuthnError(
                 .credentialUnknown, "no credential with id \(Base64URL.encode(response.id).prefix(96)) is registered", step: "WebAuthn L3 §7.2 step 6")
         }
-        let result = try AuthenticationVerifier.verify(
-            response, clientData: clientData, ceremony: ceremony, credential: credential, relyingParty: configuredRelyingParty)
+        let result: AuthenticationResult
+        do {
+            result = try AuthenticationVerifier.verify(
+                response, clientData: clientData, ceremony: ceremony, credential: credential, relyingParty: configuredRelyingParty)
+        } catch {
+            // A replay racing its original: the original consumed the challenge and advanced the
+            // counter between this one's two reads. It is refused as the replay it is (CI, under the
+            // thread sanitizer: a counter_regression among 32 concurrent submissions of one assertion).
+            if error.code == .counterRegression, (try? await challengeGone(ceremony)) == true { throw Self.challengeTaken }
+            throw error
+        }
         var session: SignedInSession?
         if let signingIn { session = try await store { try await signingIn.session(result) } }
         let conflict = WebAuthnError(.concurrentUpdate, "another authentication updated this credential at the same time; try again")
@@ -237,6 +246,11 @@ public struct WebAuthnEngine: Sendable {
         guard try await store({ try await credentials.update(result.updatedCredential, expectedSignCount: credential.signCount) }) else { throw conflict }
         try await storeSession(session, signingIn)
         return result
+    }
+
+    /// Whether `ceremony`'s challenge is no longer pending (consumed by another response).
+    func challengeGone(_ ceremony: PendingCeremony) async throws(WebAuthnError) -> Bool {
+        try await store { try await challenges.pending(challenge: ceremony.challenge) } == nil
     }
 
     /// A P-256 key made at start whose private half is dropped: nobody can sign for it.
