@@ -238,7 +238,8 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
                 return lingerThenClose(context)
             }
             unanswered[unanswered.count - 1] = .close
-            return context.fireErrorCaught(error)
+            // As the parser error (the gate's own error is no SwiftNIO one), for the route to answer.
+            return context.fireErrorCaught(parsing)
         }
         guard !refusing else { return }
         refuse(context, Self.failure(parsing))
