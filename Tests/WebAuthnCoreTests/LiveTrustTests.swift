@@ -130,6 +130,16 @@ struct LiveTrustTests {
             for entries in sources { anchors.add(entries) }
             #expect(anchors.metadataEntry(for: Self.aaguid)?.status(at: Self.start)?.rawValue == "REVOKED", "\(sources.map { $0.map(\.description) })")
         }
+        // An entry kept only for its compromise (no roots) does not take the roots away before its date.
+        var withBare = TrustAnchors.builtIn
+        withBare.add(older)
+        withBare.add([
+            MetadataEntry(
+                aaguid: Self.aaguid, description: "unreadable statement", rootCertificates: [],
+                statusReports: [StatusReport(status: AuthenticatorStatus(rawValue: "REVOKED"), effectiveDate: Self.start.addingTimeInterval(86_400))])
+        ])
+        let bare = try #require(withBare.metadataEntry(for: Self.aaguid))
+        #expect(!bare.rootCertificates.isEmpty && bare.status(at: Self.start)?.rawValue == "FIDO_CERTIFIED_L1")
         // A later report does supersede it, from whichever source.
         let lifted = try Self.anchors([("REVOKED", "2029-06-01"), ("FIDO_CERTIFIED_L2", "2029-09-01")]).metadata.filter { $0.aaguid == Self.aaguid }
         for sources in [[revoked, lifted], [lifted, revoked]] {

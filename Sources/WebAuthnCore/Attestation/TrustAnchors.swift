@@ -102,12 +102,17 @@ public struct MetadataEntry: Sendable {
     }
 
     /// This entry with the status reports of `others` added (each report once).
+    /// An entry without roots (one kept only for the compromise it reports) keeps the roots of
+    /// the last of `others` that has some, so that it does not take trust away before its date.
     func keepingReports(of others: [MetadataEntry]) -> MetadataEntry {
         var reports = statusReports
         for report in others.flatMap(\.statusReports) where !reports.contains(report) { reports.append(report) }
+        let roots =
+            attestationRootCertificates.isEmpty
+            ? others.last { !$0.attestationRootCertificates.isEmpty }?.attestationRootCertificates ?? [] : attestationRootCertificates
         return MetadataEntry(
             aaguid: aaguid, attestationCertificateKeyIdentifiers: attestationCertificateKeyIdentifiers, description: description,
-            attestationTypes: attestationTypes, attestationRootCertificates: attestationRootCertificates, statusReports: reports,
+            attestationTypes: attestationTypes, attestationRootCertificates: roots, statusReports: reports,
             friendlyNames: friendlyNames, icon: icon)
     }
 
