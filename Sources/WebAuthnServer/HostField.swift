@@ -7,8 +7,9 @@ enum HostField {
     /// `uri-host [":" port]`: an IP-literal in brackets (an IPv6 address, or `v` and a hex version,
     /// a dot and its text), or a reg-name (unreserved characters, sub-delims, and `%` with two hex
     /// digits; an IPv4 address is one), then an optional port of at most 65535. An empty value is
-    /// allowed (RFC 9110 §7.2: a target without an authority). A check of characters alone let
-    /// `a:99999x`, `[::1` and `a%zz` through (second re-check of the fifteenth red-team pass).
+    /// allowed (RFC 9110 §7.2: a target without an authority); an empty host with a port (`:80`) is
+    /// not, as the absolute form `http://:80/` is not. A check of characters alone let `a:99999x`,
+    /// `[::1` and `a%zz` through (second re-check of the fifteenth red-team pass).
     static func isValid(_ value: String) -> Bool {
         let blank: (UInt8) -> Bool = { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
         var bytes = Array(value.utf8)[...]
@@ -20,7 +21,7 @@ enum HostField {
             port = bytes[(close + 1)...]
         } else {
             let colon = bytes.firstIndex(of: UInt8(ascii: ":")) ?? bytes.endIndex
-            guard isRegName(bytes[..<colon]) else { return false }
+            guard isRegName(bytes[..<colon]), colon > bytes.startIndex || bytes.isEmpty else { return false }
             port = bytes[colon...]
         }
         return isPort(port)
