@@ -175,7 +175,7 @@ public struct FIDOMetadata: Sendable {
         var entries: [MetadataEntry] = []
         var skipped = 0
         for item in list {
-            let reports = statusReports(item["statusReports"])
+            let (reports, reportsReadable) = statusReports(item["statusReports"])
             // An entry without a statement (MDS3 allows one) is skipped as one that cannot be
             // read, keeping a compromise it reports (red team, sixteenth pass: dropped whole).
             var merged = item["metadataStatement"] ?? .object(JSONObject())
@@ -186,23 +186,30 @@ public struct FIDOMetadata: Sendable {
                 }
                 merged = .object(object)
             }
-            if item["metadataStatement"] != nil, let entry = try? statementEntry(merged, status: nil, reports: reports) {
+            let identities = entryIdentities(item, statement: merged)
+            if item["metadataStatement"] != nil, reportsReadable, identities.agree, let entry = try? statementEntry(merged, status: nil, reports: reports) {
                 entries.append(entry)
             } else {
                 skipped += 1
                 // A statement that cannot be read (a root that is not a certificate) anchors no
                 // trust, but a compromise it reports still counts: skipped whole, it took the
-                // revocation with it (red team, sixteenth pass).
-                let aaguid = (merged["aaguid"] ?? item["aaguid"])?.stringValue.flatMap(AAGUID.init)
-                let ids =
-                    (merged["attestationCertificateKeyIdentifiers"] ?? item["attestationCertificateKeyIdentifiers"])?.arrayValue?.compactMap(\.stringValue)
-                    ?? []
-                if reports.contains(where: \.status.isCompromised), aaguid != nil || !ids.isEmpty {
-                    entries.append(
-                        MetadataEntry(
-                            aaguid: aaguid, attestationCertificateKeyIdentifiers: ids,
-                            description: merged["description"]?.stringValue ?? "(no description)", attestationRootCertificates: [],
-                            statusReports: reports))
+                // revocation with it (red team, sixteenth pass). So do an entry whose status
+                // reports cannot all be read, and one whose own AAGUID or key identifiers differ
+                // from its statement's (the compromise then applies to both).
+                if reports.contains(where: \.status.isCompromised) {
+                    for aaguid in identities.aaguids {
+                        entries.append(
+                            MetadataEntry(
+                                aaguid: aaguid, description: merged["description"]?.stringValue ?? "(no description)",
+                                attestationRootCertificates: [], statusReports: reports))
+                    }
+                    if !identities.keyIdentifiers.isEmpty {
+                        entries.append(
+                            MetadataEntry(
+                                aaguid: nil, attestationCertificateKeyIdentifiers: identities.keyIdentifiers,
+                                description: merged["description"]?.stringValue ?? "(no description)", attestationRootCertificates: [],
+                                statusReports: reports))
+                    }
                 }
             }
         }
@@ -231,11 +238,35 @@ public struct FIDOMetadata: Sendable {
     /// when that is a day (`YYYY-MM-DD`, optionally followed by a time, which is ignored);
     /// a report without a readable date applies at any time (a compromise is never lost to a
     /// malformed date). At most ``maxStatusReports``; the rest are ignored.
-    static func statusReports(_ json: JSONValue?) -> [StatusReport] {
-        (json?.arrayValue ?? []).prefix(maxStatusReports).compactMap { report -> StatusReport? in
-            guard let status = report["status"]?.stringValue, !status.isEmpty, status.utf8.count <= 64 else { return nil }
+    ///
+    /// `readable` is false when the field is there but is not an array, or one of its reports
+    /// has no status string: the entry's status is then unknown, and it anchors no trust (red
+    /// team, sixteenth pass: such an entry was read as one without reports, so as not revoked).
+    static func statusReports(_ json: JSONValue?) -> (reports: [StatusReport], readable: Bool) {
+        guard let json else { return ([], true) }
+        guard let list = json.arrayValue else { return ([], false) }
+        var readable = true
+        let reports = list.prefix(maxStatusReports).compactMap { report -> StatusReport? in
+            guard let status = report["status"]?.stringValue, !status.isEmpty, status.utf8.count <= 64 else {
+                readable = false
+                return nil
+            }
             return StatusReport(status: AuthenticatorStatus(rawValue: status), effectiveDate: report["effectiveDate"]?.stringValue.flatMap(day))
         }
+        return (reports, readable)
+    }
+
+    /// The AAGUIDs and U2F key identifiers a BLOB entry names, in the entry and in its statement,
+    /// and whether they agree. MDS3 repeats them in both places; an entry whose two differ is
+    /// not trusted (red team, sixteenth pass: the statement's were used and the entry's ignored).
+    static func entryIdentities(_ item: JSONValue, statement: JSONValue) -> (aaguids: [AAGUID], keyIdentifiers: [String], agree: Bool) {
+        let aaguids = [item["aaguid"], statement["aaguid"]].compactMap { $0?.stringValue.flatMap(AAGUID.init) }
+        let keySets = [item["attestationCertificateKeyIdentifiers"], statement["attestationCertificateKeyIdentifiers"]].compactMap {
+            $0?.arrayValue.map { Set($0.compactMap { $0.stringValue?.lowercased() }) }
+        }
+        let agree = Set(aaguids).count <= 1 && Set(keySets).count <= 1
+        let keys = keySets.reduce(into: Set<String>()) { $0.formUnion($1) }.sorted()
+        return (Array(Set(aaguids)).sorted { $0.description < $1.description }, keys, agree)
     }
 
     /// Midnight UTC of a `YYYY-MM-DD` day (the proleptic Gregorian calendar), or nil.

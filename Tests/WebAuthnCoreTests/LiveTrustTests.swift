@@ -140,13 +140,83 @@ struct LiveTrustTests {
         ])
         let bare = try #require(withBare.metadataEntry(for: Self.aaguid))
         #expect(!bare.rootCertificates.isEmpty && bare.status(at: Self.start)?.rawValue == "FIDO_CERTIFIED_L1")
-        // A later report does supersede it, from whichever source.
-        let lifted = try Self.anchors([("REVOKED", "2029-06-01"), ("FIDO_CERTIFIED_L2", "2029-09-01")]).metadata.filter { $0.aaguid == Self.aaguid }
-        for sources in [[revoked, lifted], [lifted, revoked]] {
+        // A later report does supersede a compromise other than REVOKED, from whichever source.
+        let bypass = try Self.anchors([("FIDO_CERTIFIED", "2024-01-01"), ("USER_VERIFICATION_BYPASS", "2029-06-01")]).metadata.filter {
+            $0.aaguid == Self.aaguid
+        }
+        let lifted = try Self.anchors([("USER_VERIFICATION_BYPASS", "2029-06-01"), ("FIDO_CERTIFIED_L2", "2029-09-01")]).metadata.filter {
+            $0.aaguid == Self.aaguid
+        }
+        for sources in [[bypass, lifted], [lifted, bypass]] {
             var anchors = TrustAnchors.builtIn
             for entries in sources { anchors.add(entries) }
             #expect(anchors.metadataEntry(for: Self.aaguid)?.status(at: Self.start)?.rawValue == "FIDO_CERTIFIED_L2")
         }
+    }
+
+    @Test("REVOKED is final: no later report lifts it, from the same source or another")
+    func revocationIsFinal() throws {
+        // Red team, sixteenth pass: the latest report won, so an UPDATE_AVAILABLE dated after a
+        // REVOKED lifted it, and so did a certification in an unsigned --metadata payload merged
+        // with the signed BLOB that revoked the authenticator.
+        for later in ["UPDATE_AVAILABLE", "FIDO_CERTIFIED_L2", "USER_VERIFICATION_BYPASS"] {
+            let one = try Self.anchors([("FIDO_CERTIFIED", "2024-01-01"), ("REVOKED", "2029-01-01"), (later, "2029-06-01")])
+            #expect(one.metadataEntry(for: Self.aaguid)?.status(at: Self.start)?.rawValue == "REVOKED", "\(later)")
+            let revoked = try Self.anchors([("REVOKED", "2029-01-01")]).metadata.filter { $0.aaguid == Self.aaguid }
+            let local = try Self.anchors([(later, "2029-06-01")]).metadata.filter { $0.aaguid == Self.aaguid }
+            for sources in [[revoked, local], [local, revoked]] {
+                var anchors = TrustAnchors.builtIn
+                for entries in sources { anchors.add(entries) }
+                #expect(anchors.metadataEntry(for: Self.aaguid)?.status(at: Self.start)?.rawValue == "REVOKED", "\(later)")
+            }
+        }
+        // Not before its date.
+        let future = try Self.anchors([("FIDO_CERTIFIED", "2024-01-01"), ("REVOKED", "2031-01-01")])
+        #expect(future.metadataEntry(for: Self.aaguid)?.status(at: Self.start)?.rawValue == "FIDO_CERTIFIED")
+    }
+
+    @Test("a BLOB entry whose status reports cannot be read, or whose identity disagrees with its statement, anchors no trust")
+    func unreadableEntries() throws {
+        // Red team, sixteenth pass: a statusReports that was not an array, or a report with a
+        // numeric status, was read as no report (so not revoked), and an entry's own AAGUID or
+        // key identifiers were ignored when its statement named others.
+        let statement = Self.authority.metadataStatement(aaguid: Self.aaguid, description: "live trust key")
+        let other = AAGUID(bytes: [UInt8](repeating: 0x7d, count: 16))!
+        func read(_ entry: JSONObject) throws -> FIDOMetadata {
+            try FIDOMetadata.payload(["no": 1, "nextUpdate": "2099-01-01", "entries": [.object(entry)]])
+        }
+        let good: JSONObject = ["aaguid": .string(Self.aaguid.description), "metadataStatement": statement]
+        #expect(try read(good).entries.first?.rootCertificates.isEmpty == false)
+        for reports: JSONValue in ["REVOKED", ["status": "REVOKED"], 5, [["status": 5]], [["status": "FIDO_CERTIFIED"], ["effectiveDate": "2024-01-01"]]] {
+            var entry = good
+            entry["statusReports"] = reports
+            let loaded = try read(entry)
+            #expect(loaded.skipped == 1 && loaded.entries.allSatisfy(\.rootCertificates.isEmpty), "\(reports)")
+        }
+        // A compromise it does report still counts.
+        var mixed = good
+        mixed["statusReports"] = [["status": "REVOKED"], ["status": 7]]
+        let kept = try read(mixed)
+        #expect(kept.entries.count == 1 && kept.entries[0].rootCertificates.isEmpty && kept.entries[0].status?.rawValue == "REVOKED")
+        // The entry's AAGUID differs from its statement's: no trust; a compromise applies to both.
+        var disagreeing = good
+        disagreeing["aaguid"] = .string(other.description)
+        #expect(try read(disagreeing).entries.isEmpty)
+        disagreeing["statusReports"] = [["status": "ATTESTATION_KEY_COMPROMISE", "effectiveDate": "2025-01-01"]]
+        let both = try read(disagreeing)
+        #expect(Set(both.entries.compactMap(\.aaguid)) == [Self.aaguid, other] && both.entries.allSatisfy(\.rootCertificates.isEmpty))
+        // The same for U2F key identifiers given in both places.
+        var u2f = statement.objectValue!
+        u2f["aaguid"] = nil
+        u2f["attestationCertificateKeyIdentifiers"] = ["aabb"]
+        let keys: JSONObject = ["attestationCertificateKeyIdentifiers": ["ccdd"], "metadataStatement": .object(u2f)]
+        #expect(try read(keys).entries.isEmpty)
+        var sameKeys = keys
+        sameKeys["attestationCertificateKeyIdentifiers"] = ["AABB"]
+        #expect(try read(sameKeys).entries.first?.rootCertificates.isEmpty == false)
+        var revokedKeys = keys
+        revokedKeys["statusReports"] = [["status": "REVOKED"]]
+        #expect(Set(try read(revokedKeys).entries.flatMap(\.attestationCertificateKeyIdentifiers)) == ["aabb", "ccdd"])
     }
 
     @Test("provider names and icons come with the metadata entry")

@@ -17,6 +17,8 @@ public struct AuthenticatorStatus: RawRepresentable, Hashable, Sendable, CustomS
         "REVOKED", "USER_VERIFICATION_BYPASS", "ATTESTATION_KEY_COMPROMISE",
         "USER_KEY_REMOTE_COMPROMISE", "USER_KEY_PHYSICAL_COMPROMISE",
     ]
+    /// `REVOKED`: final, superseded by no later report.
+    public static let revoked = AuthenticatorStatus(rawValue: "REVOKED")
     /// Whether the status is one of ``compromised``.
     public var isCompromised: Bool { Self.compromised.contains(rawValue) }
 
@@ -77,6 +79,7 @@ public struct MetadataEntry: Sendable {
     /// compromised status wins, then the one listed last. An undated compromise (no date, or
     /// one that could not be read) applies at any time and is superseded by nothing: ordered
     /// before every dated report, it lost to any certification (red team, sixteenth pass).
+    /// A `REVOKED` report, once in effect, is likewise superseded by nothing.
     public func status(at time: Date) -> AuthenticatorStatus? { statusReport(at: time)?.status }
 
     /// The report that applies at `time` (see ``status(at:)``), with its effective date.
@@ -89,6 +92,10 @@ public struct MetadataEntry: Sendable {
         // compromise, a later one lifted a revocation (red team, sixteenth pass).
         let reports = reports.filter(\.status.isKnown)
         if let undated = reports.last(where: { $0.effectiveDate == nil && $0.status.isCompromised }) { return undated }
+        // A revocation is final: MDS3 gives no way back from `REVOKED`, so a later report (an
+        // `UPDATE_AVAILABLE`, or a certification in an unsigned `--metadata` payload merged with a
+        // signed BLOB) does not lift it (red team, sixteenth pass).
+        if let revoked = reports.first(where: { $0.status == .revoked }) { return revoked }
         var best: StatusReport?
         for report in reports {
             guard let current = best else {
