@@ -111,6 +111,7 @@ package final class X509Certificate: @unchecked Sendable {
                 out += "\\" + String(Character(scalar))
             } else if scalar.properties.generalCategory == .control || scalar.properties.generalCategory == .format
                 || scalar.properties.generalCategory == .lineSeparator || scalar.properties.generalCategory == .paragraphSeparator
+                || scalar.properties.isDefaultIgnorableCodePoint
             {
                 out += String(Character(scalar)).utf8.map { "\\" + String(format: "%02X", $0) }.joined()
             } else {

@@ -49,8 +49,8 @@ extension JSONValue {
     }
 
     /// Writes `s` as a JSON string. Beside what JSON requires (quote, backslash, C0 controls),
-    /// DEL, the C1 controls and the invisible format characters (``escapedScalar(_:at:)``:
-    /// bidirectional controls, zero-width characters, line separators, tags) are written as `\u`
+    /// DEL, the C1 controls and the invisible characters (``escapedScalar(_:at:)``: format
+    /// characters, default-ignorable code points, line separators) are written as `\u`
     /// escapes: the output is read in terminals and logs, where a C1 CSI or a
     /// right-to-left override quoted from a stranger's input (an origin, a certificate's name)
     /// reorders or rewrites what is shown (red team, sixteenth pass: an origin with U+202E read as
@@ -79,7 +79,7 @@ extension JSONValue {
                 case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
                 case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
                 default:
-                    // Past the Basic Multilingual Plane (the tag characters): a surrogate pair.
+                    // Past the Basic Multilingual Plane (the tag characters, say): a surrogate pair.
                     let units = scalar > 0xFFFF ? [0xD800 + ((scalar - 0x10000) >> 10), 0xDC00 + ((scalar - 0x10000) & 0x3FF)] : [scalar]
                     for unit in units {
                         out.append(contentsOf: [0x5C, UInt8(ascii: "u")])
@@ -93,33 +93,28 @@ extension JSONValue {
     }
 
     /// Whether the UTF-8 sequence at `index` is written escaped: its length in bytes (0: it is
-    /// not) and its scalar value. Beyond ASCII: the C1 controls, and the invisible format
-    /// characters used to disguise text (soft hyphen, zero-width characters and joiners,
-    /// directional marks and controls, line and paragraph separators, word joiner and invisible
-    /// operators, byte order mark, interlinear annotation characters, tag characters).
+    /// not) and its scalar value. Beyond ASCII: the C1 controls, every format character
+    /// (Unicode's `Cf`: soft hyphen, zero-width characters and joiners, directional marks and
+    /// controls, invisible operators, byte order mark, tags, ...), every default-ignorable code
+    /// point (the fillers and variation selectors that show as nothing), and the line and
+    /// paragraph separators. A fixed list had let the rarer ones through raw (red team,
+    /// sixteenth pass: U+180E, U+1BCA0, U+034F, the Hangul fillers). ASCII, the common case,
+    /// needs one comparison or two; other scalars, one property look-up each.
     @inline(__always)
     private static func escapedScalar(_ bytes: UnsafeBufferPointer<UInt8>, at index: Int) -> (Int, UInt32) {
         let b = bytes[index]
         if b < 0x20 || b == 0x22 || b == 0x5C || b == 0x7F { return (1, UInt32(b)) }
         guard b >= 0xC2 else { return (0, 0) }
-        func next(_ offset: Int) -> UInt32 { index + offset < bytes.count ? UInt32(bytes[index + offset]) : 0 }
-        switch b {
-        case 0xC2:
-            let n1 = next(1)
-            return (0x80...0x9F).contains(n1) || n1 == 0xAD ? (2, n1) : (0, 0)  // C1 controls, soft hyphen
-        case 0xD8:
-            return next(1) == 0x9C ? (2, 0x061C) : (0, 0)  // Arabic letter mark
-        case 0xE2, 0xEF:
-            let scalar = UInt32(b & 0x0F) << 12 | (next(1) & 0x3F) << 6 | (next(2) & 0x3F)
-            switch scalar {
-            case 0x200B...0x200F, 0x2028...0x202E, 0x2060...0x2064, 0x2066...0x206F, 0xFEFF, 0xFFF9...0xFFFB: return (3, scalar)
-            default: return (0, 0)
-            }
-        case 0xF3:
-            // U+E0000 to U+E007F, the tag characters: F3 A0 80 80 to F3 A0 81 BF.
-            guard next(1) == 0xA0, next(2) == 0x80 || next(2) == 0x81 else { return (0, 0) }
-            return (4, 0xE0000 | (next(2) & 0x3F) << 6 | (next(3) & 0x3F))
-        default: return (0, 0)
+        // `bytes` is a String's UTF-8, so the sequence is well-formed and complete.
+        let length = b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4
+        guard index + length <= bytes.count else { return (0, 0) }
+        var value = UInt32(b) & (length == 2 ? 0x1F : length == 3 ? 0x0F : 0x07)
+        for offset in 1..<length { value = value << 6 | UInt32(bytes[index + offset] & 0x3F) }
+        guard let scalar = Unicode.Scalar(value) else { return (0, 0) }
+        let properties = scalar.properties
+        switch properties.generalCategory {
+        case .control, .format, .lineSeparator, .paragraphSeparator: return (length, value)
+        default: return properties.isDefaultIgnorableCodePoint ? (length, value) : (0, 0)
         }
     }
 

@@ -71,8 +71,9 @@ struct ServerLogHandler: LogHandler {
         case 0..<0x20, 0x7F...0x9F, 0x2028, 0x2029: true
         case 0..<0x80: false
         // Every other format character: bidirectional controls, zero-width characters, the byte
-        // order mark, tags (re-check of the sixteenth pass: all but the bidi controls went raw).
-        default: scalar.properties.generalCategory == .format
+        // order mark, tags (re-check of the sixteenth pass: all but the bidi controls went raw);
+        // and the default-ignorable code points that show as nothing (fillers, variation selectors).
+        default: scalar.properties.generalCategory == .format || scalar.properties.isDefaultIgnorableCodePoint
         }
     }
 

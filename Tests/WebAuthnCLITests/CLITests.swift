@@ -361,15 +361,23 @@ extension CLITests {
         }
         let inspect = try await Self.run(["metadata", "inspect", "--mds-blob", garbage])
         #expect(inspect.status == 1 && inspect.json?["status"]?.stringValue == "failed", "\(inspect.stdout)")
+        // A database that is not there is not created, under --dry-run or not (red team, sixteenth pass).
+        for extra in [["--dry-run"], []] {
+            let missing = try await Self.run(
+                ["metadata", "audit", "--db", "sqlite:" + db, "--mds-blob", mds + "/good.jwt", "--metadata-root", mds + "/mds-root.pem"] + extra)
+            #expect(missing.status == 1 && missing.json?["message"]?.stringValue?.contains("no database") == true, "\(missing.stdout)")
+            #expect(!FileManager.default.fileExists(atPath: db), "the audit created the database")
+        }
+        #expect(FileManager.default.createFile(atPath: db, contents: Data()))
         let good = try await Self.run(["metadata", "audit", "--db", "sqlite:" + db, "--mds-blob", mds + "/good.jwt", "--metadata-root", mds + "/mds-root.pem"])
-        #expect(good.status == 0 && good.json?["keptFlagged"] != nil, "\(good.stdout) \(good.stderr)")
+        #expect(good.status == 0 && good.json?["keptFlagged"] != nil && good.json?["unreadable"]?.arrayValue?.isEmpty == true, "\(good.stdout) \(good.stderr)")
     }
 
     @Test("what a rejected input quoted reaches standard error with its control and bidirectional characters escaped")
     func stderrEscaped() async throws {
         // Red team, sixteenth pass: a BLOB whose header repeats a member named with an escape
         // sequence set the terminal's title, cleared the screen and printed a forged line.
-        let header = Base64URL.encode(Array(#"{"alg":"RS256","\u001b]0;PWNED\u0007\u202e":1,"\u001b]0;PWNED\u0007\u202e":2}"#.utf8))
+        let header = Base64URL.encode(Array(#"{"alg":"RS256","\u001b]0;PWNED\u0007\u202e\u3164":1,"\u001b]0;PWNED\u0007\u202e\u3164":2}"#.utf8))
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("esc-\(UUID().uuidString).jwt").path
         defer { try? FileManager.default.removeItem(atPath: path) }
         try Data((header + ".e30.c2ln").utf8).write(to: URL(fileURLWithPath: path))
@@ -380,8 +388,10 @@ extension CLITests {
             "--response", Self.write(v["webauthn_json"]!["registration"]!), "--mds-blob", path,
         ])
         #expect(run.status == 0, "\(run.stdout) \(run.stderr)")
-        #expect(run.stderr.contains("rejected") && run.stderr.contains("\\u{1b}]0;PWNED\\u{7}\\u{202e}"), "\(run.stderr.debugDescription)")
-        #expect(!run.stderr.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x07 || $0.value == 0x202E }, "\(run.stderr.debugDescription)")
+        #expect(run.stderr.contains("rejected") && run.stderr.contains("\\u{1b}]0;PWNED\\u{7}\\u{202e}\\u{3164}"), "\(run.stderr.debugDescription)")
+        #expect(
+            !run.stderr.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x07 || $0.value == 0x202E || $0.value == 0x3164 },
+            "\(run.stderr.debugDescription)")
         // A usage error's own lines stay lines (the re-check found them written as \u{a}).
         let usage = try await Self.run(["verify", "registration", "--rp-id", "example.com"])
         #expect(usage.status == 2 && usage.stderr.contains("\n") && !usage.stderr.contains("\\u{a}"), "\(usage.stderr.debugDescription)")

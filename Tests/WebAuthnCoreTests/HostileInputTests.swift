@@ -95,15 +95,21 @@ struct HostileInputTests {
         #expect(
             JSONValue.string("\u{202e}gro.elpmaxe\u{2066}\u{2069}\u{200f}\u{2028}\u{61c}").serialized() == #""\u202egro.elpmaxe\u2066\u2069\u200f\u2028\u061c""#
         )
-        #expect(JSONValue.string("\u{a0}\u{2010}\u{2030}\u{2065}€").serialized() == "\"\u{a0}\u{2010}\u{2030}\u{2065}€\"")
+        #expect(JSONValue.string("\u{a0}\u{2010}\u{2030}€\u{fffd}😀\u{e1000}").serialized() == "\"\u{a0}\u{2010}\u{2030}€\u{fffd}😀\u{e1000}\"")
         // And the invisible format characters (re-check: soft hyphen, zero-width, word joiner, BOM, tags).
         #expect(
             JSONValue.string("\u{ad}\u{200b}\u{200d}\u{2060}\u{2064}\u{feff}\u{fff9}\u{e0001}\u{e007f}").serialized()
                 == #""\u00ad\u200b\u200d\u2060\u2064\ufeff\ufff9\udb40\udc01\udb40\udc7f""#)
-        #expect(JSONValue.string("\u{fe0f}\u{fffd}\u{e0080}\u{e1000}").serialized() == "\"\u{fe0f}\u{fffd}\u{e0080}\u{e1000}\"")
+        // And every other format character and default-ignorable code point (re-check of the
+        // sixteenth pass: Mongolian vowel separator, shorthand format controls, musical symbol
+        // formatting, the grapheme joiner, Hangul fillers, variation selectors went out raw).
+        #expect(
+            JSONValue.string("\u{180e}\u{1bca0}\u{1d173}\u{34f}\u{115f}\u{3164}\u{ffa0}\u{fe0f}\u{e0100}\u{600}\u{110bd}\u{2029}\u{2065}")
+                .serialized()
+                == #""\u180e\ud82f\udca0\ud834\udd73\u034f\u115f\u3164\uffa0\ufe0f\udb40\udd00\u0600\ud804\udcbd\u2029\u2065""#)
         for scalar in [
             0x7F, 0x80, 0x9F, 0xAD, 0x61C, 0x200B, 0x200E, 0x2028, 0x202E, 0x2060, 0x2066, 0x2069, 0x206F, 0xFEFF, 0xFFFB, 0xE0001, 0xE007F, 0xA0, 0x2030,
-            0x1F600, 0xE0080,
+            0x1F600, 0xE0080, 0x180E, 0x1BCA0, 0x1D173, 0x34F, 0xFE0F, 0xE01EF, 0x10FFFF,
         ] {
             let text = "x" + String(Character(Unicode.Scalar(UInt32(scalar))!)) + "y"
             #expect(try JSONValue.parse(JSONValue.string(text).serialized()) == .string(text), "U+\(String(scalar, radix: 16))")
