@@ -1,4 +1,5 @@
 internal import Foundation
+internal import _WebAuthnEncoding
 public import Logging
 public import WebAuthnCore
 
@@ -49,6 +50,11 @@ public final class CredentialAuditor: Sendable {
         let report = try await CredentialAudit.run(
             store: store, anchors: engine.trustAnchors, at: engine.relyingParty.clock.now(), batchSize: batchSize)
         state.withLock { $0.last = report }
+        for row in report.unreadable.prefix(20) {
+            logger.error(
+                "credential audit: a stored credential cannot be read; it was skipped",
+                metadata: ["credentialId": .string(Base64URL.encode(row.credentialId)), "reason": .string(row.reason)])
+        }
         if !report.flagged.isEmpty || !report.cleared.isEmpty {
             logger.warning(
                 "credential audit: flags changed",

@@ -131,9 +131,24 @@ public final class PostgresStore: CredentialStore, CredentialAuditing, Challenge
     /// Up to `limit` credentials whose IDs sort after `cursor` (bytea compares bytewise), in that order.
     public func credentials(after cursor: [UInt8]?, limit: Int) async throws -> [CredentialRecord] {
         try await pool.query(
-            "SELECT \(CredentialColumn.list) FROM credentials WHERE id > $1 ORDER BY id LIMIT $2",
+            Self.credentialsAfterSQL,
             [PGText.bytea(cursor ?? []), String(max(0, min(limit, 100_000)))], retry: .idempotent
         ).map(Self.record)
+    }
+
+    /// The scan of ``credentials(after:limit:)`` and ``auditRows(after:limit:)``.
+    static let credentialsAfterSQL = "SELECT \(CredentialColumn.list) FROM credentials WHERE id > $1 ORDER BY id LIMIT $2"
+
+    /// ``credentials(after:limit:)`` with each row that cannot be read given by its ID.
+    public func auditRows(after cursor: [UInt8]?, limit: Int) async throws -> [AuditRow] {
+        try await pool.query(
+            Self.credentialsAfterSQL,
+            [PGText.bytea(cursor ?? []), String(max(0, min(limit, 100_000)))], retry: .idempotent
+        ).map { row throws(WebAuthnError) in
+            do throws(WebAuthnError) { return .record(try Self.record(row)) } catch {
+                return .unreadable(id: try row.bytes(CredentialColumn.id.rawValue), reason: error.message)
+            }
+        }
     }
 
     /// Sets or clears the flag of credential `id`, in one `UPDATE`; returns whether it exists.

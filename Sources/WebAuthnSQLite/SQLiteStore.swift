@@ -226,9 +226,24 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
     /// Up to `limit` credentials whose IDs sort after `cursor` (BLOBs compare bytewise), in that order.
     public func credentials(after cursor: [UInt8]?, limit: Int) async throws -> [CredentialRecord] {
         try await query(
-            "SELECT \(CredentialColumn.list) FROM credentials WHERE id > ? ORDER BY id LIMIT ?",
+            Self.credentialsAfterSQL,
             [.blob(cursor ?? []), .integer(Int64(max(0, min(limit, 100_000))))]
         ).map(Self.record)
+    }
+
+    /// The scan of ``credentials(after:limit:)`` and ``auditRows(after:limit:)``.
+    static let credentialsAfterSQL = "SELECT \(CredentialColumn.list) FROM credentials WHERE id > ? ORDER BY id LIMIT ?"
+
+    /// ``credentials(after:limit:)`` with each row that cannot be read given by its ID.
+    public func auditRows(after cursor: [UInt8]?, limit: Int) async throws -> [AuditRow] {
+        try await query(
+            Self.credentialsAfterSQL,
+            [.blob(cursor ?? []), .integer(Int64(max(0, min(limit, 100_000))))]
+        ).map { row throws(WebAuthnError) in
+            do throws(WebAuthnError) { return .record(try Self.record(row)) } catch {
+                return .unreadable(id: try SQLiteRowReader(row: row).bytes(CredentialColumn.id.rawValue), reason: error.message)
+            }
+        }
     }
 
     /// Sets or clears the flag of credential `id`, in one `UPDATE`; returns whether it exists.

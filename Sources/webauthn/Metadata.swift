@@ -226,7 +226,14 @@ struct MetadataCommand: AsyncParsableCommand {
             }
             let store: any CredentialAuditing & Service
             if db.hasPrefix("sqlite:") {
-                store = try await SQLiteStore.open(path: String(db.dropFirst("sqlite:".count)))
+                // An audit of a database that is not there is a mistyped path: opening it created
+                // an empty database, even under --dry-run, and reported nothing to flag (red team,
+                // sixteenth pass).
+                let path = String(db.dropFirst("sqlite:".count))
+                guard FileManager.default.fileExists(atPath: path) else {
+                    throw VerificationFailure(error: WebAuthnError(.storageFailure, "no database at \(path); the audit creates none"))
+                }
+                store = try await SQLiteStore.open(path: path)
             } else {
                 store = try await PostgresStore.open(url: db)
             }
@@ -238,6 +245,12 @@ struct MetadataCommand: AsyncParsableCommand {
                 throw error
             }
             try await Self.close(store)
+            if !report.unreadable.isEmpty {
+                FileHandle.standardError.write(
+                    Data(
+                        "warning: \(report.unreadable.count) stored credential(s) could not be read and were not audited (listed under \"unreadable\")\n"
+                            .utf8))
+            }
             print(report.json)
         }
 

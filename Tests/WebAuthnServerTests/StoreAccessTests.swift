@@ -175,3 +175,34 @@ struct StoreAccessTests {
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
     }
 }
+
+extension StoreAccessTests {
+    /// Red team, sixteenth pass: one stored credential whose key no longer decoded failed the
+    /// whole batch, so every audit failed and no credential was flagged.
+    @Test("an audit skips a stored credential it cannot read, reports it by ID, and audits the others", arguments: kinds)
+    func auditSkipsUnreadableRows(kind: String) async throws {
+        let opened = try await Self.open(kind)
+        let store = try #require(opened.store as? any CredentialAuditing)
+        let aaguid = try #require(AAGUID(bytes: SecureRandom.bytes(16)))
+        let records = try (1...3).map { n in
+            CredentialRecord(
+                id: [UInt8(n)] + SecureRandom.bytes(15), userHandle: Array("u\(n)".utf8),
+                publicKey: try COSEKey(bytes: CBOREncoder.encode(try SigningKey.generate(.es256).coseKey())), signCount: 0, uvInitialized: true,
+                backupEligible: false, backupState: false, aaguid: aaguid, attestationFormat: .none, createdAt: Date(timeIntervalSince1970: 1_800_000_000))
+        }
+        for record in records { try await store.insert(record) }
+        let damaged = records[1].id
+        if let sqlite = store as? SQLiteStore {
+            _ = try await sqlite.query("UPDATE credentials SET public_key = X'00' WHERE id = ?", [.blob(damaged)])
+        } else if let postgres = store as? PostgresStore {
+            _ = try await postgres.pool.query("UPDATE credentials SET public_key = '\\x00'::bytea WHERE id = $1", [PGText.bytea(damaged)])
+        }
+        var anchors = TrustAnchors.builtIn
+        anchors.add([MetadataEntry(aaguid: aaguid, description: "revoked key", rootCertificates: [], statusReports: [StatusReport(status: .revoked)])])
+        let report = try await CredentialAudit.run(store: store, anchors: anchors, at: Date(), batchSize: 2)
+        #expect(report.scanned == 3 && report.flagged.map(\.credentialId) == [records[0].id, records[2].id], "\(report.json)")
+        #expect(report.unreadable.map(\.credentialId) == [damaged] && report.json.contains(Base64URL.encode(damaged)), "\(report.json)")
+        #expect(try await store.credential(id: records[2].id)?.flag?.status == .revoked)
+        try await opened.close()
+    }
+}

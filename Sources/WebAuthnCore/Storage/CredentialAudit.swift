@@ -58,8 +58,36 @@ extension ISO8601DateFormatter {
 public protocol CredentialAuditing: CredentialStore {
     /// Up to `limit` credentials whose IDs sort after `cursor` (byte order; nil: from the start), in that order.
     func credentials(after cursor: [UInt8]?, limit: Int) async throws -> [CredentialRecord]
+    /// What ``credentials(after:limit:)`` returns, with each row that cannot be read as a
+    /// credential (a key that no longer decodes, a damaged value) given by its ID instead of
+    /// failing the batch. The default reads ``credentials(after:limit:)``, where one such row
+    /// fails the batch; the SQLite and PostgreSQL stores implement it.
+    func auditRows(after cursor: [UInt8]?, limit: Int) async throws -> [AuditRow]
     /// Sets (or clears, with nil) the flag of credential `id` and nothing else; returns whether it exists.
     func setFlag(_ flag: CredentialFlag?, id: [UInt8]) async throws -> Bool
+}
+
+/// One stored credential as an audit reads it.
+public enum AuditRow: Sendable {
+    /// A credential read whole.
+    case record(CredentialRecord)
+    /// A row that could not be read as a credential: its ID, and why.
+    case unreadable(id: [UInt8], reason: String)
+
+    /// The row's credential ID.
+    public var id: [UInt8] {
+        switch self {
+        case .record(let record): record.id
+        case .unreadable(let id, _): id
+        }
+    }
+}
+
+extension CredentialAuditing {
+    /// ``credentials(after:limit:)``, each as a ``AuditRow/record(_:)``.
+    public func auditRows(after cursor: [UInt8]?, limit: Int) async throws -> [AuditRow] {
+        try await credentials(after: cursor, limit: limit).map(AuditRow.record)
+    }
 }
 
 /// The re-audit of stored credentials against FIDO metadata: after each metadata
@@ -93,6 +121,10 @@ public enum CredentialAudit {
         public internal(set) var cleared: [Entry] = []
         /// Credentials flagged before and still flagged for the same status.
         public internal(set) var stillFlagged = 0
+        /// Rows that could not be read as credentials, by ID, with the reason: skipped, so that
+        /// one damaged row does not stop the audit of the others (red team, sixteenth pass: a
+        /// stored key that no longer decoded failed every audit, so no credential was flagged).
+        public internal(set) var unreadable: [(credentialId: [UInt8], reason: String)] = []
         /// Credentials flagged before for which the metadata gives no report that lifts the flag
         /// (not listed, no report in effect, none dated after the flag): kept flagged, since
         /// nothing says the compromise is over (red team, sixteenth pass: a BLOB that failed to
@@ -120,6 +152,8 @@ public enum CredentialAudit {
                 "at": .string(ISO8601DateFormatter().string(from: at)), "scanned": .number(Double(scanned)),
                 "stillFlagged": .number(Double(stillFlagged)), "keptFlagged": .number(Double(keptFlagged)),
                 "flagged": .array(flagged.map(entry)), "cleared": .array(cleared.map(entry)),
+                "unreadable": .array(
+                    unreadable.map { .object(["credentialId": .string(Base64URL.encode($0.credentialId)), "reason": .string($0.reason)]) }),
             ]
             return JSONValue.object(o).serialized()
         }
@@ -162,12 +196,16 @@ public enum CredentialAudit {
         var cursor: [UInt8]?
         let limit = max(1, min(batchSize, 10_000))
         while true {
-            let batch: [CredentialRecord]
-            do { batch = try await store.credentials(after: cursor, limit: limit) } catch {
+            let batch: [AuditRow]
+            do { batch = try await store.auditRows(after: cursor, limit: limit) } catch {
                 throw (error as? WebAuthnError) ?? WebAuthnError(.storageFailure, "the store failed: \(error)")
             }
-            for record in batch {
+            for row in batch {
                 report.scanned += 1
+                guard case .record(let record) = row else {
+                    if case .unreadable(let id, let reason) = row { report.unreadable.append((id, reason)) }
+                    continue
+                }
                 let (inEffect, now) = judge(record, anchors: anchors, at: time)
                 let entry = Report.Entry(credentialId: record.id, userHandle: record.userHandle, aaguid: record.aaguid, flag: now)
                 switch (record.flag, now) {
