@@ -121,13 +121,24 @@ package final class X509Certificate: @unchecked Sendable {
         return out
     }
 
+    /// `object` in dotted-decimal form (`1.3.6.1.4.1.…`), or `OID` if OpenSSL cannot write it.
+    private static func dottedOID(_ object: OpaquePointer?) -> String {
+        var buffer = [CChar](repeating: 0, count: 128)
+        let n = OBJ_obj2txt(&buffer, Int32(buffer.count), object, 1)
+        guard n > 0, Int(n) < buffer.count else { return "OID" }
+        return String(decoding: buffer.prefix(Int(n)).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
     private static func entries(of name: OpaquePointer?) -> [(name: String, value: String)] {
         guard let name else { return [] }
         var result: [(String, String)] = []
         for i in 0..<X509_NAME_entry_count(name) {
             guard let entry = X509_NAME_get_entry(name, i) else { continue }
-            let nid = OBJ_obj2nid(X509_NAME_ENTRY_get_object(entry))
-            let short = OBJ_nid2sn(nid).map { String(cString: $0) } ?? "OID"
+            let object = X509_NAME_ENTRY_get_object(entry)
+            let nid = OBJ_obj2nid(object)
+            // A type OpenSSL has no name for is shown by its OID in dotted form (RFC 4514 §2.3);
+            // it read `UNDEF` (red team, sixteenth pass).
+            let short = nid == NID_undef ? dottedOID(object) : OBJ_nid2sn(nid).map { String(cString: $0) } ?? dottedOID(object)
             var utf8: UnsafeMutablePointer<UInt8>?
             let n = ASN1_STRING_to_UTF8(&utf8, X509_NAME_ENTRY_get_data(entry))
             var value = ""

@@ -141,6 +141,9 @@ struct TrustTests {
         let key = try SigningKey.generate(.es256)
         let cert = try CertificateBuilder(subject: [("O", "RT"), ("CN", "Evil, O=Yubico AB, C=SE")]).build(key: key, issuer: nil, issuerKey: key)
         #expect(cert.subjectSummary == #"O=RT, CN=Evil\, O\=Yubico AB\, C\=SE"# && cert.issuerSummary == cert.subjectSummary)
+        // A type OpenSSL has no name for is shown by its dotted OID (it read UNDEF).
+        let unknown = try CertificateBuilder(subject: [("1.3.6.1.4.1.99999.7", "x"), ("CN", "y")]).build(key: key, issuer: nil, issuerKey: key)
+        #expect(unknown.subjectSummary == "1.3.6.1.4.1.99999.7=x, CN=y", "\(unknown.subjectSummary)")
         #expect(X509Certificate.escapedDNValue("\u{202E}gro\u{1B}") == #"\E2\80\AEgro\1B"#)
         // Fillers and variation selectors too (they show as nothing): re-check of the sixteenth pass.
         #expect(X509Certificate.escapedDNValue("a\u{3164}b\u{FE0F}") == #"a\E3\85\A4b\EF\B8\8F"#)
