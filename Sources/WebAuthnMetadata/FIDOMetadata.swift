@@ -174,6 +174,7 @@ public struct FIDOMetadata: Sendable {
         guard let list = json["entries"]?.arrayValue else { throw WebAuthnError(.metadataInvalid, "the BLOB payload has no entries") }
         var entries: [MetadataEntry] = []
         var skipped = 0
+        var named: [String: Int] = [:]
         for item in list {
             let (reports, reportsReadable) = statusReports(item["statusReports"])
             // An entry without a statement (MDS3 allows one) is skipped as one that cannot be
@@ -187,6 +188,12 @@ public struct FIDOMetadata: Sendable {
                 merged = .object(object)
             }
             let identities = entryIdentities(item, statement: merged)
+            for name in identities.aaguids.map(\.description) + identities.keyIdentifiers {
+                named[name, default: 0] += 1
+                guard named[name]! <= maxEntriesPerAuthenticator else {
+                    throw WebAuthnError(.metadataInvalid, "the BLOB payload lists one authenticator in more than \(maxEntriesPerAuthenticator) entries")
+                }
+            }
             if item["metadataStatement"] != nil, reportsReadable, identities.agree, let entry = try? statementEntry(merged, status: nil, reports: reports) {
                 entries.append(entry)
             } else {
@@ -237,7 +244,7 @@ public struct FIDOMetadata: Sendable {
     /// An entry's `statusReports`: each with a `status` string, dated by its `effectiveDate`
     /// when that is a day (`YYYY-MM-DD`, optionally followed by a time, which is ignored);
     /// a report without a readable date applies at any time (a compromise is never lost to a
-    /// malformed date). At most ``maxStatusReports``; the rest are ignored.
+    /// malformed date). More than ``maxStatusReports`` make the entry unreadable (below).
     ///
     /// `readable` is false when the field is there but is not an array, or one of its reports
     /// has no status string: the entry's status is then unknown, and it anchors no trust (red
@@ -245,29 +252,58 @@ public struct FIDOMetadata: Sendable {
     static func statusReports(_ json: JSONValue?) -> (reports: [StatusReport], readable: Bool) {
         guard let json else { return ([], true) }
         guard let list = json.arrayValue else { return ([], false) }
-        var readable = true
-        let reports = list.prefix(maxStatusReports).compactMap { report -> StatusReport? in
-            guard let status = report["status"]?.stringValue, !status.isEmpty, status.utf8.count <= 64 else {
+        var readable = list.count <= maxStatusReports
+        var reports: [StatusReport] = []
+        for item in list {
+            guard let status = item["status"]?.stringValue, !status.isEmpty, status.utf8.count <= 64 else {
                 readable = false
-                return nil
+                continue
             }
-            return StatusReport(status: AuthenticatorStatus(rawValue: status), effectiveDate: report["effectiveDate"]?.stringValue.flatMap(day))
+            reports.append(StatusReport(status: AuthenticatorStatus(rawValue: status), effectiveDate: item["effectiveDate"]?.stringValue.flatMap(day)))
         }
-        return (reports, readable)
+        guard !readable else { return (reports, true) }
+        // Past the cap, the entry anchors no trust and only its compromises are kept, each status
+        // once undated and once at its earliest date: from then on the authenticator counts as
+        // compromised. Reports past the 64th were dropped, a REVOKED among them (red team,
+        // seventeenth pass: 64 certifications, then REVOKED, read as certified).
+        var kept: [String: StatusReport] = [:]
+        for report in reports where report.status.isCompromised {
+            let key = report.status.rawValue + (report.effectiveDate == nil ? "/undated" : "/dated")
+            if let current = kept[key], let date = current.effectiveDate, let new = report.effectiveDate, date <= new { continue }
+            kept[key] = report
+        }
+        return (kept.keys.sorted().compactMap { kept[$0] }, false)
     }
 
     /// The AAGUIDs and U2F key identifiers a BLOB entry names, in the entry and in its statement,
     /// and whether they agree. MDS3 repeats them in both places; an entry whose two differ is
-    /// not trusted (red team, sixteenth pass: the statement's were used and the entry's ignored).
+    /// not trusted (red team, sixteenth pass: the statement's were used and the entry's ignored),
+    /// nor is one where either is there but cannot be read (its re-check: a statement `aaguid` of
+    /// `null` or `"not-a-uuid"` was taken as agreeing, and the entry's revocation was lost).
     static func entryIdentities(_ item: JSONValue, statement: JSONValue) -> (aaguids: [AAGUID], keyIdentifiers: [String], agree: Bool) {
-        let aaguids = [item["aaguid"], statement["aaguid"]].compactMap { $0?.stringValue.flatMap(AAGUID.init) }
-        let keySets = [item["attestationCertificateKeyIdentifiers"], statement["attestationCertificateKeyIdentifiers"]].compactMap {
-            $0?.arrayValue.map { Set($0.compactMap { $0.stringValue?.lowercased() }) }
+        var readable = true
+        var aaguids = Set<AAGUID>()
+        for value in [item["aaguid"], statement["aaguid"]] {
+            guard let value else { continue }
+            if let aaguid = value.stringValue.flatMap(AAGUID.init) { aaguids.insert(aaguid) } else { readable = false }
         }
-        let agree = Set(aaguids).count <= 1 && Set(keySets).count <= 1
+        var keySets: [Set<String>] = []
+        for value in [item["attestationCertificateKeyIdentifiers"], statement["attestationCertificateKeyIdentifiers"]] {
+            guard let value else { continue }
+            let items = value.arrayValue ?? []
+            let ids = items.compactMap { $0.stringValue?.lowercased() }
+            if value.arrayValue == nil || ids.count != items.count { readable = false }
+            keySets.append(Set(ids))
+        }
+        let agree = readable && aaguids.count <= 1 && Set(keySets).count <= 1
         let keys = keySets.reduce(into: Set<String>()) { $0.formUnion($1) }.sorted()
-        return (Array(Set(aaguids)).sorted { $0.description < $1.description }, keys, agree)
+        return (aaguids.sorted { $0.description < $1.description }, keys, agree)
     }
+
+    /// The most entries of one payload that may name one authenticator (an AAGUID or a key
+    /// identifier). MDS3 lists each once; merging N entries for one costs in N² (red team,
+    /// seventeenth pass: 400 entries of one AAGUID, 1.6 MB, took 103 s to load).
+    package static let maxEntriesPerAuthenticator = 8
 
     /// Midnight UTC of a `YYYY-MM-DD` day (the proleptic Gregorian calendar), or nil.
     package static func day(_ text: String) -> Date? {

@@ -14,6 +14,16 @@ final class SQLiteDatabase: Sendable {
     /// The reader connections of a file database.
     static let maximumReaders = 4
 
+    /// The schema version of the database file at `path`, read without writing to it: nil when
+    /// the file is no SQLite database or has no `schema_version` table (not this store's).
+    static func schemaVersion(path: String) -> Int? {
+        var configuration = Configuration()
+        configuration.readonly = true
+        guard let queue = try? DatabaseQueue(path: path, configuration: configuration) else { return nil }
+        defer { try? queue.close() }
+        return try? queue.read { db in try Int.fetchOne(db, sql: "SELECT MAX(version) FROM schema_version") }
+    }
+
     /// Opens (creating if needed) the database at `path` (`:memory:` for one in memory):
     /// WAL, `synchronous=FULL` (an acknowledged write survives a crash), foreign keys on,
     /// and a busy timeout for another process's writes.

@@ -43,6 +43,28 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
 
     /// Opens (creating if needed) and migrates the database at `path`.
     public static func open(path: String, logger: Logger = Logger(label: "webauthn.sqlite")) async throws -> SQLiteStore {
+        try await open(path: path, logger: logger, existingOnly: false)
+    }
+
+    /// Opens the store's database at `path` only if it is one already, at this build's schema:
+    /// for tools that must not create, migrate or take over a file (`webauthn metadata audit`).
+    /// Throws `storage_failure` for a file that is missing, not this store's (an empty file,
+    /// another application's database), or at another schema version.
+    public static func openExisting(path: String, logger: Logger = Logger(label: "webauthn.sqlite")) async throws -> SQLiteStore {
+        try await open(path: path, logger: logger, existingOnly: true)
+    }
+
+    private static func open(path: String, logger: Logger, existingOnly: Bool) async throws -> SQLiteStore {
+        if existingOnly {
+            let latest = SQLiteMigrations.migrations.last?.version ?? 0
+            guard FileManager.default.fileExists(atPath: path), let version = SQLiteDatabase.schemaVersion(path: path) else {
+                throw WebAuthnError(.storageFailure, "\(path) is not a database of this server (run webauthn serve with it first)")
+            }
+            guard version == latest else {
+                throw WebAuthnError(
+                    .storageFailure, "\(path) is at schema version \(version), this build's is \(latest): run this build's webauthn serve with it once")
+            }
+        }
         let database: SQLiteDatabase
         do { database = try SQLiteDatabase(path: path) } catch {
             throw WebAuthnError(.storageFailure, "cannot open the SQLite database \(path): \(error)")

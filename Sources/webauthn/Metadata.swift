@@ -228,12 +228,15 @@ struct MetadataCommand: AsyncParsableCommand {
             if db.hasPrefix("sqlite:") {
                 // An audit of a database that is not there is a mistyped path: opening it created
                 // an empty database, even under --dry-run, and reported nothing to flag (red team,
-                // sixteenth pass).
+                // sixteenth pass); an empty file or another application's database got this
+                // server's tables (seventeenth pass). Only a database of this server is opened.
                 let path = String(db.dropFirst("sqlite:".count))
                 guard FileManager.default.fileExists(atPath: path) else {
                     throw VerificationFailure(error: WebAuthnError(.storageFailure, "no database at \(path); the audit creates none"))
                 }
-                store = try await SQLiteStore.open(path: path)
+                do { store = try await SQLiteStore.openExisting(path: path) } catch let error as WebAuthnError {
+                    throw VerificationFailure(error: error)
+                }
             } else {
                 store = try await PostgresStore.open(url: db)
             }

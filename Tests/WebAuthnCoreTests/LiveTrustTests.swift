@@ -217,6 +217,77 @@ struct LiveTrustTests {
         var revokedKeys = keys
         revokedKeys["statusReports"] = [["status": "REVOKED"]]
         #expect(Set(try read(revokedKeys).entries.flatMap(\.attestationCertificateKeyIdentifiers)) == ["aabb", "ccdd"])
+        // Red team, seventeenth pass: an identity that is there but cannot be read agreed with
+        // anything, and the entry's revocation then applied to no AAGUID.
+        for unreadable: JSONValue in [.null, "not-a-uuid", ["x": 1]] {
+            var statementWith = statement.objectValue!
+            statementWith["aaguid"] = unreadable
+            statementWith["aaid"] = "1234#5678"
+            let entry: JSONObject = [
+                "aaguid": .string(Self.aaguid.description), "metadataStatement": .object(statementWith), "statusReports": [["status": "REVOKED"]],
+            ]
+            let loaded = try read(entry)
+            #expect(loaded.entries.count == 1 && loaded.entries[0].aaguid == Self.aaguid && loaded.entries[0].rootCertificates.isEmpty, "\(unreadable)")
+        }
+        for ids: JSONValue in ["aabb", [5], .null] {
+            var entry = sameKeys
+            entry["attestationCertificateKeyIdentifiers"] = ids
+            #expect(try read(entry).entries.allSatisfy(\.rootCertificates.isEmpty), "\(ids)")
+        }
+        // More reports than are read: no trust, and a compromise among them, past the 64th, counts
+        // (64 certifications then REVOKED read as certified).
+        var long = good
+        long["statusReports"] = .array(
+            Array(repeating: ["status": "FIDO_CERTIFIED_L1", "effectiveDate": "2019-01-01"], count: 64) + [
+                ["status": "REVOKED", "effectiveDate": "2020-01-01"], ["status": "REVOKED", "effectiveDate": "2021-01-01"],
+            ])
+        let capped = try read(long)
+        #expect(capped.entries.count == 1 && capped.entries[0].rootCertificates.isEmpty && capped.entries[0].statusReports.count == 1)
+        #expect(capped.entries[0].status(at: Self.start)?.rawValue == "REVOKED")
+        long["statusReports"] = .array(Array(repeating: ["status": "FIDO_CERTIFIED_L1"], count: 64) + [["status": 5]])
+        #expect(try read(long).entries.isEmpty)
+    }
+
+    @Test("a payload may list one authenticator in at most eight entries: merging many cost in their square")
+    func entriesPerAuthenticator() throws {
+        // Red team, seventeenth pass: 400 entries of one AAGUID with 64 dated reports each (1.6 MB)
+        // took 103 s to load, and a signed BLOB of 200 kept serve from listening for 14 s.
+        let statement = Self.authority.metadataStatement(aaguid: Self.aaguid, description: "live trust key")
+        func payload(_ count: Int) -> JSONValue {
+            let entry: JSONValue = [
+                "aaguid": .string(Self.aaguid.description), "metadataStatement": statement,
+                "statusReports": .array((0..<64).map { ["status": "FIDO_CERTIFIED_L1", "effectiveDate": .string("20\(10 + $0 / 12)-0\(1 + $0 % 9)-01")] }),
+            ]
+            return ["no": 1, "nextUpdate": "2099-01-01", "entries": .array(Array(repeating: entry, count: count))]
+        }
+        var anchors = TrustAnchors.builtIn
+        anchors.add(try FIDOMetadata.payload(payload(FIDOMetadata.maxEntriesPerAuthenticator)).entries)
+        #expect(anchors.metadataEntry(for: Self.aaguid)?.rootCertificates.isEmpty == false)
+        #expect(errorCode { _ = try FIDOMetadata.payload(payload(FIDOMetadata.maxEntriesPerAuthenticator + 1)) } == "metadata_invalid")
+    }
+
+    @Test("the audit never clears a REVOKED flag, nor replaces it with another compromise")
+    func revokedFlagIsFinal() async throws {
+        // Red team, seventeenth pass: metadata listing only a later certification cleared it.
+        let store = InMemoryCredentialStore()
+        let key = try COSEKey(bytes: CBOREncoder.encode(try SigningKey.generate(.es256).coseKey()))
+        let since = try #require(FIDOMetadata.day("2020-01-01"))
+        for (n, status) in ["REVOKED", "USER_VERIFICATION_BYPASS"].enumerated() {
+            try await store.insert(
+                CredentialRecord(
+                    id: [UInt8(n + 1)], userHandle: [1], publicKey: key, signCount: 0, uvInitialized: true, backupEligible: false, backupState: false,
+                    aaguid: Self.aaguid, attestationFormat: .none, createdAt: since,
+                    flag: CredentialFlag(status: AuthenticatorStatus(rawValue: status), authenticator: "x", since: since, attested: false)))
+        }
+        for later in ["FIDO_CERTIFIED_L1", "ATTESTATION_KEY_COMPROMISE"] {
+            let report = try await CredentialAudit.run(store: store, anchors: try Self.anchors([(later, "2021-01-01")]), at: Self.start, write: true)
+            #expect(report.keptFlagged == 1, "\(later): \(report.json)")
+            #expect(try await store.credential(id: [1])?.flag?.status == .revoked, "\(later)")
+        }
+        // The other compromise is lifted by the later certification, as before.
+        #expect(try await store.credential(id: [2])?.flag?.status.rawValue == "ATTESTATION_KEY_COMPROMISE")
+        _ = try await CredentialAudit.run(store: store, anchors: try Self.anchors([("FIDO_CERTIFIED_L2", "2029-01-01")]), at: Self.start)
+        #expect(try await store.credential(id: [2])?.flag == nil)
     }
 
     @Test("provider names and icons come with the metadata entry")

@@ -184,7 +184,7 @@ extension StoreAccessTests {
         let opened = try await Self.open(kind)
         let store = try #require(opened.store as? any CredentialAuditing)
         let aaguid = try #require(AAGUID(bytes: SecureRandom.bytes(16)))
-        let records = try (1...3).map { n in
+        let records = try (1...4).map { n in
             CredentialRecord(
                 id: [UInt8(n)] + SecureRandom.bytes(15), userHandle: Array("u\(n)".utf8),
                 publicKey: try COSEKey(bytes: CBOREncoder.encode(try SigningKey.generate(.es256).coseKey())), signCount: 0, uvInitialized: true,
@@ -192,15 +192,19 @@ extension StoreAccessTests {
         }
         for record in records { try await store.insert(record) }
         let damaged = records[1].id
+        // And a flag that cannot be read (red team, seventeenth pass: read as no flag).
         if let sqlite = store as? SQLiteStore {
             _ = try await sqlite.query("UPDATE credentials SET public_key = X'00' WHERE id = ?", [.blob(damaged)])
+            _ = try await sqlite.query("UPDATE credentials SET flag = 'garbage' WHERE id = ?", [.blob(records[3].id)])
         } else if let postgres = store as? PostgresStore {
             _ = try await postgres.pool.query("UPDATE credentials SET public_key = '\\x00'::bytea WHERE id = $1", [PGText.bytea(damaged)])
+            _ = try await postgres.pool.query("UPDATE credentials SET flag = 'garbage' WHERE id = $1", [PGText.bytea(records[3].id)])
         }
+        #expect(try await store.credential(id: records[3].id)?.flag == .unreadable)
         var anchors = TrustAnchors.builtIn
         anchors.add([MetadataEntry(aaguid: aaguid, description: "revoked key", rootCertificates: [], statusReports: [StatusReport(status: .revoked)])])
         let report = try await CredentialAudit.run(store: store, anchors: anchors, at: Date(), batchSize: 2)
-        #expect(report.scanned == 3 && report.flagged.map(\.credentialId) == [records[0].id, records[2].id], "\(report.json)")
+        #expect(report.scanned == 4 && report.flagged.map(\.credentialId) == [records[0].id, records[2].id, records[3].id], "\(report.json)")
         #expect(report.unreadable.map(\.credentialId) == [damaged] && report.json.contains(Base64URL.encode(damaged)), "\(report.json)")
         #expect(try await store.credential(id: records[2].id)?.flag?.status == .revoked)
         try await opened.close()

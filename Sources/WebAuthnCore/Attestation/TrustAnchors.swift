@@ -113,7 +113,8 @@ public struct MetadataEntry: Sendable {
     /// the last of `others` that has some, so that it does not take trust away before its date.
     func keepingReports(of others: [MetadataEntry]) -> MetadataEntry {
         var reports = statusReports
-        for report in others.flatMap(\.statusReports) where !reports.contains(report) { reports.append(report) }
+        var seen = Set(reports)
+        for report in others.flatMap(\.statusReports) where seen.insert(report).inserted { reports.append(report) }
         let roots =
             attestationRootCertificates.isEmpty
             ? others.last { !$0.attestationRootCertificates.isEmpty }?.attestationRootCertificates ?? [] : attestationRootCertificates

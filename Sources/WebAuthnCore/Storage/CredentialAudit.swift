@@ -24,6 +24,12 @@ public struct CredentialFlag: Sendable, Equatable {
         self.attested = attested
     }
 
+    /// The flag of a stored credential whose flag cannot be read (a damaged value): the credential
+    /// stays flagged, with no date, until an audit flags it anew or the value is cleared in the store.
+    public static let unreadable = CredentialFlag(
+        status: AuthenticatorStatus(rawValue: "UNREADABLE_FLAG"), authenticator: "an authenticator (the stored flag cannot be read)", since: nil,
+        attested: false)
+
     /// One sentence for logs, reports and the account page.
     public var reason: String {
         let day = since.map { " since " + ISO8601DateFormatter.day.string(from: $0) } ?? ""
@@ -178,9 +184,14 @@ public enum CredentialAudit {
     }
 
     /// Whether `report` lifts `flag`: a report not of a compromise, dated after the flag's date
-    /// (an undated flag is never lifted by a report, an undated report lifts nothing).
+    /// (an undated flag is never lifted by a report, an undated report lifts nothing, and a
+    /// `REVOKED` flag is lifted by nothing: clear it in the store if it was set in error).
     static func lifts(_ report: StatusReport?, _ flag: CredentialFlag) -> Bool {
-        guard let report, !report.status.isCompromised, let date = report.effectiveDate, let since = flag.since else { return false }
+        // A REVOKED flag is final, as a REVOKED report is (red team, seventeenth pass: metadata
+        // listing only a later certification, a newer BLOB without the report, cleared it).
+        guard let report, !report.status.isCompromised, flag.status != .revoked, let date = report.effectiveDate, let since = flag.since else {
+            return false
+        }
         return date > since
     }
 
@@ -212,6 +223,8 @@ public enum CredentialAudit {
                 case (nil, nil): continue
                 case (let before?, nil) where !lifts(inEffect, before): report.keptFlagged += 1; continue
                 case (let before?, let after?) where before.status == after.status: report.stillFlagged += 1; continue
+                // Nor is REVOKED replaced by another compromise, which a later report could lift.
+                case (let before?, .some) where before.status == .revoked: report.keptFlagged += 1; continue
                 case (_, nil): report.cleared.append(entry)
                 case (_, .some): report.flagged.append(entry)
                 }

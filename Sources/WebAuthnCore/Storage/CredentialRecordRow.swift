@@ -88,9 +88,13 @@ extension CredentialRecord {
         let properties = (try? JSONValue.parse(propertiesText, limits: JSONLimits(maxBytes: 4096, maxDepth: 2))).map(CredentialProperties.init(json:))
         let chainBytes = try row.bytes(name(.attestationChain))
         guard let chain = Self.chain(chainBytes) else { throw row.unreadable(name(.attestationChain), "is not a CBOR array of byte strings") }
+        // A flag that cannot be read still flags the credential: read as none, it let the
+        // credential sign in as unflagged (red team, seventeenth pass).
         let flag: CredentialFlag? =
             row.isNull(name(.flag))
-            ? nil : (try? JSONValue.parse(try row.text(name(.flag)), limits: JSONLimits(maxBytes: 4096, maxDepth: 2))).flatMap(CredentialFlag.init(json:))
+            ? nil
+            : (try? JSONValue.parse(try row.text(name(.flag)), limits: JSONLimits(maxBytes: 4096, maxDepth: 2))).flatMap(CredentialFlag.init(json:))
+                ?? .unreadable
         self.init(
             id: try row.bytes(name(.id)), userHandle: try row.bytes(name(.userHandle)),
             publicKey: try Self.keyCache.key(try row.bytes(name(.publicKey))), signCount: signCount,
