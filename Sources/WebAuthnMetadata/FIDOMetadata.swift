@@ -290,7 +290,8 @@ public struct FIDOMetadata: Sendable {
         var keySets: [Set<String>] = []
         for value in [item["attestationCertificateKeyIdentifiers"], statement["attestationCertificateKeyIdentifiers"]] {
             guard let value else { continue }
-            let items = value.arrayValue ?? []
+            // A lone string is unreadable too, but names the identity a compromise applies to.
+            let items = value.arrayValue ?? (value.stringValue != nil ? [value] : [])
             let ids = items.compactMap { $0.stringValue?.lowercased() }
             if value.arrayValue == nil || ids.count != items.count { readable = false }
             keySets.append(Set(ids))

@@ -234,6 +234,9 @@ struct LiveTrustTests {
             entry["attestationCertificateKeyIdentifiers"] = ids
             #expect(try read(entry).entries.allSatisfy(\.rootCertificates.isEmpty), "\(ids)")
         }
+        var lone = revokedKeys
+        lone["attestationCertificateKeyIdentifiers"] = "CCDD"
+        #expect(Set(try read(lone).entries.flatMap(\.attestationCertificateKeyIdentifiers)) == ["aabb", "ccdd"])
         // More reports than are read: no trust, and a compromise among them, past the 64th, counts
         // (64 certifications then REVOKED read as certified).
         var long = good
