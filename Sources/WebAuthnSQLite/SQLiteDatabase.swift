@@ -15,13 +15,21 @@ final class SQLiteDatabase: Sendable {
     static let maximumReaders = 4
 
     /// The schema version of the database file at `path`, read without writing to it: nil when
-    /// the file is no SQLite database or has no `schema_version` table (not this store's).
-    static func schemaVersion(path: String) -> Int? {
+    /// the file is no SQLite database, or lacks one of `tables` or an integer `schema_version`
+    /// (not this store's: a version alone let another application's database be opened and
+    /// switched to WAL; red team, re-check of the seventeenth pass).
+    static func schemaVersion(path: String, tables: [String]) -> Int? {
         var configuration = Configuration()
         configuration.readonly = true
         guard let queue = try? DatabaseQueue(path: path, configuration: configuration) else { return nil }
         defer { try? queue.close() }
-        return try? queue.read { db in try Int.fetchOne(db, sql: "SELECT MAX(version) FROM schema_version") }
+        return try? queue.read { db -> Int? in
+            let present = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'")
+            guard Set(tables).isSubset(of: present) else { return nil }
+            let versions = try Row.fetchAll(db, sql: "SELECT typeof(version) AS t, version FROM schema_version")
+            guard !versions.isEmpty, versions.allSatisfy({ ($0["t"] as String?) == "integer" }) else { return nil }
+            return versions.compactMap { $0["version"] as Int? }.max()
+        }
     }
 
     /// Opens (creating if needed) the database at `path` (`:memory:` for one in memory):

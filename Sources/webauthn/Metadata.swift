@@ -245,7 +245,8 @@ struct MetadataCommand: AsyncParsableCommand {
                 report = try await CredentialAudit.run(store: store, anchors: anchors, at: time, write: !dryRun)
             } catch {
                 try? await Self.close(store)
-                throw error
+                // As JSON on standard output, as every other failure (it was plain text).
+                throw VerificationFailure(error: error)
             }
             try await Self.close(store)
             if !report.unreadable.isEmpty {

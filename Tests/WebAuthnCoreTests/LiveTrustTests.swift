@@ -269,6 +269,58 @@ struct LiveTrustTests {
         #expect(errorCode { _ = try FIDOMetadata.payload(payload(FIDOMetadata.maxEntriesPerAuthenticator + 1)) } == "metadata_invalid")
     }
 
+    @Test("entries chained by shared key identifiers merge in bounded reports; the status now is kept")
+    func chainedEntries() throws {
+        // Red team, re-check of the seventeenth pass: entry i named keys k(i-1) and k(i), so no key
+        // passed the cap of 8 entries, and each entry took on every report before it (800
+        // entries, 1 MB: 10 s, 763 MB).
+        let statement = Self.authority.metadataStatement(aaguid: Self.aaguid, description: "chain").objectValue!
+        func key(_ i: Int) -> JSONValue { .string(String(format: "%040x", i)) }
+        let entries: [JSONValue] = (1...300).map { i in
+            var u2f = statement
+            u2f["aaguid"] = nil
+            u2f["attestationCertificateKeyIdentifiers"] = [key(i - 1), key(i)]
+            let reports: [JSONValue] = (0..<64).map { n in
+                ["status": i == 1 && n == 0 ? "REVOKED" : "FIDO_CERTIFIED_L1", "effectiveDate": .string("20\(10 + n / 12)-0\(1 + n % 9)-01")]
+            }
+            return ["attestationCertificateKeyIdentifiers": [key(i - 1), key(i)], "metadataStatement": .object(u2f), "statusReports": .array(reports)]
+        }
+        var anchors = TrustAnchors.builtIn
+        anchors.add(try FIDOMetadata.payload(["no": 1, "nextUpdate": "2099-01-01", "entries": .array(entries)]).entries)
+        #expect((anchors.metadata.map(\.statusReports.count).max() ?? 0) <= MetadataEntry.maxMergedReports)
+        let last = try #require(anchors.metadata.last)
+        #expect(last.status(at: Self.start)?.rawValue == "REVOKED")
+        // Condensed, the status now is the same, and a compromise after a lifting report stays.
+        let day = { (text: String) in FIDOMetadata.day(text)! }
+        let many =
+            (0..<70).map {
+                StatusReport(
+                    status: AuthenticatorStatus(rawValue: "FIDO_CERTIFIED_L1"), effectiveDate: day("2010-01-01").addingTimeInterval(Double($0) * 86_400))
+            }
+            + [
+                StatusReport(status: AuthenticatorStatus(rawValue: "USER_VERIFICATION_BYPASS"), effectiveDate: day("2020-01-01")),
+                StatusReport(status: AuthenticatorStatus(rawValue: "FIDO_CERTIFIED_L2"), effectiveDate: day("2021-01-01")),
+                StatusReport(status: AuthenticatorStatus(rawValue: "USER_VERIFICATION_BYPASS"), effectiveDate: day("2023-01-01")),
+            ]
+        let condensed = MetadataEntry.condensed(many)
+        #expect(condensed.count <= 6)
+        let before = MetadataEntry(aaguid: Self.aaguid, description: "x", rootCertificates: [], statusReports: many)
+        let after = MetadataEntry(aaguid: Self.aaguid, description: "x", rootCertificates: [], statusReports: condensed)
+        #expect(before.status(at: Self.start) == after.status(at: Self.start) && after.status(at: Self.start)?.rawValue == "USER_VERIFICATION_BYPASS")
+    }
+
+    @Test("a flag keeps a bounded authenticator name, so that it reads back whole")
+    func flagNameBounded() throws {
+        // Red team, re-check of the seventeenth pass: a 5,000-character description (or 700 line
+        // separators, six bytes each escaped) made the stored REVOKED flag unreadable.
+        for name in [String(repeating: "a", count: 5000), String(repeating: "\u{2028}", count: 700), String(repeating: "\u{1F600}", count: 900)] {
+            let flag = CredentialFlag(status: .revoked, authenticator: name, since: Self.start, attested: true)
+            let text = flag.json.serialized()
+            let read = (try? JSONValue.parse(text, limits: JSONLimits(maxBytes: 4096, maxDepth: 2))).flatMap(CredentialFlag.init(json:))
+            #expect(read == flag, "\(text.utf8.count) bytes")
+        }
+    }
+
     @Test("the audit never clears a REVOKED flag, nor replaces it with another compromise")
     func revokedFlagIsFinal() async throws {
         // Red team, seventeenth pass: metadata listing only a later certification cleared it.

@@ -209,4 +209,27 @@ extension StoreAccessTests {
         #expect(try await store.credential(id: records[2].id)?.flag?.status == .revoked)
         try await opened.close()
     }
+
+    /// Red team, re-check of the seventeenth pass: another application's database with a
+    /// `schema_version` of this build's version was opened by `metadata audit`, switched to WAL,
+    /// and failed with a plain-text error.
+    @Test("openExisting opens only this server's database: a foreign one with a schema_version is refused and not written")
+    func openExistingRefusesForeign() async throws {
+        let path = ServeProcess.temporaryDatabase()
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let latest = SQLiteMigrations.migrations.last?.version ?? 0
+        let foreign = try SQLiteDatabase(path: path)
+        _ = try await foreign.query("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        _ = try await foreign.query("INSERT INTO schema_version (version) VALUES (?)", [.integer(Int64(latest))])
+        try foreign.close()
+        #expect(await errorCode { _ = try await SQLiteStore.openExisting(path: path) } == "storage_failure")
+        let again = try SQLiteDatabase(path: path)
+        #expect(try await again.query("SELECT name FROM sqlite_master WHERE name = 'credentials'").isEmpty)
+        try again.close()
+        // This server's own database opens.
+        let own = ServeProcess.temporaryDatabase()
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: own + suffix) } }
+        try await SQLiteStore.open(path: own).close()
+        try await SQLiteStore.openExisting(path: own).close()
+    }
 }

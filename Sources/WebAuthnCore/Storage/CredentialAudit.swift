@@ -16,10 +16,19 @@ public struct CredentialFlag: Sendable, Equatable {
     /// it (an AAGUID in `none` or self attestation, which anyone can write).
     public let attested: Bool
 
-    /// A flag; each parameter sets the property of the same name.
+    /// The longest authenticator name a flag keeps, in Unicode scalars: a flag is stored as JSON
+    /// read back within 4 KiB, and a longer name (a metadata description has no limit) made the
+    /// flag read back as unreadable, which an audit then replaced and cleared (red team, re-check
+    /// of the seventeenth pass: a REVOKED flag lifted that way).
+    public static let maxAuthenticatorLength = 200
+
+    /// A flag; each parameter sets the property of the same name (`authenticator` cut to
+    /// ``maxAuthenticatorLength`` scalars).
     public init(status: AuthenticatorStatus, authenticator: String, since: Date?, attested: Bool) {
         self.status = status
-        self.authenticator = authenticator
+        var name = String.UnicodeScalarView()
+        name.append(contentsOf: authenticator.unicodeScalars.prefix(Self.maxAuthenticatorLength))
+        self.authenticator = String(name)
         self.since = since
         self.attested = attested
     }
