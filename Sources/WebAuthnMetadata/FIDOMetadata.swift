@@ -189,8 +189,9 @@ public struct FIDOMetadata: Sendable {
             }
             let identities = entryIdentities(item, statement: merged)
             for name in identities.aaguids.map(\.description) + identities.keyIdentifiers {
-                named[name, default: 0] += 1
-                guard named[name]! <= maxEntriesPerAuthenticator else {
+                let count = named[name, default: 0] + 1
+                named[name] = count
+                guard count <= maxEntriesPerAuthenticator else {
                     throw WebAuthnError(.metadataInvalid, "the BLOB payload lists one authenticator in more than \(maxEntriesPerAuthenticator) entries")
                 }
             }
@@ -262,17 +263,11 @@ public struct FIDOMetadata: Sendable {
             reports.append(StatusReport(status: AuthenticatorStatus(rawValue: status), effectiveDate: item["effectiveDate"]?.stringValue.flatMap(day)))
         }
         guard !readable else { return (reports, true) }
-        // Past the cap, the entry anchors no trust and only its compromises are kept, each status
-        // once undated and once at its earliest date: from then on the authenticator counts as
-        // compromised. Reports past the 64th were dropped, a REVOKED among them (red team,
-        // seventeenth pass: 64 certifications, then REVOKED, read as certified).
-        var kept: [String: StatusReport] = [:]
-        for report in reports where report.status.isCompromised {
-            let key = report.status.rawValue + (report.effectiveDate == nil ? "/undated" : "/dated")
-            if let current = kept[key], let date = current.effectiveDate, let new = report.effectiveDate, date <= new { continue }
-            kept[key] = report
-        }
-        return (kept.keys.sorted().compactMap { kept[$0] }, false)
+        // Unreadable, the entry anchors no trust and only its compromises are kept, condensed as
+        // merged reports are: from the earliest on, the authenticator counts as compromised.
+        // Reports past the 64th were dropped, a REVOKED among them (red team, seventeenth pass:
+        // 64 certifications, then REVOKED, read as certified).
+        return (MetadataEntry.condensed(reports.filter(\.status.isCompromised)), false)
     }
 
     /// The AAGUIDs and U2F key identifiers a BLOB entry names, in the entry and in its statement,

@@ -57,8 +57,8 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
     private static func open(path: String, logger: Logger, existingOnly: Bool) async throws -> SQLiteStore {
         if existingOnly {
             let latest = SQLiteMigrations.migrations.last?.version ?? 0
-            guard FileManager.default.fileExists(atPath: path),
-                let version = SQLiteDatabase.schemaVersion(path: path, tables: ["schema_version", "credentials", "challenges", "accounts", "sessions"])
+            guard FileManager.default.fileExists(atPath: path) else { throw WebAuthnError(.storageFailure, "no database at \(path); none is created") }
+            guard let version = SQLiteDatabase.schemaVersion(path: path, tables: ["schema_version", "credentials", "challenges", "accounts", "sessions"])
             else {
                 throw WebAuthnError(.storageFailure, "\(path) is not a database of this server (run webauthn serve with it first)")
             }

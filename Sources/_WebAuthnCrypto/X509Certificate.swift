@@ -109,10 +109,7 @@ package final class X509Certificate: @unchecked Sendable {
             let edge = (i == 0 && (scalar == "#" || scalar == " ")) || (i == scalars.count - 1 && scalar == " ")
             if special || edge {
                 out += "\\" + String(Character(scalar))
-            } else if scalar.properties.generalCategory == .control || scalar.properties.generalCategory == .format
-                || scalar.properties.generalCategory == .lineSeparator || scalar.properties.generalCategory == .paragraphSeparator
-                || scalar.properties.isDefaultIgnorableCodePoint
-            {
+            } else if scalar.isHiddenOrControl {
                 out += String(Character(scalar)).utf8.map { "\\" + String(format: "%02X", $0) }.joined()
             } else {
                 out.unicodeScalars.append(scalar)

@@ -110,12 +110,7 @@ extension JSONValue {
         guard index + length <= bytes.count else { return (0, 0) }
         var value = UInt32(b) & (length == 2 ? 0x1F : length == 3 ? 0x0F : 0x07)
         for offset in 1..<length { value = value << 6 | UInt32(bytes[index + offset] & 0x3F) }
-        guard let scalar = Unicode.Scalar(value) else { return (0, 0) }
-        let properties = scalar.properties
-        switch properties.generalCategory {
-        case .control, .format, .lineSeparator, .paragraphSeparator: return (length, value)
-        default: return properties.isDefaultIgnorableCodePoint ? (length, value) : (0, 0)
-        }
+        return Unicode.Scalar(value)?.isHiddenOrControl == true ? (length, value) : (0, 0)
     }
 
     /// The lowercase hexadecimal digit of `nibble` (0 to 15).

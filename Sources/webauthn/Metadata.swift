@@ -230,11 +230,7 @@ struct MetadataCommand: AsyncParsableCommand {
                 // an empty database, even under --dry-run, and reported nothing to flag (red team,
                 // sixteenth pass); an empty file or another application's database got this
                 // server's tables (seventeenth pass). Only a database of this server is opened.
-                let path = String(db.dropFirst("sqlite:".count))
-                guard FileManager.default.fileExists(atPath: path) else {
-                    throw VerificationFailure(error: WebAuthnError(.storageFailure, "no database at \(path); the audit creates none"))
-                }
-                do { store = try await SQLiteStore.openExisting(path: path) } catch let error as WebAuthnError {
+                do { store = try await SQLiteStore.openExisting(path: String(db.dropFirst("sqlite:".count))) } catch let error as WebAuthnError {
                     throw VerificationFailure(error: error)
                 }
             } else {
@@ -250,10 +246,7 @@ struct MetadataCommand: AsyncParsableCommand {
             }
             try await Self.close(store)
             if !report.unreadable.isEmpty {
-                FileHandle.standardError.write(
-                    Data(
-                        "warning: \(report.unreadable.count) stored credential(s) could not be read and were not audited (listed under \"unreadable\")\n"
-                            .utf8))
+                Output.warn("\(report.unreadable.count) stored credential(s) could not be read and were not audited (listed under \"unreadable\")")
             }
             print(report.json)
         }

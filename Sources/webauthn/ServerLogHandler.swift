@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import Synchronization
 import WebAuthnServer
+import _WebAuthnEncoding
 
 /// `webauthn serve`'s log lines: swift-log's `StreamLogHandler` on standard error, the same
 /// lines, but the logger's metadata is formatted when a line is written, not when it is set.
@@ -58,23 +59,12 @@ struct ServerLogHandler: LogHandler {
         stream.log(event: event)
     }
 
-    /// Whether `text` holds a character that could end or forge a line: a C0 or C1 control
-    /// (newline, carriage return, escape), DEL, a Unicode line or paragraph separator, or a
-    /// bidirectional control, which reorders what a terminal shows (`\u{202e}gro.elpmaxe//:sptth`
-    /// reads as `https://example.org`: red team, sixteenth pass).
+    /// Whether `text` holds a character that could end or forge a line, or hide or reorder what
+    /// is shown (`Unicode.Scalar.isHiddenOrControl`: a C0 or C1 control, DEL, a line separator,
+    /// a format character such as a bidirectional control, a default-ignorable code point):
+    /// `\u{202e}gro.elpmaxe//:sptth` read as `https://example.org` (red team, sixteenth pass).
     static func needsEscaping(_ text: String) -> Bool {
-        text.unicodeScalars.contains { isLineBreaking($0) }
-    }
-
-    static func isLineBreaking(_ scalar: Unicode.Scalar) -> Bool {
-        switch scalar.value {
-        case 0..<0x20, 0x7F...0x9F, 0x2028, 0x2029: true
-        case 0..<0x80: false
-        // Every other format character: bidirectional controls, zero-width characters, the byte
-        // order mark, tags (re-check of the sixteenth pass: all but the bidi controls went raw);
-        // and the default-ignorable code points that show as nothing (fillers, variation selectors).
-        default: scalar.properties.generalCategory == .format || scalar.properties.isDefaultIgnorableCodePoint
-        }
+        text.unicodeScalars.contains(where: \.isHiddenOrControl)
     }
 
     /// `text` with each such character written as `\u{…}`: messages and metadata quote what
@@ -83,7 +73,7 @@ struct ServerLogHandler: LogHandler {
     static func escaped(_ text: String) -> String {
         var out = String.UnicodeScalarView()
         for scalar in text.unicodeScalars {
-            if isLineBreaking(scalar) {
+            if scalar.isHiddenOrControl {
                 out.append(contentsOf: "\\u{\(String(scalar.value, radix: 16))}".unicodeScalars)
             } else {
                 out.append(scalar)

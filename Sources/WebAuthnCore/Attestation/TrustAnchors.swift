@@ -109,14 +109,14 @@ public struct MetadataEntry: Sendable {
     }
 
     /// The most status reports a merged entry keeps before they are condensed.
-    static let maxMergedReports = 64
+    package static let maxMergedReports = 64
 
     /// `reports` reduced to at most three per status MDS3 defines: its undated report, and its
     /// earliest and latest dated ones. The status in effect now (after every date) is the same;
     /// at an earlier time a lifted compromise may show as still in effect, never the reverse.
     /// Entries chained by shared key identifiers each took on all the reports of the one before
     /// (red team, re-check of the seventeenth pass: 800 entries, 1 MB, took 10 s and 763 MB).
-    static func condensed(_ reports: [StatusReport]) -> [StatusReport] {
+    package static func condensed(_ reports: [StatusReport]) -> [StatusReport] {
         var kept: [String: (undated: StatusReport?, earliest: StatusReport?, latest: StatusReport?)] = [:]
         for report in reports where report.status.isKnown {
             var slot = kept[report.status.rawValue] ?? (nil, nil, nil)
