@@ -260,6 +260,28 @@ enum PostgresMigrations {
         }
     }
 
+    /// The tables a database of this store has (besides `schema_version`).
+    static let tables = ["credentials", "challenges", "accounts", "sessions"]
+
+    /// Throws `storage_failure` unless the search path holds this store's tables at the latest
+    /// version; reads only (`to_regclass` resolves each name as a query would).
+    static func requireCurrent(_ pool: PostgresPool) async throws {
+        let latest = migrations.last?.version ?? 0
+        let probe = (["schema_version"] + tables).map { "to_regclass('\($0)') IS NOT NULL AS \($0)" }.joined(separator: ", ")
+        let present = try await pool.query("SELECT \(probe)", retry: .idempotent).first
+        let missing = (["schema_version"] + tables).filter { present?[$0] != "t" }
+        guard missing.isEmpty else {
+            throw WebAuthnError(
+                .storageFailure, "the database is not one of this server (no table \(missing.joined(separator: ", "))); run webauthn serve with it first")
+        }
+        let found = try await pool.query("SELECT MAX(version) AS v FROM schema_version", retry: .idempotent).first?["v"]
+        guard let found, let version = Int(found), version == latest else {
+            throw WebAuthnError(
+                .storageFailure,
+                "the database is at schema version \(found ?? "none"), this build's is \(latest): run this build's webauthn serve with it once")
+        }
+    }
+
     static func migrate(_ pool: PostgresPool) async throws {
         try await pool.run { c in
             _ = try c.execute("BEGIN")

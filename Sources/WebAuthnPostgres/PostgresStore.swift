@@ -37,6 +37,25 @@ public final class PostgresStore: CredentialStore, CredentialAuditing, Challenge
         return store
     }
 
+    /// Connects only to a database that is already this store's, at this build's schema: for
+    /// tools that must not create or migrate tables (`webauthn metadata audit`, whose `--dry-run`
+    /// ran the migrations on PostgreSQL). Nothing is written by the check. Throws
+    /// `storage_failure` when the search path has no `schema_version` and this store's tables,
+    /// or holds another schema version.
+    public static func openExisting(url: String, connections: Int = defaultConnections, statementTimeout: Duration = .seconds(10)) async throws
+        -> PostgresStore
+    {
+        let settings = PostgresSettings(statementTimeout: try PostgresSettings.milliseconds(statementTimeout))
+        let store = PostgresStore(pool: try PostgresPool(url: url, size: connections, settings: settings))
+        do {
+            try await PostgresMigrations.requireCurrent(store.pool)
+        } catch {
+            await store.close()
+            throw error
+        }
+        return store
+    }
+
     init(pool: PostgresPool) { self.pool = pool }
 
     /// One connection per active processor, at least 2 and at most 8.

@@ -225,16 +225,19 @@ struct MetadataCommand: AsyncParsableCommand {
                     ))
             }
             let store: any CredentialAuditing & Service
-            if db.hasPrefix("sqlite:") {
-                // An audit of a database that is not there is a mistyped path: opening it created
-                // an empty database, even under --dry-run, and reported nothing to flag (red team,
-                // sixteenth pass); an empty file or another application's database got this
-                // server's tables (seventeenth pass). Only a database of this server is opened.
-                do { store = try await SQLiteStore.openExisting(path: String(db.dropFirst("sqlite:".count))) } catch let error as WebAuthnError {
-                    throw VerificationFailure(error: error)
+            // An audit of a database that is not there is a mistyped path: opening it created
+            // an empty database, even under --dry-run, and reported nothing to flag (red team,
+            // sixteenth pass); an empty file or another application's database got this
+            // server's tables (seventeenth pass), and on PostgreSQL the migrations ran. Only a
+            // database of this server, at this build's schema, is opened.
+            do {
+                if db.hasPrefix("sqlite:") {
+                    store = try await SQLiteStore.openExisting(path: String(db.dropFirst("sqlite:".count)))
+                } else {
+                    store = try await PostgresStore.openExisting(url: db)
                 }
-            } else {
-                store = try await PostgresStore.open(url: db)
+            } catch let error as WebAuthnError {
+                throw VerificationFailure(error: error)
             }
             let report: CredentialAudit.Report
             do {

@@ -3,6 +3,7 @@ import Testing
 @testable import WebAuthnCore
 import WebAuthnTesting
 import WebAuthnMetadata
+@testable import WebAuthnPostgres
 import _WebAuthnEncoding
 import _WebAuthnCrypto
 
@@ -91,6 +92,39 @@ struct AuditTests {
         #expect(again["cleared"]?.arrayValue?.count == 1, "the dry run wrote the flag away")
         let last = try JSONValue.parse(Array(try await Self.run(audit).utf8))
         #expect(last["cleared"]?.arrayValue?.isEmpty == true && last["flagged"]?.arrayValue?.isEmpty == true)
+    }
+
+    /// The last note's finding: on PostgreSQL, `metadata audit --dry-run` ran the schema
+    /// migrations, so an audit pointed at the wrong database (or schema) created this server's
+    /// tables in it. It now opens only a database of this server at this build's schema.
+    @Test("metadata audit on PostgreSQL opens only this server's schema: an empty one gets no tables, another version is refused")
+    func auditPostgresCreatesNothing() async throws {
+        guard let url = StoreContractTests.postgresURL else { return }
+        let pki = MetadataServiceTests.pki
+        let directory = MetadataServiceTests.temporaryDirectory()
+        let root = directory + "-root.pem", blob = directory + "-4.jwt"
+        defer { for path in [directory, root, blob] { try? FileManager.default.removeItem(atPath: path) } }
+        try Data(pki.root.pem.utf8).write(to: URL(fileURLWithPath: root))
+        try Data(try pki.blob(no: 4)).write(to: URL(fileURLWithPath: blob))
+        let schema = "audit_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        let admin = try PostgresPool(url: url, size: 1)
+        defer { Task { await admin.close() } }
+        _ = try await admin.query("CREATE SCHEMA \(schema)")
+        let scoped = url + "?options=-c%20search_path%3D\(schema)"
+        let tables = { try await admin.query("SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_schema = $1", [schema]).first?["n"] }
+        for extra in [["--dry-run"], []] {
+            let refused = try JSONValue.parse(
+                Array(try await Self.run(["metadata", "audit", "--db", scoped, "--mds-blob", blob, "--metadata-root", root] + extra).utf8))
+            #expect(refused["status"]?.stringValue == "failed" && refused["error"]?.stringValue == "storage_failure", "\(refused)")
+            #expect(try await tables() == "0", "the audit created tables \(extra)")
+        }
+        // This server's schema is audited; one at another version is refused, and left as it was.
+        try await PostgresStore.open(url: scoped, connections: 1).close()
+        let audited = try JSONValue.parse(Array(try await Self.run(["metadata", "audit", "--db", scoped, "--mds-blob", blob, "--metadata-root", root]).utf8))
+        #expect(audited["scanned"]?.intValue == 0, "\(audited)")
+        _ = try await admin.query("INSERT INTO \(schema).schema_version (version) VALUES (1000)")
+        let newer = try JSONValue.parse(Array(try await Self.run(["metadata", "audit", "--db", scoped, "--mds-blob", blob, "--metadata-root", root]).utf8))
+        #expect(newer["error"]?.stringValue == "storage_failure" && newer["message"]?.stringValue?.contains("1000") == true, "\(newer)")
     }
 
     /// Runs `webauthn` with `arguments`; its standard output.
