@@ -17,16 +17,20 @@ final class RequestHeadTap: ChannelInboundHandler, RemovableChannelHandler {
         var hosts = 0
         /// Whether every `Host` value is one RFC 3986 allows: `uri-host [":" port]` (RFC 9112 §3.2).
         var hostsValid = true
-        /// Whether the request target is a path (origin-form), `*`, or an `http`/`https` URL
+        /// Whether the request target is a path (origin-form), `*` for `OPTIONS`, or an `http`/`https` URL
         /// whose authority is a valid host and port without user information (absolute-form).
         var targetValid = true
     }
 
-    /// Whether `target` is origin-form or `*`, or absolute-form with a scheme of `http` or `https`
-    /// and an authority that is a valid `Host` value, not empty and without user information (red
-    /// team: `http://user:pw@evil/`, `http://a%zz/` and `https://evil:99999/` were served).
-    static func isTargetValid(_ target: String) -> Bool {
-        if target.hasPrefix("/") || target == "*" { return true }
+    /// Whether `target` is origin-form, `*` for `OPTIONS`, or absolute-form with a scheme of
+    /// `http` or `https` and an authority that is a valid `Host` value, not empty and without user
+    /// information (red team: `http://user:pw@evil/`, `http://a%zz/` and `https://evil:99999/`
+    /// were served). No form has a fragment (RFC 9112 §3.2), and only `OPTIONS` takes `*` (§3.2.4):
+    /// `GET /#x` and `GET *` were answered 404.
+    static func isTargetValid(_ target: String, method: HTTPMethod) -> Bool {
+        if target.utf8.contains(UInt8(ascii: "#")) { return false }
+        if target == "*" { return method == .OPTIONS }
+        if target.hasPrefix("/") { return true }
         let lower = target.lowercased()
         guard let scheme = ["http://", "https://"].first(where: lower.hasPrefix) else { return false }
         let rest = target.dropFirst(scheme.count)
@@ -43,7 +47,7 @@ final class RequestHeadTap: ChannelInboundHandler, RemovableChannelHandler {
             let hosts = head.headers["host"]
             facts = Facts(
                 version: head.version, upgrade: head.method == .CONNECT || head.headers.contains(name: "upgrade"), hosts: hosts.count,
-                hostsValid: hosts.allSatisfy(HostField.isValid), targetValid: Self.isTargetValid(head.uri))
+                hostsValid: hosts.allSatisfy(HostField.isValid), targetValid: Self.isTargetValid(head.uri, method: head.method))
         }
         context.fireChannelRead(data)
     }

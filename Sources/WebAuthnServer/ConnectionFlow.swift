@@ -41,7 +41,8 @@ internal import _WebAuthnEncoding
 ///   pass: 1 GB a second on one connection, and a crash under a memory limit).
 /// - **`Host`**: an HTTP/1.1 request without one, any request with two, or one whose value is no
 ///   host and port, is refused (`400`; RFC 9112 §3.2); so is a request target that is neither a
-///   path nor an `http`/`https` URL with a valid host and no user information.
+///   path nor an `http`/`https` URL with a valid host and no user information, that has a
+///   fragment, or that is `*` for a method other than `OPTIONS`.
 /// - **An answer written before its request's body was read** (a body over the limit, an unknown
 ///   route) is the last one: it says `Connection: close`, and the rest of the body is dropped as
 ///   after any last answer (Hummingbird read it to its end, and served the next request).
@@ -198,7 +199,10 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
             return WebAuthnError(.responseMalformed, "an HTTP/1.0 request may not carry Transfer-Encoding (RFC 9112 §6.1)")
         }
         if !facts.targetValid {
-            return WebAuthnError(.responseMalformed, "the request target is neither a path nor an http or https URL with a valid host (RFC 9112 §3.2)")
+            return WebAuthnError(
+                .responseMalformed,
+                "the request target is neither a path nor an http or https URL with a valid host, or it has a fragment, or it is * for a method other than OPTIONS (RFC 9112 §3.2)"
+            )
         }
         if facts.hosts > 1 || (facts.hosts == 0 && facts.version != .http1_0) || !facts.hostsValid {
             return WebAuthnError(.responseMalformed, "a request carries one Host field, a host and port, which only HTTP/1.0 may omit (RFC 9112 §3.2)")

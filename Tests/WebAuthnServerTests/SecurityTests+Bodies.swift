@@ -410,6 +410,8 @@ extension SecurityTests {
         for target in [
             "http://a%zz/healthz", "http://[::1/healthz", "http://user:pw@evil/healthz", "https://evil:99999/healthz", "ftp://evil/healthz",
             "http:///healthz", "healthz", "http://:80/healthz", "http://:/healthz",
+            // The last note: a fragment, and `*` other than for OPTIONS (RFC 9112 §3.2), got 404.
+            "*", "/healthz#x", "/#x", "http://a/healthz#x",
         ] {
             let connection = try RawConnection(port: server.port)
             defer { connection.close() }
@@ -423,6 +425,12 @@ extension SecurityTests {
             try connection.send("GET \(target) HTTP/1.1\r\nHost: a\r\n\r\n")
             #expect(try connection.receive().hasPrefix("HTTP/1.1 200"), "\(target)")
         }
+        // `OPTIONS *` is a request for the server as a whole: not refused as malformed.
+        let connection = try RawConnection(port: server.port)
+        defer { connection.close() }
+        try connection.send("OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n")
+        let answer = try connection.receive()
+        #expect(answer.hasPrefix("HTTP/1.1 ") && !answer.contains("response_malformed"), "\(answer.prefix(300))")
     }
 
     @Test("pipelined answers still queued when the lingering client passes 1 MiB are all delivered")
