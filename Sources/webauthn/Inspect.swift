@@ -114,7 +114,10 @@ struct Inspect: AsyncParsableCommand {
     /// CBOR rendered as JSON: byte strings as base64url text.
     static func render(_ value: CBOR) -> JSONValue {
         switch value {
-        case .unsigned, .negative: return value.intValue.map { .number(Double($0)) } ?? .string("\(value)")
+        // A JSON number past 2^53 is read as a rounded double, and was printed as one
+        // (18446744073709551615 as 1.8446744073709552e+19): such an integer is exact decimal text.
+        case .unsigned(let n): return n <= 1 << 53 ? .number(Double(n)) : .string(String(n))
+        case .negative(let n): return n < 1 << 53 ? .number(-1 - Double(n)) : .string("-" + (n == .max ? "18446744073709551616" : String(n + 1)))
         case .bytes(let b): return .string(Base64URL.encode(b))
         case .text(let t): return .string(t)
         case .array(let items): return .array(items.map(render))

@@ -238,12 +238,19 @@ struct CLITests {
                 CBORPair(.text("fmt"), .text("none")),
                 CBORPair(
                     .text("attStmt"),
-                    .map([CBORPair(.text("n"), .float(.nan)), CBORPair(.text("i"), .float(.infinity)), CBORPair(.text("m"), .float(-.infinity))])),
+                    .map([
+                        CBORPair(.text("n"), .float(.nan)), CBORPair(.text("i"), .float(.infinity)), CBORPair(.text("m"), .float(-.infinity)),
+                        // Integers past 2^53 (the last note: printed as rounded doubles).
+                        CBORPair(.text("big"), .unsigned(.max)), CBORPair(.text("small"), .negative(.max)),
+                        CBORPair(.text("edge"), .unsigned(1 << 53 + 1)), CBORPair(.text("exact"), .negative((1 << 53) - 1)),
+                    ])),
                 CBORPair(.text("authData"), .bytes(authData)),
             ]))
         let odd = try await Self.run(["inspect", "-"], stdin: Base64URL.encode(floats))
         let statement = try #require(odd.json?["attStmt"], "\(odd.stdout) \(odd.stderr)")
         #expect(statement["n"] == "NaN" && statement["i"] == "Infinity" && statement["m"] == "-Infinity")
+        #expect(statement["big"] == "18446744073709551615" && statement["small"] == "-18446744073709551616", "\(odd.stdout)")
+        #expect(statement["edge"] == "9007199254740993" && statement["exact"] == .number(-9_007_199_254_740_992), "\(odd.stdout)")
         let bad = try await Self.run(["inspect", "-"], stdin: "oA")
         #expect(bad.status == 1)
         #expect(bad.json?["error"]?.stringValue == "attestation_object_malformed")
