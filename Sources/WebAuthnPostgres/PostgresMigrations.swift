@@ -292,6 +292,13 @@ enum PostgresMigrations {
                 _ = try c.execute("SELECT pg_advisory_xact_lock(\(lockKey))", retry: .never)
                 _ = try c.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)", retry: .never)
                 let current = Int(try c.execute("SELECT COALESCE(MAX(version), 0) AS v FROM schema_version", retry: .never).first?["v"] ?? "0") ?? 0
+                // A build older than the schema does not know what the newer one keeps (its
+                // constraints, its functions): it refuses rather than run on it.
+                let latest = migrations.last?.version ?? 0
+                guard current <= latest else {
+                    throw WebAuthnError(
+                        .storageFailure, "the database is at schema version \(current), newer than this build's \(latest): run a build at least as new")
+                }
                 for migration in migrations where migration.version > current {
                     for statement in migration.statements { _ = try c.execute(statement, retry: .never) }
                     try afterStatements(of: migration.version, c)

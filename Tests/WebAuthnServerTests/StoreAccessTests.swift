@@ -232,4 +232,34 @@ extension StoreAccessTests {
         try await SQLiteStore.open(path: own).close()
         try await SQLiteStore.openExisting(path: own).close()
     }
+
+    /// A build older than its database ran on it: the migrations skipped every version they knew
+    /// and the server served on a schema whose newer rules it does not keep.
+    @Test("a store refuses a database whose schema is newer than the build's, and changes nothing", arguments: kinds)
+    func newerSchemaRefused(kind: String) async throws {
+        if kind == "postgres", let url = StoreContractTests.postgresURL {
+            let schema = "newer_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+            let admin = try PostgresPool(url: url, size: 1)
+            _ = try await admin.query("CREATE SCHEMA \(schema)")
+            let scoped = url + "?options=-c%20search_path%3D\(schema)"
+            await (try await PostgresStore.open(url: scoped, connections: 1)).close()
+            let newer = (PostgresMigrations.migrations.last?.version ?? 0) + 1
+            _ = try await admin.query("INSERT INTO \(schema).schema_version (version) VALUES (\(newer))")
+            #expect(await errorCode { _ = try await PostgresStore.open(url: scoped, connections: 1) } == "storage_failure")
+            #expect(try await admin.query("SELECT COUNT(*) AS n FROM \(schema).schema_version").first?["n"] == String(newer))
+            await admin.close()
+            return
+        }
+        let path = ServeProcess.temporaryDatabase()
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        try await SQLiteStore.open(path: path).close()
+        let newer = (SQLiteMigrations.migrations.last?.version ?? 0) + 1
+        let database = try SQLiteDatabase(path: path)
+        _ = try await database.query("INSERT INTO schema_version (version) VALUES (?)", [.integer(Int64(newer))])
+        try database.close()
+        #expect(await errorCode { _ = try await SQLiteStore.open(path: path) } == "storage_failure")
+        let again = try SQLiteDatabase(path: path)
+        #expect(try await again.query("SELECT COUNT(*) AS n FROM schema_version").first?.column("n")?.integer == newer)
+        try again.close()
+    }
 }
