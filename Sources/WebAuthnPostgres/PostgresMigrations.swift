@@ -272,7 +272,7 @@ enum PostgresMigrations {
         let missing = (["schema_version"] + tables).filter { present?[$0] != "t" }
         guard missing.isEmpty else {
             throw WebAuthnError(
-                .storageFailure, "the database is not one of this server (no table \(missing.joined(separator: ", "))); run webauthn serve with it first")
+                .storageFailure, "the database is not this server's (no table \(missing.joined(separator: ", "))); run webauthn serve with it first")
         }
         let found = try await pool.query("SELECT MAX(version) AS v FROM schema_version", retry: .idempotent).first?["v"]
         guard let found, let version = Int(found), version == latest else {
