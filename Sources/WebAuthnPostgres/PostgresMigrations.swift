@@ -260,25 +260,38 @@ enum PostgresMigrations {
         }
     }
 
-    /// The tables a database of this store has (besides `schema_version`).
-    static let tables = ["credentials", "challenges", "accounts", "sessions"]
-
-    /// Throws `storage_failure` unless the search path holds this store's tables at the latest
-    /// version; reads only (`to_regclass` resolves each name as a query would).
+    /// Throws `storage_failure` unless the search path holds this store's tables, each an
+    /// ordinary table with this store's columns, all in one schema, at the latest version with no
+    /// version missing; reads only. (Red team, eighteenth pass: names alone let views, tables split
+    /// across schemas, and NULL or text versions through, and an audit then wrote a flag through a
+    /// view into another application's table.)
     static func requireCurrent(_ pool: PostgresPool) async throws {
         let latest = migrations.last?.version ?? 0
-        let probe = (["schema_version"] + tables).map { "to_regclass('\($0)') IS NOT NULL AS \($0)" }.joined(separator: ", ")
-        let present = try await pool.query("SELECT \(probe)", retry: .idempotent).first
-        let missing = (["schema_version"] + tables).filter { present?[$0] != "t" }
-        guard missing.isEmpty else {
-            throw WebAuthnError(
-                .storageFailure, "the database is not this server's (no table \(missing.joined(separator: ", "))); run webauthn serve with it first")
+        var schemas: Set<String> = []
+        for table in [("schema_version", ["version"])] + StoreSchema.tables {
+            let rows = try await pool.query(
+                """
+                SELECT c.relkind::text AS kind, c.relnamespace::text AS schema, a.attname::text AS name, format_type(a.atttypid, NULL) AS type
+                FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped WHERE c.oid = to_regclass($1)
+                """, [table.0], retry: .idempotent)
+            let columns = Dictionary(rows.compactMap { row in row["name"].map { ($0, row["type"] ?? "") } }, uniquingKeysWith: { a, _ in a })
+            guard let kind = rows.first?["kind"], kind == "r" || kind == "p", table.1.allSatisfy({ columns[$0] != nil }),
+                table.0 != "schema_version" || columns["version"] == "integer"
+            else {
+                throw WebAuthnError(
+                    .storageFailure, "the database is not this server's (no table \(table.0) with its columns); run webauthn serve with it first")
+            }
+            schemas.insert(rows.first?["schema"] ?? "")
         }
-        let found = try await pool.query("SELECT MAX(version) AS v FROM schema_version", retry: .idempotent).first?["v"]
-        guard let found, let version = Int(found), version == latest else {
+        guard schemas.count == 1 else {
+            throw WebAuthnError(.storageFailure, "this server's tables are found in more than one schema of the search path; give one schema")
+        }
+        let found = try await pool.query("SELECT COUNT(*) FILTER (WHERE version IS NULL) AS missing, MAX(version) AS v FROM schema_version", retry: .idempotent)
+            .first
+        guard found?["missing"] == "0", let version = found?["v"].flatMap({ Int($0) }), version == latest else {
             throw WebAuthnError(
                 .storageFailure,
-                "the database is at schema version \(found ?? "none"), this build's is \(latest): run this build's webauthn serve with it once")
+                "the database is at schema version \(found?["v"] ?? "none"), this build's is \(latest): run this build's webauthn serve with it once")
         }
     }
 

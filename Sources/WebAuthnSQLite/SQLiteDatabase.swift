@@ -18,14 +18,21 @@ final class SQLiteDatabase: Sendable {
     /// the file is no SQLite database, or lacks one of `tables` or an integer `schema_version`
     /// (not this store's: a version alone let another application's database be opened and
     /// switched to WAL; red team, re-check of the seventeenth pass).
-    static func schemaVersion(path: String, tables: [String]) -> Int? {
+    static func schemaVersion(path: String, tables: [(name: String, columns: [String])]) -> Int? {
         var configuration = Configuration()
         configuration.readonly = true
         guard let queue = try? DatabaseQueue(path: path, configuration: configuration) else { return nil }
         defer { try? queue.close() }
         return try? queue.read { db -> Int? in
             let present = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'")
-            guard Set(tables).isSubset(of: present) else { return nil }
+            guard Set(tables.map(\.name) + ["schema_version"]).isSubset(of: present) else { return nil }
+            // Each table with this server's columns: another application's `credentials` or
+            // `accounts` passed on their names alone, and opening the file switched it to WAL
+            // (red team, eighteenth pass).
+            for table in tables {
+                let columns = try String.fetchAll(db, sql: "SELECT name FROM pragma_table_info(?)", arguments: [table.name])
+                guard Set(table.columns).isSubset(of: columns) else { return nil }
+            }
             let versions = try Row.fetchAll(db, sql: "SELECT typeof(version) AS t, version FROM schema_version")
             guard !versions.isEmpty, versions.allSatisfy({ ($0["t"] as String?) == "integer" }) else { return nil }
             return versions.compactMap { $0["version"] as Int? }.max()

@@ -58,8 +58,13 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
         if existingOnly {
             let latest = SQLiteMigrations.migrations.last?.version ?? 0
             guard FileManager.default.fileExists(atPath: path) else { throw WebAuthnError(.storageFailure, "no database at \(path); none is created") }
-            guard let version = SQLiteDatabase.schemaVersion(path: path, tables: ["schema_version", "credentials", "challenges", "accounts", "sessions"])
-            else {
+            // A regular file (through any links) only: opening a named pipe waited for a writer
+            // for ever (red team, eighteenth pass), and a device is no database either.
+            let resolved = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
+            guard (try? FileManager.default.attributesOfItem(atPath: resolved)[.type] as? FileAttributeType) == .typeRegular else {
+                throw WebAuthnError(.storageFailure, "\(path) is not a regular file, so no database of this server")
+            }
+            guard let version = SQLiteDatabase.schemaVersion(path: path, tables: StoreSchema.tables) else {
                 throw WebAuthnError(.storageFailure, "\(path) is not a database of this server (run webauthn serve with it first)")
             }
             guard version == latest else {

@@ -213,7 +213,7 @@ extension StoreAccessTests {
     /// Red team, re-check of the seventeenth pass: another application's database with a
     /// `schema_version` of this build's version was opened by `metadata audit`, switched to WAL,
     /// and failed with a plain-text error.
-    @Test("openExisting opens only this server's database: a foreign one with a schema_version is refused and not written")
+    @Test("openExisting opens only this server's database: a foreign one with a schema_version is refused and not written", .timeLimit(.minutes(1)))
     func openExistingRefusesForeign() async throws {
         let path = ServeProcess.temporaryDatabase()
         defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
@@ -226,6 +226,26 @@ extension StoreAccessTests {
         let again = try SQLiteDatabase(path: path)
         #expect(try await again.query("SELECT name FROM sqlite_master WHERE name = 'credentials'").isEmpty)
         try again.close()
+        // Red team, eighteenth pass: another application's tables under this server's names (and
+        // its schema_version at this build's number) passed, and the open switched the file to WAL.
+        let named = ServeProcess.temporaryDatabase()
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: named + suffix) } }
+        let other = try SQLiteDatabase(path: named)
+        _ = try await other.query("PRAGMA journal_mode=DELETE")
+        for statement in [
+            "CREATE TABLE schema_version (version INTEGER NOT NULL)", "INSERT INTO schema_version (version) VALUES (\(latest))",
+            "CREATE TABLE accounts (id INTEGER PRIMARY KEY, email TEXT)", "CREATE TABLE credentials (id INTEGER PRIMARY KEY, secret TEXT)",
+            "CREATE TABLE sessions (token TEXT PRIMARY KEY)", "CREATE TABLE challenges (c TEXT)",
+        ] { _ = try await other.query(statement) }
+        try other.close()
+        let header = try Data(contentsOf: URL(fileURLWithPath: named))
+        #expect(await errorCode { _ = try await SQLiteStore.openExisting(path: named) } == "storage_failure")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: named)) == header && header[18] == 1, "the file was rewritten")
+        // A named pipe is refused at once (it waited for a writer for ever).
+        let fifo = FileManager.default.temporaryDirectory.appendingPathComponent("fifo-\(UUID().uuidString)").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        defer { try? FileManager.default.removeItem(atPath: fifo) }
+        #expect(await errorCode { _ = try await SQLiteStore.openExisting(path: fifo) } == "storage_failure")
         // This server's own database opens.
         let own = ServeProcess.temporaryDatabase()
         defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: own + suffix) } }
@@ -261,5 +281,37 @@ extension StoreAccessTests {
         let again = try SQLiteDatabase(path: path)
         #expect(try await again.query("SELECT COUNT(*) AS n FROM schema_version").first?.column("n")?.integer == newer)
         try again.close()
+    }
+
+    /// Red team, eighteenth pass: the PostgreSQL probe read names alone. Views, tables split across
+    /// the search path's schemas, and NULL or text versions passed; an audit then wrote a flag
+    /// through an updatable view into another application's table.
+    @Test("openExisting on PostgreSQL refuses views, tables split across schemas, and versions that are NULL or text")
+    func openExistingPostgresStrict() async throws {
+        guard let url = StoreContractTests.postgresURL else { return }
+        let admin = try PostgresPool(url: url, size: 1)
+        let tag = UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(12).lowercased()
+        let real = "real_\(tag)", views = "views_\(tag)", partial = "partial_\(tag)", nulls = "nulls_\(tag)", text = "text_\(tag)"
+        for schema in [real, views, partial, nulls, text] { _ = try await admin.query("CREATE SCHEMA \(schema)") }
+        let scoped = { (path: String) in url + "?options=-c%20search_path%3D" + path.replacingOccurrences(of: ",", with: "%2C") }
+        await (try await PostgresStore.open(url: scoped(real), connections: 1)).close()
+        let latest = PostgresMigrations.migrations.last?.version ?? 0
+        var setup = ["CREATE VIEW \(views).schema_version AS SELECT \(latest) AS version"]
+        for table in StoreSchema.tables { setup.append("CREATE VIEW \(views).\(table.name) AS SELECT * FROM \(real).\(table.name)") }
+        // Only schema_version and credentials here: the rest is found in the next schema.
+        setup += [
+            "CREATE TABLE \(partial).schema_version (version INTEGER NOT NULL)", "INSERT INTO \(partial).schema_version VALUES (\(latest))",
+            "CREATE TABLE \(partial).credentials (LIKE \(real).credentials INCLUDING ALL)",
+        ]
+        for (schema, type, values) in [(nulls, "INTEGER", "(NULL), (\(latest))"), (text, "TEXT", "('\(latest)')")] {
+            setup += ["CREATE TABLE \(schema).schema_version (version \(type))", "INSERT INTO \(schema).schema_version VALUES \(values)"]
+            for table in StoreSchema.tables { setup.append("CREATE TABLE \(schema).\(table.name) (LIKE \(real).\(table.name) INCLUDING ALL)") }
+        }
+        for statement in setup { _ = try await admin.query(statement) }
+        for path in [views, "\(partial),\(real)", nulls, text] {
+            #expect(await errorCode { _ = try await PostgresStore.openExisting(url: scoped(path), connections: 1) } == "storage_failure", "\(path)")
+        }
+        await (try await PostgresStore.openExisting(url: scoped(real), connections: 1)).close()
+        await admin.close()
     }
 }

@@ -37,6 +37,18 @@ package enum CredentialColumn: String, CaseIterable, Sendable {
     package static let listOfC = qualifiedList("c")
 }
 
+/// The tables (and their columns) that make a database one of this server's, in either store:
+/// what a tool that must not take over another application's database (`webauthn metadata audit`)
+/// checks before it opens one. Another application's tables of the same names lack these columns.
+package enum StoreSchema {
+    package static let tables: [(name: String, columns: [String])] = [
+        ("credentials", CredentialColumn.allCases.map(\.rawValue)),
+        ("challenges", ["challenge", "ceremony", "expires_at", "binding"]),
+        ("accounts", ["name", "handle", "display_name", "name_key", "capitals_key"]),
+        ("sessions", ["id_hash", "user_handle", "created_at", "authenticated_at", "expires_at"]),
+    ]
+}
+
 /// A value to bind for one column; each store maps it to its own parameter type.
 package enum CredentialColumnValue: Sendable, Equatable {
     case bytes([UInt8])
