@@ -23,7 +23,9 @@ extension JSONValue {
             if !n.isFinite {
                 // JSON has no NaN or infinity (`nan` and `inf` are not JSON): null, as JSON.stringify writes them.
                 out.append(contentsOf: "null".utf8)
-            } else if abs(n) < 9.0e15, let i = Int64(exactly: n) {
+            } else if abs(n) <= 9_007_199_254_740_992, let i = Int64(exactly: n) {
+                // Every integer a double holds exactly (to 2^53) in integer syntax: past 10^15
+                // they were written as `9007199254740991.0`, which strict integer readers refuse.
                 out.append(contentsOf: String(i).utf8)
             } else {
                 out.append(contentsOf: "\(n)".utf8)

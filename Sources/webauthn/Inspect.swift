@@ -58,20 +58,15 @@ struct Inspect: AsyncParsableCommand {
 
     static func describe(attestationObject bytes: [UInt8]) throws -> JSONValue {
         let object = try AttestationObject(bytes: bytes)
-        var statement = JSONObject()
-        for pair in object.statement.mapValue ?? [] {
-            let key = pair.key.textValue ?? "\(pair.key)"
-            if key == "x5c", let certs = pair.value.arrayValue {
-                statement[key] = .array(
-                    certs.map { item in
-                        guard let der = item.bytesValue, let cert = try? X509Certificate(der: der) else { return render(item) }
-                        return describe(certificate: cert)
-                    })
-            } else {
-                statement[key] = render(pair.value)
-            }
+        let statement = render(map: object.statement.mapValue ?? []) { pair in
+            guard pair.key.textValue == "x5c", let certs = pair.value.arrayValue else { return render(pair.value) }
+            return .array(
+                certs.map { item in
+                    guard let der = item.bytesValue, let cert = try? X509Certificate(der: der) else { return render(item) }
+                    return describe(certificate: cert)
+                })
         }
-        return ["fmt": .string(object.format.rawValue), "attStmt": .object(statement), "authData": describe(authenticatorData: object.authenticatorData)]
+        return ["fmt": .string(object.format.rawValue), "attStmt": statement, "authData": describe(authenticatorData: object.authenticatorData)]
     }
 
     static func describe(authenticatorData a: AuthenticatorData) -> JSONValue {
@@ -111,18 +106,38 @@ struct Inspect: AsyncParsableCommand {
         ]
     }
 
+    /// A CBOR map as a JSON object: a text key as it is, an integer key in decimal, any other key
+    /// as its JSON text. When two keys would get one name (the text `"1"` beside the integer 1),
+    /// the map is an array of `{"key", "value"}` instead, so that no member hides another (red
+    /// team, eighteenth pass: one was dropped, and statement keys were printed as Swift's
+    /// debugging text, `unsigned(1)`).
+    static func render(map pairs: [CBORPair], value: (CBORPair) -> JSONValue = { render($0.value) }) -> JSONValue {
+        let names = pairs.map { pair -> String in
+            switch pair.key {
+            case .text(let text): text
+            case .unsigned(let n): String(n)
+            case .negative(let n): decimal(negative: n)
+            default: render(pair.key).serialized()
+            }
+        }
+        guard Set(names).count == names.count else { return .array(pairs.map { ["key": render($0.key), "value": value($0)] }) }
+        return .object(JSONObject(zip(names, pairs.map(value)).map { ($0, $1) }))
+    }
+
+    /// The CBOR negative integer `-1 - n` in decimal, exactly (down to -2^64).
+    static func decimal(negative n: UInt64) -> String { n == .max ? "-18446744073709551616" : "-" + String(n + 1) }
+
     /// CBOR rendered as JSON: byte strings as base64url text.
     static func render(_ value: CBOR) -> JSONValue {
         switch value {
         // A JSON number past 2^53 is read as a rounded double, and was printed as one
         // (18446744073709551615 as 1.8446744073709552e+19): such an integer is exact decimal text.
         case .unsigned(let n): return n <= 1 << 53 ? .number(Double(n)) : .string(String(n))
-        case .negative(let n): return n < 1 << 53 ? .number(-1 - Double(n)) : .string("-" + (n == .max ? "18446744073709551616" : String(n + 1)))
+        case .negative(let n): return n < 1 << 53 ? .number(-1 - Double(n)) : .string(decimal(negative: n))
         case .bytes(let b): return .string(Base64URL.encode(b))
         case .text(let t): return .string(t)
         case .array(let items): return .array(items.map(render))
-        case .map(let pairs):
-            return .object(JSONObject(pairs.map { (($0.key.textValue ?? $0.key.intValue.map(String.init)) ?? "\($0.key)", render($0.value)) }))
+        case .map(let pairs): return render(map: pairs)
         case .bool(let b): return .bool(b)
         case .null, .undefined: return .null
         case .float(let d):

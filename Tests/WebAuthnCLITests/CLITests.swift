@@ -251,6 +251,27 @@ struct CLITests {
         #expect(statement["n"] == "NaN" && statement["i"] == "Infinity" && statement["m"] == "-Infinity")
         #expect(statement["big"] == "18446744073709551615" && statement["small"] == "-18446744073709551616", "\(odd.stdout)")
         #expect(statement["edge"] == "9007199254740993" && statement["exact"] == .number(-9_007_199_254_740_992), "\(odd.stdout)")
+        // Map keys that would share a name (the text "1" beside the integer 1) make an array of
+        // pairs, and statement keys are never Swift's debugging text (red team, eighteenth pass:
+        // one member hid the other, and keys printed as `unsigned(1)`).
+        let keys = CBOREncoder.encode(
+            .map([
+                CBORPair(.text("fmt"), .text("none")),
+                CBORPair(
+                    .text("attStmt"),
+                    .map([
+                        CBORPair(.unsigned(1), .text("int")), CBORPair(.negative(0), .text("minus")),
+                        CBORPair(.bytes([1]), .text("bytes")),
+                        CBORPair(.text("nested"), .map([CBORPair(.unsigned(1), .text("a")), CBORPair(.text("1"), .text("b"))])),
+                    ])),
+                CBORPair(.text("authData"), .bytes(authData)),
+            ]))
+        let keyed = try await Self.run(["inspect", "-"], stdin: Base64URL.encode(keys))
+        let keyedStatement = try #require(keyed.json?["attStmt"], "\(keyed.stdout) \(keyed.stderr)")
+        #expect(keyedStatement["1"] == "int" && keyedStatement["-1"] == "minus" && keyedStatement[#""AQ""#] == "bytes", "\(keyed.stdout)")
+        let pairs = try #require(keyedStatement["nested"]?.arrayValue, "\(keyed.stdout)")
+        #expect(pairs.count == 2 && pairs[0]["key"] == .number(1) && pairs[0]["value"] == "a" && pairs[1]["key"] == "1" && pairs[1]["value"] == "b")
+        #expect(!keyed.stdout.contains("unsigned("), "\(keyed.stdout)")
         let bad = try await Self.run(["inspect", "-"], stdin: "oA")
         #expect(bad.status == 1)
         #expect(bad.json?["error"]?.stringValue == "attestation_object_malformed")

@@ -76,6 +76,9 @@ struct HostileInputTests {
         let odd: JSONValue = [.number(.nan), .number(.infinity), .number(-.infinity), .number(1e308), .number(-0.0)]
         #expect(odd.serialized() == "[null,null,null,1e+308,0]")
         #expect(try JSONValue.parse(odd.serialized()).arrayValue?.count == 5)
+        // Integers to 2^53 in integer syntax (red team, eighteenth pass: past 10^15 `9007199254740991.0`).
+        let large: JSONValue = [.number(1e15), .number(9_007_199_254_740_991), .number(-9_007_199_254_740_992), .number(1e16 + 2)]
+        #expect(large.serialized() == "[1000000000000000,9007199254740991,-9007199254740992,1.0000000000000002e+16]")
         // Objects compare by members, not by their order.
         #expect(try JSONValue.parse(#"{"a":1,"b":[2]}"#) == JSONValue.parse(#"{"b":[2],"a":1}"#))
         #expect(try JSONValue.parse(#"{"a":1,"b":2}"#) != JSONValue.parse(#"{"a":1,"c":2}"#))
