@@ -82,6 +82,7 @@ public func buildApplication(
     let router = Router(context: WebAuthnRequestContext.self, options: .autoGenerateHeadEndpoints)
     router.add(middleware: LogRequestsMiddleware(.info))
     router.add(middleware: SecurityHeadersMiddleware(secure: configuration.routes.secureCookies, outer: true))
+    router.add(middleware: CanonicalPathMiddleware())
     routes.add(to: router, atPath: configuration.path)
     OperationsRoutes(engine: engine, metadata: configuration.metadata, exposure: configuration.metrics, export: export).add(to: router)
     let port = configuration.port

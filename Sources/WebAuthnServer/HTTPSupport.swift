@@ -170,6 +170,22 @@ struct SecurityHeadersMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 }
 
+/// Each route at one spelling: a path with an empty segment (`//metrics`, `/metrics/`) is not
+/// found, where Hummingbird's router skipped empty segments and served the route. A proxy's rule
+/// on the exact path (`/metrics`, say) then covers every way to reach it (red team, eighteenth
+/// pass: `/metrics/`, `//metrics` and `http://h//metrics/` were served).
+struct CanonicalPathMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard Self.isCanonical(request.uri.path) else { throw HTTPError(.notFound) }
+        return try await next(request, context)
+    }
+
+    /// The root, or a path none of whose segments is empty.
+    static func isCanonical(_ path: String) -> Bool {
+        path == "/" || (!path.hasSuffix("/") && !path.contains("//"))
+    }
+}
+
 /// The headers every response carries, built once: appended when the response sets none of
 /// them (every route here), set one by one otherwise.
 enum SecurityHeaders {

@@ -98,6 +98,16 @@ struct OperationsTests {
             for header in ["X-Real-IP", "Forwarded", "Via", "X-Forwarded-Proto", "True-Client-IP", "X-Forwarded", "Forwarded-For", "X-Envoy-External-Address"] {
                 #expect(try await Self.get(port, "/metrics", headers: [header: "203.0.113.9"]).status == 404, "\(header)")
             }
+            // Each route at one spelling, so that a proxy's rule on the exact path covers it (red
+            // team, eighteenth pass: `/metrics/`, `//metrics` and `http://h//metrics/` were served).
+            for target in ["/metrics/", "//metrics", "http://h//metrics/", "/metrics//", "/healthz/", "//healthz", "/readyz/"] {
+                let connection = try RawConnection(port: port)
+                defer { connection.close() }
+                try connection.send("GET \(target) HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+                let answer = try connection.receive()
+                #expect(answer.hasPrefix("HTTP/1.1 404") && answer.contains("Content-Security-Policy"), "\(target): \(answer.prefix(200))")
+            }
+            #expect(try await Self.get(port, "/metrics?x=1").status == 200)
         }
     }
 
