@@ -55,16 +55,20 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
     }
 
     private static func open(path: String, logger: Logger, existingOnly: Bool) async throws -> SQLiteStore {
+        // What is checked is what is opened: the absolute path with its links resolved. A relative
+        // `file:app.db` was checked as that file and opened by SQLite as the URI of `app.db` (a
+        // named pipe there hung the audit; another database there was audited; re-check of the
+        // eighteenth pass). An absolute path is never read as a URI.
+        let opened = existingOnly ? URL(fileURLWithPath: path).resolvingSymlinksInPath().path : path
         if existingOnly {
             let latest = SQLiteMigrations.migrations.last?.version ?? 0
             guard FileManager.default.fileExists(atPath: path) else { throw WebAuthnError(.storageFailure, "no database at \(path); none is created") }
             // A regular file (through any links) only: opening a named pipe waited for a writer
             // for ever (red team, eighteenth pass), and a device is no database either.
-            let resolved = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
-            guard (try? FileManager.default.attributesOfItem(atPath: resolved)[.type] as? FileAttributeType) == .typeRegular else {
+            guard (try? FileManager.default.attributesOfItem(atPath: opened)[.type] as? FileAttributeType) == .typeRegular else {
                 throw WebAuthnError(.storageFailure, "\(path) is not a regular file, so no database of this server")
             }
-            guard let version = SQLiteDatabase.schemaVersion(path: path, tables: StoreSchema.tables) else {
+            guard let version = SQLiteDatabase.schemaVersion(path: opened, tables: StoreSchema.tables) else {
                 throw WebAuthnError(.storageFailure, "\(path) is not a database of this server (run webauthn serve with it first)")
             }
             guard version == latest else {
@@ -73,7 +77,7 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
             }
         }
         let database: SQLiteDatabase
-        do { database = try SQLiteDatabase(path: path) } catch {
+        do { database = try SQLiteDatabase(path: opened) } catch {
             throw WebAuthnError(.storageFailure, "cannot open the SQLite database \(path): \(error)")
         }
         do {

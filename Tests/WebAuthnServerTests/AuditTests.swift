@@ -4,6 +4,7 @@ import Testing
 import WebAuthnTesting
 import WebAuthnMetadata
 @testable import WebAuthnPostgres
+import WebAuthnSQLite
 import _WebAuthnEncoding
 import _WebAuthnCrypto
 
@@ -125,6 +126,37 @@ struct AuditTests {
         _ = try await admin.query("INSERT INTO \(schema).schema_version (version) VALUES (1000)")
         let newer = try JSONValue.parse(Array(try await Self.run(["metadata", "audit", "--db", scoped, "--mds-blob", blob, "--metadata-root", root]).utf8))
         #expect(newer["error"]?.stringValue == "storage_failure" && newer["message"]?.stringValue?.contains("1000") == true, "\(newer)")
+    }
+
+    /// Re-check of the eighteenth pass: a relative `file:app.db` was checked as that file and
+    /// opened by SQLite as the URI of `app.db`: a named pipe there hung the audit, and another
+    /// database there was audited in its place.
+    @Test("metadata audit opens the file it checked, never a URI's", .timeLimit(.minutes(1)))
+    func auditPathIsNoURI() async throws {
+        let pki = MetadataServiceTests.pki
+        let directory = MetadataServiceTests.temporaryDirectory()
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try Data(pki.root.pem.utf8).write(to: URL(fileURLWithPath: directory + "/root.pem"))
+        try Data(try pki.blob(no: 4)).write(to: URL(fileURLWithPath: directory + "/4.jwt"))
+        try await SQLiteStore.open(path: directory + "/file:app.db").close()
+        #expect(mkfifo(directory + "/app.db", 0o600) == 0)
+        let process = Process()
+        process.executableURL = ServeProcess.binary
+        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        process.arguments = ["metadata", "audit", "--db", "sqlite:file:app.db", "--mds-blob", "4.jwt", "--metadata-root", "root.pem", "--dry-run"]
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let deadline = Date().addingTimeInterval(20)
+        while process.isRunning && Date() < deadline { try await Task.sleep(for: .milliseconds(50)) }
+        let hung = process.isRunning
+        if hung { process.terminate() }
+        process.waitUntilExit()
+        #expect(!hung, "the audit opened the named pipe")
+        let report = try? JSONValue.parse(Array(out.fileHandleForReading.readDataToEndOfFile()))
+        #expect(report?["scanned"]?.intValue == 0, "\(String(describing: report))")
     }
 
     /// Runs `webauthn` with `arguments`; its standard output.
