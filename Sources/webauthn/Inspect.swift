@@ -112,20 +112,10 @@ struct Inspect: AsyncParsableCommand {
     /// team, eighteenth pass: one was dropped, and statement keys were printed as Swift's
     /// debugging text, `unsigned(1)`).
     static func render(map pairs: [CBORPair], value: (CBORPair) -> JSONValue = { render($0.value) }) -> JSONValue {
-        let names = pairs.map { pair -> String in
-            switch pair.key {
-            case .text(let text): text
-            case .unsigned(let n): String(n)
-            case .negative(let n): decimal(negative: n)
-            default: render(pair.key).serialized()
-            }
-        }
+        let names = pairs.map { $0.key.textValue ?? $0.key.integerText ?? render($0.key).serialized() }
         guard Set(names).count == names.count else { return .array(pairs.map { ["key": render($0.key), "value": value($0)] }) }
         return .object(JSONObject(zip(names, pairs.map(value)).map { ($0, $1) }))
     }
-
-    /// The CBOR negative integer `-1 - n` in decimal, exactly (down to -2^64).
-    static func decimal(negative n: UInt64) -> String { n == .max ? "-18446744073709551616" : "-" + String(n + 1) }
 
     /// CBOR rendered as JSON: byte strings as base64url text.
     static func render(_ value: CBOR) -> JSONValue {
@@ -133,7 +123,7 @@ struct Inspect: AsyncParsableCommand {
         // A JSON number past 2^53 is read as a rounded double, and was printed as one
         // (18446744073709551615 as 1.8446744073709552e+19): such an integer is exact decimal text.
         case .unsigned(let n): return n <= 1 << 53 ? .number(Double(n)) : .string(String(n))
-        case .negative(let n): return n < 1 << 53 ? .number(-1 - Double(n)) : .string(decimal(negative: n))
+        case .negative(let n): return n < 1 << 53 ? .number(-1 - Double(n)) : .string(value.integerText ?? "")
         case .bytes(let b): return .string(Base64URL.encode(b))
         case .text(let t): return .string(t)
         case .array(let items): return .array(items.map(render))

@@ -261,6 +261,21 @@ struct HostileInputTests {
         #expect(errorCode { _ = try AttestationObject(bytes: CBOREncoder.encode(object)) } == code)
     }
 
+    /// Re-check of the eighteenth pass: a key that was not text was named by Swift's debugging
+    /// text (`unexpected attestation object member unsigned(1)`).
+    @Test("an unexpected member is named by its key: text quoted, integers in decimal, other keys by their kind")
+    func unexpectedMemberNamed() {
+        let base = [CBORPair(.text("fmt"), .text("none")), CBORPair(.text("authData"), .bytes([])), CBORPair(.text("attStmt"), .map([]))]
+        for (key, named) in [
+            (CBOR.unsigned(1), "member 1"), (.negative(.max), "member -18446744073709551616"), (.bytes([1]), "member a byte string"),
+            (.text("x"), #"member "x""#),
+        ] {
+            var message = ""
+            do { _ = try AttestationObject(bytes: CBOREncoder.encode(.map(base + [CBORPair(key, .null)]))) } catch { message = error.message }
+            #expect(message.hasSuffix(named) && !message.contains("("), "\(message)")
+        }
+    }
+
     // MARK: COSE keys
 
     static func ec2(_ alg: Int = -7, crv: Int = 1, x: [UInt8]? = nil, y: [UInt8]? = nil, extra: [CBORPair] = []) -> [UInt8] {

@@ -71,7 +71,7 @@ enum AttestationFormats {
         }
         for pair in pairs {
             guard let key = pair.key.textValue, allowed.contains(where: { Bytes.sameUTF8($0, key) }) else {
-                throw WebAuthnError(.attestationStatementMalformed, "unexpected \(format) attStmt member \(pair.key)", step: step)
+                throw WebAuthnError(.attestationStatementMalformed, "unexpected \(format) attStmt member \(pair.key.keyDescription)", step: step)
             }
         }
     }

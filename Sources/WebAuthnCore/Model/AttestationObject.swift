@@ -16,7 +16,7 @@ package struct AttestationObject: Sendable {
         }
         for p in pairs {
             guard let key = p.key.textValue, ["fmt", "authData", "attStmt"].contains(where: { Bytes.sameUTF8($0, key) }) else {
-                throw WebAuthnError(.attestationObjectMalformed, "unexpected attestation object member \(p.key)")
+                throw WebAuthnError(.attestationObjectMalformed, "unexpected attestation object member \(p.key.keyDescription)")
             }
         }
         guard let fmt = item["fmt"]?.textValue else {

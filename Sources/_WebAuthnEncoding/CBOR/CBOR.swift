@@ -45,6 +45,31 @@ package indirect enum CBOR: Sendable, Hashable {
     }
     package subscript(key: Int) -> CBOR? { self[CBOR(key)] }
 
+    /// An integer in exact decimal (`-18446744073709551616` to `18446744073709551615`); nil for
+    /// any other item.
+    package var integerText: String? {
+        switch self {
+        case .unsigned(let n): String(n)
+        case .negative(let n): n == .max ? "-18446744073709551616" : "-" + String(n + 1)
+        default: nil
+        }
+    }
+
+    /// A map key as a message names it: text quoted (its first 64 characters), an integer in
+    /// decimal, any other item by its kind; never Swift's debugging text (`unsigned(1)`).
+    package var keyDescription: String {
+        if let text = textValue { return "\"" + text.prefix(64) + (text.count > 64 ? "…\"" : "\"") }
+        if let integer = integerText { return integer }
+        switch self {
+        case .bytes: return "a byte string"
+        case .array: return "an array"
+        case .map: return "a map"
+        case .bool(let b): return b ? "true" : "false"
+        case .float: return "a float"
+        default: return "null or undefined"
+        }
+    }
+
     /// An integer value.
     package init(_ int: Int) { self = int >= 0 ? .unsigned(UInt64(int)) : .negative(UInt64(-1 - int)) }
 }
