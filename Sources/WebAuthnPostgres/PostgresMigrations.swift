@@ -265,17 +265,24 @@ enum PostgresMigrations {
     /// version missing; reads only. (Red team, eighteenth pass: names alone let views, tables split
     /// across schemas, and NULL or text versions through, and an audit then wrote a flag through a
     /// view into another application's table.)
+    ///
+    /// Each must also be a table on its own: no rule, no child table or partition, no trigger but
+    /// this store's own. Writes through any of them reached other tables, schemas or servers
+    /// (re-check of the eighteenth pass: an inheriting child, a partition in another schema or
+    /// on a foreign server, a `DO ALSO` rule, a trigger).
     static func requireCurrent(_ pool: PostgresPool) async throws {
         let latest = migrations.last?.version ?? 0
         var schemas: Set<String> = []
         for table in [("schema_version", ["version"])] + StoreSchema.tables {
             let rows = try await pool.query(
                 """
-                SELECT c.relkind::text AS kind, c.relnamespace::text AS schema, a.attname::text AS name, format_type(a.atttypid, NULL) AS type
+                SELECT c.relkind::text AS kind, c.relnamespace::text AS schema, a.attname::text AS name, format_type(a.atttypid, NULL) AS type,
+                    (c.relhasrules OR EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhparent = c.oid)
+                        OR EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = c.oid AND NOT t.tgisinternal AND t.tgname <> ALL ($2::text[]))) AS attached
                 FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped WHERE c.oid = to_regclass($1)
-                """, [table.0], retry: .idempotent)
+                """, [table.0, "{\(ownTriggers.joined(separator: ","))}"], retry: .idempotent)
             let columns = Dictionary(rows.compactMap { row in row["name"].map { ($0, row["type"] ?? "") } }, uniquingKeysWith: { a, _ in a })
-            guard let kind = rows.first?["kind"], kind == "r" || kind == "p", table.1.allSatisfy({ columns[$0] != nil }),
+            guard rows.first?["kind"] == "r", rows.first?["attached"] == "f", table.1.allSatisfy({ columns[$0] != nil }),
                 table.0 != "schema_version" || columns["version"] == "integer"
             else {
                 throw WebAuthnError(
@@ -288,12 +295,16 @@ enum PostgresMigrations {
         }
         let found = try await pool.query("SELECT COUNT(*) FILTER (WHERE version IS NULL) AS missing, MAX(version) AS v FROM schema_version", retry: .idempotent)
             .first
-        guard found?["missing"] == "0", let version = found?["v"].flatMap({ Int($0) }), version == latest else {
+        guard found?["missing"] == "0" else { throw WebAuthnError(.storageFailure, "the database's schema_version has a row without a version") }
+        guard let version = found?["v"].flatMap({ Int($0) }), version == latest else {
             throw WebAuthnError(
                 .storageFailure,
                 "the database is at schema version \(found?["v"] ?? "none"), this build's is \(latest): run this build's webauthn serve with it once")
         }
     }
+
+    /// The triggers the migrations create.
+    static let ownTriggers = ["sessions_delete"]
 
     static func migrate(_ pool: PostgresPool) async throws {
         try await pool.run { c in

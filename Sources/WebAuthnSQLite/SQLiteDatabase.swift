@@ -24,7 +24,8 @@ final class SQLiteDatabase: Sendable {
         guard let queue = try? DatabaseQueue(path: path, configuration: configuration) else { return nil }
         defer { try? queue.close() }
         return try? queue.read { db -> Int? in
-            let present = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'")
+            // Ordinary tables: a virtual table (FTS5, say) of the same name is another application's.
+            let present = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL TABLE%'")
             guard Set(tables.map(\.name) + ["schema_version"]).isSubset(of: present) else { return nil }
             // Each table with this server's columns: another application's `credentials` or
             // `accounts` passed on their names alone, and opening the file switched it to WAL

@@ -241,6 +241,19 @@ extension StoreAccessTests {
         let header = try Data(contentsOf: URL(fileURLWithPath: named))
         #expect(await errorCode { _ = try await SQLiteStore.openExisting(path: named) } == "storage_failure")
         #expect(try Data(contentsOf: URL(fileURLWithPath: named)) == header && header[18] == 1, "the file was rewritten")
+        // Re-check: every table with this server's columns, but `credentials` a full-text index.
+        let virtual = ServeProcess.temporaryDatabase()
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: virtual + suffix) } }
+        let index = try SQLiteDatabase(path: virtual)
+        _ = try await index.query("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        _ = try await index.query("INSERT INTO schema_version (version) VALUES (\(latest))")
+        for table in StoreSchema.tables {
+            let columns = table.columns.joined(separator: ", ")
+            _ = try await index.query(
+                table.name == "credentials" ? "CREATE VIRTUAL TABLE credentials USING fts5(\(columns))" : "CREATE TABLE \(table.name) (\(columns))")
+        }
+        try index.close()
+        #expect(await errorCode { _ = try await SQLiteStore.openExisting(path: virtual) } == "storage_failure")
         // A named pipe is refused at once (it waited for a writer for ever).
         let fifo = FileManager.default.temporaryDirectory.appendingPathComponent("fifo-\(UUID().uuidString)").path
         #expect(mkfifo(fifo, 0o600) == 0)
@@ -307,8 +320,24 @@ extension StoreAccessTests {
             setup += ["CREATE TABLE \(schema).schema_version (version \(type))", "INSERT INTO \(schema).schema_version VALUES \(values)"]
             for table in StoreSchema.tables { setup.append("CREATE TABLE \(schema).\(table.name) (LIKE \(real).\(table.name) INCLUDING ALL)") }
         }
+        // Re-check: a table with something attached that writes elsewhere (a child, a rule, a
+        // trigger), each on a copy of this server's tables.
+        let child = "child_\(tag)", rule = "rule_\(tag)", trigger = "trigger_\(tag)"
+        for schema in [child, rule, trigger] {
+            setup += [
+                "CREATE SCHEMA \(schema)", "CREATE TABLE \(schema).schema_version (version INTEGER NOT NULL)",
+                "INSERT INTO \(schema).schema_version VALUES (\(latest))",
+            ]
+            for table in StoreSchema.tables { setup.append("CREATE TABLE \(schema).\(table.name) (LIKE \(real).\(table.name) INCLUDING ALL)") }
+        }
+        setup += [
+            "CREATE TABLE \(child).inheriting () INHERITS (\(child).credentials)",
+            "CREATE RULE also AS ON UPDATE TO \(rule).credentials DO ALSO NOTIFY webauthn",
+            "CREATE FUNCTION \(trigger).f() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$",
+            "CREATE TRIGGER t BEFORE UPDATE ON \(trigger).credentials FOR EACH ROW EXECUTE FUNCTION \(trigger).f()",
+        ]
         for statement in setup { _ = try await admin.query(statement) }
-        for path in [views, "\(partial),\(real)", nulls, text] {
+        for path in [views, "\(partial),\(real)", nulls, text, child, rule, trigger] {
             #expect(await errorCode { _ = try await PostgresStore.openExisting(url: scoped(path), connections: 1) } == "storage_failure", "\(path)")
         }
         await (try await PostgresStore.openExisting(url: scoped(real), connections: 1)).close()
