@@ -296,11 +296,7 @@ enum PostgresMigrations {
         let found = try await pool.query("SELECT COUNT(*) FILTER (WHERE version IS NULL) AS missing, MAX(version) AS v FROM schema_version", retry: .idempotent)
             .first
         guard found?["missing"] == "0" else { throw WebAuthnError(.storageFailure, "the database's schema_version has a row without a version") }
-        guard let version = found?["v"].flatMap({ Int($0) }), version == latest else {
-            throw WebAuthnError(
-                .storageFailure,
-                "the database is at schema version \(found?["v"] ?? "none"), this build's is \(latest): run this build's webauthn serve with it once")
-        }
+        guard let version = found?["v"].flatMap({ Int($0) }), version == latest else { throw StoreSchema.otherVersion(found?["v"] ?? "none", latest: latest) }
     }
 
     /// The triggers the migrations create.
@@ -319,10 +315,7 @@ enum PostgresMigrations {
                 // A build older than the schema does not know what the newer one keeps (its
                 // constraints, its functions): it refuses rather than run on it.
                 let latest = migrations.last?.version ?? 0
-                guard current <= latest else {
-                    throw WebAuthnError(
-                        .storageFailure, "the database is at schema version \(current), newer than this build's \(latest): run a build at least as new")
-                }
+                guard current <= latest else { throw StoreSchema.newerThanBuild(current, latest: latest) }
                 for migration in migrations where migration.version > current {
                     for statement in migration.statements { _ = try c.execute(statement, retry: .never) }
                     try afterStatements(of: migration.version, c)

@@ -359,10 +359,7 @@ enum SQLiteMigrations {
                 // A build older than the schema does not know what the newer one keeps (its
                 // constraints, its functions): it refuses rather than run on it.
                 let latest = migrations.last?.version ?? 0
-                guard current <= latest else {
-                    throw WebAuthnError(
-                        .storageFailure, "the database is at schema version \(current), newer than this build's \(latest): run a build at least as new")
-                }
+                guard current <= latest else { throw StoreSchema.newerThanBuild(current, latest: latest) }
                 for migration in migrations where migration.version > current {
                     for statement in migration.statements { _ = try connection.query(statement) }
                     try afterStatements(of: migration.version, connection)

@@ -71,10 +71,7 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
             guard let version = SQLiteDatabase.schemaVersion(path: opened, tables: StoreSchema.tables) else {
                 throw WebAuthnError(.storageFailure, "\(path) is not a database of this server (run webauthn serve with it first)")
             }
-            guard version == latest else {
-                throw WebAuthnError(
-                    .storageFailure, "\(path) is at schema version \(version), this build's is \(latest): run this build's webauthn serve with it once")
-            }
+            guard version == latest else { throw StoreSchema.otherVersion(String(version), latest: latest) }
         }
         let database: SQLiteDatabase
         do { database = try SQLiteDatabase(path: opened) } catch {

@@ -122,8 +122,9 @@ struct Inspect: AsyncParsableCommand {
         switch value {
         // A JSON number past 2^53 is read as a rounded double, and was printed as one
         // (18446744073709551615 as 1.8446744073709552e+19): such an integer is exact decimal text.
-        case .unsigned(let n): return n <= 1 << 53 ? .number(Double(n)) : .string(String(n))
-        case .negative(let n): return n < 1 << 53 ? .number(-1 - Double(n)) : .string(value.integerText ?? "")
+        case .unsigned(let n) where n <= 1 << 53: return .number(Double(n))
+        case .negative(let n) where n < 1 << 53: return .number(-1 - Double(n))
+        case .unsigned, .negative: return .string(value.integerText ?? "")
         case .bytes(let b): return .string(Base64URL.encode(b))
         case .text(let t): return .string(t)
         case .array(let items): return .array(items.map(render))

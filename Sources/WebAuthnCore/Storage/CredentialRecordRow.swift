@@ -47,6 +47,17 @@ package enum StoreSchema {
         ("accounts", ["name", "handle", "display_name", "name_key", "capitals_key"]),
         ("sessions", ["id_hash", "user_handle", "created_at", "authenticated_at", "expires_at"]),
     ]
+
+    /// A database whose schema is newer than the build's: an older build skipped every migration
+    /// it knew and served on rules it does not keep.
+    package static func newerThanBuild(_ version: Int, latest: Int) -> WebAuthnError {
+        WebAuthnError(.storageFailure, "the database is at schema version \(version), newer than this build's \(latest): run a build at least as new")
+    }
+
+    /// A database that a tool which migrates nothing found at another version than the build's.
+    package static func otherVersion(_ found: String, latest: Int) -> WebAuthnError {
+        WebAuthnError(.storageFailure, "the database is at schema version \(found), this build's is \(latest): run this build's webauthn serve with it once")
+    }
 }
 
 /// A value to bind for one column; each store maps it to its own parameter type.
