@@ -9,7 +9,8 @@ internal import GRDBSQLite
 /// GRDB type leaves this file.
 final class SQLiteDatabase: Sendable {
     private let writer: any DatabaseWriter
-    /// Whether the database is a file (WAL, a reader pool) rather than in memory.
+    /// Whether the database is a file (WAL, a reader pool) rather than in memory or read-only
+    /// (one connection, no group commit).
     let isFile: Bool
     /// The reader connections of a file database.
     static let maximumReaders = 4
@@ -43,9 +44,18 @@ final class SQLiteDatabase: Sendable {
     /// Opens (creating if needed) the database at `path` (`:memory:` for one in memory):
     /// WAL, `synchronous=FULL` (an acknowledged write survives a crash), foreign keys on,
     /// and a busy timeout for another process's writes.
-    init(path: String) throws {
+    ///
+    /// `readOnly` opens an existing file on one read-only connection and changes nothing in it,
+    /// not even its journal mode; every write then fails (`webauthn metadata audit --dry-run`).
+    init(path: String, readOnly: Bool = false) throws {
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
+        if readOnly {
+            configuration.readonly = true
+            writer = try DatabaseQueue(path: path, configuration: configuration)
+            isFile = false
+            return
+        }
         configuration.foreignKeysEnabled = true
         // Statement journals (one per unit of a group commit) in memory: on disk, past 64 KiB a
         // transaction's journal is a temporary file that takes a write per journaled page.

@@ -355,6 +355,11 @@ enum SQLiteMigrations {
             _ = try connection.query("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
             _ = try connection.query("BEGIN IMMEDIATE")
             do {
+                // A version that is not an integer (a `REAL` or text column made by hand) read as
+                // none, and the first migration then failed on "table accounts already exists"
+                // (red team, re-check of the eighteenth pass): it is refused for what it is.
+                let odd = try connection.query("SELECT typeof(version) AS t FROM schema_version WHERE typeof(version) <> 'integer' LIMIT 1")
+                if let type = odd.first?.column("t")?.string { throw StoreSchema.versionNotInteger(type) }
                 let current = try connection.query("SELECT MAX(version) AS v FROM schema_version").first?.column("v")?.integer ?? 0
                 // A build older than the schema does not know what the newer one keeps (its
                 // constraints, its functions): it refuses rather than run on it.

@@ -50,11 +50,17 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
     /// for tools that must not create, migrate or take over a file (`webauthn metadata audit`).
     /// Throws `storage_failure` for a file that is missing, not this store's (an empty file,
     /// another application's database), or at another schema version.
-    public static func openExisting(path: String, logger: Logger = Logger(label: "webauthn.sqlite")) async throws -> SQLiteStore {
-        try await open(path: path, logger: logger, existingOnly: true)
+    ///
+    /// `readOnly` opens it on a read-only connection that changes nothing in the file, not even
+    /// its journal mode (the store otherwise switches it to WAL); every write then fails
+    /// (SQLite's "attempt to write a readonly database"). For a dry run.
+    public static func openExisting(path: String, readOnly: Bool = false, logger: Logger = Logger(label: "webauthn.sqlite")) async throws
+        -> SQLiteStore
+    {
+        try await open(path: path, logger: logger, existingOnly: true, readOnly: readOnly)
     }
 
-    private static func open(path: String, logger: Logger, existingOnly: Bool) async throws -> SQLiteStore {
+    private static func open(path: String, logger: Logger, existingOnly: Bool, readOnly: Bool = false) async throws -> SQLiteStore {
         // What is checked is what is opened: the absolute path with its links resolved. A relative
         // `file:app.db` was checked as that file and opened by SQLite as the URI of `app.db` (a
         // named pipe there hung the audit; another database there was audited; re-check of the
@@ -74,9 +80,11 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
             guard version == latest else { throw StoreSchema.otherVersion(String(version), latest: latest) }
         }
         let database: SQLiteDatabase
-        do { database = try SQLiteDatabase(path: opened) } catch {
+        do { database = try SQLiteDatabase(path: opened, readOnly: readOnly) } catch {
             throw WebAuthnError(.storageFailure, "cannot open the SQLite database \(path): \(error)")
         }
+        // Read-only: the probe above found this build's version, and nothing is to be migrated.
+        if readOnly { return SQLiteStore(database: database, path: path) }
         do {
             try await SQLiteMigrations.migrate(database)
         } catch {

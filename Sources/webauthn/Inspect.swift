@@ -108,13 +108,31 @@ struct Inspect: AsyncParsableCommand {
 
     /// A CBOR map as a JSON object: a text key as it is, an integer key in decimal, any other key
     /// as its JSON text. When two keys would get one name (the text `"1"` beside the integer 1),
-    /// the map is an array of `{"key", "value"}` instead, so that no member hides another (red
-    /// team, eighteenth pass: one was dropped, and statement keys were printed as Swift's
-    /// debugging text, `unsigned(1)`).
+    /// the map is an array of `{"key", "type", "value"}` instead, so that no member hides another
+    /// (red team, eighteenth pass: one was dropped, and statement keys were printed as Swift's
+    /// debugging text, `unsigned(1)`). The key's CBOR type tells apart the keys JSON writes alike
+    /// (the integer 0 and the float 0.0 are both `0`; re-check of the eighteenth pass).
     static func render(map pairs: [CBORPair], value: (CBORPair) -> JSONValue = { render($0.value) }) -> JSONValue {
         let names = pairs.map { $0.key.textValue ?? $0.key.integerText ?? render($0.key).serialized() }
-        guard Set(names).count == names.count else { return .array(pairs.map { ["key": render($0.key), "value": value($0)] }) }
+        guard Set(names).count == names.count else {
+            return .array(pairs.map { ["key": render($0.key), "type": .string(typeName($0.key)), "value": value($0)] })
+        }
         return .object(JSONObject(zip(names, pairs.map(value)).map { ($0, $1) }))
+    }
+
+    /// The CBOR type of `item`, by name.
+    static func typeName(_ item: CBOR) -> String {
+        switch item {
+        case .unsigned, .negative: "integer"
+        case .bytes: "bytes"
+        case .text: "text"
+        case .array: "array"
+        case .map: "map"
+        case .bool: "bool"
+        case .float: "float"
+        case .null: "null"
+        case .undefined: "undefined"
+        }
     }
 
     /// CBOR rendered as JSON: byte strings as base64url text.

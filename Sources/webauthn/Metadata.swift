@@ -232,7 +232,9 @@ struct MetadataCommand: AsyncParsableCommand {
             // database of this server, at this build's schema, is opened.
             do {
                 if db.hasPrefix("sqlite:") {
-                    store = try await SQLiteStore.openExisting(path: String(db.dropFirst("sqlite:".count)))
+                    // A dry run changes nothing in the file, not even its journal mode (it was
+                    // switched to WAL, as serve switches it).
+                    store = try await SQLiteStore.openExisting(path: String(db.dropFirst("sqlite:".count)), readOnly: dryRun)
                 } else {
                     store = try await PostgresStore.openExisting(url: db)
                 }

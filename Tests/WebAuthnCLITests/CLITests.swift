@@ -263,6 +263,8 @@ struct CLITests {
                         CBORPair(.unsigned(1), .text("int")), CBORPair(.negative(0), .text("minus")),
                         CBORPair(.bytes([1]), .text("bytes")),
                         CBORPair(.text("nested"), .map([CBORPair(.unsigned(1), .text("a")), CBORPair(.text("1"), .text("b"))])),
+                        // The integer 0 and the float 0.0 are both `0` in JSON: each pair names its key's type.
+                        CBORPair(.text("zeros"), .map([CBORPair(.unsigned(0), .text("int")), CBORPair(.float(0), .text("float"))])),
                     ])),
                 CBORPair(.text("authData"), .bytes(authData)),
             ]))
@@ -271,6 +273,9 @@ struct CLITests {
         #expect(keyedStatement["1"] == "int" && keyedStatement["-1"] == "minus" && keyedStatement[#""AQ""#] == "bytes", "\(keyed.stdout)")
         let pairs = try #require(keyedStatement["nested"]?.arrayValue, "\(keyed.stdout)")
         #expect(pairs.count == 2 && pairs[0]["key"] == .number(1) && pairs[0]["value"] == "a" && pairs[1]["key"] == "1" && pairs[1]["value"] == "b")
+        #expect(pairs.map { $0["type"] } == ["integer", "text"], "\(keyed.stdout)")
+        let zeros = try #require(keyedStatement["zeros"]?.arrayValue, "\(keyed.stdout)")
+        #expect(zeros.map { $0["type"] } == ["integer", "float"] && zeros.map { $0["value"] } == ["int", "float"], "\(keyed.stdout)")
         #expect(!keyed.stdout.contains("unsigned("), "\(keyed.stdout)")
         let bad = try await Self.run(["inspect", "-"], stdin: "oA")
         #expect(bad.status == 1)

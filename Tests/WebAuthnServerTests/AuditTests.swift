@@ -159,6 +159,25 @@ struct AuditTests {
         #expect(report?["scanned"]?.intValue == 0, "\(String(describing: report))")
     }
 
+    /// The last note's finding: `--dry-run` opened the SQLite database read-write, so a file in
+    /// rollback-journal mode (a copy made with `VACUUM INTO`) was switched to WAL.
+    @Test("metadata audit --dry-run changes nothing in the SQLite file, not even its journal mode")
+    func dryRunChangesNothing() async throws {
+        let pki = MetadataServiceTests.pki
+        let directory = MetadataServiceTests.temporaryDirectory()
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try Data(pki.root.pem.utf8).write(to: URL(fileURLWithPath: directory + "/root.pem"))
+        try Data(try pki.blob(no: 4)).write(to: URL(fileURLWithPath: directory + "/4.jwt"))
+        let database = directory + "/copy.db"
+        let bytes = try await StoreAccessTests.rollbackJournalDatabase(at: database)
+        let out = try await Self.run([
+            "metadata", "audit", "--db", "sqlite:" + database, "--mds-blob", directory + "/4.jwt", "--metadata-root", directory + "/root.pem", "--dry-run",
+        ])
+        #expect((try? JSONValue.parse(Array(out.utf8)))?["scanned"]?.intValue == 0, "\(out)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: database)) == bytes, "the dry run changed the file")
+    }
+
     /// Runs `webauthn` with `arguments`; its standard output.
     /// Waited for on a thread of its own, not on one of the cooperative pool's.
     static func run(_ arguments: [String]) async throws -> String {

@@ -54,6 +54,13 @@ package enum StoreSchema {
         WebAuthnError(.storageFailure, "the database is at schema version \(version), newer than this build's \(latest): run a build at least as new")
     }
 
+    /// A `schema_version` row whose version is not an integer (`type` is what it is): no
+    /// version this store wrote, so no database it can migrate.
+    package static func versionNotInteger(_ type: String) -> WebAuthnError {
+        WebAuthnError(
+            .storageFailure, "the database's schema_version holds a version of type \(type.prefix(16)), not an integer: not a database of this server")
+    }
+
     /// A database that a tool which migrates nothing found at another version than the build's.
     package static func otherVersion(_ found: String, latest: Int) -> WebAuthnError {
         WebAuthnError(.storageFailure, "the database is at schema version \(found), this build's is \(latest): run this build's webauthn serve with it once")
