@@ -1,4 +1,6 @@
 import Foundation
+internal import WebAuthnCore
+internal import _WebAuthnEncoding
 internal import GRDB
 internal import GRDBSQLite
 
@@ -15,29 +17,78 @@ final class SQLiteDatabase: Sendable {
     /// The reader connections of a file database.
     static let maximumReaders = 4
 
-    /// The schema version of the database file at `path`, read without writing to it: nil when
-    /// the file is no SQLite database, or lacks one of `tables` or an integer `schema_version`
-    /// (not this store's: a version alone let another application's database be opened and
-    /// switched to WAL; red team, re-check of the seventeenth pass).
-    static func schemaVersion(path: String, tables: [(name: String, columns: [String])]) -> Int? {
+    /// What a database file holds, as read without writing to it (``probe(path:named:)``).
+    enum Found: Equatable {
+        /// Nothing yet: no file, an empty one, or a database without tables.
+        case nothing
+        /// A `schema_version` at `version` (all its rows integers), and the columns of each
+        /// ordinary table (not virtual) by name.
+        case store(version: Int, tables: [String: Set<String>])
+    }
+
+    /// What the file at `path` holds, read before anything opens it read-write, so that a file
+    /// which is not this store's is refused unchanged (`named` is the path as the user gave it,
+    /// for messages). Throws `storage_failure`:
+    /// - for the file or a journal beside it (`-journal`, `-wal`, `-shm`) that is not a regular
+    ///   file: SQLite opens a leftover journal, and a named pipe there hung every command (red
+    ///   team, round 25; the database's own path, eighteenth pass);
+    /// - for an empty file beside a WAL that holds data: SQLite deletes such a WAL on opening;
+    /// - for tables without a `schema_version`, or a version that is not an integer: another
+    ///   application's database, which `serve` took over or switched to WAL before it failed;
+    /// - with SQLite's own message when the file cannot be read (busy, a journal to roll back).
+    static func probe(path: String, named: String) throws -> Found {
+        let manager = FileManager.default
+        for suffix in ["", "-journal", "-wal", "-shm"] where manager.fileExists(atPath: path + suffix) {
+            // Not through links: SQLite opens the journals with O_NOFOLLOW.
+            guard (try? manager.attributesOfItem(atPath: path + suffix)[.type] as? FileAttributeType) == .typeRegular else {
+                throw WebAuthnError(.storageFailure, "\(named)\(suffix) is not a regular file, so no part of a database of this server; nothing was opened")
+            }
+        }
+        guard manager.fileExists(atPath: path) else { return .nothing }
+        func size(_ suffix: String) -> Int { ((try? manager.attributesOfItem(atPath: path + suffix)[.size]) as? NSNumber)?.intValue ?? 0 }
+        if size("") == 0 {
+            guard size("-wal") == 0 else {
+                throw WebAuthnError(
+                    .storageFailure,
+                    "\(named) is empty beside a WAL of \(size("-wal")) bytes; SQLite would delete the WAL: restore the database file; nothing was opened")
+            }
+            return .nothing
+        }
         var configuration = Configuration()
         configuration.readonly = true
-        guard let queue = try? DatabaseQueue(path: path, configuration: configuration) else { return nil }
-        defer { try? queue.close() }
-        return try? queue.read { db -> Int? in
-            // Ordinary tables: a virtual table (FTS5, say) of the same name is another application's.
-            let present = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL TABLE%'")
-            guard Set(tables.map(\.name) + ["schema_version"]).isSubset(of: present) else { return nil }
-            // Each table with this server's columns: another application's `credentials` or
-            // `accounts` passed on their names alone, and opening the file switched it to WAL
-            // (red team, eighteenth pass).
-            for table in tables {
-                let columns = try String.fetchAll(db, sql: "SELECT name FROM pragma_table_info(?)", arguments: [table.name])
-                guard Set(table.columns).isSubset(of: columns) else { return nil }
+        configuration.busyMode = .timeout(10)
+        do {
+            let queue = try DatabaseQueue(path: path, configuration: configuration)
+            defer { try? queue.close() }
+            return try queue.read { db -> Found in
+                // Ordinary tables: a virtual table (FTS5, say) of the same name is another application's.
+                let names = try String.fetchAll(
+                    db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL TABLE%' AND name NOT LIKE 'sqlite_%'")
+                var tables: [String: Set<String>] = [:]
+                for name in names {
+                    tables[name] = Set(try String.fetchAll(db, sql: "SELECT name FROM pragma_table_info(?)", arguments: [name]))
+                }
+                let versions = tables["schema_version"] == nil ? [] : try Row.fetchAll(db, sql: "SELECT typeof(version) AS t, version FROM schema_version")
+                if let odd = versions.first(where: { ($0["t"] as String?) != "integer" }) {
+                    throw StoreSchema.versionNotInteger(odd["t"] as String? ?? "?")
+                }
+                guard let version = versions.compactMap({ $0["version"] as Int? }).max() else {
+                    // No version: nothing at all (or the empty version table of a start that
+                    // failed), or another application's tables.
+                    guard Set(tables.keys).isSubset(of: ["schema_version"]) else {
+                        throw WebAuthnError(
+                            .storageFailure,
+                            "\(named) holds tables of another application (\(tables.keys.sorted().prefix(5).joined(separator: ", "))) and no schema version: not a database of this server; nothing was changed"
+                        )
+                    }
+                    return .nothing
+                }
+                return .store(version: version, tables: tables)
             }
-            let versions = try Row.fetchAll(db, sql: "SELECT typeof(version) AS t, version FROM schema_version")
-            guard !versions.isEmpty, versions.allSatisfy({ ($0["t"] as String?) == "integer" }) else { return nil }
-            return versions.compactMap { $0["version"] as Int? }.max()
+        } catch let error as WebAuthnError {
+            throw error
+        } catch {
+            throw WebAuthnError(.storageFailure, "cannot read the SQLite database \(named): \(error); nothing was changed")
         }
     }
 
@@ -116,23 +167,45 @@ final class SQLiteDatabase: Sendable {
     /// other failure rolls the transaction back and fails every unit (none was committed).
     func group(_ units: [Unit]) async -> [Result<[[SQLiteRow]], any Error>] {
         do {
-            return try await writer.writeWithoutTransaction { db -> [Result<[[SQLiteRow]], any Error>] in
-                try db.execute(sql: "BEGIN IMMEDIATE")
-                var results: [Result<[[SQLiteRow]], any Error>] = []
-                results.reserveCapacity(units.count)
-                do {
-                    for unit in units { results.append(try Self.runUnit(db, unit)) }
-                    try db.execute(sql: "COMMIT")
-                } catch {
-                    try? db.execute(sql: "ROLLBACK")
-                    throw error
-                }
-                return results
-            }
+            return try await writer.writeWithoutTransaction { db in try Self.runGroup(db, units) }
         } catch {
             let failure: any Error = (error as? DatabaseError).map(SQLiteError.init) ?? error
             return units.map { _ in .failure(failure) }
         }
+    }
+
+    /// ``group(_:)`` on the calling thread, which blocks until the group is committed: for the
+    /// group-commit writer, which runs on a thread of its own.
+    func groupHere(_ units: [Unit]) -> [Result<[[SQLiteRow]], any Error>] {
+        do {
+            return try writer.writeWithoutTransaction { db in try Self.runGroup(db, units) }
+        } catch {
+            let failure: any Error = (error as? DatabaseError).map(SQLiteError.init) ?? error
+            return units.map { _ in .failure(failure) }
+        }
+    }
+
+    /// One statement on the writer, as its own transaction, on the calling thread (which blocks).
+    func queryHere(_ sql: String, _ binds: [SQLiteData]) throws -> [SQLiteRow] {
+        do {
+            return try writer.writeWithoutTransaction { db in try Self.run(db, sql, binds) }
+        } catch let error as DatabaseError {
+            throw SQLiteError(error)
+        }
+    }
+
+    private static func runGroup(_ db: Database, _ units: [Unit]) throws -> [Result<[[SQLiteRow]], any Error>] {
+        try db.execute(sql: "BEGIN IMMEDIATE")
+        var results: [Result<[[SQLiteRow]], any Error>] = []
+        results.reserveCapacity(units.count)
+        do {
+            for unit in units { results.append(try runUnit(db, unit)) }
+            try db.execute(sql: "COMMIT")
+        } catch {
+            try? db.execute(sql: "ROLLBACK")
+            throw error
+        }
+        return results
     }
 
     /// A statement and its values.

@@ -352,9 +352,10 @@ enum SQLiteMigrations {
     /// Runs the migrations not yet applied, in one transaction on the writer connection.
     static func migrate(_ database: SQLiteDatabase) async throws {
         try await database.withWriter { connection in
-            _ = try connection.query("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
             _ = try connection.query("BEGIN IMMEDIATE")
             do {
+                // In the transaction: a start that failed left an empty version table behind.
+                _ = try connection.query("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
                 // A version that is not an integer (a `REAL` or text column made by hand) read as
                 // none, and the first migration then failed on "table accounts already exists"
                 // (red team, re-check of the eighteenth pass): it is refused for what it is.

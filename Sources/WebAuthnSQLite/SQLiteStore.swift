@@ -65,19 +65,32 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
         // `file:app.db` was checked as that file and opened by SQLite as the URI of `app.db` (a
         // named pipe there hung the audit; another database there was audited; re-check of the
         // eighteenth pass). An absolute path is never read as a URI.
-        let opened = existingOnly ? URL(fileURLWithPath: path).resolvingSymlinksInPath().path : path
-        if existingOnly {
-            let latest = SQLiteMigrations.migrations.last?.version ?? 0
-            guard FileManager.default.fileExists(atPath: path) else { throw WebAuthnError(.storageFailure, "no database at \(path); none is created") }
-            // A regular file (through any links) only: opening a named pipe waited for a writer
-            // for ever (red team, eighteenth pass), and a device is no database either.
-            guard (try? FileManager.default.attributesOfItem(atPath: opened)[.type] as? FileAttributeType) == .typeRegular else {
-                throw WebAuthnError(.storageFailure, "\(path) is not a regular file, so no database of this server")
+        let opened = path == ":memory:" ? path : URL(fileURLWithPath: path).resolvingSymlinksInPath().path
+        let latest = SQLiteMigrations.migrations.last?.version ?? 0
+        // Read before anything opens the file read-write: a file that is not this store's (another
+        // application's tables, a version that is no integer or is newer than this build's) was
+        // switched to WAL, given a table or taken over before it was refused (red team, round 25).
+        let found = opened == ":memory:" ? .nothing : try SQLiteDatabase.probe(path: opened, named: path)
+        switch found {
+        case .nothing:
+            guard !existingOnly else {
+                guard FileManager.default.fileExists(atPath: opened) else { throw WebAuthnError(.storageFailure, "no database at \(path); none is created") }
+                throw WebAuthnError(.storageFailure, "\(path) is not a database of this server (it holds nothing yet); nothing was changed")
             }
-            guard let version = SQLiteDatabase.schemaVersion(path: opened, tables: StoreSchema.tables) else {
+        case .store(let version, let tables):
+            guard version <= latest else { throw StoreSchema.newerThanBuild(version, latest: latest) }
+            // The first version's tables, which this server has at every version: another
+            // application's `schema_version` does not make its database this server's. A tool
+            // also needs this build's version, and this build's columns in each table.
+            let first: Set<String> = ["accounts", "credentials", "challenges"]
+            guard version >= 1, first.isSubset(of: tables.keys) else {
+                throw WebAuthnError(.storageFailure, "\(path) is not a database of this server (its tables are another application's); nothing was changed")
+            }
+            guard existingOnly else { break }
+            guard version == latest else { throw StoreSchema.otherVersion(String(version), latest: latest) }
+            guard StoreSchema.tables.allSatisfy({ table in tables[table.name].map { Set(table.columns).isSubset(of: $0) } ?? false }) else {
                 throw WebAuthnError(.storageFailure, "\(path) is not a database of this server (run webauthn serve with it first)")
             }
-            guard version == latest else { throw StoreSchema.otherVersion(String(version), latest: latest) }
         }
         let database: SQLiteDatabase
         do { database = try SQLiteDatabase(path: opened, readOnly: readOnly) } catch {

@@ -36,12 +36,15 @@ extension StoreAccessTests {
             let rows = try await database.query("SELECT COUNT(*) AS n FROM schema_version").first?.column("n")?.integer
             _ = try await database.query("INSERT INTO schema_version (version) VALUES (?)", [value])
             try database.close()
+            // Round 25: serve switched the file to WAL and gave it a table before it refused it.
+            let bytes = try Self.rollbackJournalMode(path)
             var message = ""
             do { _ = try await SQLiteStore.open(path: path) } catch let error as WebAuthnError {
                 #expect(error.code == .storageFailure)
                 message = error.message
             }
             #expect(message.contains("not an integer"), "\(value): \(message)")
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == bytes, "\(value): the refused file was changed")
             let again = try SQLiteDatabase(path: path)
             #expect(try await again.query("SELECT COUNT(*) AS n FROM schema_version").first?.column("n")?.integer == rows.map { $0 + 1 })
             try again.close()
@@ -52,6 +55,11 @@ extension StoreAccessTests {
     /// 19 set to 1, as in a copy made with `VACUUM INTO`); its bytes.
     static func rollbackJournalDatabase(at path: String) async throws -> Data {
         try await SQLiteStore.open(path: path).close()
+        return try rollbackJournalMode(path)
+    }
+
+    /// The closed WAL database at `path` switched to rollback-journal mode; its bytes.
+    static func rollbackJournalMode(_ path: String) throws -> Data {
         var bytes = try Data(contentsOf: URL(fileURLWithPath: path))
         #expect(!FileManager.default.fileExists(atPath: path + "-wal"), "the WAL was not checkpointed on close")
         #expect(bytes[18] == 2 && bytes[19] == 2, "the store's own file is in WAL mode")
@@ -59,5 +67,76 @@ extension StoreAccessTests {
         bytes[19] = 1
         try bytes.write(to: URL(fileURLWithPath: path))
         return bytes
+    }
+
+    /// Red team, round 25: `serve` took over another application's database that had no
+    /// `schema_version` (it got this server's tables and WAL), or failed on one with its own
+    /// `accounts` with "table accounts already exists", after switching it to WAL.
+    @Test("a store refuses another application's SQLite database before it writes to it")
+    func foreignDatabaseUnchanged() async throws {
+        let cases: [[String]] = [
+            ["CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)"],
+            ["CREATE TABLE accounts (id INTEGER PRIMARY KEY, email TEXT)"],
+            ["CREATE TABLE accounts (id INTEGER PRIMARY KEY)", "CREATE TABLE schema_version (version INTEGER)", "INSERT INTO schema_version VALUES (3)"],
+        ]
+        for statements in cases {
+            let path = ServeProcess.temporaryDatabase()
+            defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+            let database = try SQLiteDatabase(path: path)
+            for statement in statements { _ = try await database.query(statement) }
+            try database.close()
+            let bytes = try Self.rollbackJournalMode(path)
+            var message = ""
+            do { _ = try await SQLiteStore.open(path: path) } catch let error as WebAuthnError {
+                #expect(error.code == .storageFailure)
+                message = error.message
+            }
+            #expect(message.contains("another application"), "\(statements): \(message)")
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == bytes, "\(statements): the refused file was changed")
+        }
+        // A file with nothing in it yet (no tables, or only the empty version table a failed
+        // start left) is a new database.
+        let empty = ServeProcess.temporaryDatabase()
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: empty + suffix) } }
+        let database = try SQLiteDatabase(path: empty)
+        _ = try await database.query("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        try database.close()
+        try await SQLiteStore.open(path: empty).close()
+        try await SQLiteStore.openExisting(path: empty).close()
+    }
+
+    /// Red team, round 25: SQLite opens a leftover `-journal` beside the database, and a named
+    /// pipe there hung `serve` and the audit; an empty database file beside a WAL that held data
+    /// lost the WAL to the dry run's probe; and every failure to read read as "not a database of
+    /// this server".
+    @Test("a store refuses journals that are not files and an empty file beside a WAL, unchanged", .timeLimit(.minutes(1)))
+    func journalsBesideTheFile() async throws {
+        let path = ServeProcess.temporaryDatabase()
+        defer { for suffix in ["", "-journal", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        _ = try await Self.rollbackJournalDatabase(at: path)
+        #expect(mkfifo(path + "-journal", 0o600) == 0)
+        for open in [{ try await SQLiteStore.open(path: path).close() }, { try await SQLiteStore.openExisting(path: path, readOnly: true).close() }] {
+            var message = ""
+            do { try await open() } catch let error as WebAuthnError { message = error.message }
+            #expect(message.contains("-journal is not a regular file"), "\(message)")
+        }
+        try FileManager.default.removeItem(atPath: path + "-journal")
+
+        let wal = Data(repeating: 7, count: 4096)
+        try Data().write(to: URL(fileURLWithPath: path))
+        try wal.write(to: URL(fileURLWithPath: path + "-wal"))
+        for open in [{ try await SQLiteStore.open(path: path).close() }, { try await SQLiteStore.openExisting(path: path, readOnly: true).close() }] {
+            var message = ""
+            do { try await open() } catch let error as WebAuthnError { message = error.message }
+            #expect(message.contains("empty beside a WAL"), "\(message)")
+            #expect((try? Data(contentsOf: URL(fileURLWithPath: path + "-wal"))) == wal, "the WAL was deleted or changed")
+        }
+        try FileManager.default.removeItem(atPath: path + "-wal")
+
+        // A file SQLite cannot read says so, rather than "not a database of this server".
+        try Data(repeating: 0x5a, count: 8192).write(to: URL(fileURLWithPath: path))
+        var message = ""
+        do { try await SQLiteStore.openExisting(path: path, readOnly: true).close() } catch let error as WebAuthnError { message = error.message }
+        #expect(message.contains("cannot read the SQLite database"), "\(message)")
     }
 }

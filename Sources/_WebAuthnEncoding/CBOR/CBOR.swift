@@ -70,6 +70,17 @@ package indirect enum CBOR: Sendable, Hashable {
         }
     }
 
+    /// Whether the item is a NaN or holds one at any depth (in an array, or a map's keys or
+    /// values): such an item equals nothing, itself included.
+    package var holdsNaN: Bool {
+        switch self {
+        case .float(let d): d.isNaN
+        case .array(let items): items.contains { $0.holdsNaN }
+        case .map(let pairs): pairs.contains { $0.key.holdsNaN || $0.value.holdsNaN }
+        default: false
+        }
+    }
+
     /// An integer value.
     package init(_ int: Int) { self = int >= 0 ? .unsigned(UInt64(int)) : .negative(UInt64(-1 - int)) }
 }

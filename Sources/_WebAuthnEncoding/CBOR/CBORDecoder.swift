@@ -119,15 +119,17 @@ private final class CBORBuilder {
     }
 
     /// Pairs the keys and values of a map, refusing duplicate keys: a scan for
-    /// up to 16 keys, a set beyond, so the check stays linear. A NaN key is
-    /// refused too (NaN equals nothing, so it would escape the check).
+    /// up to 16 keys, a set beyond, so the check stays linear. A key that is or holds a NaN is
+    /// refused too (NaN equals nothing, so it would escape the check). Text keys compare by
+    /// Unicode canonical equivalence (Swift's `==`), so `"é"` and `"e\u{301}"` count as one key:
+    /// stricter than CBOR, which would take both.
     private func makeMap(_ members: [CBOR]) -> [CBORPair]? {
         let keys = stride(from: 0, to: members.count, by: 2).map { members[$0] }
-        for key in keys {
-            if case .float(let d) = key, d.isNaN {
-                fail(.cborMalformed, "CBOR map key is NaN")
-                return nil
-            }
+        // At any depth: a NaN inside an array key let two identical keys through (red team,
+        // round 25: `[NaN]` twice).
+        for key in keys where key.holdsNaN {
+            fail(.cborMalformed, "CBOR map key is or holds NaN")
+            return nil
         }
         if keys.count <= 16 {
             for i in 0..<keys.count {
