@@ -174,26 +174,6 @@ final class SQLiteDatabase: Sendable {
         }
     }
 
-    /// ``group(_:)`` on the calling thread, which blocks until the group is committed: for the
-    /// group-commit writer, which runs on a thread of its own.
-    func groupHere(_ units: [Unit]) -> [Result<[[SQLiteRow]], any Error>] {
-        do {
-            return try writer.writeWithoutTransaction { db in try Self.runGroup(db, units) }
-        } catch {
-            let failure: any Error = (error as? DatabaseError).map(SQLiteError.init) ?? error
-            return units.map { _ in .failure(failure) }
-        }
-    }
-
-    /// One statement on the writer, as its own transaction, on the calling thread (which blocks).
-    func queryHere(_ sql: String, _ binds: [SQLiteData]) throws -> [SQLiteRow] {
-        do {
-            return try writer.writeWithoutTransaction { db in try Self.run(db, sql, binds) }
-        } catch let error as DatabaseError {
-            throw SQLiteError(error)
-        }
-    }
-
     private static func runGroup(_ db: Database, _ units: [Unit]) throws -> [Result<[[SQLiteRow]], any Error>] {
         try db.execute(sql: "BEGIN IMMEDIATE")
         var results: [Result<[[SQLiteRow]], any Error>] = []
