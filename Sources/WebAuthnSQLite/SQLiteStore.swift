@@ -70,26 +70,28 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
         // Read before anything opens the file read-write: a file that is not this store's (another
         // application's tables, a version that is no integer or is newer than this build's) was
         // switched to WAL, given a table or taken over before it was refused (red team, round 25).
-        let found = opened == ":memory:" ? .nothing : try SQLiteDatabase.probe(path: opened, named: path)
+        let found = opened == ":memory:" ? .nothing : try SQLiteDatabase.probe(path: opened, named: path, recover: !existingOnly)
         switch found {
         case .nothing:
             guard !existingOnly else {
                 guard FileManager.default.fileExists(atPath: opened) else { throw WebAuthnError(.storageFailure, "no database at \(path); none is created") }
-                throw WebAuthnError(.storageFailure, "\(path) is not a database of this server (it holds nothing yet); nothing was changed")
+                throw WebAuthnError(.storageFailure, "\(path) is not a database of this server (it has no tables yet); nothing was changed")
             }
         case .store(let version, let tables):
             guard version <= latest else { throw StoreSchema.newerThanBuild(version, latest: latest) }
-            // The first version's tables, which this server has at every version: another
-            // application's `schema_version` does not make its database this server's. A tool
+            // The first version's tables with their columns, which this server has at every
+            // version: another application's `schema_version` (and tables of the same names,
+            // red team, re-check of round 25) does not make its database this server's. A tool
             // also needs this build's version, and this build's columns in each table.
-            let first: Set<String> = ["accounts", "credentials", "challenges"]
-            guard version >= 1, first.isSubset(of: tables.keys) else {
-                throw WebAuthnError(.storageFailure, "\(path) is not a database of this server (its tables are another application's); nothing was changed")
+            let first = Self.firstTables
+            guard version >= 1, !first.isEmpty, first.allSatisfy({ name, columns in tables[name].map(columns.isSubset) ?? false }) else {
+                throw WebAuthnError(
+                    .storageFailure, "\(path) is not a database of this server (its tables are another application's); its content was not changed")
             }
             guard existingOnly else { break }
             guard version == latest else { throw StoreSchema.otherVersion(String(version), latest: latest) }
             guard StoreSchema.tables.allSatisfy({ table in tables[table.name].map { Set(table.columns).isSubset(of: $0) } ?? false }) else {
-                throw WebAuthnError(.storageFailure, "\(path) is not a database of this server (run webauthn serve with it first)")
+                throw WebAuthnError(.storageFailure, "\(path) is not a database of this server at this build's schema (its tables lack this build's columns)")
             }
         }
         let database: SQLiteDatabase
@@ -106,6 +108,9 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
         }
         return SQLiteStore(database: database, path: path)
     }
+
+    /// The tables of the schema's first version, with their columns.
+    static let firstTables = SQLiteDatabase.tables(createdBy: SQLiteMigrations.migrations.first?.statements ?? [])
 
     init(database: SQLiteDatabase, path: String) {
         self.connection = database

@@ -78,6 +78,17 @@ extension StoreAccessTests {
             ["CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)"],
             ["CREATE TABLE accounts (id INTEGER PRIMARY KEY, email TEXT)"],
             ["CREATE TABLE accounts (id INTEGER PRIMARY KEY)", "CREATE TABLE schema_version (version INTEGER)", "INSERT INTO schema_version VALUES (3)"],
+            // Re-check of round 25: tables of this server's names but not its columns, with a
+            // version (serve wrote its secret into the application's `settings`); only views, a
+            // table whose name LIKE read as SQLite's own, a view named schema_version, and an
+            // empty version table of another type (serve then refused its own database).
+            [
+                "CREATE TABLE accounts (id INTEGER)", "CREATE TABLE credentials (id INTEGER)", "CREATE TABLE challenges (id INTEGER)",
+                "CREATE TABLE settings (name TEXT PRIMARY KEY, value BLOB NOT NULL)", "CREATE TABLE schema_version (version INTEGER)",
+                "INSERT INTO schema_version VALUES (11)",
+            ],
+            ["CREATE VIEW report AS SELECT 1 AS one"], ["CREATE TABLE sqliteXcache (a)"], ["CREATE VIEW schema_version AS SELECT 11 AS version"],
+            ["CREATE TABLE schema_version (version TEXT)"],
         ]
         for statements in cases {
             let path = ServeProcess.temporaryDatabase()
@@ -122,21 +133,61 @@ extension StoreAccessTests {
         }
         try FileManager.default.removeItem(atPath: path + "-journal")
 
-        let wal = Data(repeating: 7, count: 4096)
+        // The WAL, and (re-check of round 25) a rollback journal beside an empty file.
+        let journal = Data(repeating: 7, count: 4096)
         try Data().write(to: URL(fileURLWithPath: path))
-        try wal.write(to: URL(fileURLWithPath: path + "-wal"))
-        for open in [{ try await SQLiteStore.open(path: path).close() }, { try await SQLiteStore.openExisting(path: path, readOnly: true).close() }] {
-            var message = ""
-            do { try await open() } catch let error as WebAuthnError { message = error.message }
-            #expect(message.contains("empty beside a WAL"), "\(message)")
-            #expect((try? Data(contentsOf: URL(fileURLWithPath: path + "-wal"))) == wal, "the WAL was deleted or changed")
+        for suffix in ["-wal", "-journal"] {
+            try journal.write(to: URL(fileURLWithPath: path + suffix))
+            for open in [{ try await SQLiteStore.open(path: path).close() }, { try await SQLiteStore.openExisting(path: path, readOnly: true).close() }] {
+                var message = ""
+                do { try await open() } catch let error as WebAuthnError { message = error.message }
+                #expect(message.contains("is empty beside a \(suffix.dropFirst())"), "\(message)")
+                #expect((try? Data(contentsOf: URL(fileURLWithPath: path + suffix))) == journal, "\(suffix) was deleted or changed")
+            }
+            try FileManager.default.removeItem(atPath: path + suffix)
         }
-        try FileManager.default.removeItem(atPath: path + "-wal")
 
         // A file SQLite cannot read says so, rather than "not a database of this server".
         try Data(repeating: 0x5a, count: 8192).write(to: URL(fileURLWithPath: path))
         var message = ""
         do { try await SQLiteStore.openExisting(path: path, readOnly: true).close() } catch let error as WebAuthnError { message = error.message }
         #expect(message.contains("cannot read the SQLite database"), "\(message)")
+    }
+
+    /// Re-check of round 25: a hot journal (a crash in a transaction of a rollback-mode copy)
+    /// made the read-only probe fail, so `serve` no longer started where it had rolled the
+    /// journal back and started. The audit, which writes nothing, says what to do.
+    @Test("serve rolls back a hot journal and opens the database; the audit refuses it with the reason")
+    func hotJournalRecovered() async throws {
+        let path = ServeProcess.temporaryDatabase()
+        defer { for suffix in ["", "-journal", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        _ = try await Self.rollbackJournalDatabase(at: path)
+        // A transaction that spilled pages into the file, and a process that died before COMMIT.
+        let python = Process()
+        python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        python.arguments = [
+            "python3", "-c",
+            """
+            import os, sqlite3, sys
+            c = sqlite3.connect(sys.argv[1], isolation_level=None)
+            c.execute("PRAGMA cache_size=2")
+            c.execute("BEGIN")
+            for i in range(2000): c.execute("INSERT INTO settings (name, value) VALUES (?, randomblob(200))", ("junk%d" % i,))
+            os._exit(0)
+            """,
+            path,
+        ]
+        try python.run()
+        python.waitUntilExit()
+        #expect(python.terminationStatus == 0)
+        let size = ((try FileManager.default.attributesOfItem(atPath: path + "-journal")[.size]) as? NSNumber)?.intValue ?? 0
+        #expect(size > 0, "no hot journal was left")
+        var message = ""
+        do { try await SQLiteStore.openExisting(path: path, readOnly: true).close() } catch let error as WebAuthnError { message = error.message }
+        #expect(message.contains("journal to roll back"), "\(message)")
+        let store = try await SQLiteStore.open(path: path)
+        let junk = try await store.query("SELECT COUNT(*) AS n FROM settings WHERE name LIKE 'junk%'")
+        #expect(junk.first?.column("n")?.integer == 0, "the crashed transaction's rows were kept")
+        try await store.close()
     }
 }

@@ -56,9 +56,11 @@ package enum StoreSchema {
 
     /// A `schema_version` row whose version is not an integer (`type` is what it is): no
     /// version this store wrote, so no database it can migrate.
-    package static func versionNotInteger(_ type: String) -> WebAuthnError {
+    package static func versionNotInteger(_ type: String, in database: String = "the database") -> WebAuthnError {
         WebAuthnError(
-            .storageFailure, "the database's schema_version holds a version of type \(type.prefix(16)), not an integer: not a database of this server")
+            .storageFailure,
+            "\(database)'s schema_version holds a version of type \(type.prefix(16)), not an integer: not a database of this server; its content was not changed"
+        )
     }
 
     /// A database that a tool which migrates nothing found at another version than the build's.
