@@ -133,12 +133,8 @@ struct AuditTests {
     /// database there was audited in its place.
     @Test("metadata audit opens the file it checked, never a URI's", .timeLimit(.minutes(1)))
     func auditPathIsNoURI() async throws {
-        let pki = MetadataServiceTests.pki
-        let directory = MetadataServiceTests.temporaryDirectory()
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let directory = try Self.metadataDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        try Data(pki.root.pem.utf8).write(to: URL(fileURLWithPath: directory + "/root.pem"))
-        try Data(try pki.blob(no: 4)).write(to: URL(fileURLWithPath: directory + "/4.jwt"))
         try await SQLiteStore.open(path: directory + "/file:app.db").close()
         #expect(mkfifo(directory + "/app.db", 0o600) == 0)
         let process = Process()
@@ -163,12 +159,8 @@ struct AuditTests {
     /// rollback-journal mode (a copy made with `VACUUM INTO`) was switched to WAL.
     @Test("metadata audit --dry-run changes nothing in the SQLite file, not even its journal mode")
     func dryRunChangesNothing() async throws {
-        let pki = MetadataServiceTests.pki
-        let directory = MetadataServiceTests.temporaryDirectory()
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let directory = try Self.metadataDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        try Data(pki.root.pem.utf8).write(to: URL(fileURLWithPath: directory + "/root.pem"))
-        try Data(try pki.blob(no: 4)).write(to: URL(fileURLWithPath: directory + "/4.jwt"))
         let database = directory + "/copy.db"
         let bytes = try await StoreAccessTests.rollbackJournalDatabase(at: database)
         let out = try await Self.run([
@@ -176,6 +168,17 @@ struct AuditTests {
         ])
         #expect((try? JSONValue.parse(Array(out.utf8)))?["scanned"]?.intValue == 0, "\(out)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: database)) == bytes, "the dry run changed the file")
+    }
+
+    /// A new directory holding the test PKI's root (`root.pem`) and a BLOB that verifies under
+    /// it (`4.jwt`).
+    static func metadataDirectory() throws -> String {
+        let pki = MetadataServiceTests.pki
+        let directory = MetadataServiceTests.temporaryDirectory()
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try Data(pki.root.pem.utf8).write(to: URL(fileURLWithPath: directory + "/root.pem"))
+        try Data(try pki.blob(no: 4)).write(to: URL(fileURLWithPath: directory + "/4.jwt"))
+        return directory
     }
 
     /// Runs `webauthn` with `arguments`; its standard output.

@@ -37,18 +37,24 @@ extension StoreAccessTests {
             _ = try await database.query("INSERT INTO schema_version (version) VALUES (?)", [value])
             try database.close()
             // Round 25: serve switched the file to WAL and gave it a table before it refused it.
-            let bytes = try Self.rollbackJournalMode(path)
-            var message = ""
-            do { _ = try await SQLiteStore.open(path: path) } catch let error as WebAuthnError {
-                #expect(error.code == .storageFailure)
-                message = error.message
-            }
-            #expect(message.contains("not an integer"), "\(value): \(message)")
-            #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == bytes, "\(value): the refused file was changed")
+            try await Self.expectRefusedUnchanged(path, saying: "not an integer", "\(value)")
             let again = try SQLiteDatabase(path: path)
             #expect(try await again.query("SELECT COUNT(*) AS n FROM schema_version").first?.column("n")?.integer == rows.map { $0 + 1 })
             try again.close()
         }
+    }
+
+    /// Switches the closed database at `path` to rollback-journal mode, then expects the store
+    /// to refuse it with `storage_failure` saying `expected`, and the file's bytes unchanged.
+    static func expectRefusedUnchanged(_ path: String, saying expected: String, _ what: String) async throws {
+        let bytes = try rollbackJournalMode(path)
+        var message = ""
+        do { _ = try await SQLiteStore.open(path: path) } catch let error as WebAuthnError {
+            #expect(error.code == .storageFailure)
+            message = error.message
+        }
+        #expect(message.contains(expected), "\(what): \(message)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == bytes, "\(what): the refused file was changed")
     }
 
     /// This server's database at `path`, closed, in rollback-journal mode (header bytes 18 and
@@ -96,14 +102,7 @@ extension StoreAccessTests {
             let database = try SQLiteDatabase(path: path)
             for statement in statements { _ = try await database.query(statement) }
             try database.close()
-            let bytes = try Self.rollbackJournalMode(path)
-            var message = ""
-            do { _ = try await SQLiteStore.open(path: path) } catch let error as WebAuthnError {
-                #expect(error.code == .storageFailure)
-                message = error.message
-            }
-            #expect(message.contains("another application"), "\(statements): \(message)")
-            #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == bytes, "\(statements): the refused file was changed")
+            try await Self.expectRefusedUnchanged(path, saying: "another application", "\(statements)")
         }
         // A file with nothing in it yet (no tables, or only the empty version table a failed
         // start left) is a new database.
