@@ -42,7 +42,10 @@ extension SQLiteDatabase {
         guard manager.fileExists(atPath: path) else { return .nothing }
         func size(_ suffix: String) -> Int { ((try? manager.attributesOfItem(atPath: path + suffix)[.size]) as? NSNumber)?.intValue ?? 0 }
         if size("") == 0 {
-            for suffix in ["-journal", "-wal"] where size(suffix) > 0 {
+            // A journal that would restore no page is what a first start that crashed leaves
+            // (its header says the database had 0 pages); SQLite deletes it, and nothing is lost
+            // (re-check of round 25: such a journal stopped every later start).
+            for suffix in ["-journal", "-wal"] where size(suffix) > 0 && (suffix == "-wal" || restoresPages(journal: path + suffix)) {
                 throw WebAuthnError(
                     .storageFailure,
                     "\(named) is empty beside a \(suffix.dropFirst()) of \(size(suffix)) bytes, which SQLite would delete: restore the database file; nothing was opened"
@@ -62,8 +65,10 @@ extension SQLiteDatabase {
             else {
                 throw WebAuthnError(.storageFailure, "cannot roll back the journal of the SQLite database \(named): \(SQLiteError(connection: handle))")
             }
-            do { return try read(path: path, named: named) } catch let error as WebAuthnError { throw error } catch {
-                throw WebAuthnError(.storageFailure, "cannot read the SQLite database \(named): \(error); nothing was changed")
+            do { return try read(path: path, named: named) } catch let error as WebAuthnError {
+                throw WebAuthnError(error.code, error.message + " (a journal a crash left was rolled back first, as any SQLite client does)")
+            } catch {
+                throw WebAuthnError(.storageFailure, "cannot read the SQLite database \(named) after rolling back its journal: \(error)")
             }
         } catch let error as WebAuthnError {
             throw error
@@ -73,6 +78,17 @@ extension SQLiteDatabase {
         } catch {
             throw WebAuthnError(.storageFailure, "cannot read the SQLite database \(named): \(error); nothing was changed")
         }
+    }
+
+    /// Whether the rollback journal at `path` would restore pages: its header is SQLite's (the
+    /// magic number) and names a database of more than 0 pages before the transaction (bytes 16
+    /// to 19, big-endian). One that does not is what a crashed first write leaves.
+    static func restoresPages(journal path: String) -> Bool {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return true }
+        defer { try? handle.close() }
+        let header = [UInt8]((try? handle.read(upToCount: 20)) ?? Data())
+        guard header.count == 20, header.prefix(8).elementsEqual([0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7]) else { return false }
+        return header[16..<20].contains { $0 != 0 }
     }
 
     /// The probe's read, on a read-only connection.

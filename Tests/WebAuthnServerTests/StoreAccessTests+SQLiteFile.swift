@@ -132,8 +132,11 @@ extension StoreAccessTests {
         }
         try FileManager.default.removeItem(atPath: path + "-journal")
 
-        // The WAL, and (re-check of round 25) a rollback journal beside an empty file.
-        let journal = Data(repeating: 7, count: 4096)
+        // The WAL, and (re-check of round 25) a rollback journal beside an empty file, whose
+        // header says it restores a database of 3 pages.
+        let magic: [UInt8] = [0xd9, 0xd5, 0x05, 0xf9, 0x20, 0xa1, 0x63, 0xd7]
+        func journalHeader(pages: UInt8) -> Data { Data(magic + [0, 0, 0, 1, 0, 0, 0, 9, 0, 0, 0, pages] + [UInt8](repeating: 7, count: 4076)) }
+        let journal = journalHeader(pages: 3)
         try Data().write(to: URL(fileURLWithPath: path))
         for suffix in ["-wal", "-journal"] {
             try journal.write(to: URL(fileURLWithPath: path + suffix))
@@ -145,6 +148,12 @@ extension StoreAccessTests {
             }
             try FileManager.default.removeItem(atPath: path + suffix)
         }
+        // A journal of a database of 0 pages is what a first start that crashed leaves: serve
+        // starts (second re-check of round 25: it was refused at every start).
+        try journalHeader(pages: 0).write(to: URL(fileURLWithPath: path + "-journal"))
+        try await SQLiteStore.open(path: path).close()
+        try await SQLiteStore.openExisting(path: path, readOnly: true).close()
+        for suffix in ["", "-journal", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
 
         // A file SQLite cannot read says so, rather than "not a database of this server".
         try Data(repeating: 0x5a, count: 8192).write(to: URL(fileURLWithPath: path))
