@@ -107,7 +107,7 @@ struct Inspect: AsyncParsableCommand {
     }
 
     /// A CBOR map as a JSON object: a text key as it is, an integer key in decimal, any other key
-    /// in CBOR diagnostic notation (``diagnostic(_:)``). When two keys would get one name (the text
+    /// in CBOR diagnostic notation (`CBOR.diagnosticNotation`). When two keys would get one name (the text
     /// `"1"` beside the integer 1), the map is an array of `{"key", "type", "value"}` instead, so
     /// that no member hides another (red team, eighteenth pass: one was dropped, and statement keys
     /// were printed as Swift's debugging text, `unsigned(1)`); the name and the key's CBOR type
@@ -117,48 +117,11 @@ struct Inspect: AsyncParsableCommand {
     /// Each key is named once, and each value rendered once: the array form rendered every key
     /// again, so keys nested in keys doubled the work at each level (round 25: 26 s for 36 KB).
     static func render(map pairs: [CBORPair], value: (CBORPair) -> JSONValue = { render($0.value) }) -> JSONValue {
-        let names = pairs.map { $0.key.textValue ?? $0.key.integerText ?? diagnostic($0.key) }
+        let names = pairs.map { $0.key.textValue ?? $0.key.integerText ?? $0.key.diagnosticNotation }
         guard Set(names).count == names.count else {
             return .array(zip(pairs, names).map { pair, name in ["key": .string(name), "type": .string(typeName(pair.key)), "value": value(pair)] })
         }
         return .object(JSONObject(zip(names, pairs.map(value)).map { ($0, $1) }))
-    }
-
-    /// `item` in CBOR diagnostic notation (RFC 8949 §8): integers in decimal, byte strings as
-    /// `h'…'`, text quoted as in JSON, floats with a point or an exponent (`1.0`, `NaN`,
-    /// `-Infinity`), `null` and `undefined`. Linear in the item's size.
-    static func diagnostic(_ item: CBOR) -> String {
-        var out = ""
-        writeDiagnostic(item, to: &out)
-        return out
-    }
-
-    private static func writeDiagnostic(_ item: CBOR, to out: inout String) {
-        switch item {
-        case .unsigned, .negative: out += item.integerText ?? ""
-        case .bytes(let b): out += "h'" + Bytes.hex(b) + "'"
-        case .text(let t): out += JSONValue.string(t).serialized()
-        case .array(let items):
-            out += "["
-            for (i, x) in items.enumerated() {
-                if i > 0 { out += ", " }
-                writeDiagnostic(x, to: &out)
-            }
-            out += "]"
-        case .map(let pairs):
-            out += "{"
-            for (i, pair) in pairs.enumerated() {
-                if i > 0 { out += ", " }
-                writeDiagnostic(pair.key, to: &out)
-                out += ": "
-                writeDiagnostic(pair.value, to: &out)
-            }
-            out += "}"
-        case .bool(let b): out += b ? "true" : "false"
-        case .null: out += "null"
-        case .undefined: out += "undefined"
-        case .float(let d): out += d.isNaN ? "NaN" : d.isInfinite ? (d > 0 ? "Infinity" : "-Infinity") : d.description
-        }
     }
 
     /// The CBOR type of `item`, by name.

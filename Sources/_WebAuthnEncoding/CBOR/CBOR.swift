@@ -70,6 +70,44 @@ package indirect enum CBOR: Sendable, Hashable {
         }
     }
 
+    /// The item in CBOR diagnostic notation (RFC 8949 §8): integers in decimal, byte strings as
+    /// `h'…'`, text quoted as in JSON, floats with a point or an exponent (`1.0`, `NaN`,
+    /// `-Infinity`), `null` and `undefined`. Two different items never read alike (in JSON,
+    /// `[1]` and `[1.0]`, `h'00'` and `"AA"`, `null` and `undefined` do). Linear in the item's size.
+    package var diagnosticNotation: String {
+        var out = ""
+        writeDiagnostic(to: &out)
+        return out
+    }
+
+    private func writeDiagnostic(to out: inout String) {
+        switch self {
+        case .unsigned, .negative: out += integerText ?? ""
+        case .bytes(let b): out += "h'" + Bytes.hex(b) + "'"
+        case .text(let t): out += JSONValue.string(t).serialized()
+        case .array(let items):
+            out += "["
+            for (i, x) in items.enumerated() {
+                if i > 0 { out += ", " }
+                x.writeDiagnostic(to: &out)
+            }
+            out += "]"
+        case .map(let pairs):
+            out += "{"
+            for (i, pair) in pairs.enumerated() {
+                if i > 0 { out += ", " }
+                pair.key.writeDiagnostic(to: &out)
+                out += ": "
+                pair.value.writeDiagnostic(to: &out)
+            }
+            out += "}"
+        case .bool(let b): out += b ? "true" : "false"
+        case .null: out += "null"
+        case .undefined: out += "undefined"
+        case .float(let d): out += d.isNaN ? "NaN" : d.isInfinite ? (d > 0 ? "Infinity" : "-Infinity") : d.description
+        }
+    }
+
     /// Whether the item is a NaN or holds one at any depth (in an array, or a map's keys or
     /// values): such an item equals nothing, itself included.
     package var holdsNaN: Bool {
