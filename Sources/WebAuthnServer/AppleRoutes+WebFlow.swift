@@ -60,7 +60,7 @@ extension WebAuthnRoutes {
         guard let state = form["state"], !state.isEmpty, state.utf8.count <= 256, let idToken = form["id_token"], let code = form["code"],
             !code.isEmpty, code.utf8.count <= 1024
         else {
-            throw WebAuthnError(.responseMalformed, "the form needs code, id_token and state")
+            throw WebAuthnError(.requestMalformed, "the form needs code, id_token and state")
         }
         let flow = HTTP.cookie(appleFlowCookieName, in: request).flatMap { Base64URL.decode(String($0)) }
         try await engine.consumeSingleUse(.appleState, key: Digest.sha256(Array(state.utf8)), binding: flow.map(Digest.sha256) ?? [])

@@ -104,7 +104,7 @@ extension WebAuthnRoutes {
         guard let identityToken = body["identityToken"]?.stringValue, !identityToken.isEmpty,
             let code = body["authorizationCode"]?.stringValue, !code.isEmpty, code.utf8.count <= 1024
         else {
-            throw WebAuthnError(.responseMalformed, "identityToken and authorizationCode are required strings")
+            throw WebAuthnError(.requestMalformed, "identityToken and authorizationCode are required strings")
         }
         let token = sessions.token(request)
         do {

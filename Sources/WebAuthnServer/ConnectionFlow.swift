@@ -25,7 +25,7 @@ internal import _WebAuthnEncoding
 ///   its own wait, as RFC 9110 lets it), nor for a declared length over `maxBodySize`, which is
 ///   refused (413) without the body, nor for an HTTP/1.0 request, which has no interim answers
 ///   (RFC 9110 §10.1.1: the expectation is ignored). A body is bounded as any other.
-/// - **`Transfer-Encoding` other than `chunked` alone** is refused (`400 response_malformed`) and
+/// - **`Transfer-Encoding` other than `chunked` alone** is refused (`400 request_malformed`) and
 ///   the connection closed: the server decodes no other coding (RFC 9112 §6.1), and a proxy in
 ///   front may frame `identity, chunked` or `gzip, chunked` otherwise than SwiftNIO, which read
 ///   them as chunked (red team, fourteenth pass). Content-Length beside it, and codings NIO
@@ -35,7 +35,7 @@ internal import _WebAuthnEncoding
 /// - **`Connection: close`** in any case or list, and an HTTP/1.0 request without `keep-alive`: the
 ///   answer says `Connection: close`, the connection closes after it, and nothing after the
 ///   request is read (RFC 9112 §9.3, §9.6). Hummingbird closed only on the exact value `close`.
-/// - **`CONNECT` and `Upgrade`** are refused (`400 response_malformed`): the server proxies nothing
+/// - **`CONNECT` and `Upgrade`** are refused (`400 request_malformed`): the server proxies nothing
 ///   and switches to no other protocol, and SwiftNIO's decoder stops at such a request and kept
 ///   every byte that followed for a protocol handler the server does not have (red team, fifteenth
 ///   pass: 1 GB a second on one connection, and a crash under a memory limit).
@@ -190,22 +190,22 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
     /// Why a request head is refused, if it is.
     static func refusal(of head: HTTPRequest, _ facts: RequestHeadTap.Facts) -> WebAuthnError? {
         if facts.upgrade {
-            return WebAuthnError(.responseMalformed, "this server is no proxy and switches to no other protocol: CONNECT and Upgrade are refused")
+            return WebAuthnError(.requestMalformed, "this server is no proxy and switches to no other protocol: CONNECT and Upgrade are refused")
         }
         if !framingAccepted(head) {
-            return WebAuthnError(.responseMalformed, "the request's Transfer-Encoding is not chunked alone, the only coding this server reads")
+            return WebAuthnError(.requestMalformed, "the request's Transfer-Encoding is not chunked alone, the only coding this server reads")
         }
         if facts.version == .http1_0, head.headerFields[.transferEncoding] != nil {
-            return WebAuthnError(.responseMalformed, "an HTTP/1.0 request may not carry Transfer-Encoding (RFC 9112 §6.1)")
+            return WebAuthnError(.requestMalformed, "an HTTP/1.0 request may not carry Transfer-Encoding (RFC 9112 §6.1)")
         }
         if !facts.targetValid {
             return WebAuthnError(
-                .responseMalformed,
+                .requestMalformed,
                 "the request target is neither a path nor an http or https URL with a valid host, or it has a fragment, or it is * for a method other than OPTIONS (RFC 9112 §3.2)"
             )
         }
         if facts.hosts > 1 || (facts.hosts == 0 && facts.version != .http1_0) || !facts.hostsValid {
-            return WebAuthnError(.responseMalformed, "a request carries one Host field, a host and port, which only HTTP/1.0 may omit (RFC 9112 §3.2)")
+            return WebAuthnError(.requestMalformed, "a request carries one Host field, a host and port, which only HTTP/1.0 may omit (RFC 9112 §3.2)")
         }
         return nil
     }
@@ -254,7 +254,7 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
         if error == .headerOverflow {
             return WebAuthnError(.inputTooLarge, "the request's head is larger than this server reads")
         }
-        return WebAuthnError(.responseMalformed, "the request is not well-formed HTTP: \(error)")
+        return WebAuthnError(.requestMalformed, "the request is not well-formed HTTP: \(error)")
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {

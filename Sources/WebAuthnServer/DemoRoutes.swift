@@ -188,7 +188,7 @@ extension WebAuthnRoutes {
                 // be read is refused rather than taken for a plain sign-out (red team, sixth pass).
                 let body = try await HTTP.body(request, limit: 1024, whenEmpty: [:])
                 guard body.objectValue != nil, body["everywhere"].map({ $0.boolValue != nil }) ?? true else {
-                    throw WebAuthnError(.responseMalformed, "the body is an object whose \"everywhere\", if present, is true or false")
+                    throw WebAuthnError(.requestMalformed, "the body is an object whose \"everywhere\", if present, is true or false")
                 }
                 let token = sessions.token(request)
                 let signedIn = try await sessions.signedIn(token, now: now)

@@ -95,7 +95,7 @@ enum HTTP {
     static func form(_ bytes: [UInt8]) throws(WebAuthnError) -> [String: String] {
         var fields: [String: String] = [:]
         for pair in bytes.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
-            guard fields.count < 32 else { throw WebAuthnError(.responseMalformed, "the form has more than 32 fields") }
+            guard fields.count < 32 else { throw WebAuthnError(.requestMalformed, "the form has more than 32 fields") }
             let parts = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
             func decode(_ raw: ArraySlice<UInt8>) throws(WebAuthnError) -> String {
                 let plus: UInt8 = 0x2B, space: UInt8 = 0x20
@@ -103,12 +103,12 @@ enum HTTP {
                 bytes.reserveCapacity(raw.count)
                 for byte in raw { bytes.append(byte == plus ? space : byte) }
                 let text = String(decoding: bytes, as: UTF8.self)
-                guard let decoded = text.removingPercentEncoding else { throw WebAuthnError(.responseMalformed, "a form field is not percent-encoded UTF-8") }
+                guard let decoded = text.removingPercentEncoding else { throw WebAuthnError(.requestMalformed, "a form field is not percent-encoded UTF-8") }
                 return decoded
             }
             let name = try decode(parts[0])
             let value = parts.count > 1 ? try decode(parts[1]) : ""
-            guard fields.updateValue(value, forKey: name) == nil else { throw WebAuthnError(.responseMalformed, "the form names \(name.prefix(32)) twice") }
+            guard fields.updateValue(value, forKey: name) == nil else { throw WebAuthnError(.requestMalformed, "the form names \(name.prefix(32)) twice") }
         }
         return fields
     }
@@ -120,7 +120,7 @@ enum HTTP {
         return Int(text) ?? .max
     }
 
-    /// The request's body, at most `limit` bytes: `input_too_large` past it, `response_malformed`
+    /// The request's body, at most `limit` bytes: `input_too_large` past it, `request_malformed`
     /// when it cannot be read (a malformed chunked encoding, a connection closed mid-body: red
     /// team, thirteenth pass, these answered 413 too).
     static func collect(_ request: Request, limit: Int) async throws(WebAuthnError) -> ByteBuffer {
@@ -129,7 +129,7 @@ enum HTTP {
         } catch is NIOTooManyBytesError {
             throw WebAuthnError(.inputTooLarge, "the request body is larger than \(limit) bytes")
         } catch {
-            throw WebAuthnError(.responseMalformed, "the request body could not be read (its chunked encoding is malformed, or it was cut short)")
+            throw WebAuthnError(.requestMalformed, "the request body could not be read (its chunked encoding is malformed, or it was cut short)")
         }
     }
 

@@ -12,7 +12,7 @@ extension WebAuthnRoutes {
     func attestationOptions<Context: RequestContext>(_ request: Request, _ context: Context) async throws -> Response {
         let body = try await HTTP.body(request, limit: configuration.maxBodySize)
         guard let raw = body["username"]?.stringValue, !raw.isEmpty else {
-            throw WebAuthnError(.responseMalformed, "username is missing or empty")
+            throw WebAuthnError(.requestMalformed, "username is missing or empty")
         }
         let name = try UserName.normalize(name: raw)
         let displayName = try body["displayName"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }.map { try UserName.normalize(displayName: $0) } ?? name
@@ -39,7 +39,7 @@ extension WebAuthnRoutes {
         }
         let attestation = AttestationConveyancePreference(rawValue: body["attestation"]?.stringValue ?? "none")
         guard AttestationConveyancePreference.specified.contains(attestation) else {
-            throw WebAuthnError(.responseMalformed, "attestation \"\(attestation.rawValue.prefix(32))\" is not none, indirect, direct or enterprise")
+            throw WebAuthnError(.requestMalformed, "attestation \"\(attestation.rawValue.prefix(32))\" is not none, indirect, direct or enterprise")
         }
         let extensions = ClientExtensions(body["extensions"]?.objectValue ?? JSONObject())
         // Typed, known values only, echoed in the order asked (at most a handful).
@@ -187,7 +187,7 @@ extension WebAuthnRoutes {
     /// answers `authentication_failed`; the log has the code. `--conformance`
     /// shows every code, as the conformance tools expect.
     static let shownBeforeLookup: Set<WebAuthnError.Code> = [
-        .jsonMalformed, .responseMalformed, .base64urlInvalid, .inputTooLarge, .credentialTypeInvalid, .credentialIdMismatch,
+        .jsonMalformed, .responseMalformed, .requestMalformed, .base64urlInvalid, .inputTooLarge, .credentialTypeInvalid, .credentialIdMismatch,
         .clientDataMalformed, .challengeUnknown, .challengeExpired, .ceremonyMismatch, .sessionMismatch,
     ]
 

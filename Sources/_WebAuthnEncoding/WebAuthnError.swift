@@ -56,6 +56,9 @@ extension WebAuthnError.Code {
     public static let jsonMalformed: Self = "json_malformed"
     /// A required field is missing or has the wrong JSON type.
     public static let responseMalformed: Self = "response_malformed"
+    /// The HTTP request is malformed: its framing, target or `Host`, an unreadable body or form,
+    /// or a member of the request other than the credential (a user name, an identity token).
+    public static let requestMalformed: Self = "request_malformed"
     /// A field that must be base64url is not.
     public static let base64urlInvalid: Self = "base64url_invalid"
     /// An input exceeds a size limit of the engine.
@@ -249,8 +252,8 @@ extension WebAuthnError.Code {
     /// Every code the engine can throw (documented in Docs/Errors.md), in the order declared above.
     /// Tests/WebAuthnCoreTests/DocumentationTests.swift checks it against the declarations and the docs.
     public static let catalogue: [WebAuthnError.Code] = [
-        .jsonMalformed, .responseMalformed, .base64urlInvalid, .inputTooLarge, .credentialTypeInvalid, .credentialIdMismatch,
-        .cborMalformed, .cborLimitExceeded, .attestationObjectMalformed, .authenticatorDataMalformed, .coseKeyInvalid,
+        .jsonMalformed, .responseMalformed, .requestMalformed, .base64urlInvalid, .inputTooLarge, .credentialTypeInvalid,
+        .credentialIdMismatch, .cborMalformed, .cborLimitExceeded, .attestationObjectMalformed, .authenticatorDataMalformed, .coseKeyInvalid,
         .publicKeySmallOrder, .publicKeyPointInvalid, .publicKeyRSAInvalid,
         .clientDataMalformed, .clientDataTypeMismatch, .challengeMismatch, .challengeUnknown, .challengeExpired, .ceremonyMismatch,
         .originNotAllowed, .crossOriginNotAllowed, .topOriginNotAllowed, .tokenBindingInvalid,

@@ -147,7 +147,7 @@ struct AppleFlowTests {
         }
     }
 
-    @Test("native: a nonce from another session, no nonce, or a failed exchange sign nobody in and store nothing")
+    @Test("native: a nonce from another session, no nonce, no code, or a failed exchange sign nobody in and store nothing")
     func nativeRefusals() async throws {
         try await Self.withServer { setup, port in
             let app = Client(port: port), other = Client(port: port)
@@ -166,6 +166,8 @@ struct AppleFlowTests {
                     "authorizationCode": .string(setup.standIn.authorizationCode(for: user, clientID: Self.clientID)),
                 ]).serialized())
             #expect(noNonce.body["errorMessage"]?.stringValue?.hasPrefix("apple_nonce_mismatch") == true, "\(noNonce.body)")
+            let noCode = try await app.send("/apple/signin", json: JSONValue.object(["identityToken": .string(token)]).serialized())
+            #expect(noCode.status == 400 && noCode.body["errorMessage"]?.stringValue?.hasPrefix("request_malformed") == true, "\(noCode.body)")
             #expect(try await setup.store.identity(provider: "apple", subject: user.sub) == nil)
             #expect(try await app.send("/demo/session", method: "GET").body["user"] == .null)
         }

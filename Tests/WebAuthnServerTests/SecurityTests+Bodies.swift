@@ -3,7 +3,7 @@ import Testing
 @testable import WebAuthnServer
 
 extension SecurityTests {
-    @Test("a body that cannot be read (a malformed chunked encoding) is 400 response_malformed and closes the connection; one past the limit is 413")
+    @Test("a body that cannot be read (a malformed chunked encoding) is 400 request_malformed and closes the connection; one past the limit is 413")
     func unreadableBodies() async throws {
         // Red team, thirteenth pass: every failure to read a body answered 413 input_too_large.
         let server = try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--rate-limit", "off"])
@@ -20,7 +20,7 @@ extension SecurityTests {
             #expect(answer.hasPrefix("HTTP/1.1 \(status)"), "\(name): \(answer.prefix(200))")
             if status == "400" {
                 // The answer says the connection closes, as it does (red team, fifteenth pass: it did not say so).
-                #expect(answer.contains("response_malformed") && answer.contains("\r\nConnection: close\r\n"), "\(name): \(answer.prefix(400))")
+                #expect(answer.contains("request_malformed") && answer.contains("\r\nConnection: close\r\n"), "\(name): \(answer.prefix(400))")
             }
             if status == "400" {
                 try await Task.sleep(for: .milliseconds(200))
@@ -68,7 +68,7 @@ extension SecurityTests {
             let answer = try connection.receive()
             #expect(answer.hasPrefix("HTTP/1.1 \(status)"), "\(coding): \(answer.prefix(300))")
             if status == "400" {
-                #expect(answer.contains("response_malformed"), "\(coding): \(answer.prefix(400))")
+                #expect(answer.contains("request_malformed"), "\(coding): \(answer.prefix(400))")
                 try await Task.sleep(for: .milliseconds(200))
                 #expect(connection.closedByPeer(), "\(coding): the connection stays open")
             }
@@ -89,7 +89,7 @@ extension SecurityTests {
                 "POST /assertion/options \(version)\r\nHost: a\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
             let answer = try connection.receive()
             if version == "HTTP/1.0" {
-                #expect(answer.hasPrefix("HTTP/1.1 400") && answer.contains("response_malformed"), "\(answer.prefix(300))")
+                #expect(answer.hasPrefix("HTTP/1.1 400") && answer.contains("request_malformed"), "\(answer.prefix(300))")
                 try await Task.sleep(for: .milliseconds(200))
                 #expect(connection.closedByPeer(), "the HTTP/1.0 connection stays open")
             } else {
@@ -115,7 +115,7 @@ extension SecurityTests {
         let (text, closed) = connection.drain()
         let statuses = text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { String($0.prefix(3)) }
         #expect(statuses == ["200", "200", "400"], "\(text.prefix(600))")
-        #expect(text.contains("response_malformed"))
+        #expect(text.contains("request_malformed"))
         #expect(closed, "the connection stays open after the refusal")
     }
 
@@ -202,20 +202,20 @@ extension SecurityTests {
         // Before, Hummingbird answered these with a bare `400` (no body, no code, no security headers).
         let health = "GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n"
         for (name, head, status, code) in [
-            ("a space in a field name", "GET /healthz HTTP/1.1\r\nHost: a\r\nBad Header: x\r\n\r\n", "400", "response_malformed"),
-            ("a method with @", "G@T /healthz HTTP/1.1\r\nHost: a\r\n\r\n", "400", "response_malformed"),
-            ("two lengths", "POST /healthz HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", "400", "response_malformed"),
+            ("a space in a field name", "GET /healthz HTTP/1.1\r\nHost: a\r\nBad Header: x\r\n\r\n", "400", "request_malformed"),
+            ("a method with @", "G@T /healthz HTTP/1.1\r\nHost: a\r\n\r\n", "400", "request_malformed"),
+            ("two lengths", "POST /healthz HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", "400", "request_malformed"),
             // RFC 9112 §3.2: exactly one Host in HTTP/1.1, at most one before (red team, fifteenth pass: both 200).
-            ("no Host", "GET /healthz HTTP/1.1\r\n\r\n", "400", "response_malformed"),
-            ("two Hosts", "GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", "400", "response_malformed"),
-            ("a Host with a space", "GET /healthz HTTP/1.1\r\nHost: a, b\r\n\r\n", "400", "response_malformed"),
-            ("a Host with a path", "GET /healthz HTTP/1.1\r\nHost: a/b\r\n\r\n", "400", "response_malformed"),
-            ("a Host with a user", "GET /healthz HTTP/1.1\r\nHost: u@a\r\n\r\n", "400", "response_malformed"),
+            ("no Host", "GET /healthz HTTP/1.1\r\n\r\n", "400", "request_malformed"),
+            ("two Hosts", "GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", "400", "request_malformed"),
+            ("a Host with a space", "GET /healthz HTTP/1.1\r\nHost: a, b\r\n\r\n", "400", "request_malformed"),
+            ("a Host with a path", "GET /healthz HTTP/1.1\r\nHost: a/b\r\n\r\n", "400", "request_malformed"),
+            ("a Host with a user", "GET /healthz HTTP/1.1\r\nHost: u@a\r\n\r\n", "400", "request_malformed"),
             // The structure, not only the characters (second re-check of the fifteenth pass: these passed).
-            ("a Host with a port that is no number", "GET /healthz HTTP/1.1\r\nHost: a:99999x\r\n\r\n", "400", "response_malformed"),
-            ("a Host with an open bracket", "GET /healthz HTTP/1.1\r\nHost: [::1\r\n\r\n", "400", "response_malformed"),
-            ("a Host with a broken escape", "GET /healthz HTTP/1.1\r\nHost: a%zz\r\n\r\n", "400", "response_malformed"),
-            ("two Hosts in HTTP/1.0", "GET /healthz HTTP/1.0\r\nHost: a\r\nhost: b\r\nConnection: keep-alive\r\n\r\n", "400", "response_malformed"),
+            ("a Host with a port that is no number", "GET /healthz HTTP/1.1\r\nHost: a:99999x\r\n\r\n", "400", "request_malformed"),
+            ("a Host with an open bracket", "GET /healthz HTTP/1.1\r\nHost: [::1\r\n\r\n", "400", "request_malformed"),
+            ("a Host with a broken escape", "GET /healthz HTTP/1.1\r\nHost: a%zz\r\n\r\n", "400", "request_malformed"),
+            ("two Hosts in HTTP/1.0", "GET /healthz HTTP/1.0\r\nHost: a\r\nhost: b\r\nConnection: keep-alive\r\n\r\n", "400", "request_malformed"),
             ("a 100 KB field", "GET /healthz HTTP/1.1\r\nHost: a\r\nX-A: \(String(repeating: "a", count: 100_000))\r\n\r\n", "413", "input_too_large"),
         ] {
             for ahead in ["", health] {
@@ -250,7 +250,7 @@ extension SecurityTests {
             let (text, closed) = answered.drain()
             // (SwiftNIO's encoder sends no body in an answer to CONNECT, of any status.)
             #expect(
-                text.hasPrefix("HTTP/1.1 400") && (head.hasPrefix("CONNECT") || text.contains("response_malformed")),
+                text.hasPrefix("HTTP/1.1 400") && (head.hasPrefix("CONNECT") || text.contains("request_malformed")),
                 "\(head.debugDescription): \(text.prefix(300))")
             #expect(closed, "\(head.debugDescription): the connection stays open")
             // What follows is not kept: the server stops reading, so the client cannot send more
@@ -417,7 +417,7 @@ extension SecurityTests {
             defer { connection.close() }
             try connection.send("GET \(target) HTTP/1.1\r\nHost: a\r\n\r\n")
             let (text, _) = connection.drain()
-            #expect(text.hasPrefix("HTTP/1.1 400") && text.contains("response_malformed"), "\(target): \(text.prefix(300))")
+            #expect(text.hasPrefix("HTTP/1.1 400") && text.contains("request_malformed"), "\(target): \(text.prefix(300))")
         }
         for target in ["http://localhost:8080/healthz", "HTTP://[::1]/healthz", "https://example.com/healthz?x=1"] {
             let connection = try RawConnection(port: server.port)
@@ -430,7 +430,7 @@ extension SecurityTests {
         defer { connection.close() }
         try connection.send("OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n")
         let answer = try connection.receive()
-        #expect(answer.hasPrefix("HTTP/1.1 ") && !answer.contains("response_malformed"), "\(answer.prefix(300))")
+        #expect(answer.hasPrefix("HTTP/1.1 ") && !answer.contains("request_malformed"), "\(answer.prefix(300))")
     }
 
     @Test("pipelined answers still queued when the lingering client passes 1 MiB are all delivered")

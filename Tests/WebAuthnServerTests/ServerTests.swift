@@ -128,6 +128,11 @@ struct ServerTests {
         // A bad signature is one generic answer (the log has signature_invalid).
         #expect(replies.last?.errorMessage.hasPrefix("authentication_failed") == true)
         #expect(replies[4].status == 413)
+        // A request's own members are the request's (no user name, an unknown attestation
+        // preference); a credential without its response is the credential's.
+        #expect(replies[0].errorMessage.hasPrefix("request_malformed:") && replies[1].errorMessage.hasPrefix("request_malformed:"))
+        let partial = try await server.request("/attestation/result", ["type": "public-key", "id": "AA"])
+        #expect(partial.status == 400 && partial.errorMessage.hasPrefix("response_malformed:"), "\(partial.errorMessage)")
     }
 
     @Test("log lines carry the request's metadata, formatted when written (StreamLogHandler's format)")
