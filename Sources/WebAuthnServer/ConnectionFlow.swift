@@ -97,6 +97,9 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
     private let gate = DiscardGate(limit: DiscardGate.lingerLimit)
     /// A refusal waiting for the answers of the requests ahead of it.
     private var pendingRefusal: WebAuthnError?
+    /// The refused request is `CONNECT`: SwiftNIO's encoder writes no body in an answer to one, of
+    /// any status, so the answer says no `Content-Type` either.
+    private var refusedConnect = false
     /// What the conversion to HTTPTypes drops from each request head: its version, whether it is
     /// CONNECT or has `Upgrade`, and its number of `Host` fields.
     private let tap = RequestHeadTap()
@@ -122,7 +125,10 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
                 return refuse(context, WebAuthnError(.rateLimited, "more than \(Self.maxUnanswered) requests wait for their answers on this connection"))
             }
             let facts = tap.facts
-            if let refusal = Self.refusal(of: head, facts) { return refuse(context, refusal) }
+            if let refusal = Self.refusal(of: head, facts) {
+                refusedConnect = head.method == .connect
+                return refuse(context, refusal)
+            }
             if unanswered.isEmpty, facts.version != .http1_0, Self.expectsContinue(head),
                 HTTP.declaredLength(head.headerFields).map({ $0 <= maxBodySize }) ?? true
             {
@@ -331,7 +337,7 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
     private func answer(_ context: ChannelHandlerContext, _ error: WebAuthnError) {
         let body = context.channel.allocator.buffer(bytes: JSONValue.object(HTTP.failure(error)).serializedBytes())
         var response = HTTPResponse(status: HTTP.status(for: error))
-        response.headerFields[.contentType] = "application/json"
+        if !refusedConnect { response.headerFields[.contentType] = "application/json" }
         SecurityHeaders.apply(to: &response.headerFields, secure: secure)
         response.headerFields[.contentLength] = String(body.readableBytes)
         response.headerFields[.connection] = ConnectionOption.close.rawValue
