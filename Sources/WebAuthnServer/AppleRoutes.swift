@@ -81,6 +81,8 @@ extension WebAuthnRoutes {
     /// `POST /apple/nonce`: a single-use nonce for the app to put (raw or as its
     /// SHA-256) into its `ASAuthorizationAppleIDRequest`; bound to this session.
     func appleNonce(_ request: Request) async throws -> Response {
+        // No members, but an object, as every options route (red team, round 26).
+        _ = try RequestMembers(await HTTP.body(request, limit: 1024, whenEmpty: [:]))
         let token = sessions.token(request) ?? sessions.mint()
         let nonce = Base64URL.encode(SecureRandom.bytes(32))
         let key = Digest.sha256(Array(nonce.utf8))

@@ -260,7 +260,22 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
         if error == .headerOverflow {
             return WebAuthnError(.inputTooLarge, "the request's head is larger than this server reads")
         }
-        return WebAuthnError(.requestMalformed, "the request is not well-formed HTTP: \(error)")
+        return WebAuthnError(.requestMalformed, "the request is not well-formed HTTP/1.1: \(reason(error))")
+    }
+
+    /// What a parser error says, in the server's own words: SwiftNIO's text names its parser and
+    /// its states (`paused (swift-http-parser error)` for an HTTP/2 preface; red team, round 26).
+    static func reason(_ error: HTTPParserError) -> String {
+        switch error {
+        case .invalidMethod: return "the method is not a token"
+        case .invalidURL, .invalidHost, .invalidPort, .invalidPath, .invalidQueryString, .invalidFragment: return "the request target is malformed"
+        case .invalidVersion: return "the version is not HTTP/1.0 or HTTP/1.1"
+        case .invalidContentLength, .unexpectedContentLength:
+            return "Content-Length is malformed, given twice, or beside Transfer-Encoding"
+        case .invalidChunkSize: return "the chunked body is malformed"
+        case .invalidHeaderToken, .invalidCharactersUsed, .lfExpected, .invalidConstant: return "a line or a field of the head is malformed"
+        default: return "the request cannot be parsed"
+        }
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {

@@ -33,6 +33,7 @@ extension WebAuthnRoutes {
         router.delete("/identities/:id") { request, context in
             await handle(request, context) {
                 try throttle(request, context)
+                try await HTTP.requireReadable(request)
                 // As deleting a passkey: a recent verification, and whoever signed in elsewhere goes.
                 let session = try await requireRecentSession(request)
                 let handle = session.userHandle

@@ -102,9 +102,9 @@ extension WebAuthnRoutes {
                 let handle = try await requireSignedIn(request)
                 try throttleChanges(handle, request, context)
                 let id = try credentialID(context)
-                let body = try await HTTP.body(request, limit: 4096)
+                let body = try RequestMembers(await HTTP.body(request, limit: 4096))
                 // A string names it; "" or null clears the name; anything else is refused.
-                let member = body["name"] ?? .null
+                let member = body.object["name"] ?? .null
                 guard member.isNull || member.stringValue != nil else {
                     throw WebAuthnError(.credentialNameInvalid, "name must be a string (or null to clear it)")
                 }
@@ -127,6 +127,7 @@ extension WebAuthnRoutes {
         router.delete("/credentials/:id") { request, context in
             await handle(request, context) {
                 try throttle(request, context)
+                try await HTTP.requireReadable(request)
                 let session = try await requireRecentSession(request)
                 let handle = session.userHandle
                 let id = try credentialID(context)
@@ -149,8 +150,8 @@ extension WebAuthnRoutes {
                 try throttle(request, context)
                 let handle = try await requireSignedIn(request)
                 try throttleChanges(handle, request, context)
-                let body = try await HTTP.body(request, limit: 4096)
-                let displayName = try UserName.normalize(displayName: body["displayName"]?.stringValue ?? "")
+                let body = try RequestMembers(await HTTP.body(request, limit: 4096))
+                let displayName = try UserName.normalize(displayName: body.string("displayName") ?? "")
                 guard try await accounts.setDisplayName(displayName, handle: handle), let account = try await accounts.account(handle: handle) else {
                     throw WebAuthnError(.signInRequired, "sign in first")
                 }
@@ -165,6 +166,7 @@ extension WebAuthnRoutes {
         router.delete("/account") { request, context in
             await handle(request, context) {
                 try throttle(request, context)
+                try await HTTP.requireReadable(request)
                 let handle = try await requireRecentVerification(request)
                 let unrevoked = try await deleteAccount(handle)
                 var event: Logger.Metadata = ["account": .string(Audit.hash(handle))]

@@ -87,6 +87,8 @@ extension WebAuthnRoutes {
     func addReauthentication<Context: RequestContext>(to router: RouteCollection<Context>) {
         router.post("/reauthentication/options") { request, context in
             await ceremony(request, context, as: "reauthentication_options", starts: true) {
+                // No members, but an object (red team, round 26: a body that was not JSON was ignored).
+                _ = try RequestMembers(await HTTP.body(request, limit: 1024, whenEmpty: [:]))
                 let token = sessions.token(request)
                 guard let token, let session = try await sessions.signedIn(token, now: now) else {
                     throw WebAuthnError(.signInRequired, "sign in first")

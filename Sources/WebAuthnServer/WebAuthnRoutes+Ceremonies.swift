@@ -10,12 +10,12 @@ extension WebAuthnRoutes {
     // MARK: Registration
 
     func attestationOptions<Context: RequestContext>(_ request: Request, _ context: Context) async throws -> Response {
-        let body = try await HTTP.body(request, limit: configuration.maxBodySize)
-        guard let raw = body["username"]?.stringValue, !raw.isEmpty else {
+        let body = try RequestMembers(await HTTP.body(request, limit: configuration.maxBodySize))
+        guard let raw = try body.string("username"), !raw.isEmpty else {
             throw WebAuthnError(.requestMalformed, "username is missing or empty")
         }
         let name = try UserName.normalize(name: raw)
-        let displayName = try body["displayName"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 }.map { try UserName.normalize(displayName: $0) } ?? name
+        let displayName = try body.string("displayName").flatMap { $0.isEmpty ? nil : $0 }.map { try UserName.normalize(displayName: $0) } ?? name
         let token = sessions.token(request)
         let signedIn = try await signedInAccount(request, token: token)
         let existing = try await accounts.account(named: name)
@@ -34,18 +34,18 @@ extension WebAuthnRoutes {
         let user = try existing ?? UserEntity(id: SecureRandom.bytes(32), name: name, displayName: displayName)
         var selection = AuthenticatorSelection(userVerification: engine.relyingParty.policy.userVerification)
         var requested: JSONObject?
-        if let asked = body["authenticatorSelection"]?.objectValue {
+        if let asked = try body.object("authenticatorSelection") {
             (selection, requested) = AuthenticatorSelection.requested(asked, over: selection)
         }
-        let attestation = AttestationConveyancePreference(rawValue: body["attestation"]?.stringValue ?? "none")
+        let attestation = AttestationConveyancePreference(rawValue: try body.string("attestation") ?? "none")
         guard AttestationConveyancePreference.specified.contains(attestation) else {
             throw WebAuthnError(.requestMalformed, "attestation \"\(attestation.rawValue.prefix(32))\" is not none, indirect, direct or enterprise")
         }
-        let extensions = ClientExtensions(body["extensions"]?.objectValue ?? JSONObject())
+        let extensions = ClientExtensions(try body.object("extensions") ?? JSONObject())
         // Typed, known values only, echoed in the order asked (at most a handful).
-        let hints = (body["hints"]?.arrayValue ?? []).prefix(8).compactMap(\.stringValue).map(PublicKeyCredentialHint.init(rawValue:))
+        let hints = (try body.array("hints") ?? []).prefix(8).compactMap(\.stringValue).map(PublicKeyCredentialHint.init(rawValue:))
             .filter(PublicKeyCredentialHint.specified.contains)
-        let formats = (body["attestationFormats"]?.arrayValue ?? []).prefix(16).compactMap(\.stringValue).map(AttestationFormat.init(rawValue:))
+        let formats = (try body.array("attestationFormats") ?? []).prefix(16).compactMap(\.stringValue).map(AttestationFormat.init(rawValue:))
             .filter(AttestationFormat.specified.contains)
         // Adding a passkey to an existing account is a sensitive action: the session must have
         // verified the user recently (a UV sign-in or re-authentication, Sign in with Apple). An
@@ -58,7 +58,7 @@ extension WebAuthnRoutes {
             }
         }
         // Conditional create (a quiet passkey upgrade) only for the signed-in owner of an existing account.
-        let conditionalCreate = body["mediation"]?.stringValue == "conditional" && existing != nil && signedIn == existing?.id
+        let conditionalCreate = try body.string("mediation") == "conditional" && existing != nil && signedIn == existing?.id
         let session = token ?? sessions.mint()
         let options = try await engine.startRegistration(
             user: user, authenticatorSelection: selection, attestation: attestation, hints: Array(hints), attestationFormats: Array(formats),
@@ -144,10 +144,10 @@ extension WebAuthnRoutes {
     // MARK: Authentication
 
     func assertionOptions<Context: RequestContext>(_ request: Request, _ context: Context) async throws -> Response {
-        let body = try await HTTP.body(request, limit: configuration.maxBodySize)
+        let body = try RequestMembers(await HTTP.body(request, limit: configuration.maxBodySize))
         var userHandle: [UInt8]?
         var allow: [CredentialDescriptor]?
-        if let raw = body["username"]?.stringValue, !raw.isEmpty {
+        if let raw = try body.string("username"), !raw.isEmpty {
             // The same work for every name: one lookup of the account with its credentials.
             // A name that breaks the rules cannot exist: every such name gets one stand-in.
             let name = (try? UserName.normalize(name: raw)) ?? "\u{FFFD}"
@@ -170,8 +170,8 @@ extension WebAuthnRoutes {
                 allow = records.map { CredentialDescriptor(id: $0.id, transports: $0.transports) }
             }
         }
-        let uv = body["userVerification"]?.stringValue.flatMap(UserVerificationRequirement.init(rawValue:))
-        let extensions = ClientExtensions(body["extensions"]?.objectValue ?? JSONObject())
+        let uv = try body.string("userVerification").flatMap(UserVerificationRequirement.init(rawValue:))
+        let extensions = ClientExtensions(try body.object("extensions") ?? JSONObject())
         let session = sessions.token(request) ?? sessions.mint()
         // `mediation` is the page's business: user presence is required whatever it says.
         let options = try await engine.startAuthentication(
