@@ -47,6 +47,23 @@ struct TrustTests {
         #expect(e4.message.contains("at most"))
     }
 
+    @Test("a chain with a weak link is not trusted: SHA-1 or MD5 signatures, RSA keys under 2048 bits, at any place in the chain")
+    func weakChains() throws {
+        // Red team, round 26: each of these was trusted, where the engine refuses the same
+        // weaknesses in credential keys (RSA under 2048 bits, RS1 by default).
+        func outcome(_ chain: [String], _ root: String) -> CertificateChain.Outcome {
+            CertificateChain.validate(chain.map { Self.pem("generated/weak/\($0).pem") }, anchors: [Self.pem("generated/weak/\(root).pem")], at: Self.time2030)
+        }
+        guard case .trusted = outcome(["leaf-sha256"], "root-p256") else { Issue.record("the control chain should validate"); return }
+        for (chain, root) in [
+            (["leaf-sha1"], "root-p256"), (["leaf-md5"], "root-rsa2048"), (["leaf-sha1-rsa"], "root-rsa2048"),
+            (["leaf-under-rsa1024"], "root-rsa1024"), (["leaf-under-inter", "inter-rsa1024"], "root-p256"),
+        ] {
+            guard case .untrusted(let error) = outcome(chain, root) else { Issue.record("\(chain) under \(root) was trusted"); continue }
+            #expect(error.code == .attestationUntrusted, "\(chain): \(error)")
+        }
+    }
+
     @Test("a CRL supplied with the anchors revokes")
     func crl() throws {
         let ca = Self.pem("generated/crl/ca.pem")
