@@ -16,6 +16,9 @@ public struct ClientDataParts: Sendable {
     public var topOrigin: String?
     /// Extra members, appended as given (to test unknown or duplicate members).
     public var extraJSON: String = ""
+    /// The `challenge` member as given, instead of the base64url of ``challenge`` (to test
+    /// other encodings of the same bytes: padded, the standard alphabet, spare bits set).
+    public var challengeText: String?
 
     /// Client data with `crossOrigin: false`, no `topOrigin` and no extra members.
     public init(type: String, challenge: [UInt8], origin: String) {
@@ -27,7 +30,7 @@ public struct ClientDataParts: Sendable {
     /// The clientDataJSON bytes: `type`, `challenge`, `origin`, then `crossOrigin`,
     /// `topOrigin` when set, then ``extraJSON``.
     public var bytes: [UInt8] {
-        var o: JSONObject = ["type": .string(type), "challenge": .string(Base64URL.encode(challenge)), "origin": .string(origin)]
+        var o: JSONObject = ["type": .string(type), "challenge": .string(challengeText ?? Base64URL.encode(challenge)), "origin": .string(origin)]
         if let crossOrigin { o["crossOrigin"] = .bool(crossOrigin) }
         if let topOrigin { o["topOrigin"] = .string(topOrigin) }
         var text = JSONValue.object(o).serialized()

@@ -72,6 +72,15 @@ struct AuthenticationStepTests {
         var parts = try h.assert(credential)
         parts.clientData.challenge = SecureRandom.bytes(32)
         #expect(h.verify(try h.authenticator.resign(parts), credential: credential) == "challenge_mismatch")
+        // It must equal the challenge's base64url, as a string: another encoding of the same bytes
+        // is refused (red team, round 26: padded, spare bits set and `+`/`/` passed).
+        let issued = try h.assert(credential)
+        for text in otherEncodings(of: issued.clientData.challenge) {
+            var other = issued
+            other.clientData.challengeText = text
+            #expect(h.verify(try h.authenticator.resign(other), credential: credential) == "challenge_mismatch", "\(text)")
+        }
+        #expect(h.verify(issued, credential: credential) == nil)
     }
 
     @Test("step 12: clientData.origin must be allowed")

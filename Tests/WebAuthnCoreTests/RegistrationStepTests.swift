@@ -36,6 +36,14 @@ struct RegistrationStepTests {
         var parts = try h.register()
         parts.clientData.challenge = SecureRandom.bytes(32)
         #expect(h.verify(parts) == "challenge_mismatch")
+        // As a string: another encoding of the same bytes is refused (red team, round 26).
+        let issued = try h.register()
+        for text in otherEncodings(of: issued.clientData.challenge) {
+            var other = issued
+            other.clientData.challengeText = text
+            #expect(h.verify(other) == "challenge_mismatch", "\(text)")  // `none`: nothing signs the client data
+        }
+        #expect(h.verify(issued) == nil)
     }
 
     @Test(

@@ -81,3 +81,20 @@ enum PackedCertificates {
         return try! AttestationSigner(pem: pem)
     }()
 }
+
+/// Encodings of `bytes` that decode to them but are not their base64url (WebAuthn's: the URL
+/// alphabet, no padding, zero spare bits): padded, with spare bits set, in the standard alphabet.
+func otherEncodings(of bytes: [UInt8]) -> [String] {
+    let canonical = Base64URL.encode(bytes)
+    var others: [String] = []
+    if canonical.count % 4 != 0 { others.append(canonical + String(repeating: "=", count: 4 - canonical.count % 4)) }
+    let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+    if canonical.count % 4 != 0, let last = canonical.last, let index = alphabet.firstIndex(of: last) {
+        // The last character carries spare bits when the length is not a multiple of 4: set the lowest.
+        others.append(String(canonical.dropLast()) + String(alphabet[index | 1]))
+    }
+    // The standard alphabet, where the text has a character the two alphabets spell apart.
+    let standard = canonical.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+    others.append(standard)
+    return others.filter { $0 != canonical }
+}
