@@ -8,6 +8,8 @@ struct AttestationVerification: Sendable {
     let type: AttestationType
     /// x5c, leaf first; empty for `none` and self attestation.
     let trustPath: [X509Certificate]
+    /// A `compound` statement's statements, each with its format: step 25 assesses every one.
+    var statements: [(format: AttestationFormat, verification: AttestationVerification)] = []
 }
 
 /// The inputs of a verification procedure.

@@ -55,8 +55,14 @@ public enum RegistrationVerifier {
             AttestationInput(  // step 23
                 statement: attestation.statement, authenticatorData: authData, clientDataHash: clientDataHash, policy: rp.policy,
                 now: rp.clock.now()))
-        let (trust, attestationType) = try assessTrustworthiness(  // steps 24–25
-            verification, format: attestation.format, aaguid: credential.aaguid, rp: rp)
+        // Steps 24–25, for each statement of a compound one, under its own format: every one must
+        // pass, and the first untrusted one, if any, is what the result reports.
+        let statements = verification.statements.isEmpty ? [(format: attestation.format, verification: verification)] : verification.statements
+        var assessed: [(trust: AttestationTrust, type: AttestationType)] = []
+        for statement in statements {
+            assessed.append(try assessTrustworthiness(statement.verification, format: statement.format, aaguid: credential.aaguid, rp: rp))
+        }
+        let (trust, attestationType) = assessed.first { !$0.trust.trusted } ?? assessed.first { $0.type.presentsCertificateChain } ?? assessed[0]
         try verifyCredentialIdLength(credential.credentialId)  // step 26
         // Step 27 (not yet registered) needs the store: WebAuthnEngine checks it, atomically.
 
