@@ -86,12 +86,14 @@ struct ServerLogHandler: LogHandler {
     static let maximumValueLength = 256
 
     /// Metadata as a stranger may not shape it: a request path without its query (where a
-    /// code or token could ride), and no string value longer than ``maximumValueLength``
+    /// code or token could ride) or the identifier an account route names, and no string value longer than ``maximumValueLength``
     /// characters (a 80 KB path made an 80 KB line).
     static func bounded(_ metadata: Logger.Metadata) -> Logger.Metadata {
         var metadata = metadata
-        if let path = metadata["hb.request.path"].flatMap(text), let query = path.firstIndex(of: "?") {
-            metadata["hb.request.path"] = .string(String(path[..<query]) + "?…")
+        if let path = metadata["hb.request.path"].flatMap(text) {
+            let query = path.firstIndex(of: "?")
+            let shown = withoutIdentifiers(String(path[..<(query ?? path.endIndex)])) + (query == nil ? "" : "?…")
+            if shown != path { metadata["hb.request.path"] = .string(shown) }
         }
         for (key, value) in metadata {
             guard var text = text(value) else { continue }
@@ -101,6 +103,19 @@ struct ServerLogHandler: LogHandler {
             metadata[key] = .string(breaking ? escaped(text) : text)
         }
         return metadata
+    }
+
+    /// The account routes that name a passkey or a linked identity (an Apple ID's subject) in the path.
+    static let identifyingRoutes = ["/demo/credentials/", "/demo/identities/"]
+
+    /// `path` with the identifier an account route names written `:id`: the audit event for the
+    /// same request gives only its hash, and the request line gave it whole (red team, round 26).
+    static func withoutIdentifiers(_ path: String) -> String {
+        for prefix in identifyingRoutes where path.hasPrefix(prefix) && path.utf8.count > prefix.utf8.count {
+            let rest = path.dropFirst(prefix.count)
+            return prefix + ":id" + (rest.firstIndex(of: "/").map { String(rest[$0...]) } ?? "")
+        }
+        return path
     }
 
     /// The text a string value prints (Hummingbird gives the path as a `stringConvertible`).

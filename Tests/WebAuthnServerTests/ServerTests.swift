@@ -145,6 +145,10 @@ struct ServerTests {
         // query was logged word for word; an 80 KB path made an 80 KB line).
         _ = try await server.request("/healthz?token=QUERYSECRET789")
         _ = try await server.request("/" + String(repeating: "a", count: 4000))
+        // The audit event names a passkey or an Apple ID by its hash; the request line did by the
+        // identifier itself (red team, round 26).
+        _ = try await server.request("/demo/credentials/CREDENTIALID456", method: "DELETE")
+        _ = try await server.request("/demo/identities/APPLESUBJECT123/x", method: "DELETE")
         server.stop()  // every line written
         let lines = server.log.split(separator: "\n").filter { $0.contains("[Hummingbird] Request") }
         let post = lines.first { $0.contains("hb.request.path=/assertion/options") }
@@ -153,6 +157,9 @@ struct ServerTests {
         #expect(lines.contains { $0.contains("hb.request.method=GET hb.request.path=/nowhere") })
         #expect(lines.contains { $0.contains("hb.request.path=/healthz?…") })
         #expect(!server.log.contains("QUERYSECRET789"))
+        #expect(lines.contains { $0.contains("hb.request.path=/demo/credentials/:id [") }, "\(lines)")
+        #expect(lines.contains { $0.contains("hb.request.path=/demo/identities/:id/x [") }, "\(lines)")
+        #expect(!server.log.contains("CREDENTIALID456") && !server.log.contains("APPLESUBJECT123"))
         #expect(lines.contains { $0.contains("…(4001 bytes)") } && lines.allSatisfy { $0.utf8.count < 1_000 }, "\(lines.map(\.count))")
     }
 
