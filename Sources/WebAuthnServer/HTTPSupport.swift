@@ -151,8 +151,9 @@ enum HTTP {
 
     /// The body's bytes, at most `limit`.
     static func bytes(_ request: Request, limit: Int) async throws(WebAuthnError) -> ByteBuffer {
-        // A declared length over the limit is refused before any of the body is read (and a client
-        // that sent `Expect: 100-continue` was not invited to send it).
+        // A declared length over the limit is refused before any of the body is read. (A client
+        // that sent `Expect: 100-continue` was invited to send it only if the length is within the
+        // server-wide limit: a route with a smaller one refuses it after the invitation.)
         if let length = declaredLength(request.headers), length > limit {
             throw WebAuthnError(.inputTooLarge, "the request body is larger than \(limit) bytes")
         }

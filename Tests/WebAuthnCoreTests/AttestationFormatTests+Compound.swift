@@ -46,9 +46,16 @@ extension AttestationFormatTests {
         // Each statement's chain under the packed roots.
         let trusted = try compound.verify { $0.attestation.requireTrustedAttestation = true }
         #expect(trusted.trust.trusted && trusted.attestationType == .basic, "\(trusted.trust.reason)")
-        for order in [[f.statement, expired.statement], [expired.statement, f.statement]] {
+        for (index, order) in [[f.statement, expired.statement], [expired.statement, f.statement]].reversed().enumerated() {
             compound.statement = .array(order.map(packed))
             #expect(compound.code() == "certificate_expired")
+            // The message names the statement (re-check of round 26).
+            #expect(throws: WebAuthnError.self) {
+                do { _ = try compound.verify() } catch let error as WebAuthnError {
+                    #expect(error.message.hasPrefix("compound statement \(index) (packed): "), "\(error.message)")
+                    throw error
+                }
+            }
         }
         compound.statement = .array([packed(f.statement), packed(selfSigned)])
         let mixed = try compound.verify()

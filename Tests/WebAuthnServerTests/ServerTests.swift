@@ -149,6 +149,13 @@ struct ServerTests {
         // identifier itself (red team, round 26).
         _ = try await server.request("/demo/credentials/CREDENTIALID456", method: "DELETE")
         _ = try await server.request("/demo/identities/APPLESUBJECT123/x", method: "DELETE")
+        // Other spellings (re-check of round 26: each was written whole).
+        for path in ["//demo/credentials/OTHERID1", "/DEMO/CREDENTIALS/OTHERID2", "/%64emo/%63redentials/OTHERID3", "/demo/identities//OTHERID4"] {
+            let connection = try RawConnection(port: server.port)
+            defer { connection.close() }
+            try connection.send("DELETE \(path) HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            _ = connection.drain()
+        }
         server.stop()  // every line written
         let lines = server.log.split(separator: "\n").filter { $0.contains("[Hummingbird] Request") }
         let post = lines.first { $0.contains("hb.request.path=/assertion/options") }
@@ -160,6 +167,7 @@ struct ServerTests {
         #expect(lines.contains { $0.contains("hb.request.path=/demo/credentials/:id [") }, "\(lines)")
         #expect(lines.contains { $0.contains("hb.request.path=/demo/identities/:id/x [") }, "\(lines)")
         #expect(!server.log.contains("CREDENTIALID456") && !server.log.contains("APPLESUBJECT123"))
+        #expect(!server.log.contains("OTHERID"), "\(lines.filter { $0.contains("OTHERID") })")
         #expect(lines.contains { $0.contains("…(4001 bytes)") } && lines.allSatisfy { $0.utf8.count < 1_000 }, "\(lines.map(\.count))")
     }
 

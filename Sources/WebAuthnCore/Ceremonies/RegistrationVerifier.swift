@@ -59,8 +59,12 @@ public enum RegistrationVerifier {
         // pass, and the first untrusted one, if any, is what the result reports.
         let statements = verification.statements.isEmpty ? [(format: attestation.format, verification: verification)] : verification.statements
         var assessed: [(trust: AttestationTrust, type: AttestationType)] = []
-        for statement in statements {
-            assessed.append(try assessTrustworthiness(statement.verification, format: statement.format, aaguid: credential.aaguid, rp: rp))
+        for (i, statement) in statements.enumerated() {
+            do {
+                assessed.append(try assessTrustworthiness(statement.verification, format: statement.format, aaguid: credential.aaguid, rp: rp))
+            } catch  where statements.count > 1 {
+                throw WebAuthnError(error.code, "compound statement \(i) (\(statement.format)): \(error.message)", step: error.step)
+            }
         }
         let (trust, attestationType) = assessed.first { !$0.trust.trusted } ?? assessed.first { $0.type.presentsCertificateChain } ?? assessed[0]
         try verifyCredentialIdLength(credential.credentialId)  // step 26
