@@ -182,6 +182,20 @@ struct RequestMembers {
     func string(_ name: String) throws(WebAuthnError) -> String? { try member(name, "a string", \.stringValue) }
     func object(_ name: String) throws(WebAuthnError) -> JSONObject? { try member(name, "an object", \.objectValue) }
     func array(_ name: String) throws(WebAuthnError) -> [JSONValue]? { try member(name, "an array", \.arrayValue) }
+    func bool(_ name: String) throws(WebAuthnError) -> Bool? { try member(name, "true or false", \.boolValue) }
+
+    /// An array of strings (`hints`, `attestationFormats`): an element of another type is refused
+    /// as the browser's conversion to `sequence<DOMString>` would refuse it; unknown strings are
+    /// the caller's to ignore.
+    func strings(_ name: String) throws(WebAuthnError) -> [String]? {
+        guard let elements = try array(name) else { return nil }
+        var strings: [String] = []
+        for element in elements {
+            guard let string = element.stringValue else { throw WebAuthnError(.requestMalformed, "\(name) holds a value that is not a string") }
+            strings.append(string)
+        }
+        return strings
+    }
 }
 
 /// Security headers on every answer: no sniffing, no referrer, no framing,

@@ -35,6 +35,10 @@ extension WebAuthnRoutes {
         var selection = AuthenticatorSelection(userVerification: engine.relyingParty.policy.userVerification)
         var requested: JSONObject?
         if let asked = try body.object("authenticatorSelection") {
+            // Its members' types (unknown strings are ignored, as a browser ignores unknown enumeration values).
+            let members = try RequestMembers(.object(asked))
+            for name in ["userVerification", "authenticatorAttachment", "residentKey"] { _ = try members.string(name) }
+            _ = try members.bool("requireResidentKey")
             (selection, requested) = AuthenticatorSelection.requested(asked, over: selection)
         }
         let attestation = AttestationConveyancePreference(rawValue: try body.string("attestation") ?? "none")
@@ -43,9 +47,9 @@ extension WebAuthnRoutes {
         }
         let extensions = ClientExtensions(try body.object("extensions") ?? JSONObject())
         // Typed, known values only, echoed in the order asked (at most a handful).
-        let hints = (try body.array("hints") ?? []).prefix(8).compactMap(\.stringValue).map(PublicKeyCredentialHint.init(rawValue:))
+        let hints = (try body.strings("hints") ?? []).prefix(8).map(PublicKeyCredentialHint.init(rawValue:))
             .filter(PublicKeyCredentialHint.specified.contains)
-        let formats = (try body.array("attestationFormats") ?? []).prefix(16).compactMap(\.stringValue).map(AttestationFormat.init(rawValue:))
+        let formats = (try body.strings("attestationFormats") ?? []).prefix(16).map(AttestationFormat.init(rawValue:))
             .filter(AttestationFormat.specified.contains)
         // Adding a passkey to an existing account is a sensitive action: the session must have
         // verified the user recently (a UV sign-in or re-authentication, Sign in with Apple). An

@@ -55,6 +55,12 @@ extension LifecycleTests {
             ("/attestation/options", Array(#"{"username":"carol","authenticatorSelection":"x"}"#.utf8)),
             ("/attestation/options", Array(#"{"username":"carol","attestation":1}"#.utf8)),
             ("/attestation/options", Array(#"{"username":"carol","hints":"security-key"}"#.utf8)),
+            // Inside the members too (re-check of round 26: these were dropped).
+            ("/attestation/options", Array(#"{"username":"carol","hints":["security-key",5]}"#.utf8)),
+            ("/attestation/options", Array(#"{"username":"carol","attestationFormats":[{}]}"#.utf8)),
+            ("/attestation/options", Array(#"{"username":"carol","authenticatorSelection":{"residentKey":1}}"#.utf8)),
+            ("/attestation/options", Array(#"{"username":"carol","authenticatorSelection":{"requireResidentKey":"yes"}}"#.utf8)),
+            ("/attestation/options", Array(#"{"username":"carol","authenticatorSelection":{"userVerification":[]}}"#.utf8)),
             ("/reauthentication/options", Array("[]".utf8)),
         ]
         for (path, body) in cases {
@@ -68,6 +74,11 @@ extension LifecycleTests {
         // Null is absent, as before; an empty body asks for re-authentication options as `{}` does.
         let nulls = try await server.request("/assertion/options", ["username": .null, "extensions": .null])
         #expect(nulls.ok, "\(nulls.errorMessage)")
+        // Unknown strings are ignored, as a browser ignores unknown enumeration values.
+        let unknown = try await server.request(
+            "/attestation/options",
+            ["username": "dave", "hints": ["hologram"], "authenticatorSelection": ["residentKey": "sometimes", "requireResidentKey": false]])
+        #expect(unknown.ok, "\(unknown.errorMessage)")
         let empty = try await server.request("/reauthentication/options", cookie: cookie, raw: [])
         #expect(empty.ok, "\(empty.errorMessage)")
     }
