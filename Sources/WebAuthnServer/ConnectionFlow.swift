@@ -121,14 +121,13 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
         guard !refusing else { return }
         switch part {
         case .head(var head):
+            // Every CONNECT is refused, by the pipelining limit or by `refusal(of:_:)`.
+            refusedConnect = head.method == .connect
             guard unanswered.count < Self.maxUnanswered else {
                 return refuse(context, WebAuthnError(.rateLimited, "more than \(Self.maxUnanswered) requests wait for their answers on this connection"))
             }
             let facts = tap.facts
-            if let refusal = Self.refusal(of: head, facts) {
-                refusedConnect = head.method == .connect
-                return refuse(context, refusal)
-            }
+            if let refusal = Self.refusal(of: head, facts) { return refuse(context, refusal) }
             if unanswered.isEmpty, facts.version != .http1_0, Self.expectsContinue(head),
                 HTTP.declaredLength(head.headerFields).map({ $0 <= maxBodySize }) ?? true
             {

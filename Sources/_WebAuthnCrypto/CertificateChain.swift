@@ -42,8 +42,9 @@ package final class CertificateRevocationList: @unchecked Sendable {
 /// The trust anchors are exactly the given roots: a root is never taken from
 /// x5c, and x5c supplies only the leaf and intermediates. The verification
 /// time is the engine's clock (`X509_VERIFY_PARAM_set_time`); nothing is
-/// fetched from the network; CRLs are checked when supplied; every key and
-/// signature of the path has at least 112 bits of security.
+/// fetched from the network; CRLs are checked when supplied; every key of the
+/// path, and every signature but a root's on itself (which carries no trust),
+/// has at least 112 bits of security.
 package enum CertificateChain {
     /// Longest chain accepted (leaf, intermediates, root).
     package static let maxDepth = 8
@@ -87,8 +88,8 @@ package enum CertificateChain {
         let param = X509_STORE_CTX_get0_param(ctx)
         X509_VERIFY_PARAM_set_time(param, timeT(time))
         X509_VERIFY_PARAM_set_depth(param, Int32(maxDepth))
-        // OpenSSL's security level 2 (112 bits) for every key and signature of the path: no RSA
-        // key under 2048 bits, no SHA-1 or MD5 signature. Without it a trusted root took an RSA
+        // OpenSSL's security level 2 (112 bits) for every key of the path and every signature but
+        // the root's on itself: no RSA key under 2048 bits, no SHA-1 or MD5 signature. Without it a trusted root took an RSA
         // key of 512 bits and an MD5-signed intermediate (red team, round 26), the weaknesses the
         // engine refuses in credential keys.
         X509_VERIFY_PARAM_set_auth_level(param, Self.securityLevel)

@@ -270,6 +270,13 @@ extension SecurityTests {
             while sent < 64 << 20, (try? flood.send(chunk)) != nil { sent += chunk.utf8.count }
             #expect(sent < 32 << 20, "\(head.debugDescription): \(sent >> 20) MiB taken after the request")
         }
+        // A CONNECT behind 32 waiting requests: refused by the pipelining limit or as a CONNECT,
+        // its answer names no Content-Type either (review: the limit's refusal did).
+        let pipelined = try RawConnection(port: server.port)
+        defer { pipelined.close() }
+        try pipelined.send(String(repeating: "GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n", count: 32) + "CONNECT a:1 HTTP/1.1\r\nHost: a:1\r\n\r\n")
+        let last = try #require(pipelined.drain().text.components(separatedBy: "HTTP/1.1 ").last)
+        #expect((last.hasPrefix("400") || last.hasPrefix("429")) && !last.contains("\r\nContent-Type:"), "\(last.prefix(600))")
     }
 
     @Test("a refused request's answer is followed by an end of input, not a reset, whatever the client still sends")
