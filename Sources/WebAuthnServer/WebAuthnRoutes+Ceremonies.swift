@@ -176,10 +176,14 @@ extension WebAuthnRoutes {
         }
         let uv = try body.string("userVerification").flatMap(UserVerificationRequirement.init(rawValue:))
         let extensions = ClientExtensions(try body.object("extensions") ?? JSONObject())
+        // As at registration: typed, known values only, echoed in the order asked. A page that
+        // signs in with security keys asks for `security-key`, and the browser goes to them first.
+        let hints = (try body.strings("hints") ?? []).prefix(8).map(PublicKeyCredentialHint.init(rawValue:))
+            .filter(PublicKeyCredentialHint.specified.contains)
         let session = sessions.token(request) ?? sessions.mint()
         // `mediation` is the page's business: user presence is required whatever it says.
         let options = try await engine.startAuthentication(
-            userHandle: userHandle, userVerification: uv, extensions: extensions,
+            userHandle: userHandle, userVerification: uv, hints: Array(hints), extensions: extensions,
             binding: session.binding, allowCredentials: allow)
         return HTTP.ok(options.json.objectValue ?? JSONObject(), cookie: sessions.cookie(session))
     }

@@ -50,7 +50,7 @@ extension LifecycleTests {
         let cases: [(String, [UInt8])] = [
             ("/assertion/options", Array(#"{"username":5}"#.utf8)), ("/assertion/options", Array("[1,2]".utf8)),
             ("/assertion/options", Array(#""bob""#.utf8)), ("/assertion/options", Array(#"{"userVerification":7}"#.utf8)),
-            ("/assertion/options", Array(#"{"extensions":"x"}"#.utf8)),
+            ("/assertion/options", Array(#"{"extensions":"x"}"#.utf8)), ("/assertion/options", Array(#"{"hints":["security-key",1]}"#.utf8)),
             ("/attestation/options", Array(#"{"username":"carol","displayName":5}"#.utf8)),
             ("/attestation/options", Array(#"{"username":"carol","authenticatorSelection":"x"}"#.utf8)),
             ("/attestation/options", Array(#"{"username":"carol","attestation":1}"#.utf8)),

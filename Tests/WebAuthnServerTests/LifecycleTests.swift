@@ -530,5 +530,10 @@ struct LifecycleTests {
             "/attestation/options", ["username": "dora", "hints": ["security-key", "telepathy", "hybrid"], "attestationFormats": ["packed", "x", "tpm"]])
         #expect(options.json["hints"]?.arrayValue?.compactMap(\.stringValue) == ["security-key", "hybrid"])
         #expect(options.json["attestationFormats"]?.arrayValue?.compactMap(\.stringValue) == ["packed", "tpm"])
+        // Sign-in options take hints the same way (they were ignored: red team, twenty-sixth pass).
+        let signIn = try await server.request("/assertion/options", ["hints": ["client-device", "telepathy", "security-key"]])
+        #expect(signIn.json["hints"]?.arrayValue?.compactMap(\.stringValue) == ["client-device", "security-key"])
+        let none = try await server.request("/assertion/options", [:])
+        #expect(none.ok && none.json["hints"]?.arrayValue?.isEmpty == true, "\(none.json)")
     }
 }
