@@ -261,7 +261,7 @@ struct AttestationFormatTests {
         return f
     }
 
-    @Test("tpm: the W3C vector verifies as AttCA, trusted; a re-signed certInfo too")
+    @Test("tpm: the W3C vector verifies as AttCA; a re-signed certInfo too")
     func tpmValid() throws {
         #expect(try W3CFixture("w3c-tpm-es256.json").verify().attestationType == .attca)
         #expect(try tpm { _ in }.code() == nil)

@@ -10,6 +10,9 @@ struct AttestationVerification: Sendable {
     let trustPath: [X509Certificate]
     /// A `compound` statement's statements, each with its format: step 25 assesses every one.
     var statements: [(format: AttestationFormat, verification: AttestationVerification)] = []
+    /// What the format itself says against trusting a statement that verified (a TPM key the TPM
+    /// did not make): step 25 reports it untrusted, and refuses it when trust is required.
+    var objection: String?
 }
 
 /// The inputs of a verification procedure.

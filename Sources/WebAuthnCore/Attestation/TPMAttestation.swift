@@ -64,7 +64,22 @@ enum TPMAttestation: AttestationFormatVerifier {
         }
         try checkAIKCertificate(aik)
         try PackedAttestation.checkAAGUIDExtension(aik, aaguid: input.credential.aaguid)
-        return AttestationVerification(type: .attca, trustPath: certificates)
+        var verification = AttestationVerification(type: .attca, trustPath: certificates)
+        verification.objection = residencyObjection(pubArea.objectAttributes)
+        return verification
+    }
+
+    /// Step 25's input beyond L3 §8.3.2: TPM2_Certify proves only that the TPM holds the key.
+    /// Whether the TPM made it and keeps it is in pubArea's objectAttributes. A key imported into
+    /// a genuine TPM (its maker keeps a copy) and certified by its AIK verifies, but vouches for no
+    /// hardware-bound credential: such an attestation is reported untrusted, and refused when
+    /// trusted attestation is required (red team, twenty-seventh pass). Every Windows Hello key in
+    /// the vectors carries these bits; the W3C example's pubArea (`sign` alone) does not.
+    static func residencyObjection(_ attributes: UInt32) -> String? {
+        let missing = TPM.ObjectAttribute.resident.filter { attributes & $0.bit == 0 }.map(\.name)
+        guard !missing.isEmpty else { return nil }
+        let hex = String(attributes, radix: 16)
+        return "pubArea.objectAttributes 0x\(hex) lacks \(missing.joined(separator: ", ")): the TPM does not vouch that it made the key and keeps it"
     }
 
     static func checkPubAreaKey(_ pubArea: TPM.Public, credential: COSEKey) throws(WebAuthnError) {

@@ -17,6 +17,16 @@ package enum TPM {
     package enum ECCCurve {
         package static let nistP256: UInt16 = 0x0003, nistP384: UInt16 = 0x0004, nistP521: UInt16 = 0x0005
     }
+    /// TPMA_OBJECT bits (Part 2 §8.3.2) a credential key made in the TPM carries: it cannot be
+    /// duplicated (`fixedTPM`, `fixedParent`), the TPM generated its secret (`sensitiveDataOrigin`),
+    /// and it signs (`sign`).
+    package enum ObjectAttribute {
+        package static let fixedTPM: UInt32 = 1 << 1, fixedParent: UInt32 = 1 << 4, sensitiveDataOrigin: UInt32 = 1 << 5, sign: UInt32 = 1 << 18
+        /// Each bit with its name, in TPMA_OBJECT's order.
+        static let resident: [(bit: UInt32, name: String)] = [
+            (fixedTPM, "fixedTPM"), (fixedParent, "fixedParent"), (sensitiveDataOrigin, "sensitiveDataOrigin"), (sign, "sign"),
+        ]
+    }
     /// The NIST curves by TPM_ECC_CURVE.
     static let curves: [UInt16: ECCurve] = [ECCCurve.nistP256: .p256, ECCCurve.nistP384: .p384, ECCCurve.nistP521: .p521]
     /// Bytes of TPMS_CLOCK_INFO: clock (8), resetCount (4), restartCount (4), safe (1).
@@ -70,6 +80,8 @@ package enum TPM {
         }
         let type: UInt16
         let nameAlg: UInt16
+        /// TPMA_OBJECT (Part 2 §8.3).
+        let objectAttributes: UInt32
         let key: Key
 
         init(_ bytes: [UInt8]) throws(WebAuthnError) {
@@ -77,7 +89,7 @@ package enum TPM {
             var r = Reader(bytes)
             type = try r.u16()
             nameAlg = try r.u16()
-            _ = try r.u32()  // objectAttributes
+            objectAttributes = try r.u32()
             _ = try r.sized()  // authPolicy
             // parameters: symmetric (TPMT_SYM_DEF_OBJECT), then the scheme.
             if try r.u16() != Alg.null { _ = try r.u16(); _ = try r.u16() }

@@ -178,7 +178,11 @@ public enum RegistrationVerifier {
                 step: step(25))
         }
         try verifyAAGUIDProven(aaguid, proven: proven != nil, type: type, policy: policy)
-        let objection = try metadataObjection(v.type, claimed: claimed, policy: policy, at: now)
+        let entryObjection = try metadataObjection(v.type, claimed: claimed, policy: policy, at: now)
+        if let formatObjection = v.objection, policy.requireTrustedAttestation, anchoring.reachedARoot {
+            throw WebAuthnError(.attestationUntrusted, "the \(format) attestation is not trusted: \(formatObjection)", step: step(25))
+        }
+        let objection = entryObjection ?? v.objection
         switch anchoring {
         case .noChain:
             let reason = type == .none ? "no attestation was provided" : "self attestation: the credential key signed its own attestation"
@@ -213,6 +217,14 @@ public enum RegistrationVerifier {
         case formatRoots([X509Certificate])
         /// No configured root: why.
         case unanchored(WebAuthnError)
+
+        /// Whether the chain led to a configured root (an unanchored one has its own error).
+        var reachedARoot: Bool {
+            switch self {
+            case .metadataRoots, .formatRoots: return true
+            case .noChain, .unanchored: return false
+            }
+        }
     }
 
     /// Step 25: validates the chain against the format's roots and the claimed
