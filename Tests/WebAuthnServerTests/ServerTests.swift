@@ -213,6 +213,23 @@ struct ServerTests {
         #expect(refused >= 25 && (1...2).contains(throttled.count), "\(refused) refused, \(throttled.count) lines")
     }
 
+    @Test("a throttled request's audit event writes an account route's identifier as :id, as the request line does")
+    func throttledPath() async throws {
+        // Red team, round 27: the `throttled` event copied the path whole, so a throttled unlink
+        // wrote the Apple ID's subject, and a passkey's deletion its credential ID, in clear.
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--rate-limit", "1:1"], logLevel: "info")
+        defer { server.stop() }
+        var refused = 0
+        for path in ["/demo/identities/APPLESUBJECT77", "/demo/credentials/CREDENTIALID77"] {
+            for _ in 0..<25 where try await server.request(path, cookie: "webauthn_session=forged", method: "DELETE").status == 429 { refused += 1 }
+        }
+        server.stop()
+        let throttled = server.log.split(separator: "\n").filter { $0.contains("event=throttled") }
+        #expect(refused > 0 && !throttled.isEmpty, "\(refused) refused")
+        #expect(throttled.allSatisfy { $0.contains("path=/demo/identities/:id") || $0.contains("path=/demo/credentials/:id") }, "\(throttled)")
+        #expect(!server.log.contains("APPLESUBJECT77") && !server.log.contains("CREDENTIALID77"))
+    }
+
     @Test("the audit trail: refusals a stranger causes are kept to a budget per address; changes to an account are throttled and always written")
     func auditFlood() async throws {
         // Red team: a self-registered account renaming itself in a loop wrote 900 audit lines a
