@@ -81,10 +81,12 @@ public func buildApplication(
     // server supports both; it was 404 everywhere: red team, sixteenth pass).
     let router = Router(context: WebAuthnRequestContext.self, options: .autoGenerateHeadEndpoints)
     router.add(middleware: LogRequestsMiddleware(.info))
-    router.add(middleware: SecurityHeadersMiddleware(secure: configuration.routes.secureCookies, outer: true))
+    let table = RouteTable()
+    router.add(middleware: SecurityHeadersMiddleware(secure: configuration.routes.secureCookies, outer: true, routes: table))
     router.add(middleware: CanonicalPathMiddleware())
-    routes.add(to: router, atPath: configuration.path)
-    OperationsRoutes(engine: engine, metadata: configuration.metadata, exposure: configuration.metrics, export: export).add(to: router)
+    let recording = RecordingRouter(router: router, table: table)
+    routes.mount(on: recording, atPath: configuration.path)
+    OperationsRoutes(engine: engine, metadata: configuration.metadata, exposure: configuration.metrics, export: export).add(to: recording)
     let port = configuration.port
     let deadline = configuration.requestTimeout
     let maxBody = configuration.routes.maxBodySize

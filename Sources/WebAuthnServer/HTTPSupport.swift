@@ -64,6 +64,8 @@ enum HTTP {
         case .usernameUnavailable, .credentialLimitReached, .lastCredential: return .conflict
         case .contentTypeUnsupported: return .unsupportedMediaType
         case .rateLimited: return .tooManyRequests
+        case .notFound: return .notFound
+        case .methodNotAllowed: return .methodNotAllowed
         case .tooManyPendingCeremonies: return .serviceUnavailable
         default: return .badRequest
         }
@@ -206,11 +208,16 @@ struct SecurityHeadersMiddleware<Context: RequestContext>: RouterMiddleware {
     /// Around routes that have their own (the application's router): a response that already
     /// carries a `Content-Security-Policy` got its headers from the routes' middleware.
     var outer = false
+    /// The application's routes: a request none of them took is answered `404 not_found` or
+    /// `405 method_not_allowed` in the failure envelope (``RouteTable/answer(to:)``).
+    var routes: RouteTable?
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var response: Response
         do {
             response = try await next(request, context)
+        } catch let error as HTTPError where error.status == .notFound && routes != nil {
+            response = routes!.answer(to: request)
         } catch let error as any HTTPResponseError {
             // Not found, method not allowed, ...: the same headers.
             response = try error.response(from: request, context: context)

@@ -69,12 +69,12 @@ struct OperationsRoutes: Sendable {
     /// How long the store may take to answer the readiness probe.
     static let storeTimeout: Duration = .seconds(2)
 
-    func add<Context: RequestContext>(to router: Router<Context>) {
+    func add<Methods: RouterMethods>(to router: Methods) {
         router.get("/healthz") { _, _ in Self.json(["status": "ok"]) }
         router.get("/readyz") { _, _ in await readiness() }
         router.get("/metrics") { request, context in
             guard let export, Self.mayRead(exposure, request: request, peer: (context as? any RemoteAddressRequestContext)?.remoteAddress) else {
-                return Response(status: .notFound, headers: [.cacheControl: "no-store"])
+                throw HTTPError(.notFound)  // the answer of a path nothing serves (RouteTable)
             }
             recordMetadata()
             return Response(

@@ -87,6 +87,13 @@ public struct WebAuthnRoutes: Sendable {
     /// would count every client as one, so that one client's flood refused sign-in to all
     /// (an adopter's review).
     public func add<Context: RemoteAddressRequestContext>(to router: Router<Context>, atPath path: String = "") {
+        mount(on: router, atPath: path)
+    }
+
+    /// ``add(to:atPath:)`` on any router (``buildApplication(engine:accounts:sessions:configuration:)``
+    /// mounts through one that records each route).
+    func mount<Methods: RouterMethods>(on router: Methods, atPath path: String) where Methods.Context: RemoteAddressRequestContext {
+        typealias Context = Methods.Context
         router.addRoutes(routes(context: Context.self), atPath: RouterPath(path))
         if !path.isEmpty && path != "/" {
             let wellKnown = RouteCollection(context: Context.self)

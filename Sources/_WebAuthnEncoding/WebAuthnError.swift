@@ -59,6 +59,10 @@ extension WebAuthnError.Code {
     /// The HTTP request is malformed: its framing, target or `Host`, an unreadable body or form,
     /// or a member of the request other than the credential (a user name, an identity token).
     public static let requestMalformed: Self = "request_malformed"
+    /// No route of the server answers the request's path (`webauthn serve`, HTTP 404).
+    public static let notFound: Self = "not_found"
+    /// The path is served, with other methods (`webauthn serve`, HTTP 405 with `Allow`).
+    public static let methodNotAllowed: Self = "method_not_allowed"
     /// A field that must be base64url is not.
     public static let base64urlInvalid: Self = "base64url_invalid"
     /// An input exceeds a size limit of the engine.
@@ -252,7 +256,7 @@ extension WebAuthnError.Code {
     /// Every code the engine can throw (documented in Docs/Errors.md), in the order declared above.
     /// Tests/WebAuthnCoreTests/DocumentationTests.swift checks it against the declarations and the docs.
     public static let catalogue: [WebAuthnError.Code] = [
-        .jsonMalformed, .responseMalformed, .requestMalformed, .base64urlInvalid, .inputTooLarge, .credentialTypeInvalid,
+        .jsonMalformed, .responseMalformed, .requestMalformed, .notFound, .methodNotAllowed, .base64urlInvalid, .inputTooLarge, .credentialTypeInvalid,
         .credentialIdMismatch, .cborMalformed, .cborLimitExceeded, .attestationObjectMalformed, .authenticatorDataMalformed, .coseKeyInvalid,
         .publicKeySmallOrder, .publicKeyPointInvalid, .publicKeyRSAInvalid,
         .clientDataMalformed, .clientDataTypeMismatch, .challengeMismatch, .challengeUnknown, .challengeExpired, .ceremonyMismatch,

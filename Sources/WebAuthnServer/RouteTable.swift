@@ -1,0 +1,80 @@
+internal import HTTPTypes
+internal import Hummingbird
+internal import Synchronization
+internal import WebAuthnCore
+
+/// The paths the application serves, with the methods each answers: what tells an unknown path
+/// (`404 not_found`) from a known one asked with another method (`405 method_not_allowed`, with
+/// `Allow`). Filled while the routes are added, through ``RecordingRouter``; read when a request
+/// matched no route. Both answers were an empty 404, the only refusal without the JSON envelope
+/// and its code (red team, rounds 26 and 27).
+final class RouteTable: Sendable {
+    private struct Route {
+        /// The path's components, matched as the router matches them (`:id` takes any segment).
+        let path: RouterPath
+        var methods: Set<HTTPRequest.Method>
+    }
+    private let routes = Mutex<[Route]>([])
+
+    func add(_ path: RouterPath, method: HTTPRequest.Method) {
+        routes.withLock { routes in
+            if let i = routes.firstIndex(where: { $0.path.description == path.description }) {
+                routes[i].methods.insert(method)
+            } else {
+                routes.append(Route(path: path, methods: [method]))
+            }
+        }
+    }
+
+    /// The methods some route answers at `path`, HEAD wherever GET (the router makes those);
+    /// empty when no route has this path.
+    func methods(at path: String) -> Set<HTTPRequest.Method> {
+        let segments = path == "/" ? [] : path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        var methods = routes.withLock { routes in
+            routes.filter { route in
+                route.path.components.count == segments.count && zip(route.path.components, segments).allSatisfy { $0 ~= $1 }
+            }.reduce(into: Set<HTTPRequest.Method>()) { $0.formUnion($1.methods) }
+        }
+        if methods.contains(.get) { methods.insert(.head) }
+        return methods
+    }
+
+    /// The answer to a request no route took: 405 with `Allow` when the path is served with
+    /// other methods, else 404; the failure envelope either way, without the path (a stranger's
+    /// text, which the request line already logs). A HEAD request gets the status alone.
+    func answer(to request: Request) -> Response {
+        let allowed = CanonicalPathMiddleware<BasicRequestContext>.isCanonical(request.uri.path) ? methods(at: request.uri.path) : []
+        var response: Response
+        // A route that took the request and answered "not found" (`/metrics` to a stranger)
+        // looks like a path nothing serves.
+        if allowed.isEmpty || allowed.contains(request.method) {
+            response = HTTP.failed(WebAuthnError(.notFound, "nothing is served at this path"), status: .notFound)
+        } else {
+            let names = allowed.map(\.rawValue).sorted()
+            response = HTTP.failed(
+                WebAuthnError(.methodNotAllowed, "this path answers \(names.joined(separator: ", ")), not \(request.method.rawValue)"),
+                status: .methodNotAllowed)
+            response.headers[.allow] = names.joined(separator: ", ")
+        }
+        if request.method == .head { response.body = ResponseBody() }
+        return response
+    }
+}
+
+/// A router that records each route it is given in a ``RouteTable`` before handing it on.
+struct RecordingRouter<Context: RequestContext>: RouterMethods {
+    let router: Router<Context>
+    let table: RouteTable
+
+    @discardableResult func on<Responder: HTTPResponder>(_ path: RouterPath, method: HTTPRequest.Method, responder: Responder) -> Self
+    where Responder.Context == Context {
+        table.add(path, method: method)
+        router.on(path, method: method, responder: responder)
+        return self
+    }
+
+    @discardableResult func add(middleware: any MiddlewareProtocol<Request, Response, Context>) -> Self {
+        router.add(middleware: middleware)
+        return self
+    }
+}

@@ -1,0 +1,42 @@
+import Foundation
+import Testing
+import _WebAuthnEncoding
+
+extension ServerTests {
+    @Test("a request no route takes answers in the failure envelope: 404 not_found, or 405 method_not_allowed with Allow")
+    func unknownRoutes() async throws {
+        // Red team, rounds 26 and 27: both were an empty 404, the one refusal without a JSON body
+        // and a code (the demo page's `r.json()` threw on it), and a wrong method looked like a
+        // path nothing serves.
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase())
+        defer { server.stop() }
+        for path in ["/nowhere", "/demo/nowhere", "/attestation/options/x", "/demo/credentials/a/b"] {
+            let reply = try await server.request(path)
+            #expect(reply.status == 404 && reply.errorMessage == "not_found: nothing is served at this path", "\(path): \(reply.errorMessage)")
+            #expect(reply.headers["content-type"] == "application/json" && reply.headers["content-security-policy"] != nil)
+        }
+        let cases: [(method: String, path: String, allow: String)] = [
+            ("GET", "/attestation/options", "POST"), ("PUT", "/assertion/result", "POST"), ("PUT", "/demo/account", "DELETE, PATCH"),
+            ("POST", "/demo/session", "GET, HEAD"), ("DELETE", "/demo/credentials", "GET, HEAD"), ("GET", "/demo/credentials/abc", "DELETE, PATCH"),
+            ("POST", "/healthz", "GET, HEAD"), ("POST", "/", "GET, HEAD"),
+        ]
+        for (method, path, allow) in cases {
+            let reply = try await server.request(path, method: method)
+            #expect(reply.status == 405 && reply.headers["allow"] == allow, "\(method) \(path): \(reply.status) \(reply.headers)")
+            #expect(reply.errorMessage == "method_not_allowed: this path answers \(allow), not \(method)", "\(reply.errorMessage)")
+        }
+        // /metrics refused to a stranger answers as a path nothing serves, body and all.
+        let metrics = try await server.request("/metrics", headers: ["X-Forwarded-For": "203.0.113.9"])
+        let nowhere = try await server.request("/nowhere")
+        #expect(metrics.status == 404 && metrics.json == nowhere.json, "\(metrics.json)")
+        // Another spelling of a served path is not that path; HEAD gets the status alone.
+        for (request, status) in [("GET //healthz", "404"), ("HEAD /nowhere", "404"), ("HEAD /attestation/options", "405")] {
+            let connection = try RawConnection(port: server.port)
+            defer { connection.close() }
+            try connection.send("\(request) HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            let answer = connection.drain().text
+            #expect(answer.hasPrefix("HTTP/1.1 \(status)"), "\(request): \(answer.prefix(120))")
+            if request.hasPrefix("HEAD") { #expect(!answer.contains("{"), "\(request): \(answer)") }
+        }
+    }
+}
