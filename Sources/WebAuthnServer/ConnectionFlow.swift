@@ -266,7 +266,9 @@ final class ConnectionFlowHandler: ChannelDuplexHandler, RemovableChannelHandler
     /// its states (`paused (swift-http-parser error)` for an HTTP/2 preface; red team, round 26).
     static func reason(_ error: HTTPParserError) -> String {
         switch error {
-        case .invalidMethod: return "the method is not a token"
+        // llhttp knows a fixed list of methods, by case: `get` is a token, and refused as unknown
+        // (red team, round 27: the answer called it no token).
+        case .invalidMethod: return "the method is not one this server knows (methods are case-sensitive)"
         case .invalidURL, .invalidHost, .invalidPort, .invalidPath, .invalidQueryString, .invalidFragment: return "the request target is malformed"
         case .invalidVersion: return "the version is not HTTP/1.0 or HTTP/1.1"
         case .invalidContentLength, .unexpectedContentLength:

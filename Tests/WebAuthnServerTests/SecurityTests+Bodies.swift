@@ -204,6 +204,7 @@ extension SecurityTests {
         for (name, head, status, code) in [
             ("a space in a field name", "GET /healthz HTTP/1.1\r\nHost: a\r\nBad Header: x\r\n\r\n", "400", "request_malformed"),
             ("a method with @", "G@T /healthz HTTP/1.1\r\nHost: a\r\n\r\n", "400", "request_malformed"),
+            ("a method in lower case", "get /healthz HTTP/1.1\r\nHost: a\r\n\r\n", "400", "the method is not one this server knows"),
             ("two lengths", "POST /healthz HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", "400", "request_malformed"),
             // RFC 9112 §3.2: exactly one Host in HTTP/1.1, at most one before (red team, fifteenth pass: both 200).
             ("no Host", "GET /healthz HTTP/1.1\r\n\r\n", "400", "request_malformed"),
