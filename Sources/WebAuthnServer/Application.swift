@@ -81,7 +81,7 @@ public func buildApplication(
     // server supports both; it was 404 everywhere: red team, sixteenth pass).
     let router = Router(context: WebAuthnRequestContext.self, options: .autoGenerateHeadEndpoints)
     router.add(middleware: LogRequestsMiddleware(.info))
-    let table = RouteTable()
+    let table = RouteTable(concealing: ["/metrics"])
     router.add(middleware: SecurityHeadersMiddleware(secure: configuration.routes.secureCookies, outer: true, routes: table))
     router.add(middleware: CanonicalPathMiddleware())
     let recording = RecordingRouter(router: router, table: table)

@@ -15,8 +15,14 @@ final class RouteTable: Sendable {
         var methods: Set<HTTPRequest.Method>
     }
     private let routes = Mutex<[Route]>([])
+    /// Paths left out of the table: a route that answers some clients as a path nothing serves
+    /// (`/metrics`) answers every method so (re-check of round 27: POST got 405 with `Allow: GET`).
+    let concealed: Set<String>
+
+    init(concealing concealed: Set<String> = []) { self.concealed = concealed }
 
     func add(_ path: RouterPath, method: HTTPRequest.Method) {
+        guard !concealed.contains(path.description) else { return }
         routes.withLock { routes in
             if let i = routes.firstIndex(where: { $0.path.description == path.description }) {
                 routes[i].methods.insert(method)
@@ -56,7 +62,8 @@ final class RouteTable: Sendable {
                 status: .methodNotAllowed)
             response.headers[.allow] = names.joined(separator: ", ")
         }
-        if request.method == .head { response.body = ResponseBody() }
+        // The length GET would send, without the body (RFC 9110 §8.6; re-check of round 27: it said 0).
+        if request.method == .head { response = response.createHeadResponse() }
         return response
     }
 }
