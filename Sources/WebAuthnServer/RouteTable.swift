@@ -35,9 +35,12 @@ final class RouteTable: Sendable {
     /// The methods some route answers at `path`, HEAD wherever GET (the router makes those);
     /// empty when no route has this path.
     func methods(at path: String) -> Set<HTTPRequest.Method> {
-        let segments = path == "/" ? [] : path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
         var methods = routes.withLock { routes in
-            routes.filter { route in
+            // Split no further than the longest route needs: a path with more segments matches
+            // none (a path of 40,000 segments was split whole; re-check of round 27).
+            let longest = routes.map(\.path.components.count).max() ?? 0
+            let segments = path == "/" ? [] : path.split(separator: "/", maxSplits: longest + 1, omittingEmptySubsequences: false).dropFirst()
+            return routes.filter { route in
                 route.path.components.count == segments.count && zip(route.path.components, segments).allSatisfy { $0 ~= $1 }
             }.reduce(into: Set<HTTPRequest.Method>()) { $0.formUnion($1.methods) }
         }
