@@ -87,13 +87,15 @@ extension WebAuthnRoutes {
         }
         switch note.event {
         case .emailDisabled, .emailEnabled:
-            // Over the refresh tokens it was read with: one a sign-in stores meanwhile stays.
-            let now = self.now
+            // Over the refresh tokens it was read with: one a sign-in stores meanwhile stays. The
+            // record's time stays the last link or sign-in's: it is what a revocation is judged
+            // against, and only a sign-in gives consent again. Red team, round 28: an email event
+            // stamped its own time (the server's clock when it had none), and a consent-revoked
+            // dated before that, delivered after it, was judged superseded and ignored.
             _ = try await updateIdentity(linked, in: identities) { linked in
                 if let time = note.eventTime, time < linked.updatedAt { return false }  // a sign-in since superseded it
                 linked.email = note.email ?? linked.email
                 linked.isPrivateEmail = note.isPrivateEmail ?? linked.isPrivateEmail
-                linked.updatedAt = note.eventTime ?? now
                 return true
             }
         case .consentRevoked, .accountDeleted:

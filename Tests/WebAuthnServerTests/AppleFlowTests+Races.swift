@@ -258,10 +258,11 @@ extension AppleFlowTests {
         }
     }
 
-    /// The body Apple posts to `/apple/notifications` for `event` (its `event_time` set to `time`).
-    static func notification(_ setup: Setup, _ event: JSONObject, at time: Date) -> String {
+    /// The body Apple posts to `/apple/notifications` for `event` (its `event_time` set to `time`,
+    /// or absent).
+    static func notification(_ setup: Setup, _ event: JSONObject, at time: Date?) -> String {
         var event = event
-        event["event_time"] = .number((time.timeIntervalSince1970 * 1000).rounded())
+        if let time { event["event_time"] = .number((time.timeIntervalSince1970 * 1000).rounded()) }
         let claims: JSONValue = [
             "iss": "https://appleid.apple.com", "aud": .string(Self.clientID), "iat": .number(Date().timeIntervalSince1970.rounded()),
             "jti": .string(UUID().uuidString), "events": .string(JSONValue.object(event).serialized()),
@@ -296,6 +297,33 @@ extension AppleFlowTests {
             #expect(try await setup.store.identity(provider: "apple", subject: user.sub) != nil, "the newer sign-in's link stays")
             #expect(try await phone.send("/demo/session", method: "GET").body["user"] != .null, "and its session")
             #expect(setup.standIn.revocations.isEmpty)
+        }
+    }
+
+    @Test("an email event delivered before a revocation dated earlier does not make the revocation look superseded")
+    func emailEventBeforeRevocation() async throws {
+        // Red team, round 28 (F1): an email-enabled or email-disabled event stamped the identity
+        // with its own time (the server's clock when it had no event_time), and a consent-revoked
+        // dated between the sign-in and that stamp, delivered after it, was judged superseded: the
+        // Apple ID stayed linked and its sessions signed in. Only a sign-in supersedes a revocation.
+        for dated in [false, true] {
+            try await Self.withServer { setup, port in
+                let user = AppleStandIn.User(email: "old@example.com")
+                let app = Client(port: port)
+                #expect(try await Self.appleSignIn(app, setup, user).status == 200)
+                try await Task.sleep(for: .milliseconds(20))
+                let revokedAt = Date()
+                try await Task.sleep(for: .milliseconds(20))
+                let email = Self.notification(
+                    setup, ["type": "email-disabled", "sub": .string(user.sub), "email": "new@privaterelay.appleid.com", "is_private_email": "true"],
+                    at: dated ? Date() : nil)
+                #expect(try await Client(port: port).send("/apple/notifications", json: email).status == 200)
+                #expect(try await setup.store.identity(provider: "apple", subject: user.sub)?.email == "new@privaterelay.appleid.com", "applied")
+                let note = Self.notification(setup, ["type": "consent-revoked", "sub": .string(user.sub)], at: revokedAt)
+                #expect(try await Client(port: port).send("/apple/notifications", json: note).status == 200)
+                #expect(try await setup.store.identity(provider: "apple", subject: user.sub) == nil, "event_time given: \(dated)")
+                #expect(try await app.send("/demo/session", method: "GET").body["user"] == .null, "signed out")
+            }
         }
     }
 }

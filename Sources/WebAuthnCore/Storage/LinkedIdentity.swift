@@ -22,7 +22,9 @@ public struct LinkedIdentity: Sendable, Equatable {
     public var refreshToken: [UInt8]?
     /// When the link was made.
     public let createdAt: Date
-    /// When the record last changed.
+    /// When the link was last made, signed in with, or moved to this subject: a revocation or
+    /// deletion the provider dates before it concerns an earlier consent. Email changes the
+    /// provider reports do not move it (a revocation dated after the sign-in must still apply).
     public var updatedAt: Date
 
     /// A link of `subject` at `provider` to the account `userHandle`.
