@@ -130,7 +130,8 @@ public struct FIDOMetadata: Sendable {
     public static func blob(jwt bytes: [UInt8], at time: Date, options: BLOBOptions = BLOBOptions()) throws(WebAuthnError) -> FIDOMetadata {
         let trimmed = Array(bytes.drop { $0 <= 0x20 }.reversed().drop { $0 <= 0x20 }.reversed())
         let jws: JWS
-        do { jws = try JWS(compact: trimmed, maxSize: maxSize) } catch {
+        // The payload is parsed only once the signature verifies (red team, round 28).
+        do { jws = try JWS(compact: trimmed, maxSize: maxSize, readPayload: false) } catch {
             throw WebAuthnError(.metadataInvalid, "not a metadata BLOB JWT: \(error.message)")
         }
         // RFC 7515 §4.1.11: a header parameter named critical must be understood; none is here.
@@ -156,7 +157,9 @@ public struct FIDOMetadata: Sendable {
         do { try jws.verifySignature(with: chain[0].publicKey()) } catch {
             throw WebAuthnError(.metadataUntrusted, "the BLOB signature: \(error.message)")
         }
-        let metadata = try payload(jws.payload)
+        let json: JSONValue
+        do { json = try jws.readPayload() } catch { throw WebAuthnError(.metadataInvalid, "the BLOB payload: \(error.message)") }
+        let metadata = try payload(json)
         guard let serial = metadata.serial, metadata.nextUpdate != nil else {
             throw WebAuthnError(.metadataInvalid, "the BLOB payload needs no and nextUpdate (MDS3 §3.1.6)")
         }
@@ -328,6 +331,9 @@ public struct FIDOMetadata: Sendable {
         return Date(timeIntervalSince1970: TimeInterval(era * 146_097 + doe - 719_468) * 86_400)
     }
 
+    /// The most attestation roots one statement may list (the most in FIDO's BLOB 85 is 39).
+    package static let maxRootsPerEntry = 64
+
     /// The largest icon kept (a `data:` URL; FIDO's are a few KiB).
     static let maxIconSize = 128 * 1024
 
@@ -337,7 +343,13 @@ public struct FIDOMetadata: Sendable {
     {
         guard json.objectValue != nil else { throw WebAuthnError(.metadataInvalid, "a metadata statement is not a JSON object") }
         var roots: [X509Certificate] = []
-        for item in json["attestationRootCertificates"]?.arrayValue ?? [] {
+        let listed = json["attestationRootCertificates"]?.arrayValue ?? []
+        // Each registration that claims the entry validates against all of them (red team, round
+        // 28: 30,000 roots cost 27 s per registration, quadratic in OpenSSL's store).
+        guard listed.count <= maxRootsPerEntry else {
+            throw WebAuthnError(.metadataInvalid, "a metadata statement lists \(listed.count) attestation roots; at most \(maxRootsPerEntry) are read")
+        }
+        for item in listed {
             guard let text = item.stringValue, let der = Data(base64Encoded: text) else {
                 throw WebAuthnError(.metadataInvalid, "an attestationRootCertificates entry is not base64 DER")
             }
@@ -377,5 +389,18 @@ public struct FIDOMetadata: Sendable {
         do { return try JSONValue.parse(bytes, limits: JSONLimits(maxBytes: maxSize, maxDepth: 32)) } catch {
             throw WebAuthnError(.metadataInvalid, "metadata is not JSON: \(error.message)")
         }
+    }
+}
+
+extension TrustAnchors {
+    /// Adds the entries of several verified BLOBs (or payloads), lowest `no` first, whatever
+    /// their order here (one without a `no` before any with one): the newest BLOB then supplies
+    /// each authenticator's attestation roots, and status reports are merged from all of them
+    /// (``add(_:)-([MetadataEntry])``). Red team, round 28: the BLOB added last supplied the
+    /// roots, so an older FIDO-signed BLOB named after a newer one (`…no9.jwt` sorts after
+    /// `…no85.jwt`) restored roots FIDO had removed.
+    public mutating func add(_ blobs: [FIDOMetadata]) {
+        let ordered = blobs.indices.sorted { (blobs[$0].serial ?? -1, $0) < (blobs[$1].serial ?? -1, $1) }
+        for i in ordered { add(blobs[i].entries) }
     }
 }

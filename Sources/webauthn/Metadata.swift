@@ -120,8 +120,8 @@ struct MetadataOptions: ParsableArguments {
             serial = loaded.serial
         }
         let blobs = try loadBLOBs(at: time, options: options)
+        anchors.add(blobs.accepted.map(\.metadata))  // lowest `no` first
         for blob in blobs.accepted {
-            anchors.add(blob.metadata.entries)
             if let no = blob.metadata.serial { serial = max(serial ?? no, no) }
         }
         for rejection in blobs.rejected { report(rejection.path, rejection.error) }

@@ -202,3 +202,64 @@ extension LiveTrustTests {
         #expect(try await store.credential(id: [2])?.flag == nil)
     }
 }
+
+/// Red team, round 28: metadata that cost before it was verified, an old BLOB's roots, and an
+/// entry with as many roots as fit in a BLOB.
+extension LiveTrustTests {
+    @Test("of several BLOBs, the one with the highest no supplies an authenticator's roots, whatever the order they are added in")
+    func newestBLOBRoots() throws {
+        // The BLOB added last supplied the roots: an older FIDO-signed BLOB put back roots a newer
+        // one had removed (real BLOBs 85 and 29, ATKey.Pro), and in a folder `…no9.jwt` sorts after
+        // `…no85.jwt`.
+        let statement = Self.authority.metadataStatement(aaguid: Self.aaguid, description: "live trust key")
+        var moved = statement.objectValue!
+        let otherRoot = try #require(TrustAnchors.builtIn.formatRoots[.apple]?.first)
+        moved["attestationRootCertificates"] = [.string(Data(otherRoot.der).base64EncodedString())]
+        func blob(_ no: Int?, _ statement: JSONValue) throws -> FIDOMetadata {
+            var payload: JSONObject = ["nextUpdate": "2099-01-01", "entries": [["aaguid": .string(Self.aaguid.description), "metadataStatement": statement]]]
+            if let no { payload["no"] = .number(Double(no)) }
+            return try FIDOMetadata.payload(.object(payload))
+        }
+        let older = try blob(9, statement), newer = try blob(85, .object(moved)), undated = try blob(nil, statement)
+        for order in [[newer, older], [older, newer], [newer, undated, older], [undated, newer]] {
+            var anchors = TrustAnchors.builtIn
+            anchors.add(order)
+            let newest = anchors.metadataEntry(for: Self.aaguid)?.rootCertificates.map(\.der) == [otherRoot.der]
+            #expect(newest, "\(order.map(\.serial))")
+        }
+    }
+
+    @Test("a forged BLOB is refused before its payload is parsed")
+    func blobVerifiedBeforeParsed() throws {
+        // A forged, unsigned 32 MiB BLOB cost 10 s and 892 MB in a debug build before its chain
+        // was looked at: the payload was parsed first. A payload that is not JSON shows the order.
+        let root = try #require(TrustAnchors.builtIn.formatRoots[.apple]?.first)
+        let header = Base64URL.encode(Array(#"{"alg":"ES256","x5c":["\#(Data(root.der).base64EncodedString())"]}"#.utf8))
+        let jwt = Array("\(header).\(Base64URL.encode(Array("[[[[ not JSON".utf8))).\(Base64URL.encode([1, 2, 3]))".utf8)
+        #expect(throws: WebAuthnError.self) { try FIDOMetadata.blob(jwt: jwt, at: Self.start) }
+        do {
+            _ = try FIDOMetadata.blob(jwt: jwt, at: Self.start)
+        } catch {
+            #expect(error.code == .metadataUntrusted && error.message.hasPrefix("the BLOB signing chain"), "\(error.message)")
+        }
+    }
+
+    @Test("an entry listing more attestation roots than any real one anchors nothing, and keeps its compromise")
+    func rootsPerEntryBounded() throws {
+        // 30,000 roots in one entry cost 27 s on every registration that claimed it (quadratic in
+        // OpenSSL's store); the most in a real BLOB is 39.
+        var statement = Self.authority.metadataStatement(aaguid: Self.aaguid, description: "live trust key").objectValue!
+        let root = statement["attestationRootCertificates"]!.arrayValue![0]
+        func read(_ count: Int) throws -> FIDOMetadata {
+            statement["attestationRootCertificates"] = .array(Array(repeating: root, count: count))
+            return try FIDOMetadata.payload([
+                "no": 1, "nextUpdate": "2099-01-01",
+                "entries": [["aaguid": .string(Self.aaguid.description), "metadataStatement": .object(statement), "statusReports": [["status": "REVOKED"]]]],
+            ])
+        }
+        #expect(try read(FIDOMetadata.maxRootsPerEntry).entries.first?.rootCertificates.count == FIDOMetadata.maxRootsPerEntry)
+        let over = try read(FIDOMetadata.maxRootsPerEntry + 1)
+        #expect(over.skipped == 1 && over.entries.count == 1 && over.entries[0].rootCertificates.isEmpty)
+        #expect(over.entries[0].status(at: Self.start)?.rawValue == "REVOKED")
+    }
+}
