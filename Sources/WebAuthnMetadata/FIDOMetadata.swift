@@ -263,7 +263,10 @@ public struct FIDOMetadata: Sendable {
                 readable = false
                 continue
             }
-            reports.append(StatusReport(status: AuthenticatorStatus(rawValue: status), effectiveDate: item["effectiveDate"]?.stringValue.flatMap(day)))
+            reports.append(
+                StatusReport(
+                    status: AuthenticatorStatus(rawValue: status), effectiveDate: item["effectiveDate"]?.stringValue.flatMap(day),
+                    certificateKeyIdentifier: reportCertificateKeyIdentifier(item["certificate"])))
         }
         guard !readable else { return (reports, true) }
         // Unreadable, the entry anchors no trust and only its compromises are kept, condensed as
@@ -271,6 +274,13 @@ public struct FIDOMetadata: Sendable {
         // Reports past the 64th were dropped, a REVOKED among them (red team, seventeenth pass:
         // 64 certifications, then REVOKED, read as certified).
         return (MetadataEntry.condensed(reports.filter(\.status.isCompromised)), false)
+    }
+
+    /// The key identifier of a status report's `certificate` (base64 DER, at most 16 KiB); nil
+    /// when there is none or it cannot be read (the report still applies to its entry).
+    static func reportCertificateKeyIdentifier(_ json: JSONValue?) -> String? {
+        guard let text = json?.stringValue, text.utf8.count <= 16 << 10, let der = Data(base64Encoded: text) else { return nil }
+        return (try? X509Certificate(der: [UInt8](der)))?.publicKeyIdentifier
     }
 
     /// The AAGUIDs and U2F key identifiers a BLOB entry names, in the entry and in its statement,

@@ -395,6 +395,80 @@ struct TrustTests {
         #expect(errorCode { _ = try result(expired, anchors: surrogate) } == "certificate_expired")
     }
 
+    @Test("a leaked attestation key reported compromised is not trusted under a sibling model's AAGUID whose entry lists the same root")
+    func compromisedKeyUnderSiblingModel() throws {
+        // Red team, round 28 (F1): only the claimed entry's status was read, so a key FIDO reports
+        // compromised (by U2F key identifier, or in a report naming its certificate) was trusted,
+        // even under requireTrustedAttestation, when the registration claimed another model of the
+        // same vendor. §8.2.1 makes the certificate's AAGUID extension optional.
+        let authority = try AttestationAuthority.generate()
+        var profile = SoftwareAuthenticator.Profile.securityKey
+        profile.aaguid = [UInt8](repeating: 0x5b, count: 16)
+        let sibling = AAGUID(bytes: profile.aaguid)!
+        let leaked = try authority.packedAttestation(aaguid: profile.aaguid) { $0.extensions.removeAll { $0.oid == X509Certificate.OID.fidoGenCeAAGUID } }
+        guard case .packed(let x5c, _) = leaked else { Issue.record("not packed"); return }
+        let statement = authority.metadataStatement(aaguid: sibling, description: "sibling model")
+        let u2f = authority.metadataStatement(aaguid: nil, description: "U2F model")
+        let other = authority.metadataStatement(aaguid: AAGUID(bytes: [UInt8](repeating: 0x5c, count: 16))!, description: "leaked model")
+        let compromise: JSONValue = ["status": "ATTESTATION_KEY_COMPROMISE", "effectiveDate": "2025-01-01"]
+        var named = compromise.objectValue!
+        named["certificate"] = .string(Data(x5c[0]).base64EncodedString())
+        func anchors(_ entries: [JSONValue]) throws -> TrustAnchors {
+            var anchors = TrustAnchors.builtIn
+            anchors.add(try FIDOMetadata.payload(["no": 1, "nextUpdate": "2099-01-01", "entries": .array(entries)]).entries)
+            return anchors
+        }
+        func result(_ anchors: TrustAnchors, requireTrusted: Bool = false) throws -> RegistrationResult {
+            let rp = try RelyingParty(
+                id: "example.com", origins: ["https://example.com"],
+                policy: VerificationPolicy(attestation: AttestationPolicy(requireTrustedAttestation: requireTrusted)),
+                clock: .fixed(Date(timeIntervalSince1970: 1_893_456_000)), trustAnchors: anchors)
+            let challenge = SecureRandom.bytes(32)
+            let parts = try SoftwareAuthenticator(profile: profile).register(
+                rpId: rp.id, origin: "https://example.com", challenge: challenge, userHandle: [1], attestation: leaked)
+            let ceremony = PendingCeremony(
+                kind: .registration, challenge: challenge, user: try UserEntity(id: [1], name: "a"), algorithms: [],
+                userVerification: .preferred, expiresAt: .distantFuture)
+            return try RegistrationVerifier.verify(parts.response, ceremony: ceremony, relyingParty: rp)
+        }
+        let siblingEntry: JSONValue = ["aaguid": .string(sibling.description), "metadataStatement": statement]
+        // Without a compromise: trusted, the AAGUID verified through the sibling's entry.
+        #expect(try result(try anchors([siblingEntry]), requireTrusted: true).trust.trusted)
+        let cases: [(String, JSONValue)] = [
+            (
+                "by key identifier",
+                [
+                    "attestationCertificateKeyIdentifiers": .array([.string(authority.attestationKeyIdentifier)]), "metadataStatement": u2f,
+                    "statusReports": [compromise],
+                ]
+            ),
+            (
+                "by the report's certificate",
+                [
+                    "aaguid": .string(AAGUID(bytes: [UInt8](repeating: 0x5c, count: 16))!.description), "metadataStatement": other,
+                    "statusReports": [.object(named)],
+                ]
+            ),
+        ]
+        for (name, compromised) in cases {
+            let both = try anchors([siblingEntry, compromised])
+            #expect(errorCode { _ = try result(both, requireTrusted: true) } == "authenticator_compromised", "\(name)")
+            let registered = try result(both)
+            #expect(!registered.trust.trusted && registered.trust.reason.contains("ATTESTATION_KEY_COMPROMISE"), "\(name): \(registered.trust.reason)")
+            // The audit of a credential registered before the report flags it too.
+            let at = Date(timeIntervalSince1970: 1_893_456_000)
+            #expect(CredentialAudit.flag(for: registered.credential, anchors: try anchors([siblingEntry]), at: at) == nil)
+            #expect(CredentialAudit.flag(for: registered.credential, anchors: both, at: at)?.status.rawValue == "ATTESTATION_KEY_COMPROMISE", "\(name)")
+        }
+        // A report naming a certificate applies from its date only.
+        var later = named
+        later["effectiveDate"] = "2031-01-01"
+        let future: JSONValue = [
+            "aaguid": .string(AAGUID(bytes: [UInt8](repeating: 0x5c, count: 16))!.description), "metadataStatement": other, "statusReports": [.object(later)],
+        ]
+        #expect(try result(try anchors([siblingEntry, future]), requireTrusted: true).trust.trusted)
+    }
+
     @Test("real devices are trusted through the real FIDO BLOB: YubiKey (packed, by AAGUID; U2F, by key identifier), Surface Pro 4 (TPM)")
     func realDevicesThroughMDS() throws {
         let at = Vectors.date(.string("2024-08-31T12:00:00Z"))!

@@ -38,11 +38,17 @@ public struct StatusReport: Sendable, Hashable {
     /// When the status takes effect (MDS3 `effectiveDate`, a day, read as midnight UTC);
     /// nil: the report gives no date and applies at any time.
     public let effectiveDate: Date?
+    /// The key identifier (SHA-1 of the public key, lowercase hex) of the certificate the report
+    /// names (MDS3 `certificate`, as an `ATTESTATION_KEY_COMPROMISE` may): a compromise reported
+    /// with one applies to every chain with that key, whatever authenticator it claims to be.
+    public let certificateKeyIdentifier: String?
 
-    /// A report of `status` that applies from `effectiveDate` (nil: at any time).
-    public init(status: AuthenticatorStatus, effectiveDate: Date? = nil) {
+    /// A report of `status` that applies from `effectiveDate` (nil: at any time), naming the
+    /// certificate whose key has `certificateKeyIdentifier`, if any.
+    public init(status: AuthenticatorStatus, effectiveDate: Date? = nil, certificateKeyIdentifier: String? = nil) {
         self.status = status
         self.effectiveDate = effectiveDate
+        self.certificateKeyIdentifier = certificateKeyIdentifier
     }
 }
 
@@ -216,6 +222,8 @@ public struct TrustAnchors: Sendable {
     package var crls: [CertificateRevocationList]
     private var byAAGUID: [AAGUID: Int] = [:]
     private var byKeyIdentifier: [String: Int] = [:]
+    /// Compromise reports that name a certificate, by its key identifier, with the entry's name.
+    private var compromisedKeys: [String: [(report: StatusReport, description: String)]] = [:]
 
     /// Anchors from root certificates keyed by attestation format (`packed`,
     /// `tpm`, `apple`, ...), metadata entries, and CRLs.
@@ -247,6 +255,9 @@ public struct TrustAnchors: Sendable {
     /// only a later report can supersede it.
     public mutating func add(_ entries: [MetadataEntry]) {
         for var entry in entries {
+            for report in entry.statusReports where report.status.isCompromised {
+                if let key = report.certificateKeyIdentifier { compromisedKeys[key, default: []].append((report, entry.description)) }
+            }
             var earlier = Set<Int>()
             if let aaguid = entry.aaguid, let index = byAAGUID[aaguid] { earlier.insert(index) }
             for id in entry.attestationCertificateKeyIdentifiers { if let index = byKeyIdentifier[id] { earlier.insert(index) } }
@@ -285,6 +296,23 @@ public struct TrustAnchors: Sendable {
 
     /// The metadata entry for an authenticator: by AAGUID, or for U2F (zero
     /// AAGUID) by the SHA-1 key identifier of its attestation certificate.
+    /// A compromise in effect at `time` for the key of `certificate`, whatever authenticator the
+    /// attestation claims to be: the status of the entry that lists the key's identifier (U2F
+    /// key identifiers), or a compromise report that names a certificate with this key. Red team,
+    /// round 28: a leaked attestation key reported compromised under one model was trusted when
+    /// the registration claimed a sibling model whose entry lists the same root; only the
+    /// claimed entry's status was read.
+    package func compromise(ofKeyOf certificate: X509Certificate, at time: Date) -> (report: StatusReport, authenticator: String)? {
+        guard let id = certificate.publicKeyIdentifier else { return nil }
+        if let index = byKeyIdentifier[id], let report = metadata[index].statusReport(at: time), report.status.isCompromised {
+            return (report, metadata[index].displayName())
+        }
+        for named in compromisedKeys[id] ?? [] where (named.report.effectiveDate ?? .distantPast) <= time {
+            return (named.report, named.description)
+        }
+        return nil
+    }
+
     package func entry(aaguid: AAGUID, attestationCertificate: X509Certificate?) -> MetadataEntry? {
         if !aaguid.isZero { return byAAGUID[aaguid].map { metadata[$0] } }
         guard let cert = attestationCertificate, let id = cert.publicKeyIdentifier else { return nil }

@@ -178,7 +178,8 @@ public enum RegistrationVerifier {
                 step: step(25))
         }
         try verifyAAGUIDProven(aaguid, proven: proven != nil, type: type, policy: policy)
-        let entryObjection = try metadataObjection(v.type, claimed: claimed, policy: policy, at: now)
+        var entryObjection = try metadataObjection(v.type, claimed: claimed, policy: policy, at: now)
+        if entryObjection == nil { entryObjection = try keyCompromiseObjection(v.trustPath, anchors: anchors, policy: policy, at: now) }
         if let formatObjection = v.objection, policy.requireTrustedAttestation, anchoring.reachedARoot {
             throw WebAuthnError(.attestationUntrusted, "the \(format) attestation is not trusted: \(formatObjection)", step: step(25))
         }
@@ -290,6 +291,26 @@ public enum RegistrationVerifier {
             objection = objection ?? "metadata reports the authenticator as \(status)"
         }
         return objection
+    }
+
+    /// Step 25: a certificate of the chain whose key FIDO metadata reports compromised, under
+    /// whichever entry names it (its U2F key identifier, or a report's certificate): whoever holds
+    /// a leaked attestation key chooses the AAGUID it claims, and sibling models often share a
+    /// root (red team, round 28). Fatal when trust is required; otherwise the reason the
+    /// attestation is reported untrusted.
+    static func keyCompromiseObjection(
+        _ chain: [X509Certificate], anchors: TrustAnchors, policy: AttestationPolicy, at now: Date
+    ) throws(WebAuthnError) -> String? {
+        for (i, certificate) in chain.enumerated() {
+            guard let (report, description) = anchors.compromise(ofKeyOf: certificate, at: now) else { continue }
+            let status = report.status
+            let role = i == 0 ? "the attestation certificate" : "x5c[\(i)]"
+            if policy.requireTrustedAttestation {
+                throw WebAuthnError(.authenticatorCompromised, "FIDO metadata reports the key of \(role) as \(status) (\(description))", step: step(25))
+            }
+            return "metadata reports the key of \(role) as \(status)"
+        }
+        return nil
     }
 
     /// Basic and AttCA share one data structure (§6.5.3); metadata that lists

@@ -182,10 +182,17 @@ public enum CredentialAudit {
     /// The flag `record` deserves under `anchors` at `time`, and the report in effect (nil when
     /// the authenticator is not listed or no report of its applies yet).
     static func judge(_ record: CredentialRecord, anchors: TrustAnchors, at time: Date) -> (report: StatusReport?, flag: CredentialFlag?) {
-        let leaf = record.attestationChain.first.flatMap { try? X509Certificate(der: $0) }
-        guard let entry = anchors.entry(aaguid: record.aaguid, attestationCertificate: leaf), let report = entry.statusReport(at: time) else {
-            return (nil, nil)
+        let chain = record.attestationChain.compactMap { try? X509Certificate(der: $0) }
+        let claimed = anchors.entry(aaguid: record.aaguid, attestationCertificate: chain.first)
+        let claimedReport = claimed?.statusReport(at: time)
+        // A compromise FIDO reports for a key of the stored chain, under whichever entry names it
+        // (red team, round 28: the registration could claim a sibling model's AAGUID).
+        if claimedReport?.status.isCompromised != true, let found = chain.lazy.compactMap({ anchors.compromise(ofKeyOf: $0, at: time) }).first {
+            return (
+                found.report, CredentialFlag(status: found.report.status, authenticator: found.authenticator, since: found.report.effectiveDate, attested: true)
+            )
         }
+        guard let entry = claimed, let report = claimedReport else { return (nil, nil) }
         guard report.status.isCompromised else { return (report, nil) }
         let flag = CredentialFlag(
             status: report.status, authenticator: entry.displayName(), since: report.effectiveDate, attested: !record.attestationChain.isEmpty)
