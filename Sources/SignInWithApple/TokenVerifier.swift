@@ -214,6 +214,8 @@ package struct SignedToken {
             guard e.addingTimeInterval(leeway) > now else {
                 throw WebAuthnError(.appleTokenExpired, "the token expired \(Int(now.timeIntervalSince(e))) s ago (leeway \(Int(leeway)) s)")
             }
+            // Red team, round 28: a token that expires before it was issued was accepted.
+            guard e > iat else { throw WebAuthnError(.appleTokenClaimInvalid, "exp is not after iat") }
         }
         return Claims(object: c, audience: audience, issuedAt: iat, expiresAt: expiresAt)
     }

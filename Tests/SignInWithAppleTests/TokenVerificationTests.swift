@@ -89,9 +89,21 @@ struct TokenVerificationTests {
     @Test("exp and iat with the 60 s leeway")
     func times() throws {
         let now = TokenFixture.now
-        #expect(f.code(f.token { $0["exp"] = .number(now.timeIntervalSince1970 - 61) }) == "apple_token_expired")
-        #expect(f.code(f.token { $0["exp"] = .number(now.timeIntervalSince1970 - 60) }) == "apple_token_expired")
-        #expect(f.code(f.token { $0["exp"] = .number(now.timeIntervalSince1970 - 59) }) == nil)
+        #expect(
+            f.code(
+                f.token {
+                    $0["iat"] = .number(now.timeIntervalSince1970 - 600); $0["exp"] = .number(now.timeIntervalSince1970 - 61)
+                }) == "apple_token_expired")
+        #expect(
+            f.code(
+                f.token {
+                    $0["iat"] = .number(now.timeIntervalSince1970 - 600); $0["exp"] = .number(now.timeIntervalSince1970 - 60)
+                }) == "apple_token_expired")
+        #expect(
+            f.code(
+                f.token {
+                    $0["iat"] = .number(now.timeIntervalSince1970 - 600); $0["exp"] = .number(now.timeIntervalSince1970 - 59)
+                }) == nil)
         #expect(f.code(f.token { $0["iat"] = .number(now.timeIntervalSince1970 + 61) }) == "apple_token_claim_invalid")
         #expect(f.code(f.token { $0["iat"] = .number(now.timeIntervalSince1970 + 60) }) == nil)
         #expect(f.code(f.token(), at: now.addingTimeInterval(86_400 + 61)) == "apple_token_expired")
@@ -99,6 +111,14 @@ struct TokenVerificationTests {
         #expect(f.code(f.token { $0["iat"] = "1800000000" }) == "apple_token_claim_invalid")
         #expect(f.code(f.token { $0["exp"] = nil }) == "apple_token_claim_invalid")
         #expect(f.code(f.token { $0["iat"] = nil }) == "apple_token_claim_invalid")
+        // exp not after iat (red team, round 28: accepted while within the leeway of now).
+        for exp in [now.timeIntervalSince1970 - 30, now.timeIntervalSince1970] {
+            #expect(
+                f.code(
+                    f.token {
+                        $0["iat"] = .number(now.timeIntervalSince1970); $0["exp"] = .number(exp)
+                    }) == "apple_token_claim_invalid")
+        }
     }
 
     @Test("sub and transfer_sub are 1 to 255 visible ASCII characters: a NUL, a space, a control or another script is refused")
