@@ -353,10 +353,7 @@ struct TrustTests {
 
     @Test("a test authority's metadata statements make its attestations trusted (by AAGUID and, for U2F, by key identifier), and only those")
     func testAuthorityStatements() throws {
-        let authority = try AttestationAuthority.generate()
-        var profile = SoftwareAuthenticator.Profile.securityKey
-        profile.aaguid = [UInt8](repeating: 0x5a, count: 16)
-        let aaguid = AAGUID(bytes: profile.aaguid)!
+        let (authority, profile, aaguid) = try Self.authorityKey(0x5a)
         let statements = [
             authority.metadataStatement(aaguid: aaguid, description: "test key"),
             authority.metadataStatement(aaguid: nil, description: "test U2F key"),
@@ -364,17 +361,7 @@ struct TrustTests {
         let entries = try statements.map { try FIDOMetadata.statementEntry($0, status: nil) }
         #expect(entries[0].aaguid == aaguid && entries[1].attestationCertificateKeyIdentifiers == [authority.attestationKeyIdentifier])
         func result(_ attestation: SoftwareAuthenticator.Attestation, anchors: TrustAnchors) throws -> RegistrationResult {
-            let rp = try RelyingParty(
-                id: "example.com", origins: ["https://example.com"], clock: .fixed(Date(timeIntervalSince1970: 1_893_456_000)),
-                trustAnchors: anchors)
-            let challenge = SecureRandom.bytes(32)
-            let parts = try SoftwareAuthenticator(profile: profile).register(
-                rpId: rp.id, origin: "https://example.com", challenge: challenge,
-                userHandle: [1], attestation: attestation)
-            let ceremony = PendingCeremony(
-                kind: .registration, challenge: challenge, user: try UserEntity(id: [1], name: "a"), algorithms: [],
-                userVerification: .preferred, expiresAt: .distantFuture)
-            return try RegistrationVerifier.verify(parts.response, ceremony: ceremony, relyingParty: rp)
+            try Self.register(attestation, profile: profile, anchors: anchors)
         }
         var anchors = TrustAnchors.builtIn
         anchors.add(entries)
@@ -395,16 +382,38 @@ struct TrustTests {
         #expect(errorCode { _ = try result(expired, anchors: surrogate) } == "certificate_expired")
     }
 
+    /// A test authority, and a security-key profile of AAGUID `byte` repeated.
+    static func authorityKey(_ byte: UInt8) throws -> (AttestationAuthority, SoftwareAuthenticator.Profile, AAGUID) {
+        var profile = SoftwareAuthenticator.Profile.securityKey
+        profile.aaguid = [UInt8](repeating: byte, count: 16)
+        return (try AttestationAuthority.generate(), profile, AAGUID(bytes: profile.aaguid)!)
+    }
+
+    /// A registration by a software authenticator of `profile` with `attestation`, verified
+    /// under `anchors` on 2030-01-01.
+    static func register(
+        _ attestation: SoftwareAuthenticator.Attestation, profile: SoftwareAuthenticator.Profile, anchors: TrustAnchors, requireTrusted: Bool = false
+    ) throws -> RegistrationResult {
+        let rp = try RelyingParty(
+            id: "example.com", origins: ["https://example.com"],
+            policy: VerificationPolicy(attestation: AttestationPolicy(requireTrustedAttestation: requireTrusted)),
+            clock: .fixed(Date(timeIntervalSince1970: 1_893_456_000)), trustAnchors: anchors)
+        let challenge = SecureRandom.bytes(32)
+        let parts = try SoftwareAuthenticator(profile: profile).register(
+            rpId: rp.id, origin: "https://example.com", challenge: challenge, userHandle: [1], attestation: attestation)
+        let ceremony = PendingCeremony(
+            kind: .registration, challenge: challenge, user: try UserEntity(id: [1], name: "a"), algorithms: [],
+            userVerification: .preferred, expiresAt: .distantFuture)
+        return try RegistrationVerifier.verify(parts.response, ceremony: ceremony, relyingParty: rp)
+    }
+
     @Test("a leaked attestation key reported compromised is not trusted under a sibling model's AAGUID whose entry lists the same root")
     func compromisedKeyUnderSiblingModel() throws {
         // Red team, round 28 (F1): only the claimed entry's status was read, so a key FIDO reports
         // compromised (by U2F key identifier, or in a report naming its certificate) was trusted,
         // even under requireTrustedAttestation, when the registration claimed another model of the
         // same vendor. §8.2.1 makes the certificate's AAGUID extension optional.
-        let authority = try AttestationAuthority.generate()
-        var profile = SoftwareAuthenticator.Profile.securityKey
-        profile.aaguid = [UInt8](repeating: 0x5b, count: 16)
-        let sibling = AAGUID(bytes: profile.aaguid)!
+        let (authority, profile, sibling) = try Self.authorityKey(0x5b)
         let leaked = try authority.packedAttestation(aaguid: profile.aaguid) { $0.extensions.removeAll { $0.oid == X509Certificate.OID.fidoGenCeAAGUID } }
         guard case .packed(let x5c, _) = leaked else { Issue.record("not packed"); return }
         let statement = authority.metadataStatement(aaguid: sibling, description: "sibling model")
@@ -419,17 +428,7 @@ struct TrustTests {
             return anchors
         }
         func result(_ anchors: TrustAnchors, requireTrusted: Bool = false) throws -> RegistrationResult {
-            let rp = try RelyingParty(
-                id: "example.com", origins: ["https://example.com"],
-                policy: VerificationPolicy(attestation: AttestationPolicy(requireTrustedAttestation: requireTrusted)),
-                clock: .fixed(Date(timeIntervalSince1970: 1_893_456_000)), trustAnchors: anchors)
-            let challenge = SecureRandom.bytes(32)
-            let parts = try SoftwareAuthenticator(profile: profile).register(
-                rpId: rp.id, origin: "https://example.com", challenge: challenge, userHandle: [1], attestation: leaked)
-            let ceremony = PendingCeremony(
-                kind: .registration, challenge: challenge, user: try UserEntity(id: [1], name: "a"), algorithms: [],
-                userVerification: .preferred, expiresAt: .distantFuture)
-            return try RegistrationVerifier.verify(parts.response, ceremony: ceremony, relyingParty: rp)
+            try Self.register(leaked, profile: profile, anchors: anchors, requireTrusted: requireTrusted)
         }
         let siblingEntry: JSONValue = ["aaguid": .string(sibling.description), "metadataStatement": statement]
         // Without a compromise: trusted, the AAGUID verified through the sibling's entry.
