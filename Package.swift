@@ -211,7 +211,7 @@ let package = Package(
         .testTarget(
             name: "WebAuthnCLITests",
             dependencies: [
-                "WebAuthnCore", "WebAuthnTesting", "_WebAuthnEncoding", .target(name: "webauthn"), .target(name: "webauthn-dev"),
+                "WebAuthnCore", "WebAuthnTesting", "_WebAuthnEncoding", "_WebAuthnCrypto", .target(name: "webauthn"), .target(name: "webauthn-dev"),
                 .target(name: "webauthn-bench"),
             ]
         ),

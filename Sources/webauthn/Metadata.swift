@@ -115,14 +115,15 @@ struct MetadataOptions: ParsableArguments {
         var anchors = TrustAnchors.builtIn
         var serial: Int?
         let options = try blobOptions()
-        if let loaded = try load(at: time, options: options) {
-            anchors.add(loaded.entries)
-            serial = loaded.serial
-        }
+        let loaded = try load(at: time, options: options)
         let blobs = try loadBLOBs(at: time, options: options)
-        anchors.add(blobs.accepted.map(\.metadata))  // lowest `no` first
-        for blob in blobs.accepted {
-            if let no = blob.metadata.serial { serial = max(serial ?? no, no) }
+        // `--metadata` and `--mds-blob` in one order, lowest `no` first: the newest supplies the roots
+        // (re-check of round 28: `--metadata` was added first, so an older `--mds-blob` restored
+        // roots that a newer BLOB given as `--metadata` had removed).
+        let all = (loaded.map { [$0] } ?? []) + blobs.accepted.map(\.metadata)
+        anchors.add(all)
+        for metadata in all {
+            if let no = metadata.serial { serial = max(serial ?? no, no) }
         }
         for rejection in blobs.rejected { report(rejection.path, rejection.error) }
         return (anchors, serial)

@@ -449,7 +449,32 @@ struct TrustTests {
                 ]
             ),
         ]
-        for (name, compromised) in cases {
+        // Re-check of round 28: the root the chain leads to (here a CA that metadata lists as the
+        // root, which a vendor's batch CA often is) was never looked up, since the client sends only
+        // the leaf its leaked key mints; fido-u2f never sends more.
+        var namingRoot = compromise.objectValue!
+        namingRoot["certificate"] = .string(Data(authority.root.der).base64EncodedString())
+        let rootKeyIdentifier = try #require(authority.root.publicKeyIdentifier)
+        var u2fRoot = u2f.objectValue!
+        u2fRoot["attestationCertificateKeyIdentifiers"] = [.string(rootKeyIdentifier)]
+        let rootCases: [(String, JSONValue)] = [
+            (
+                "the root, by key identifier",
+                [
+                    "attestationCertificateKeyIdentifiers": .array([.string(rootKeyIdentifier)]),
+                    "metadataStatement": .object(u2fRoot), "statusReports": [compromise],
+                ]
+            ),
+            (
+                "the root, by the report's certificate",
+                [
+                    "aaguid": .string(AAGUID(bytes: [UInt8](repeating: 0x5c, count: 16))!.description), "metadataStatement": other,
+                    "statusReports": [.object(namingRoot)],
+                ]
+            ),
+        ]
+        #expect(x5c.count == 1, "the client sends the leaf alone")
+        for (name, compromised) in cases + rootCases {
             let both = try anchors([siblingEntry, compromised])
             #expect(errorCode { _ = try result(both, requireTrusted: true) } == "authenticator_compromised", "\(name)")
             let registered = try result(both)

@@ -179,7 +179,10 @@ public enum RegistrationVerifier {
         }
         try verifyAAGUIDProven(aaguid, proven: proven != nil, type: type, policy: policy)
         var entryObjection = try metadataObjection(v.type, claimed: claimed, policy: policy, at: now)
-        if entryObjection == nil { entryObjection = try keyCompromiseObjection(v.trustPath, anchors: anchors, policy: policy, at: now) }
+        if entryObjection == nil {
+            entryObjection = try keyCompromiseObjection(
+                anchoring.path ?? v.trustPath, anchored: anchoring.path != nil, anchors: anchors, policy: policy, at: now)
+        }
         if let formatObjection = v.objection, policy.requireTrustedAttestation, anchoring.reachedARoot {
             throw WebAuthnError(.attestationUntrusted, "the \(format) attestation is not trusted: \(formatObjection)", step: step(25))
         }
@@ -218,6 +221,15 @@ public enum RegistrationVerifier {
         case formatRoots([X509Certificate])
         /// No configured root: why.
         case unanchored(WebAuthnError)
+
+        /// The validated path, from the attestation certificate to the root it reached (that root
+        /// included, though the client need not send it).
+        var path: [X509Certificate]? {
+            switch self {
+            case .metadataRoots(let path), .formatRoots(let path): return path
+            case .noChain, .unanchored: return nil
+            }
+        }
 
         /// Whether the chain led to a configured root (an unanchored one has its own error).
         var reachedARoot: Bool {
@@ -296,15 +308,19 @@ public enum RegistrationVerifier {
     /// Step 25: a certificate of the chain whose key FIDO metadata reports compromised, under
     /// whichever entry names it (its U2F key identifier, or a report's certificate): whoever holds
     /// a leaked attestation key chooses the AAGUID it claims, and sibling models often share a
-    /// root (red team, round 28). Fatal when trust is required; otherwise the reason the
+    /// root (red team, round 28). The chain is the validated path when it reached a root, the
+    /// root included: a leaked CA key mints new leaves, and the client need not send the CA's
+    /// certificate (re-check of round 28: a batch CA listed as a root and reported compromised
+    /// was never looked up, and fido-u2f sends its leaf alone). Fatal when trust is required; otherwise the reason the
     /// attestation is reported untrusted.
     static func keyCompromiseObjection(
-        _ chain: [X509Certificate], anchors: TrustAnchors, policy: AttestationPolicy, at now: Date
+        _ chain: [X509Certificate], anchored: Bool, anchors: TrustAnchors, policy: AttestationPolicy, at now: Date
     ) throws(WebAuthnError) -> String? {
         for (i, certificate) in chain.enumerated() {
             guard let (report, description) = anchors.compromise(ofKeyOf: certificate, at: now) else { continue }
             let status = report.status
-            let role = i == 0 ? "the attestation certificate" : "x5c[\(i)]"
+            let role =
+                i == 0 ? "the attestation certificate" : i == chain.count - 1 && anchored ? "the root the chain leads to" : "certificate \(i) of the chain"
             if policy.requireTrustedAttestation {
                 throw WebAuthnError(.authenticatorCompromised, "FIDO metadata reports the key of \(role) as \(status) (\(description))", step: step(25))
             }
