@@ -76,15 +76,17 @@ extension WebAuthnRoutes {
         // revocation or deletion from before the identity was (re)linked, or before the user last
         // signed in with it (which took a consent given again), is not about this link. Red team,
         // thirteenth pass: a consent-revoked Apple delivered late, after the user had signed in
-        // again, deleted the account (only the link's creation was compared).
-        if let time = note.eventTime {
-            let superseded =
-                switch note.event {
-                case .emailEnabled, .emailDisabled, .consentRevoked, .accountDeleted: time < linked.updatedAt
-                case .other: false
-                }
-            if superseded { return .superseded }
-        }
+        // again, deleted the account (only the link's creation was compared). Without an
+        // `event_time`, the event happened before the notification was issued: its `iat` (whole
+        // seconds, so a second is added) bounds it (re-check of round 28: one issued before a
+        // sign-in, delivered after it, unlinked the new link and deleted the account).
+        let latest = note.eventTime ?? note.issuedAt.addingTimeInterval(1)
+        let superseded =
+            switch note.event {
+            case .emailEnabled, .emailDisabled, .consentRevoked, .accountDeleted: latest < linked.updatedAt
+            case .other: false
+            }
+        if superseded { return .superseded }
         switch note.event {
         case .emailDisabled, .emailEnabled:
             // Over the refresh tokens it was read with: one a sign-in stores meanwhile stays. The
@@ -93,7 +95,7 @@ extension WebAuthnRoutes {
             // stamped its own time (the server's clock when it had none), and a consent-revoked
             // dated before that, delivered after it, was judged superseded and ignored.
             _ = try await updateIdentity(linked, in: identities) { linked in
-                if let time = note.eventTime, time < linked.updatedAt { return false }  // a sign-in since superseded it
+                if latest < linked.updatedAt { return false }  // a sign-in since superseded it
                 linked.email = note.email ?? linked.email
                 linked.isPrivateEmail = note.isPrivateEmail ?? linked.isPrivateEmail
                 return true

@@ -260,11 +260,11 @@ extension AppleFlowTests {
 
     /// The body Apple posts to `/apple/notifications` for `event` (its `event_time` set to `time`,
     /// or absent).
-    static func notification(_ setup: Setup, _ event: JSONObject, at time: Date?) -> String {
+    static func notification(_ setup: Setup, _ event: JSONObject, at time: Date?, issuedAt: Date = Date()) -> String {
         var event = event
         if let time { event["event_time"] = .number((time.timeIntervalSince1970 * 1000).rounded()) }
         let claims: JSONValue = [
-            "iss": "https://appleid.apple.com", "aud": .string(Self.clientID), "iat": .number(Date().timeIntervalSince1970.rounded()),
+            "iss": "https://appleid.apple.com", "aud": .string(Self.clientID), "iat": .number(issuedAt.timeIntervalSince1970.rounded(.down)),
             "jti": .string(UUID().uuidString), "events": .string(JSONValue.object(event).serialized()),
         ]
         return JSONValue.object(["payload": .string(setup.standIn.token(claimsJSON: claims.serialized()))]).serialized()
@@ -323,6 +323,31 @@ extension AppleFlowTests {
                 #expect(try await Client(port: port).send("/apple/notifications", json: note).status == 200)
                 #expect(try await setup.store.identity(provider: "apple", subject: user.sub) == nil, "event_time given: \(dated)")
                 #expect(try await app.send("/demo/session", method: "GET").body["user"] == .null, "signed out")
+            }
+        }
+    }
+
+    @Test("a revocation or deletion without event_time is judged by its iat: one issued before a sign-in does not undo it")
+    func undatedRevocationBeforeSignIn() async throws {
+        // Re-check of round 28 (N3): without `event_time` nothing was compared, so a consent-revoked
+        // or account-delete Apple issued before the user signed in again, delivered after it,
+        // unlinked the new link, ended its sessions and deleted the Apple-only account.
+        for kind in ["consent-revoked", "account-delete"] {
+            try await Self.withServer { setup, port in
+                let user = AppleStandIn.User()
+                let app = Client(port: port)
+                #expect(try await Self.appleSignIn(app, setup, user).status == 200)
+                let event: JSONObject = ["type": .string(kind), "sub": .string(user.sub)]
+                let late = Self.notification(setup, event, at: nil, issuedAt: Date().addingTimeInterval(-100))
+                #expect(try await Client(port: port).send("/apple/notifications", json: late).status == 200)
+                #expect(try await setup.store.identity(provider: "apple", subject: user.sub) != nil, "\(kind) issued before the sign-in")
+                let session = try await app.send("/demo/session", method: "GET").body["user"]
+                #expect(session != nil && session != JSONValue.null, "\(kind): still signed in")
+                // One issued after the sign-in applies.
+                let current = Self.notification(setup, event, at: nil)
+                #expect(try await Client(port: port).send("/apple/notifications", json: current).status == 200)
+                #expect(try await setup.store.identity(provider: "apple", subject: user.sub) == nil, "\(kind) issued after the sign-in")
+                #expect(try await app.send("/demo/session", method: "GET").body["user"] == .null, "\(kind): signed out")
             }
         }
     }
