@@ -215,13 +215,17 @@ extension LiveTrustTests {
         var moved = statement.objectValue!
         let otherRoot = try #require(TrustAnchors.builtIn.formatRoots[.apple]?.first)
         moved["attestationRootCertificates"] = [.string(Data(otherRoot.der).base64EncodedString())]
-        func blob(_ no: Int?, _ statement: JSONValue) throws -> FIDOMetadata {
-            var payload: JSONObject = ["nextUpdate": "2099-01-01", "entries": [["aaguid": .string(Self.aaguid.description), "metadataStatement": statement]]]
+        func blob(_ no: Int?, _ statement: JSONValue, nextUpdate: String = "2099-01-01") throws -> FIDOMetadata {
+            var payload: JSONObject = [
+                "nextUpdate": .string(nextUpdate), "entries": [["aaguid": .string(Self.aaguid.description), "metadataStatement": statement]],
+            ]
             if let no { payload["no"] = .number(Double(no)) }
             return try FIDOMetadata.payload(.object(payload))
         }
         let older = try blob(9, statement), newer = try blob(85, .object(moved)), undated = try blob(nil, statement)
-        for order in [[newer, older], [older, newer], [newer, undated, older], [undated, newer]] {
+        // The same `no` twice (re-check of round 28: ordered as given): the later nextUpdate is newer.
+        let sameNo = try blob(85, statement, nextUpdate: "2098-01-01")
+        for order in [[newer, older], [older, newer], [newer, undated, older], [undated, newer], [newer, sameNo], [sameNo, newer]] {
             var anchors = TrustAnchors.builtIn
             anchors.add(order)
             let newest = anchors.metadataEntry(for: Self.aaguid)?.rootCertificates.map(\.der) == [otherRoot.der]
@@ -261,5 +265,29 @@ extension LiveTrustTests {
         let over = try read(FIDOMetadata.maxRootsPerEntry + 1)
         #expect(over.skipped == 1 && over.entries.count == 1 && over.entries[0].rootCertificates.isEmpty)
         #expect(over.entries[0].status(at: Self.start)?.rawValue == "REVOKED")
+    }
+
+    @Test("an entry with more status reports than are read keeps every compromise that names a certificate")
+    func namedCompromisesPastTheLimit() throws {
+        // Re-check of round 28 (N5): past 64 reports the entry's compromises were condensed to
+        // three per status, and a leaked key named by the 35th of 70 was trusted.
+        let leaked = try (0..<70).map { i in
+            let key = try SigningKey.generate(.es256)
+            return try CertificateBuilder.certificateAuthority(organization: "leaked", name: "leaked \(i)").build(key: key, issuer: nil, issuerKey: key)
+        }
+        let reports: [JSONValue] = leaked.map {
+            ["status": "ATTESTATION_KEY_COMPROMISE", "effectiveDate": "2025-01-01", "certificate": .string(Data($0.der).base64EncodedString())]
+        }
+        let statement = Self.authority.metadataStatement(aaguid: Self.aaguid, description: "many reports")
+        let metadata = try FIDOMetadata.payload([
+            "no": 1, "nextUpdate": "2099-01-01",
+            "entries": [["aaguid": .string(Self.aaguid.description), "metadataStatement": statement, "statusReports": .array(reports)]],
+        ])
+        var anchors = TrustAnchors.builtIn
+        anchors.add(metadata.entries)
+        for certificate in leaked {
+            #expect(anchors.compromise(ofKeyOf: certificate, at: Self.start)?.report.status.rawValue == "ATTESTATION_KEY_COMPROMISE")
+        }
+        #expect(anchors.compromise(ofKeyOf: Self.authority.root, at: Self.start) == nil, "a key nobody named")
     }
 }
