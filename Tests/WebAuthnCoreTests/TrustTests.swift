@@ -47,6 +47,32 @@ struct TrustTests {
         #expect(e4.message.contains("at most"))
     }
 
+    @Test("anchors that share a name are each tried for a certificate without an authority key identifier")
+    func anchorsSharingAName() throws {
+        // Re-check of round 28 (N10): OpenSSL took the first anchor of the issuer's name, and a
+        // genuine chain to the second of two roots so named (a root re-keyed under its old name)
+        // was refused with a signature failure.
+        let keys = try (0..<3).map { _ in try SigningKey.generate(.es256) }
+        let roots = try keys.prefix(2).map {
+            try CertificateBuilder.certificateAuthority(organization: "Vendor", name: "Vendor root").build(key: $0, issuer: nil, issuerKey: $0)
+        }
+        let leafKey = try SigningKey.generate(.es256)
+        let template = CertificateBuilder(subject: [("O", "Vendor"), ("CN", "attestation")])
+        let leaf = try template.build(key: leafKey, issuer: roots[1], issuerKey: keys[1])
+        for anchors in [roots, roots.reversed(), [roots[0], TrustTests.pem("mds/roots/apple-webauthn-root-ca.pem"), roots[1]]] {
+            guard case .trusted(let path) = CertificateChain.validate([leaf], anchors: anchors, at: Self.time2030) else {
+                Issue.record("the chain to the second root should validate"); continue
+            }
+            #expect(path.last?.fingerprint == roots[1].fingerprint)
+        }
+        // A certificate under that name that none of them signed is still refused.
+        let forged = try template.build(key: leafKey, issuer: roots[0], issuerKey: keys[2])
+        guard case .untrusted(let error) = CertificateChain.validate([forged], anchors: roots, at: Self.time2030) else {
+            Issue.record("a certificate no anchor signed was trusted"); return
+        }
+        #expect(error.code == .attestationUntrusted && error.message.contains("signature"), "\(error.message)")
+    }
+
     @Test("a chain with a weak link is not trusted: SHA-1 or MD5 signatures, RSA keys under 2048 bits, at any place in the chain")
     func weakChains() throws {
         // Red team, round 26: each of these was trusted, where the engine refuses the same
