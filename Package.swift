@@ -34,7 +34,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.20.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
-        // `make docs`: the DocC catalogs of WebAuthnCore and WebAuthnServer.
+        // `make docs`: the DocC catalogs of WebAuthnCore, WebAuthnServer and SignInWithApple.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.4.0"),
         // `webauthn-dev loadtest`: latency percentiles in an HDR histogram.
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.1.0"),
@@ -94,7 +94,7 @@ let package = Package(
             swiftSettings: strict
         ),
         // Sign in with Apple, server side: identity tokens, Apple's keys, the client secret,
-        // code exchange and revocation, server-to-server notifications (HTTP through URLSession).
+        // code exchange and revocation, server-to-server notifications (HTTP through _WebAuthnHTTP).
         .target(
             name: "SignInWithApple",
             dependencies: ["WebAuthnCore", "_WebAuthnEncoding", "_WebAuthnCrypto", "_WebAuthnHTTP"],

@@ -68,15 +68,16 @@ public struct ApplicationConfiguration: Sendable {
 /// metadata service, if any, has installed a verified BLOB; 503 until then) and
 /// `GET /metrics` (Prometheus text; ``ApplicationConfiguration/metrics`` says to whom),
 /// at the root. Run it with `try await app.runService()`, or add it to a `ServiceGroup`
-/// with the stores and the metadata service.
+/// with the stores and the metadata service. Throws `configuration_invalid` as
+/// ``WebAuthnRoutes/init(engine:accounts:sessions:configuration:)`` does.
 public func buildApplication(
     engine: WebAuthnEngine, accounts: any AccountStore, sessions: any SessionStore,
     configuration: ApplicationConfiguration
-) -> some ApplicationProtocol {
+) throws(WebAuthnError) -> some ApplicationProtocol {
     let export = configuration.metrics == .off ? nil : PrometheusExport()
     var routesConfiguration = configuration.routes
     if let export { routesConfiguration.metricsFactory = export.factory }
-    let routes = WebAuthnRoutes(engine: engine, accounts: accounts, sessions: sessions, configuration: routesConfiguration)
+    let routes = try WebAuthnRoutes(engine: engine, accounts: accounts, sessions: sessions, configuration: routesConfiguration)
     // HEAD is answered wherever GET is, without the body (RFC 9110 §9.3.2: a general-purpose
     // server supports both; it was 404 everywhere: red team, sixteenth pass).
     let router = Router(context: WebAuthnRequestContext.self, options: .autoGenerateHeadEndpoints)

@@ -54,21 +54,7 @@ enum HTTP {
 
     /// The status a failure answers with.
     static func status(for error: WebAuthnError) -> HTTPResponse.Status {
-        switch error.code {
-        case .inputTooLarge: return .contentTooLarge
-        case .storageFailure, .cryptoFailure, .internalError, .configurationInvalid: return .internalServerError
-        case .signatureInvalid, .credentialNotOwnedByUser, .userHandleMismatch, .counterRegression, .authenticationFailed, .signInRequired,
-            .reauthenticationRequired:
-            return .unauthorized
-        case .sessionMismatch: return .forbidden
-        case .usernameUnavailable, .credentialLimitReached, .lastCredential: return .conflict
-        case .contentTypeUnsupported: return .unsupportedMediaType
-        case .rateLimited: return .tooManyRequests
-        case .notFound: return .notFound
-        case .methodNotAllowed: return .methodNotAllowed
-        case .tooManyPendingCeremonies: return .serviceUnavailable
-        default: return .badRequest
-        }
+        HTTPResponse.Status(code: error.httpStatus)  // the engine's public mapping (`WebAuthnError.httpStatus`)
     }
 
     /// Ceremony bodies are `application/json` only: a cross-site form can

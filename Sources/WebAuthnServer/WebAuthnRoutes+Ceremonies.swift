@@ -194,10 +194,8 @@ extension WebAuthnRoutes {
     /// account's, wrong origin or flags for a real one, bad signature, ...)
     /// answers `authentication_failed`; the log has the code. `--conformance`
     /// shows every code, as the conformance tools expect.
-    static let shownBeforeLookup: Set<WebAuthnError.Code> = [
-        .jsonMalformed, .responseMalformed, .requestMalformed, .base64urlInvalid, .inputTooLarge, .credentialTypeInvalid, .credentialIdMismatch,
-        .clientDataMalformed, .challengeUnknown, .challengeExpired, .ceremonyMismatch, .sessionMismatch,
-    ]
+    /// (``WebAuthnError/shownBeforeCredentialLookup``, public for servers of their own.)
+    static var shownBeforeLookup: Set<WebAuthnError.Code> { WebAuthnError.shownBeforeCredentialLookup }
 
     /// The server's own failures (its store, its configuration): not the credential's, so not
     /// folded into `authentication_failed` nor counted against the session; they answer

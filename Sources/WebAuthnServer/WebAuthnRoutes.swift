@@ -31,7 +31,7 @@ public struct WebAuthnRoutes: Sendable {
     /// What the routes serve, and how (secret, throttling, proxies, enrollment hook, demo).
     public let configuration: ServerConfiguration
     let sessions: BrowserSessions
-    let standIns: StandIns
+    let standIns: StandInCredentials
     let limiter: RateLimiter?
     /// The budgets of refusals' audit events per client address (``audit(_:_:_:_:)``) and of
     /// changes per account (``throttleChanges(_:_:_:)``); kept whether or not requests are throttled.
@@ -45,32 +45,50 @@ public struct WebAuthnRoutes: Sendable {
     /// - Parameters:
     ///   - engine: the engine that runs the ceremonies.
     ///   - accounts: where accounts live; registrations of new names create them here.
-    ///   - sessions: where signed-in sessions live; share it between instances
-    ///     (the SQLite and PostgreSQL stores are session stores).
+    ///   - sessions: where signed-in sessions live; share it between instances. Nil (the
+    ///     default): `accounts`, when it keeps sessions too (the SQLite and PostgreSQL stores
+    ///     do); in memory, when `accounts` is an ``InMemoryAccountStore``; otherwise refused
+    ///     (`configuration_invalid`): sessions in memory beside durable accounts would sign
+    ///     everyone out at every restart and not be shared between instances (an adopter's review).
     ///   - configuration: what the routes serve, and how. Default: the safe defaults
-    ///     of ``ServerConfiguration``, with a random secret per process. Its secret must be
-    ///     32 to 1024 bytes: a shorter one stops the process here (a precondition).
+    ///     of ``ServerConfiguration``, with a random secret per process.
+    /// - Throws: `configuration_invalid` for a secret outside 32 to 1024 bytes, a session cookie
+    ///   name that is not 1 to 64 of `A-Z a-z 0-9 _ -` or starts with `__`, or no session store
+    ///   (above). (They stopped the process; an adopter's review: a secret read short from a vault.)
     public init(
-        engine: WebAuthnEngine, accounts: any AccountStore, sessions: any SessionStore = InMemorySessionStore(),
+        engine: WebAuthnEngine, accounts: any AccountStore, sessions: (any SessionStore)? = nil,
         configuration: ServerConfiguration = ServerConfiguration()
-    ) {
+    ) throws(WebAuthnError) {
         // The key of every session cookie and of the stand-ins: a short one is a configuration
         // error to stop at, not to serve with (an adopter's review: `secret: []` was taken).
-        precondition(
-            (32...1024).contains(configuration.secret.count),
-            "ServerConfiguration.secret must be 32 to 1024 bytes, not \(configuration.secret.count)")
+        guard (32...1024).contains(configuration.secret.count) else {
+            throw WebAuthnError(.configurationInvalid, "ServerConfiguration.secret must be 32 to 1024 bytes, not \(configuration.secret.count)")
+        }
         let name = configuration.sessionCookieName.utf8
-        precondition(
+        guard
             (1...64).contains(name.count) && !name.starts(with: "__".utf8)
-                && name.allSatisfy { b in (0x30...0x39).contains(b) || (0x41...0x5A).contains(b) || (0x61...0x7A).contains(b) || b == 0x5F || b == 0x2D },
-            "ServerConfiguration.sessionCookieName must be 1 to 64 of A-Z a-z 0-9 _ -, not starting with __")
+                && name.allSatisfy({ b in (0x30...0x39).contains(b) || (0x41...0x5A).contains(b) || (0x61...0x7A).contains(b) || b == 0x5F || b == 0x2D })
+        else {
+            throw WebAuthnError(.configurationInvalid, "ServerConfiguration.sessionCookieName must be 1 to 64 of A-Z a-z 0-9 _ -, not starting with __")
+        }
+        let sessionStore: any SessionStore
+        if let sessions {
+            sessionStore = sessions
+        } else if let kept = accounts as? any SessionStore {
+            sessionStore = kept
+        } else if accounts is InMemoryAccountStore {
+            sessionStore = InMemorySessionStore()
+        } else {
+            throw WebAuthnError(
+                .configurationInvalid, "WebAuthnRoutes needs sessions: a session store beside this account store, which keeps none")
+        }
         self.engine = engine
         self.accounts = accounts
         self.configuration = configuration
         self.sessions = BrowserSessions(
-            store: sessions, secret: configuration.secret, secure: configuration.secureCookies,
+            store: sessionStore, secret: configuration.secret, secure: configuration.secureCookies,
             lifetime: configuration.sessionLifetime, name: configuration.sessionCookieName)
-        self.standIns = StandIns(secret: configuration.secret)
+        self.standIns = try StandInCredentials(secret: configuration.secret)
         self.limiter = configuration.rateLimit.map { RateLimiter(maxTracked: $0.maxTracked) }
         self.metrics = RouteMetrics(factory: configuration.metricsFactory ?? MetricsSystem.factory)
     }

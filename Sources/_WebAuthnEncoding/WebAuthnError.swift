@@ -1,9 +1,10 @@
 /// The one error type of the engine.
 ///
 /// Every failed check throws a `WebAuthnError` whose ``code`` is stable and
-/// machine-readable (switch on it, log it, return it to the client) and whose
-/// ``message`` is a human sentence with the expected and the actual value where
-/// there are any. Adding a code is not a breaking change; renaming one is.
+/// machine-readable (switch on it, log it) and whose ``message`` is a human
+/// sentence with the expected and the actual value where there are any. Answer a
+/// client with `clientFacing(_:requestID:)` (WebAuthnCore), not with the error
+/// itself: a sign-in failure's detail tells a stranger which credentials exist. Adding a code is not a breaking change; renaming one is.
 /// The full catalogue is in `Docs/Errors.md`.
 public struct WebAuthnError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A stable error code such as `challenge_mismatch`.

@@ -295,7 +295,7 @@ struct Serve: AsyncParsableCommand {
             }, metadata: metadata, metrics: MetricsExposure(rawValue: metrics) ?? .loopback)
         application.requestTimeout = .seconds(requestTimeout)
         application.maxConnectionsPerAddress = maxConnectionsPerAddress == 0 ? nil : maxConnectionsPerAddress
-        let app = buildApplication(engine: engine, accounts: store, sessions: store, configuration: application)
+        let app = try buildApplication(engine: engine, accounts: store, sessions: store, configuration: application)
         // The store first: a group shuts its services down in reverse order, so the HTTP server
         // drains before the store closes (and the metadata service stops before either).
         var services: [any Service] = [store, app] + (metadata.map { [$0] } ?? []) + (providerService.map { [$0] } ?? [])

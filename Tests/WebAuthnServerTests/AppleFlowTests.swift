@@ -97,7 +97,7 @@ struct AppleFlowTests {
                 signIn: AppleSignIn(configuration: apple, clock: appleClock), identities: accounts, servicesID: servicesID,
                 redirectURI: "http://127.0.0.1/apple/web/callback"))
         try await EmbeddingTests.serving({ running in
-            buildApplication(
+            try buildApplication(
                 engine: engine, accounts: accounts, sessions: interleaved ?? store,
                 configuration: ApplicationConfiguration(
                     port: 0, routes: configuration, onServerRunning: running))

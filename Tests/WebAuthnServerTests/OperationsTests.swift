@@ -46,7 +46,7 @@ struct OperationsTests {
         logger.logLevel = .critical
         try await EmbeddingTests.serving(
             { running in
-                buildApplication(
+                try buildApplication(
                     engine: engine, accounts: InMemoryAccountStore(), sessions: InMemorySessionStore(),
                     configuration: ApplicationConfiguration(
                         port: 0, routes: ServerConfiguration(rateLimit: rateLimit), logger: logger, onServerRunning: running, metadata: metadata,

@@ -216,7 +216,7 @@ struct SessionTests {
         let accounts = InMemoryAccountStore(credentials: credentials)
         let rp = try RelyingParty(id: "example.com", origins: ["https://example.com"])
         let engine = WebAuthnEngine(relyingParty: rp, credentials: credentials, challenges: InMemoryChallengeStore(), accounts: accounts)
-        let routes = WebAuthnRoutes(
+        let routes = try WebAuthnRoutes(
             engine: engine, accounts: accounts, sessions: InMemorySessionStore(), configuration: ServerConfiguration(secret: SecureRandom.bytes(32)))
         for round in 0..<20 {  // twenty accounts: without the serializer, a few rounds in each run lose both
             let user = UserEntity.new(name: "vic\(round)")

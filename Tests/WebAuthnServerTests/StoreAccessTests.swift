@@ -63,7 +63,7 @@ struct StoreAccessTests {
         // meanwhile, and a sweep at a later "now" would remove their pending ceremonies and sessions.
         let rp = try RelyingParty(id: ServeProcess.rpId, origins: [ServeProcess.origin], clock: .fixed(Date()))
         let engine = WebAuthnEngine(relyingParty: rp, credentials: store, challenges: store, accounts: store)
-        let routes = WebAuthnRoutes(
+        let routes = try WebAuthnRoutes(
             engine: engine, accounts: store, sessions: store, configuration: ServerConfiguration(secret: SecureRandom.bytes(32), rateLimit: nil))
         let router = Router(context: WebAuthnRequestContext.self)
         router.addRoutes(routes.routes())

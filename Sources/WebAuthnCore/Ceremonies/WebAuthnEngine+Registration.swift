@@ -25,7 +25,10 @@ extension WebAuthnEngine {
     ///     credential (through ``accounts``), atomically, when it finishes; no
     ///     account or name exists before that. Its name and display name take their enforced
     ///     forms (``UserName/normalize(name:)``, ``UserName/normalize(displayName:)``), which the
-    ///     options carry; a name without one is refused (`username_invalid`).
+    ///     options carry; a name without one is refused (`username_invalid`). A name already
+    ///     taken is refused when the registration finishes (`username_unavailable`, the check that
+    ///     holds under concurrency); look it up first (`accounts.account(named:)`) to tell the user
+    ///     before they make a passkey, as `WebAuthnRoutes` does.
     ///   - addingToAccount: whether `user` is an account of the engine's account store (``accounts``),
     ///     which must then still exist when the credential is stored (`account_unknown` otherwise):
     ///     a registration must not store a credential for an account deleted meanwhile. True: the
@@ -40,7 +43,7 @@ extension WebAuthnEngine {
     ///     cookie); the response must present the same (`session_mismatch`).
     ///   - challengeLength: the challenge's length in bytes, 16 to 64. Default 32.
     /// - Returns: the options, to send as ``CreationOptions/jsonString``.
-    /// - Throws: `configuration_invalid` (challenge length), `username_invalid` (a new account's
+    /// - Throws: `configuration_invalid` (challenge length, or a new account without an account store), `username_invalid` (a new account's
     ///   name or display name), `too_many_pending_ceremonies`,
     ///   `credential_limit_reached` (the user holds ``Limits/maxCredentialsPerUser``),
     ///   or `storage_failure` when a store fails.
@@ -57,6 +60,11 @@ extension WebAuthnEngine {
         binding: [UInt8]? = nil,
         challengeLength: Int = 32
     ) async throws(WebAuthnError) -> CreationOptions {
+        // Refused here, before the user makes a passkey that could never be stored (it was refused
+        // only at the finish: an adopter's review).
+        if newAccount && accounts == nil {
+            throw WebAuthnError(.configurationInvalid, "a registration that creates an account needs an engine with an account store")
+        }
         let rp = configuredRelyingParty
         let selection = authenticatorSelection ?? AuthenticatorSelection(userVerification: rp.policy.userVerification)
         let challenge = try Self.newChallenge(length: challengeLength)

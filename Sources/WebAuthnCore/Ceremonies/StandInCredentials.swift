@@ -1,6 +1,3 @@
-internal import WebAuthnCore
-internal import WebAuthnMetadata
-internal import _WebAuthnEncoding
 internal import _WebAuthnCrypto
 
 /// Stand-in credentials for names that have no account or no credential
@@ -8,18 +5,40 @@ internal import _WebAuthnCrypto
 /// account's, derived from HMAC-SHA-256 of the name's look-alike key under
 /// the server secret, so they are the same on every request (and across
 /// restarts and instances that share the secret). Nobody can answer them.
-struct StandIns: Sendable {
+///
+/// For a sign-in by name, a server that finds no account (or no credential) for the name starts
+/// the ceremony with these in `allowCredentials`, for the stand-in user handle, and answers as it
+/// would for a real account: the options then tell a stranger nothing about which names exist.
+/// Any response to them fails as a bad response for a real account does.
+///
+/// ```swift
+/// let standIns = try StandInCredentials(secret: serverSecret)  // 32 bytes or more, kept across restarts
+/// let found = try await accounts.account(named: name)
+/// let options = try await engine.startAuthentication(
+///     userHandle: found?.id ?? standIns.userHandle(for: name),
+///     binding: binding, allowCredentials: found == nil ? standIns.credentials(for: name) : nil)
+/// ```
+public struct StandInCredentials: Sendable {
     let secret: [UInt8]
+
+    /// Stand-ins derived from `secret` (at least 32 bytes; `configuration_invalid` otherwise):
+    /// the same secret gives the same stand-ins for a name, on every instance.
+    public init(secret: [UInt8]) throws(WebAuthnError) {
+        guard secret.count >= 32 else {
+            throw WebAuthnError(.configurationInvalid, "the stand-in secret is \(secret.count) bytes; at least 32 are needed")
+        }
+        self.secret = secret
+    }
 
     /// The user handle a stand-in ceremony is started for (no account has it:
     /// handles of real accounts are random, and a lookup of it finds nothing).
-    func userHandle(for name: String) -> [UInt8] {
+    public func userHandle(for name: String) -> [UInt8] {
         Digest.hmacSHA256(key: secret, Array("webauthn stand-in handle".utf8), Array(UserName.lookalikeKey(name).utf8))
     }
 
     /// One or two descriptors shaped like real ones (passkey or security-key
     /// ID lengths, plausible transports).
-    func credentials(for name: String) -> [CredentialDescriptor] {
+    public func credentials(for name: String) -> [CredentialDescriptor] {
         let seed = Digest.hmacSHA256(key: secret, Array("webauthn stand-in credentials".utf8), Array(UserName.lookalikeKey(name).utf8))
         let count = 1 + Int(seed[0] & 1)
         let transports: [[AuthenticatorTransport]] = [[.hybrid, .internal], [.usb], [.internal], [.nfc, .usb], []]
@@ -34,7 +53,7 @@ struct StandIns: Sendable {
     /// A stand-in ID is 8 bytes and their HMAC tag, so the server knows its
     /// own stand-ins (and refuses to register one, as if it were taken)
     /// without remembering any.
-    func isStandIn(_ id: [UInt8]) -> Bool {
+    public func isStandIn(_ id: [UInt8]) -> Bool {
         guard (16...64).contains(id.count) else { return false }
         let nonce = Array(id[0..<8])
         return tag(nonce, length: id.count - 8) == Array(id[8...])

@@ -1,0 +1,66 @@
+import Foundation
+import Testing
+import WebAuthnCore
+
+/// What an embedding server shows a client, through the engine's public API only (an
+/// adopter's review: the folding and the statuses lived in `WebAuthnServer`, internal, and the
+/// docs said to return every error to the client as it is).
+@Suite("Client-facing errors: folding and HTTP statuses for servers of their own")
+struct ClientFacingTests {
+    @Test("a sign-in failure after the credential lookup reads authentication_failed; its shape errors stay; the server's own say only that it failed")
+    func folding() {
+        let folded: [WebAuthnError.Code] = [
+            .credentialUnknown, .signatureInvalid, .credentialNotOwnedByUser, .counterRegression, .originNotAllowed, .cryptoFailure,
+        ]
+        for code in folded {
+            let shown = WebAuthnError(code, "detail naming a credential").clientFacing(.authentication)
+            #expect(shown.code == .authenticationFailed && shown.httpStatus == 401 && !shown.message.contains("naming"), "\(code)")
+        }
+        for code in [WebAuthnError.Code.challengeExpired, .responseMalformed, .sessionMismatch, .inputTooLarge] {
+            let error = WebAuthnError(code, "detail")
+            #expect(error.clientFacing(.authentication).code == code, "\(code)")
+        }
+        for code in [WebAuthnError.Code.storageFailure, .internalError, .configurationInvalid] {
+            for view in [WebAuthnError.ClientView.registration, .authentication] {
+                let shown = WebAuthnError(code, "postgres at 10.0.0.5 refused").clientFacing(view, requestID: "r-1")
+                #expect(shown.code == .internalError && shown.message == "the server failed; quote request id r-1" && shown.httpStatus == 500)
+            }
+        }
+        // A registration's failures are the user's own: shown as they are.
+        let taken = WebAuthnError(.usernameUnavailable, "the name is taken")
+        #expect(taken.clientFacing(.registration) == taken && taken.clientFacing(.registration).httpStatus == 409)
+        #expect(WebAuthnError(.signatureInvalid, "x").clientFacing(.registration).code == .signatureInvalid)
+        #expect(WebAuthnError(.cryptoFailure, "x").clientFacing(.registration).code == .internalError)
+    }
+
+    @Test("statuses: 400 by default, 401, 403, 409, 413, 415, 429, 503, 500")
+    func statuses() {
+        let expected: [(WebAuthnError.Code, Int)] = [
+            (.challengeMismatch, 400), (.signatureInvalid, 401), (.signInRequired, 401), (.sessionMismatch, 403), (.usernameUnavailable, 409),
+            (.inputTooLarge, 413), (.contentTypeUnsupported, 415), (.rateLimited, 429), (.tooManyPendingCeremonies, 503), (.storageFailure, 500),
+        ]
+        for (code, status) in expected { #expect(WebAuthnError(code, "").httpStatus == status, "\(code)") }
+    }
+
+    @Test("a new account without an account store is refused when the registration starts, not after the passkey is made")
+    func newAccountNeedsAccountStore() async throws {
+        let rp = try RelyingParty(id: "example.com", origins: ["https://example.com"])
+        let engine = WebAuthnEngine(relyingParty: rp, credentials: InMemoryCredentialStore(), challenges: InMemoryChallengeStore())
+        await #expect(throws: WebAuthnError(.configurationInvalid, "")) {
+            _ = try await engine.startRegistration(user: UserEntity.new(name: "alice", displayName: "Alice"), newAccount: true)
+        }
+        _ = try await engine.startRegistration(user: UserEntity.new(name: "alice", displayName: "Alice"))  // a host's own user
+    }
+
+    @Test("stand-in credentials: the same for a name (its look-alikes too) under one secret, recognised, refused with a short secret")
+    func standIns() throws {
+        #expect(throws: WebAuthnError(.configurationInvalid, "")) { _ = try StandInCredentials(secret: [1, 2, 3]) }
+        let standIns = try StandInCredentials(secret: Array(repeating: 7, count: 32))
+        let other = try StandInCredentials(secret: Array(repeating: 8, count: 32))
+        #expect(standIns.credentials(for: "alice") == standIns.credentials(for: "ALICE"))
+        #expect(standIns.userHandle(for: "alice") == standIns.userHandle(for: "alice") && standIns.userHandle(for: "alice") != other.userHandle(for: "alice"))
+        let ids = standIns.credentials(for: "alice").map(\.id)
+        #expect(!ids.isEmpty && ids.allSatisfy { standIns.isStandIn($0) && !other.isStandIn($0) && (16...64).contains($0.count) })
+        #expect(!standIns.isStandIn(Array(repeating: 1, count: 32)))
+    }
+}
