@@ -149,7 +149,7 @@ public struct RateLimit: Sendable, Equatable {
     }
 
     /// Parses `--rate-limit`: `off`, `A` or `A:S` (requests per second per address, and per session).
-    public static func parse(_ text: String) -> RateLimit?? {
+    package static func parse(_ text: String) -> RateLimit?? {
         if text == "off" { return .some(nil) }
         let parts = text.split(separator: ":", omittingEmptySubsequences: false).map { Double($0) }
         guard (1...2).contains(parts.count), let a = parts[0], a > 0, a.isFinite else { return nil }

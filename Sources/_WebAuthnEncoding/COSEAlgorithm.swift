@@ -48,7 +48,10 @@ public struct COSEAlgorithm: RawRepresentable, Hashable, Sendable, CustomStringC
     /// RSASSA-PKCS1-v1_5 with SHA-1. Accepted only when a policy allows it.
     public static let rs1 = COSEAlgorithm(-65535)
 
-    /// Every algorithm the engine can verify, in the order offered by default.
+    /// Every algorithm the engine can verify, RS1 included (verified only when a policy allows
+    /// it). Not the default offer: `VerificationPolicy`'s default `algorithms` is ES256, EdDSA,
+    /// ES384, ES512, PS256, RS256; offer this list only with RS1 allowed, or a registration with
+    /// an RS1 key is refused (`algorithm_not_allowed`).
     public static let supported: [COSEAlgorithm] = [
         .es256, .esp256, .edDSA, .ed25519, .es384, .esp384, .es512, .esp512, .es256K, .ed448, .ps256, .ps384, .ps512, .rs256, .rs384, .rs512, .rs1,
     ]

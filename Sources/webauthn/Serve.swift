@@ -37,7 +37,7 @@ struct Serve: AsyncParsableCommand {
     @Option(
         parsing: .unconditional,
         help:
-            "Algorithms offered in pubKeyCredParams, in preference order: comma-separated COSE names. Default ES256,EdDSA,ES384,ES512,PS256,RS256; also Ed25519, Ed448, PS384, PS512, RS384, RS512."
+            "Algorithms offered in pubKeyCredParams, in preference order: comma-separated COSE names. Default ES256,EdDSA,ES384,ES512,PS256,RS256; also Ed25519, Ed448, ESP256, ESP384, ESP512, ES256K, PS384, PS512, RS384, RS512."
     )
     var algorithms: String?
     @Flag(name: .customLong("require-user-verification"), help: "Require the UV flag in every ceremony.") var requireUserVerification = false

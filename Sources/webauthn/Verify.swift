@@ -185,7 +185,9 @@ struct VerifyRegistration: AsyncParsableCommand {
             "trusted": .bool(r.trust.trusted),
             "trustReason": .string(r.trust.reason),
             "metadata": metadata,
-            "certificateChain": .array(r.trust.certificateChain.map { .string($0.subjectSummary) }),
+            // A TPM AIK certificate's subject is empty by spec: its issuer says whose it is.
+            "certificateChain": .array(
+                r.trust.certificateChain.map { .string($0.subjectSummary.isEmpty ? "(empty subject; issuer \($0.issuerSummary))" : $0.subjectSummary) }),
             "aaguid": .string(r.credential.aaguid.description),
             "credentialId": .string(Base64URL.encode(r.credential.id)),
             "publicKey": .string(Base64URL.encode(r.credential.publicKey.bytes)),
@@ -216,7 +218,10 @@ struct VerifyAuthentication: AsyncParsableCommand {
     var signCount: UInt32 = 0
 
     func validate() throws {
-        guard Base64URL.decode(publicKey) != nil else { throw ValidationError("--public-key is not base64url") }
+        guard let bytes = Base64URL.decode(publicKey) else { throw ValidationError("--public-key is not base64url") }
+        // A key that does not parse is the option's fault, not the response's (an adopter's
+        // review: `--public-key AAAA` answered cbor_malformed, exit 1, as if the response failed).
+        do { _ = try COSEKey(bytes: bytes) } catch { throw ValidationError("--public-key is not a COSE_Key: \(error.message)") }
     }
 
     func run() async throws {

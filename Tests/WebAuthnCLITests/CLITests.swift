@@ -175,6 +175,13 @@ struct CLITests {
                 "--attestation-types", "bogus",
             ]).status == 2)
         #expect(try await Self.run(["frobnicate"]).status == 2)
+        // A public key that is not a COSE_Key is the option's fault (an adopter's review: it
+        // answered cbor_malformed, exit 1, as if the response had failed).
+        let badKey = try await Self.run([
+            "verify", "authentication", "--rp-id", "example.com", "--origin", "https://example.com", "--challenge", "AA", "--response", "-",
+            "--public-key", "AAAA",
+        ])
+        #expect(badKey.status == 2 && badKey.stderr.contains("--public-key is not a COSE_Key"), "\(badKey.status) \(badKey.stderr)")
         // serve refuses algorithms it does not know and RS1 before it opens anything.
         for list in ["RS1", "ES256,nope", ""] {
             #expect(try await Self.run(["serve", "--algorithms", list, "--db", "sqlite:/nonexistent-dir/x.sqlite"]).status == 2, "\(list)")
