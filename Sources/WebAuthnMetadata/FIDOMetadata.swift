@@ -92,6 +92,7 @@ public struct FIDOMetadata: Sendable {
         if isDirectory.boolValue {
             let names = ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).filter { $0.hasSuffix(".json") }.sorted()
             var entries: [MetadataEntry] = []
+            var payloads: [FIDOMetadata] = []
             var skipped = 0
             for name in names {
                 let json = try parseJSON(try read((path as NSString).appendingPathComponent(name)))
@@ -100,7 +101,7 @@ public struct FIDOMetadata: Sendable {
                     // A broken payload fails the load rather than being skipped: its status reports
                     // (REVOKED, ...) must not vanish silently.
                     let payload = try payload(json)
-                    entries += payload.entries
+                    payloads.append(payload)
                     skipped += payload.skipped
                 } else if let entry = try? statementEntry(json, status: nil) {
                     entries.append(entry)
@@ -108,6 +109,10 @@ public struct FIDOMetadata: Sendable {
                     skipped += 1
                 }
             }
+            // Payloads after the statements, lowest `no` first, as ``TrustAnchors/add(_:)-([FIDOMetadata])``
+            // orders BLOBs: the newest supplies the roots, whatever the file names (re-check of
+            // round 28: by name, an older payload sorting last restored roots a newer one removed).
+            for i in payloads.indices.sorted(by: { Self.newer(payloads, $1, than: $0) }) { entries += payloads[i].entries }
             return FIDOMetadata(serial: nil, nextUpdate: nil, entries: entries, skipped: skipped)
         }
         let bytes = try read(path)
@@ -244,6 +249,13 @@ public struct FIDOMetadata: Sendable {
             nextUpdate = day
         }
         return FIDOMetadata(serial: serial, nextUpdate: nextUpdate, entries: entries, skipped: skipped)
+    }
+
+    /// Whether `blobs[i]` is newer than `blobs[j]`: a higher `no` (none is lowest), then a later
+    /// `nextUpdate`, then the later place in `blobs`.
+    static func newer(_ blobs: [FIDOMetadata], _ i: Int, than j: Int) -> Bool {
+        func order(_ k: Int) -> (Int, Double, Int) { (blobs[k].serial ?? -1, blobs[k].nextUpdate?.timeIntervalSince1970 ?? -.infinity, k) }
+        return order(j) < order(i)
     }
 
     /// The most status reports read per entry (FIDO's entries hold a handful).
@@ -421,8 +433,7 @@ extension TrustAnchors {
     /// `…no85.jwt`) restored roots FIDO had removed.
     /// Of two with the same `no` (FIDO has published two `no: 10`), the later `nextUpdate` is newer.
     public mutating func add(_ blobs: [FIDOMetadata]) {
-        func order(_ i: Int) -> (Int, Double, Int) { (blobs[i].serial ?? -1, blobs[i].nextUpdate?.timeIntervalSince1970 ?? -.infinity, i) }
-        let ordered = blobs.indices.sorted { order($0) < order($1) }
+        let ordered = blobs.indices.sorted { FIDOMetadata.newer(blobs, $1, than: $0) }
         for i in ordered { add(blobs[i].entries) }
     }
 }

@@ -65,15 +65,15 @@ package enum CertificateChain {
     /// OpenSSL takes, for a certificate without an authority key identifier, the first anchor
     /// whose name is its issuer's; when several anchors share that name (a root re-keyed under
     /// its old name) and the first is not the signer, each of the others is tried in turn (one
-    /// more validation for each, after a signature failure only; re-check of round 28: a genuine
-    /// chain to the second of two such roots was refused with a signature failure).
+    /// more validation for each, after a failure, when anchors share a name; re-check of round 28:
+    /// a genuine chain to the second of two such roots was refused with a signature failure, and
+    /// with CRLs the failure is the wrong root's CRL signature).
     package static func validate(
         _ chain: [X509Certificate], anchors: [X509Certificate], crls: [CertificateRevocationList] = [], at time: Date,
         leafRole: String = "the attestation certificate"
     ) -> Outcome {
-        var code = X509_V_OK
-        let outcome = validateOnce(&code, chain, anchors: anchors, crls: crls, at: time, leafRole: leafRole)
-        guard case .untrusted = outcome, code == X509_V_ERR_CERT_SIGNATURE_FAILURE else { return outcome }
+        let outcome = validateOnce(chain, anchors: anchors, crls: crls, at: time, leafRole: leafRole)
+        guard case .untrusted = outcome, anchors.count > 1 else { return outcome }
         var groups: [[X509Certificate]] = []
         for anchor in anchors {
             if let i = groups.firstIndex(where: { X509_NAME_cmp(X509_get_subject_name($0[0].x509), X509_get_subject_name(anchor.x509)) == 0 }) {
@@ -83,18 +83,24 @@ package enum CertificateChain {
             }
         }
         let widest = groups.map(\.count).max() ?? 1
+        // A retry that reached its root and found it (or a certificate on the way) expired or
+        // revoked says more than the first attempt's failure at the wrong root.
+        var reached: Outcome?
         for turn in 1..<max(widest, 1) {
             let rotated = groups.map { $0[turn % $0.count] }
-            var ignored = X509_V_OK
-            let retried = validateOnce(&ignored, chain, anchors: rotated, crls: crls, at: time, leafRole: leafRole)
-            if case .trusted = retried { return retried }
+            let retried = validateOnce(chain, anchors: rotated, crls: crls, at: time, leafRole: leafRole)
+            switch retried {
+            case .trusted: return retried
+            case .untrusted(let error) where reached == nil && (error.code == .certificateExpired || error.code == .certificateRevoked): reached = retried
+            case .untrusted: break
+            }
         }
-        return outcome
+        return reached ?? outcome
     }
 
-    /// One validation; `failure` is set to OpenSSL's error code when `X509_verify_cert` refuses.
+    /// One validation.
     private static func validateOnce(
-        _ failure: inout Int32, _ chain: [X509Certificate], anchors: [X509Certificate], crls: [CertificateRevocationList], at time: Date,
+        _ chain: [X509Certificate], anchors: [X509Certificate], crls: [CertificateRevocationList], at time: Date,
         leafRole: String
     ) -> Outcome {
         guard let leaf = chain.first else {
@@ -132,7 +138,6 @@ package enum CertificateChain {
         X509_VERIFY_PARAM_set_flags(param, flags)
         let ok = X509_verify_cert(ctx) == 1
         let code = X509_STORE_CTX_get_error(ctx)
-        failure = ok ? X509_V_OK : code
         OpenSSL.clearErrors()
         guard ok else {
             let reason = String(cString: X509_verify_cert_error_string(Int(code)))

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import WebAuthnCore
+import WebAuthnTesting
 
 /// What an embedding server shows a client, through the engine's public API only (an
 /// adopter's review: the folding and the statuses lived in `WebAuthnServer`, internal, and the
@@ -62,5 +63,41 @@ struct ClientFacingTests {
         let ids = standIns.credentials(for: "alice").map(\.id)
         #expect(!ids.isEmpty && ids.allSatisfy { standIns.isStandIn($0) && !other.isStandIn($0) && (16...64).contains($0.count) })
         #expect(!standIns.isStandIn(Array(repeating: 1, count: 32)))
+    }
+
+    @Test("the pure verifiers refuse a ceremony past its expiry, and one bound to another session")
+    func pureVerifiersCheckExpiryAndBinding() throws {
+        // An adopter's review: they did neither, and code keeping its own ceremonies took expired ones.
+        let now = Date(timeIntervalSince1970: 1_900_000_000)
+        let rp = try RelyingParty(id: "example.com", origins: ["https://example.com"], clock: .fixed(now))
+        let authenticator = SoftwareAuthenticator()
+        let challenge = Array(repeating: UInt8(7), count: 32)
+        let parts = try authenticator.register(rpId: "example.com", origin: "https://example.com", challenge: challenge, userHandle: [1])
+        func ceremony(_ kind: PendingCeremony.Kind, expiresAt: Date, binding: [UInt8]? = [9]) throws -> PendingCeremony {
+            PendingCeremony(
+                kind: kind, challenge: challenge, user: kind == .registration ? try UserEntity(id: [1], name: "a") : nil, userVerification: .preferred,
+                binding: binding, expiresAt: expiresAt)
+        }
+        let late = try ceremony(.registration, expiresAt: now.addingTimeInterval(-1))
+        #expect(throws: WebAuthnError(.challengeExpired, "")) {
+            _ = try RegistrationVerifier.verify(parts.response, ceremony: late, relyingParty: rp, binding: [9])
+        }
+        let open = try ceremony(.registration, expiresAt: now.addingTimeInterval(60))
+        #expect(throws: WebAuthnError(.sessionMismatch, "")) {
+            _ = try RegistrationVerifier.verify(parts.response, ceremony: open, relyingParty: rp, binding: [8])
+        }
+        #expect(throws: WebAuthnError(.sessionMismatch, "")) { _ = try RegistrationVerifier.verify(parts.response, ceremony: open, relyingParty: rp) }
+        let record = try RegistrationVerifier.verify(parts.response, ceremony: open, relyingParty: rp, binding: [9]).credential
+
+        let assertion = try authenticator.authenticate(rpId: "example.com", origin: "https://example.com", challenge: challenge, credentialId: record.id)
+        let lateSignIn = try ceremony(.authentication, expiresAt: now.addingTimeInterval(-1), binding: nil)
+        #expect(throws: WebAuthnError(.challengeExpired, "")) {
+            _ = try AuthenticationVerifier.verify(assertion.response, ceremony: lateSignIn, credential: record, relyingParty: rp)
+        }
+        let signIn = try ceremony(.authentication, expiresAt: now.addingTimeInterval(60))
+        #expect(throws: WebAuthnError(.sessionMismatch, "")) {
+            _ = try AuthenticationVerifier.verify(assertion.response, ceremony: signIn, credential: record, relyingParty: rp, binding: [8])
+        }
+        #expect(try AuthenticationVerifier.verify(assertion.response, ceremony: signIn, credential: record, relyingParty: rp, binding: [9]).userHandle == [1])
     }
 }

@@ -222,6 +222,20 @@ extension LiveTrustTests {
             if let no { payload["no"] = .number(Double(no)) }
             return try FIDOMetadata.payload(.object(payload))
         }
+        // A folder of decoded payloads (`--metadata FOLDER`) in the same order, whatever the file
+        // names (re-check of round 28: by name, `b-no9.json` after `a-no85.json` won).
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("payloads-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        for (name, no, listed) in [("a-no85.json", 85, JSONValue.object(moved)), ("b-no9.json", 9, statement)] {
+            let payload: JSONValue = [
+                "no": .number(Double(no)), "nextUpdate": "2099-01-01", "entries": [["aaguid": .string(Self.aaguid.description), "metadataStatement": listed]],
+            ]
+            try Data(payload.serializedBytes()).write(to: folder.appendingPathComponent(name))
+        }
+        var fromFolder = TrustAnchors.builtIn
+        fromFolder.add(try FIDOMetadata.load(path: folder.path, at: Self.start).entries)
+        #expect(fromFolder.metadataEntry(for: Self.aaguid)?.rootCertificates.map(\.der) == [otherRoot.der], "a folder of payloads")
         let older = try blob(9, statement), newer = try blob(85, .object(moved)), undated = try blob(nil, statement)
         // The same `no` twice (re-check of round 28: ordered as given): the later nextUpdate is newer.
         let sameNo = try blob(85, statement, nextUpdate: "2098-01-01")

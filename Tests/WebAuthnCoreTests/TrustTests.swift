@@ -71,6 +71,25 @@ struct TrustTests {
             Issue.record("a certificate no anchor signed was trusted"); return
         }
         #expect(error.code == .attestationUntrusted && error.message.contains("signature"), "\(error.message)")
+        // With CRLs, the first attempt fails on the CRL the right root signed (the re-check): the
+        // retry still finds the right root, and a revocation there is reported as such.
+        let crl = try CertificateRevocationList(der: CRLBuilder().build(issuer: roots[1], issuerKey: keys[1]))
+        guard case .trusted = CertificateChain.validate([leaf], anchors: roots, crls: [crl], at: Self.time2030) else {
+            Issue.record("the chain to the second root should validate with its CRL"); return
+        }
+        let revoking = try CertificateRevocationList(der: CRLBuilder(revoking: [1]).build(issuer: roots[1], issuerKey: keys[1]))
+        guard case .untrusted(let revoked) = CertificateChain.validate([leaf], anchors: roots, crls: [revoking], at: Self.time2030) else {
+            Issue.record("a revoked leaf was trusted"); return
+        }
+        #expect(revoked.code == .certificateRevoked, "\(revoked.message)")
+        // The right root expired: that is the verdict, not the wrong root's signature failure.
+        var expiring = CertificateBuilder.certificateAuthority(organization: "Vendor", name: "Vendor root")
+        expiring.notAfter = Date(timeIntervalSince1970: 1_800_000_000)
+        let expired = try expiring.build(key: keys[1], issuer: nil, issuerKey: keys[1])
+        guard case .untrusted(let late) = CertificateChain.validate([leaf], anchors: [roots[0], expired], at: Self.time2030) else {
+            Issue.record("a chain to an expired root was trusted"); return
+        }
+        #expect(late.code == .certificateExpired, "\(late.message)")
     }
 
     @Test("a chain with a weak link is not trusted: SHA-1 or MD5 signatures, RSA keys under 2048 bits, at any place in the chain")
@@ -517,6 +536,16 @@ struct TrustTests {
             "aaguid": .string(AAGUID(bytes: [UInt8](repeating: 0x5c, count: 16))!.description), "metadataStatement": other, "statusReports": [.object(later)],
         ]
         #expect(try result(try anchors([siblingEntry, future]), requireTrusted: true).trust.trusted)
+        // Only a key compromise follows the key: another model's own status naming the shared root
+        // (re-check of round 28: a USER_VERIFICATION_BYPASS so written refused every sibling).
+        for status in ["USER_VERIFICATION_BYPASS", "REVOKED", "USER_KEY_REMOTE_COMPROMISE"] {
+            var own = namingRoot
+            own["status"] = .string(status)
+            let model: JSONValue = [
+                "aaguid": .string(AAGUID(bytes: [UInt8](repeating: 0x5c, count: 16))!.description), "metadataStatement": other, "statusReports": [.object(own)],
+            ]
+            #expect(try result(try anchors([siblingEntry, model]), requireTrusted: true).trust.trusted, "\(status)")
+        }
     }
 
     @Test("real devices are trusted through the real FIDO BLOB: YubiKey (packed, by AAGUID; U2F, by key identifier), Surface Pro 4 (TPM)")

@@ -19,6 +19,9 @@ public struct AuthenticatorStatus: RawRepresentable, Hashable, Sendable, CustomS
     ]
     /// `REVOKED`: final, superseded by no later report.
     public static let revoked = AuthenticatorStatus(rawValue: "REVOKED")
+    /// `ATTESTATION_KEY_COMPROMISE`: the key of the report's certificate is known to others; it
+    /// is refused under whatever model it is presented for.
+    public static let attestationKeyCompromise = AuthenticatorStatus(rawValue: "ATTESTATION_KEY_COMPROMISE")
     /// Whether the status is one of ``compromised``.
     public var isCompromised: Bool { Self.compromised.contains(rawValue) }
 
@@ -255,7 +258,11 @@ public struct TrustAnchors: Sendable {
     /// only a later report can supersede it.
     public mutating func add(_ entries: [MetadataEntry]) {
         for var entry in entries {
-            for report in entry.statusReports where report.status.isCompromised {
+            // Only a key compromise follows the key into other models: a report of another status
+            // (a user verification bypass, a revocation) is about its own model, and the
+            // certificate it names may be the vendor's shared root (re-check of round 28: a
+            // model's USER_VERIFICATION_BYPASS naming the shared root refused every sibling).
+            for report in entry.statusReports where report.status == .attestationKeyCompromise {
                 if let key = report.certificateKeyIdentifier { compromisedKeys[key, default: []].append((report, entry.description)) }
             }
             var earlier = Set<Int>()

@@ -14,11 +14,20 @@ public enum AuthenticationVerifier {
     ///   - ceremony: what the relying party asked for (challenge, user, allowCredentials, UV).
     ///   - credential: the stored record whose ID is `response.id`.
     ///   - rp: the relying party (`relyingParty:`): RP ID, origins, policy and clock.
+    ///   - binding: the binding of the session presenting the response, for a ceremony that has
+    ///     one (`session_mismatch` when it differs or is missing).
+    ///
+    /// The ceremony is refused past its `expiresAt` on the relying party's clock
+    /// (`challenge_expired`), as ``WebAuthnEngine`` refuses it (an adopter's review: the pure
+    /// verifiers did not, and code keeping its own ceremonies took expired ones). That the
+    /// challenge is used once, and the counter stored by compare-and-set, is the caller's.
     public static func verify(
         _ response: AuthenticationResponse, ceremony: PendingCeremony, credential: CredentialRecord,
-        relyingParty rp: RelyingParty
+        relyingParty rp: RelyingParty, binding: [UInt8]? = nil
     ) throws(WebAuthnError) -> AuthenticationResult {
-        try verify(response, clientData: nil, ceremony: ceremony, credential: credential, relyingParty: rp)
+        try WebAuthnEngine.verifyUnexpired(ceremony, at: rp.clock.now())
+        try WebAuthnEngine.verifyBinding(ceremony, presented: binding)
+        return try verify(response, clientData: nil, ceremony: ceremony, credential: credential, relyingParty: rp)
     }
 
     /// `clientData`: the already parsed clientDataJSON, when the caller has it.

@@ -15,11 +15,19 @@ public enum RegistrationVerifier {
     ///   - response: the decoded client response.
     ///   - ceremony: what the relying party asked for (challenge, algorithms, UV).
     ///   - rp: the relying party (`relyingParty:`): RP ID, origins, policy and clock.
+    ///   - binding: the binding of the session presenting the response, for a ceremony that has
+    ///     one (`session_mismatch` when it differs or is missing).
     /// - Returns: what was verified, with the credential record to store.
+    ///
+    /// The ceremony is refused past its `expiresAt` on the relying party's clock
+    /// (`challenge_expired`), as ``WebAuthnEngine`` refuses it. That the challenge is used once,
+    /// and that the credential ID is not registered yet (step 27), is the caller's.
     public static func verify(
-        _ response: RegistrationResponse, ceremony: PendingCeremony, relyingParty rp: RelyingParty
+        _ response: RegistrationResponse, ceremony: PendingCeremony, relyingParty rp: RelyingParty, binding: [UInt8]? = nil
     ) throws(WebAuthnError) -> RegistrationResult {
-        try verify(response, clientData: nil, ceremony: ceremony, relyingParty: rp)
+        try WebAuthnEngine.verifyUnexpired(ceremony, at: rp.clock.now())
+        try WebAuthnEngine.verifyBinding(ceremony, presented: binding)
+        return try verify(response, clientData: nil, ceremony: ceremony, relyingParty: rp)
     }
 
     /// `clientData`: the already parsed clientDataJSON, when the caller has it.

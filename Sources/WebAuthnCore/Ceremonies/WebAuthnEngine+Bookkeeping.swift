@@ -113,12 +113,7 @@ extension WebAuthnEngine {
         guard ceremony.kind == kind else {
             throw WebAuthnError(.ceremonyMismatch, "the challenge was issued for \(ceremony.kind.rawValue), not \(kind.rawValue)")
         }
-        let now = configuredRelyingParty.clock.now()
-        guard now <= ceremony.expiresAt else {
-            throw WebAuthnError(
-                .challengeExpired,
-                "the challenge expired at \(ISO8601DateFormatter().string(from: ceremony.expiresAt)); the time is \(ISO8601DateFormatter().string(from: now))")
-        }
+        try Self.verifyUnexpired(ceremony, at: configuredRelyingParty.clock.now())
         return ceremony
     }
 
@@ -126,6 +121,15 @@ extension WebAuthnEngine {
     /// started with a binding accepts only a response presenting the same
     /// binding (compared in constant time). This stops a response from being
     /// finished in another browser (login CSRF, a stolen challenge).
+    /// A ceremony is answered until its `expiresAt`, on the relying party's clock.
+    static func verifyUnexpired(_ ceremony: PendingCeremony, at now: Date) throws(WebAuthnError) {
+        guard now <= ceremony.expiresAt else {
+            throw WebAuthnError(
+                .challengeExpired,
+                "the challenge expired at \(ISO8601DateFormatter().string(from: ceremony.expiresAt)); the time is \(ISO8601DateFormatter().string(from: now))")
+        }
+    }
+
     static func verifyBinding(_ ceremony: PendingCeremony, presented: [UInt8]?) throws(WebAuthnError) {
         guard let bound = ceremony.binding else { return }
         guard let presented, Bytes.constantTimeEqual(bound, presented) else {
