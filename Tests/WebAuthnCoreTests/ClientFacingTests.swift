@@ -100,4 +100,32 @@ struct ClientFacingTests {
         }
         #expect(try AuthenticationVerifier.verify(assertion.response, ceremony: signIn, credential: record, relyingParty: rp, binding: [9]).userHandle == [1])
     }
+
+    @Test("a credential record serializes for a store of one's own: every field round-trips, its flag included; damage reads as storage_failure")
+    func recordSerialization() throws {
+        let now = Date(timeIntervalSince1970: 1_900_000_000.25)
+        let rp = try RelyingParty(id: "example.com", origins: ["https://example.com"], clock: .fixed(now))
+        let authority = try AttestationAuthority.generate()
+        let challenge = Array(repeating: UInt8(3), count: 32)
+        let parts = try SoftwareAuthenticator(profile: .securityKey).register(
+            rpId: "example.com", origin: "https://example.com", challenge: challenge, userHandle: [1], attestation: .packedFull(authority))
+        let ceremony = PendingCeremony(
+            kind: .registration, challenge: challenge, user: try UserEntity(id: [1], name: "a"), userVerification: .preferred, expiresAt: .distantFuture)
+        var record = try RegistrationVerifier.verify(parts.response, ceremony: ceremony, relyingParty: rp).credential
+        record.name = "Work key"
+        record.lastUsedAt = now.addingTimeInterval(12.5)
+        record.flag = CredentialFlag(status: .revoked, authenticator: "Key", since: now, attested: true)
+        #expect(!record.attestationChain.isEmpty && !record.transports.isEmpty)
+        let read = try CredentialRecord(serialized: record.serialized)
+        #expect(read.serialized == record.serialized)
+        #expect(read.id == record.id && read.publicKey.bytes == record.publicKey.bytes && read.attestationChain == record.attestationChain)
+        #expect(read.flag == record.flag && read.name == "Work key" && read.lastUsedAt == record.lastUsedAt && read.createdAt == now)
+        for damaged in ["", "{}", #"{"v":2}"#, "[1]"] {
+            #expect(throws: WebAuthnError(.storageFailure, "")) { _ = try CredentialRecord(serialized: Array(damaged.utf8)) }
+        }
+        // A counter outside UInt32 is refused, as a SQL store's row is.
+        let text = String(decoding: record.serialized, as: UTF8.self).replacingOccurrences(of: #""sign_count":0"#, with: #""sign_count":4294967296"#)
+        #expect(text.contains("4294967296"))
+        #expect(throws: WebAuthnError(.storageFailure, "")) { _ = try CredentialRecord(serialized: Array(text.utf8)) }
+    }
 }

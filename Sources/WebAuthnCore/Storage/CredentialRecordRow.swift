@@ -177,3 +177,68 @@ extension CredentialRecord {
         columns.map(value(of:))
     }
 }
+
+extension CredentialRecord {
+    /// A stable serialized form (UTF-8 JSON: one member per column of the SQL stores, bytes in
+    /// base64url), for stores of your own: every field round-trips, a credential's flag included
+    /// (a store that dropped it would let a revoked authenticator sign in again). An adopter's
+    /// review: only `PendingCeremony` had one, and a store on another database had to invent a format.
+    public var serialized: [UInt8] {
+        var o: JSONObject = ["v": 1]
+        for column in CredentialColumn.allCases {
+            o[column.rawValue] =
+                switch value(of: column) {
+                case .bytes(let bytes): .string(Base64URL.encode(bytes))
+                case .integer(let value): .number(Double(value))
+                case .text(let text): .string(text)
+                case .double(let value): .number(value)
+                case .bool(let value): .bool(value)
+                case .null: .null
+                }
+        }
+        return Array(JSONValue.object(o).serialized().utf8)
+    }
+
+    /// Reads what ``serialized`` wrote, with the checks a SQL store's row gets (a counter within
+    /// `UInt32`, a 16-byte AAGUID, a flag that cannot be read still flags). Throws
+    /// `storage_failure` on anything else.
+    public init(serialized bytes: [UInt8]) throws(WebAuthnError) {
+        let value: JSONValue
+        do { value = try JSONValue.parse(bytes, limits: JSONLimits(maxBytes: 1 << 20, maxDepth: 4)) } catch {
+            throw WebAuthnError(.storageFailure, "stored credential: not JSON (\(error.code))")
+        }
+        guard value["v"]?.intValue == 1, let object = value.objectValue else { throw WebAuthnError(.storageFailure, "stored credential: unreadable") }
+        try self.init(row: SerializedRow(object: object))
+    }
+}
+
+/// ``CredentialRecord/serialized`` read as a row of the SQL stores.
+struct SerializedRow: CredentialRowReader {
+    let object: JSONObject
+
+    func member(_ column: String) throws(WebAuthnError) -> JSONValue {
+        guard let value = object[column], !value.isNull else { throw unreadable(column) }
+        return value
+    }
+    func bytes(_ column: String) throws(WebAuthnError) -> [UInt8] {
+        guard let bytes = try member(column).stringValue.flatMap(Base64URL.decode) else { throw unreadable(column) }
+        return bytes
+    }
+    func integer(_ column: String) throws(WebAuthnError) -> Int64 {
+        guard let number = try member(column).numberValue, let value = Int64(exactly: number) else { throw unreadable(column) }
+        return value
+    }
+    func text(_ column: String) throws(WebAuthnError) -> String {
+        guard let text = try member(column).stringValue else { throw unreadable(column) }
+        return text
+    }
+    func double(_ column: String) throws(WebAuthnError) -> Double {
+        guard let number = try member(column).numberValue, number.isFinite else { throw unreadable(column) }
+        return number
+    }
+    func bool(_ column: String) throws(WebAuthnError) -> Bool {
+        guard let value = try member(column).boolValue else { throw unreadable(column) }
+        return value
+    }
+    func isNull(_ column: String) -> Bool { object[column]?.isNull ?? true }
+}
