@@ -15,11 +15,11 @@ public struct AppleSignIn: Sendable {
     public let clock: WebAuthnClock
 
     /// A service over `configuration`; the keys come from `fetcher`
-    /// (by default `<baseURL>/auth/keys` through ``URLSessionAppleKeyFetcher``).
+    /// (by default `<baseURL>/auth/keys` through ``AppleHTTPKeyFetcher``).
     public init(configuration: SignInWithAppleConfiguration, fetcher: (any AppleKeyFetching)? = nil, clock: WebAuthnClock = .system) {
         self.configuration = configuration
         self.clock = clock
-        self.keys = AppleKeyCache(fetcher: fetcher ?? URLSessionAppleKeyFetcher(configuration: configuration), clock: clock)
+        self.keys = AppleKeyCache(fetcher: fetcher ?? AppleHTTPKeyFetcher(configuration: configuration), clock: clock)
     }
 
     /// Verifies an identity token (see ``AppleTokenVerifier``); `nonce` is the one the

@@ -7,15 +7,18 @@ internal import _WebAuthnEncoding
 internal import _WebAuthnCrypto
 
 /// Where the key cache gets Apple's key set from: the bytes of a JWKS. Tests
-/// give their own; ``URLSessionAppleKeyFetcher`` asks Apple.
+/// give their own; ``AppleHTTPKeyFetcher`` asks Apple.
 public protocol AppleKeyFetching: Sendable {
     /// The JWKS bytes, or an error (any error: the cache keeps its last good set).
     func fetchKeySet() async throws -> [UInt8]
 }
 
+/// The former name of ``AppleHTTPKeyFetcher``, from when the fetch went through URLSession.
+@available(*, deprecated, renamed: "AppleHTTPKeyFetcher")
+public typealias URLSessionAppleKeyFetcher = AppleHTTPKeyFetcher
+
 /// Fetches `<baseURL>/auth/keys` with the package's capped HTTP client, a timeout and a 64 KiB cap.
-/// (The name is kept from when the fetch went through URLSession.)
-public struct URLSessionAppleKeyFetcher: AppleKeyFetching {
+public struct AppleHTTPKeyFetcher: AppleKeyFetching {
     /// The key set's URL.
     public let url: URL
     /// The timeout, in seconds.

@@ -13,7 +13,7 @@ internal import _WebAuthnCrypto
 /// challenge exactly once, `UPDATE … WHERE sign_count = ? RETURNING` for the
 /// counter compare-and-set. Several processes may share the file.
 ///
-/// Writes are committed in groups (``GroupCommitWriter``): the statements that arrive while
+/// Writes are committed in groups (by one group-commit writer): the statements that arrive while
 /// the writer is busy share one transaction and one fsync, and none is acknowledged before
 /// its group's `COMMIT` returns. Reads use a second connection, which sees committed writes only.
 ///

@@ -134,7 +134,7 @@ extension WebAuthnError.Code {
     public static let algorithmUnsupported: Self = "algorithm_unsupported"
 
     // MARK: Attestation
-    /// The attestation format is recognised but not supported by this build.
+    /// `fmt` is not one of the formats the engine verifies.
     public static let attestationFormatUnsupported: Self = "attestation_format_unsupported"
     /// The attestation statement does not have the format's required shape.
     public static let attestationStatementMalformed: Self = "attestation_statement_malformed"

@@ -175,7 +175,7 @@ struct ExchangeTests {
     @Test("the default fetcher: /auth/keys over loopback, the last good set kept when it answers 503")
     func fetcher() async throws {
         defer { standIn.stop() }
-        let fetcher = URLSessionAppleKeyFetcher(configuration: apple.configuration)
+        let fetcher = AppleHTTPKeyFetcher(configuration: apple.configuration)
         let set = try AppleKeySet(json: try await fetcher.fetchKeySet())
         #expect(set.keyIDs == [standIn.currentKeyID])
         standIn.keysAvailable = false

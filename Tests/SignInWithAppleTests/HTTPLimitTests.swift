@@ -17,7 +17,7 @@ struct HTTPLimitTests {
             clientIDs: ["c"], baseURL: URL(string: "http://127.0.0.1:\(server.port)")!,
             requestTimeout: timeout)
         do {
-            _ = try await URLSessionAppleKeyFetcher(configuration: configuration).fetchKeySet()
+            _ = try await AppleHTTPKeyFetcher(configuration: configuration).fetchKeySet()
             return nil
         } catch {
             return error as? WebAuthnError

@@ -22,7 +22,7 @@ public struct Certificate: Sendable, Hashable, CustomStringConvertible {
     public var pem: String { x509.pem }
     /// The subject, as `CN=..., O=...`.
     public var subject: String { x509.subjectSummary }
-    /// The start and end of the validity period.
+    /// The start of the validity period.
     public var notBefore: Date? { x509.notBefore }
     /// The end of the validity period.
     public var notAfter: Date? { x509.notAfter }
