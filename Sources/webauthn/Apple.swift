@@ -31,13 +31,13 @@ struct AppleVerifyToken: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "The nonce the server issued; the token's nonce must be it or its SHA-256 in lowercase hex.")
     var nonce: String?
 
-    @Option(parsing: .unconditional, help: "Verify as of this time (ISO 8601) instead of now.")
+    @Option(parsing: .unconditional, help: "Verify as of this time instead of now: a full RFC 3339 time, such as 2024-08-31T12:00:00Z.")
     var at: String?
 
     func validate() throws {
         guard !clientIDs.isEmpty else { throw ValidationError("at least one --client-id is required") }
         guard clientIDs.allSatisfy({ !$0.isEmpty }) else { throw ValidationError("--client-id must not be empty") }
-        if let at, CommonVerifyOptions.parseDate(at) == nil { throw ValidationError("--at is not an ISO 8601 time: \(at)") }
+        if let at, CommonVerifyOptions.parseDate(at) == nil { throw ValidationError("--at is not a full RFC 3339 time (such as 2024-08-31T12:00:00Z): \(at)") }
     }
 
     func run() async throws {

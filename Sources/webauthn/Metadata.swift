@@ -139,11 +139,11 @@ struct MetadataCommand: AsyncParsableCommand {
             abstract: "Verify and list the entries of FIDO metadata: AAGUID, name, attestation types, the status in effect at --at.")
 
         @OptionGroup var trust: MetadataOptions
-        @Option(parsing: .unconditional, help: "Verify as of this time (ISO 8601).") var at: String?
+        @Option(parsing: .unconditional, help: "Verify as of this time: a full RFC 3339 time, such as 2024-08-31T12:00:00Z.") var at: String?
 
         mutating func validate() throws {
             guard trust.metadata != nil || !trust.mdsBlobs.isEmpty else { throw ValidationError("give --metadata PATH or --mds-blob PATH") }
-            if let at, CommonVerifyOptions.parseDate(at) == nil { throw ValidationError("--at is not an ISO 8601 time") }
+            if let at, CommonVerifyOptions.parseDate(at) == nil { throw ValidationError("--at is not a full RFC 3339 time (such as 2024-08-31T12:00:00Z)") }
         }
 
         func run() async throws {
@@ -194,18 +194,19 @@ struct MetadataCommand: AsyncParsableCommand {
             abstract:
                 "Re-audit the stored credentials against FIDO metadata: flag those whose authenticator it reports compromised (clear those it no longer does), and print the report as JSON.",
             discussion: """
-                The server does this itself after each metadata change (--mds-url) and at start; this command is for a one-off
-                check, a cron job or a dry run. The report names credentials by ID and accounts by a hash of their handle only.
+                The server does this itself after each metadata change (--mds-url) and at start; this command is for a \
+                one-off check, a cron job or a dry run. The report names credentials by ID and accounts by a hash of their \
+                handle only.
                 """)
 
         @OptionGroup var trust: MetadataOptions
         @Option(parsing: .unconditional, help: "Storage: sqlite:PATH or postgres://USER@HOST:PORT/DB (the server's --db).") var db: String
-        @Option(parsing: .unconditional, help: "Judge as of this time (ISO 8601). Default: now.") var at: String?
+        @Option(parsing: .unconditional, help: "Judge as of this time (a full RFC 3339 time, such as 2024-08-31T12:00:00Z). Default: now.") var at: String?
         @Flag(name: .customLong("dry-run"), help: "Report what would change; write no flag.") var dryRun = false
 
         mutating func validate() throws {
             guard trust.metadata != nil || !trust.mdsBlobs.isEmpty else { throw ValidationError("give --metadata PATH or --mds-blob PATH") }
-            if let at, CommonVerifyOptions.parseDate(at) == nil { throw ValidationError("--at is not an ISO 8601 time") }
+            if let at, CommonVerifyOptions.parseDate(at) == nil { throw ValidationError("--at is not a full RFC 3339 time (such as 2024-08-31T12:00:00Z)") }
             guard db.hasPrefix("sqlite:") || db.hasPrefix("postgres://") || db.hasPrefix("postgresql://") else {
                 throw ValidationError("--db must be sqlite:PATH or postgres://...")
             }

@@ -26,7 +26,7 @@ struct CommonVerifyOptions: ParsableArguments {
     @Option(parsing: .unconditional, help: "The response JSON file (browser toJSON() or FIDO conformance shape); - for stdin.")
     var response: String
 
-    @Option(parsing: .unconditional, help: "Verify as of this time (ISO 8601), e.g. for expired certificates.")
+    @Option(parsing: .unconditional, help: "Verify as of this time, e.g. for expired certificates: a full RFC 3339 time, such as 2024-08-31T12:00:00Z.")
     var at: String?
 
     @Flag(name: .customLong("require-user-verification"), help: "Fail unless the UV flag is set.")
@@ -45,12 +45,30 @@ struct CommonVerifyOptions: ParsableArguments {
         guard let bytes = Base64URL.decode(challenge), bytes.count >= 1 else {
             throw ValidationError("--challenge is not base64url")
         }
-        if let at, Self.parseDate(at) == nil { throw ValidationError("--at is not an ISO 8601 time: \(at)") }
+        if let at, Self.parseDate(at) == nil { throw ValidationError("--at is not a full RFC 3339 time (such as 2024-08-31T12:00:00Z): \(at)") }
     }
 
     /// An RFC 3339 time (`2025-01-01T00:00:00Z`, fractional seconds and an offset allowed), checked
     /// field by field before Foundation reads it: its parser took `2024-02-30`, `+99:99` and
     /// `24:00:00`, and a 12-digit year wrapped to millions of years BC (red team, sixteenth pass).
+    /// A malformed response, with a hint when the file is of the other ceremony (it has the
+    /// other's member) or a test vector's wrapper (the response under a member of it): an
+    /// adopter's review found both refused with no clue.
+    static func hinted(_ error: WebAuthnError, body: [UInt8], expected: String) -> WebAuthnError {
+        guard error.code == .responseMalformed, let json = try? JSONValue.parse(body, limits: JSONLimits(maxBytes: 1 << 20, maxDepth: 32)) else {
+            return error
+        }
+        let other = expected == "attestationObject" ? "authenticatorData" : "attestationObject"
+        if json["response"]?[other] != nil {
+            let command = other == "attestationObject" ? "verify registration" : "verify authentication"
+            return WebAuthnError(error.code, error.message + " (this is the response of the other ceremony: use \(command))", step: error.step)
+        }
+        if json["type"] == nil, json["response"]?[expected] == nil, json["webauthn_json"] != nil || json["response"]?["response"] != nil {
+            return WebAuthnError(error.code, error.message + " (this looks like a test vector's file: pass the response inside it)", step: error.step)
+        }
+        return error
+    }
+
     static func parseDate(_ text: String) -> Date? {
         guard isRFC3339(Array(text.utf8)) else { return nil }
         let plain = ISO8601DateFormatter()
@@ -159,7 +177,7 @@ struct VerifyRegistration: AsyncParsableCommand {
         do {
             output = try Self.verify(body, rp: rp, challenge: common.challengeBytes)
         } catch {
-            throw VerificationFailure(error: error)
+            throw VerificationFailure(error: CommonVerifyOptions.hinted(error, body: body, expected: "attestationObject"))
         }
         Output.print(output)
     }
@@ -231,7 +249,7 @@ struct VerifyAuthentication: AsyncParsableCommand {
         do {
             output = try Self.verify(body, rp: rp, challenge: common.challengeBytes, publicKey: Base64URL.decode(publicKey) ?? [], signCount: signCount)
         } catch {
-            throw VerificationFailure(error: error)
+            throw VerificationFailure(error: CommonVerifyOptions.hinted(error, body: body, expected: "authenticatorData"))
         }
         Output.print(output)
     }

@@ -112,6 +112,24 @@ struct CLITests {
         #expect(auth.json?["signCount"] != nil && auth.json?["userVerified"] != nil && auth.json?["backedUp"] != nil)
     }
 
+    @Test("a response of the other ceremony, or a test vector's whole file, is refused with a hint")
+    func hints() async throws {
+        let v = try Self.load("w3c/w3c-none-es256.json")
+        let base = ["--rp-id", v["rpId"]!.stringValue!, "--origin", v["origin"]!.stringValue!, "--challenge", "AAAA"]
+        let registration = try Self.write(v["webauthn_json"]!["registration"]!)
+        let registered = try await Self.run(
+            [
+                "verify", "registration", "--rp-id", v["rpId"]!.stringValue!, "--origin", v["origin"]!.stringValue!, "--challenge",
+                v["webauthn_json"]!["challenge_b64url"]!["registration"]!.stringValue!, "--response", registration,
+            ])
+        let key = try #require(registered.json?["publicKey"]?.stringValue)
+        let swapped = try await Self.run(["verify", "authentication"] + base + ["--public-key", key, "--response", registration])
+        #expect(swapped.json?["message"]?.stringValue?.contains("use verify registration") == true, "\(swapped.stdout) \(swapped.stderr)")
+        let wrapper = try await Self.run(
+            ["verify", "registration"] + base + ["--response", Self.vectors.appendingPathComponent("w3c/w3c-none-es256.json").path])
+        #expect(wrapper.status == 1 && wrapper.json?["message"]?.stringValue?.contains("test vector's file") == true, "\(wrapper.stdout)")
+    }
+
     @Test("cross-origin vectors need --allow-cross-origin or a matching --top-origin")
     func crossOrigin() async throws {
         for (file, flags) in [
