@@ -28,13 +28,27 @@ public final class PostgresStore: CredentialStore, CredentialAuditing, Challenge
     /// Statements that arrive while a connection is busy go to the server together, in one
     /// pipeline, each still its own transaction; so a few connections carry a busy server, and
     /// more only add server processes and thread switches.
-    public static func open(url: String, connections: Int = defaultConnections, statementTimeout: Duration = .seconds(10)) async throws
+    public static func open(url: String, connections: Int = defaultConnections, statementTimeout: Duration = .seconds(10)) async throws(WebAuthnError)
         -> PostgresStore
     {
-        let settings = PostgresSettings(statementTimeout: try PostgresSettings.milliseconds(statementTimeout))
-        let store = PostgresStore(pool: try PostgresPool(url: url, size: connections, settings: settings))
-        try await PostgresMigrations.migrate(store.pool)
-        return store
+        do {
+            let settings = PostgresSettings(statementTimeout: try PostgresSettings.milliseconds(statementTimeout))
+            let store = PostgresStore(pool: try PostgresPool(url: url, size: connections, settings: settings))
+            do {
+                try await PostgresMigrations.migrate(store.pool)
+            } catch {
+                await store.close()
+                throw error
+            }
+            return store
+        } catch {
+            throw storeError(error)
+        }
+    }
+
+    /// Any error of opening as a `WebAuthnError` (another type: `storage_failure`).
+    static func storeError(_ error: any Error) -> WebAuthnError {
+        (error as? WebAuthnError) ?? WebAuthnError(.storageFailure, "PostgreSQL: \(error)")
     }
 
     /// Connects only to a database that is already this store's, at this build's schema: for
@@ -42,18 +56,22 @@ public final class PostgresStore: CredentialStore, CredentialAuditing, Challenge
     /// ran the migrations on PostgreSQL). Nothing is written by the check. Throws
     /// `storage_failure` when the search path has no `schema_version` and this store's tables,
     /// or holds another schema version.
-    public static func openExisting(url: String, connections: Int = defaultConnections, statementTimeout: Duration = .seconds(10)) async throws
+    public static func openExisting(url: String, connections: Int = defaultConnections, statementTimeout: Duration = .seconds(10)) async throws(WebAuthnError)
         -> PostgresStore
     {
-        let settings = PostgresSettings(statementTimeout: try PostgresSettings.milliseconds(statementTimeout))
-        let store = PostgresStore(pool: try PostgresPool(url: url, size: connections, settings: settings))
         do {
-            try await PostgresMigrations.requireCurrent(store.pool)
+            let settings = PostgresSettings(statementTimeout: try PostgresSettings.milliseconds(statementTimeout))
+            let store = PostgresStore(pool: try PostgresPool(url: url, size: connections, settings: settings))
+            do {
+                try await PostgresMigrations.requireCurrent(store.pool)
+            } catch {
+                await store.close()
+                throw error
+            }
+            return store
         } catch {
-            await store.close()
-            throw error
+            throw storeError(error)
         }
-        return store
     }
 
     init(pool: PostgresPool) { self.pool = pool }

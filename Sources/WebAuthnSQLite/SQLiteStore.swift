@@ -42,8 +42,14 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
     }
 
     /// Opens (creating if needed) and migrates the database at `path`.
-    public static func open(path: String, logger: Logger = Logger(label: "webauthn.sqlite")) async throws -> SQLiteStore {
-        try await open(path: path, logger: logger, existingOnly: false)
+    /// Throws `storage_failure` (or `configuration_invalid`) with what went wrong.
+    public static func open(path: String, logger: Logger = Logger(label: "webauthn.sqlite")) async throws(WebAuthnError) -> SQLiteStore {
+        do { return try await open(path: path, logger: logger, existingOnly: false) } catch { throw storeError(error) }
+    }
+
+    /// Any error of opening or closing as a `WebAuthnError` (another type: `storage_failure`).
+    static func storeError(_ error: any Error) -> WebAuthnError {
+        (error as? WebAuthnError) ?? WebAuthnError(.storageFailure, "the SQLite database: \(error)")
     }
 
     /// Opens the store's database at `path` only if it is one already, at this build's schema:
@@ -54,10 +60,10 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
     /// `readOnly` opens it on a read-only connection that changes nothing in the file, not even
     /// its journal mode (the store otherwise switches it to WAL); every write then fails
     /// (SQLite's "attempt to write a readonly database"). For a dry run.
-    public static func openExisting(path: String, readOnly: Bool = false, logger: Logger = Logger(label: "webauthn.sqlite")) async throws
+    public static func openExisting(path: String, readOnly: Bool = false, logger: Logger = Logger(label: "webauthn.sqlite")) async throws(WebAuthnError)
         -> SQLiteStore
     {
-        try await open(path: path, logger: logger, existingOnly: true, readOnly: readOnly)
+        do { return try await open(path: path, logger: logger, existingOnly: true, readOnly: readOnly) } catch { throw storeError(error) }
     }
 
     private static func open(path: String, logger: Logger, existingOnly: Bool, readOnly: Bool = false) async throws -> SQLiteStore {
@@ -120,7 +126,7 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
 
     /// Closes the database once the statements already running are done;
     /// later calls throw `storage_failure`. Closing again waits for the first close.
-    public func close() async throws {
+    public func close() async throws(WebAuthnError) {
         let closing = lifecycle.withLockedValue { state in
             if let closing = state.closing { return closing }
             let closing = Task {
@@ -130,7 +136,7 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
             state.closing = closing
             return closing
         }
-        try await closing.value
+        do { try await closing.value } catch { throw Self.storeError(error) }
     }
 
     /// Waits for graceful shutdown (or cancellation), then closes the store.

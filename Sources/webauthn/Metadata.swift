@@ -240,7 +240,7 @@ struct MetadataCommand: AsyncParsableCommand {
                 } else {
                     store = try await PostgresStore.openExisting(url: db)
                 }
-            } catch let error as WebAuthnError {
+            } catch {
                 throw VerificationFailure(error: error)
             }
             let report: CredentialAudit.Report

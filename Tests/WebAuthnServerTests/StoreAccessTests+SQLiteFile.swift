@@ -49,7 +49,7 @@ extension StoreAccessTests {
     static func expectRefusedUnchanged(_ path: String, saying expected: String, _ what: String) async throws {
         let bytes = try rollbackJournalMode(path)
         var message = ""
-        do { _ = try await SQLiteStore.open(path: path) } catch let error as WebAuthnError {
+        do { _ = try await SQLiteStore.open(path: path) } catch {
             #expect(error.code == .storageFailure)
             message = error.message
         }
@@ -158,7 +158,7 @@ extension StoreAccessTests {
         // A file SQLite cannot read says so, rather than "not a database of this server".
         try Data(repeating: 0x5a, count: 8192).write(to: URL(fileURLWithPath: path))
         var message = ""
-        do { try await SQLiteStore.openExisting(path: path, readOnly: true).close() } catch let error as WebAuthnError { message = error.message }
+        do { try await SQLiteStore.openExisting(path: path, readOnly: true).close() } catch { message = error.message }
         #expect(message.contains("cannot read the SQLite database"), "\(message)")
     }
 
@@ -191,7 +191,7 @@ extension StoreAccessTests {
         let size = ((try FileManager.default.attributesOfItem(atPath: path + "-journal")[.size]) as? NSNumber)?.intValue ?? 0
         #expect(size > 0, "no hot journal was left")
         var message = ""
-        do { try await SQLiteStore.openExisting(path: path, readOnly: true).close() } catch let error as WebAuthnError { message = error.message }
+        do { try await SQLiteStore.openExisting(path: path, readOnly: true).close() } catch { message = error.message }
         #expect(message.contains("journal to roll back"), "\(message)")
         let store = try await SQLiteStore.open(path: path)
         let junk = try await store.query("SELECT COUNT(*) AS n FROM settings WHERE name LIKE 'junk%'")
