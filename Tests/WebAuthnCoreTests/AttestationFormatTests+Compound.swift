@@ -57,6 +57,40 @@ extension AttestationFormatTests {
                 }
             }
         }
+        // Every statement's chain is kept for later audits: a compromise FIDO reports afterwards
+        // for the second statement's key flags the credential (only the first chain was kept).
+        let secondKey = try SigningKey.generate(.es256)
+        var leaf = CertificateBuilder(subject: [("C", "AA"), ("O", "W3C"), ("OU", "Authenticator Attestation"), ("CN", "second")])
+        leaf.extensions = [(X509Certificate.OID.basicConstraints, true, D.basicConstraintsCAFalse)]
+        let secondCertificate = f.issue(leaf, key: secondKey)
+        let second = CBOR.map([
+            CBORPair(.text("alg"), CBOR(COSEAlgorithm.es256.rawValue)),
+            CBORPair(.text("sig"), .bytes(try secondKey.sign(f.authData, f.clientDataHash))),
+            CBORPair(.text("x5c"), .array([.bytes(secondCertificate)])),
+        ])
+        compound.statement = .array([packed(f.statement), packed(second)])
+        let both = try compound.verify()
+        #expect(both.trust.trusted && both.credential.attestationChain.contains(secondCertificate), "\(both.trust.reason)")
+        var reported = TrustAnchors.builtIn
+        reported.add(
+            try FIDOMetadata.payload([
+                "no": 1, "nextUpdate": "2099-01-01",
+                "entries": [
+                    [
+                        "aaguid": "7d1351a6-e097-4852-b8bf-c9ac5c9ce600",
+                        "metadataStatement": ["description": "another model", "attestationTypes": ["basic_full"], "attestationRootCertificates": []],
+                        "statusReports": [
+                            [
+                                "status": "ATTESTATION_KEY_COMPROMISE", "effectiveDate": "2025-01-01",
+                                "certificate": .string(Data(secondCertificate).base64EncodedString()),
+                            ]
+                        ],
+                    ]
+                ],
+            ]).entries)
+        #expect(
+            CredentialAudit.flag(for: both.credential, anchors: reported, at: Date(timeIntervalSince1970: 1_893_456_000))?.status.rawValue
+                == "ATTESTATION_KEY_COMPROMISE")
         compound.statement = .array([packed(f.statement), packed(selfSigned)])
         let mixed = try compound.verify()
         #expect(!mixed.trust.trusted && mixed.attestationType == .`self`, "\(mixed.trust.reason)")

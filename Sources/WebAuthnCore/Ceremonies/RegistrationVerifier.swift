@@ -75,6 +75,11 @@ public enum RegistrationVerifier {
             }
         }
         let (trust, attestationType) = assessed.first { !$0.trust.trusted } ?? assessed.first { $0.type.presentsCertificateChain } ?? assessed[0]
+        // Kept for later audits: the reported chain first, then the other statements' certificates
+        // (a compound one's): a compromise reported later for any of their keys flags the
+        // credential (the re-check of round 28: only one statement's chain was kept).
+        var kept = trust.certificateChain.map(\.der)
+        for other in assessed { for certificate in other.trust.certificateChain where !kept.contains(certificate.der) { kept.append(certificate.der) } }
         try verifyCredentialIdLength(credential.credentialId)  // step 26
         // Step 27 (not yet registered) needs the store: WebAuthnEngine checks it, atomically.
 
@@ -89,7 +94,7 @@ public enum RegistrationVerifier {
             signCount: authData.signCount, transports: response.transports, uvInitialized: authData.userVerified,
             backupEligible: authData.backupEligible, backupState: authData.backedUp, aaguid: credential.aaguid,
             attestationFormat: attestation.format, createdAt: rp.clock.now(), properties: properties,
-            attestationChain: trust.certificateChain.prefix(8).map(\.der))
+            attestationChain: Array(kept.prefix(8)))
         return RegistrationResult(
             credential: record, format: attestation.format, attestationType: attestationType, trust: trust,
             flags: authData.flags, signCount: authData.signCount, userVerified: authData.userVerified,

@@ -35,8 +35,9 @@ public struct CredentialRecord: Sendable {
     /// credProtect level, PRF and large-blob support, minimum PIN length.
     public var properties: CredentialProperties
     /// The attestation certificates the registration presented (DER, leaf first; when
-    /// trusted, the validated path): kept so that a later metadata change can re-judge
-    /// the credential (``CredentialAudit``). Empty for `none` and self attestation.
+    /// trusted, the validated path; a compound attestation's other statements' certificates
+    /// follow, at most 8 in all): kept so that a later metadata change can re-judge the
+    /// credential (``CredentialAudit``). Empty for `none` and self attestation.
     public let attestationChain: [[UInt8]]
     /// Set by a ``CredentialAudit`` when FIDO metadata reports the credential's
     /// authenticator compromised; nil otherwise. Whether a flagged credential still signs
