@@ -93,20 +93,27 @@ extension Serve {
         }
     }
 
-    /// The server secret: `--secret-file`, else WEBAUTHN_SECRET, else nil (random).
+    /// The server secret: `--secret-file`, else WEBAUTHN_SECRET, else nil (random). A file of
+    /// text (UTF-8) is trimmed of surrounding whitespace; any other file is its bytes, as they
+    /// are. Red team, thirty-first pass: a binary file was decoded as text, every invalid byte
+    /// the same replacement character, so different secrets became one and 11 bytes of 0xFF
+    /// passed the 32-byte minimum as 33.
     func secret() throws -> [UInt8]? {
-        let text: String
+        let bytes: [UInt8]
         if let secretFile {
             guard let contents = AtomicFile.read(secretFile, limit: 4096) else {
                 throw ValidationError("--secret-file \(secretFile) cannot be read (or is larger than 4 KiB)")
             }
-            text = String(decoding: contents, as: UTF8.self)
+            if let text = String(validating: contents, as: UTF8.self) {
+                bytes = Array(text.trimmingCharacters(in: .whitespacesAndNewlines).utf8)
+            } else {
+                bytes = contents
+            }
         } else if let env = ProcessInfo.processInfo.environment["WEBAUTHN_SECRET"] {
-            text = env
+            bytes = Array(env.trimmingCharacters(in: .whitespacesAndNewlines).utf8)
         } else {
             return nil
         }
-        let bytes = Array(text.trimmingCharacters(in: .whitespacesAndNewlines).utf8)
         guard bytes.count >= 32 else {
             throw ValidationError("the server secret must be at least 32 bytes (for example 43 base64 characters from openssl rand -base64 32)")
         }

@@ -59,7 +59,7 @@ struct CommonVerifyOptions: ParsableArguments {
             return error
         }
         let other = expected == "attestationObject" ? "authenticatorData" : "attestationObject"
-        if json["response"]?[other] != nil {
+        if json["response"]?[expected] == nil, json["response"]?[other] != nil {
             let command = other == "attestationObject" ? "verify registration" : "verify authentication"
             return WebAuthnError(error.code, error.message + " (this is the response of the other ceremony: use \(command))", step: error.step)
         }
@@ -184,10 +184,12 @@ struct VerifyRegistration: AsyncParsableCommand {
 
     static func verify(_ body: [UInt8], rp: RelyingParty, challenge: [UInt8]) throws(WebAuthnError) -> JSONValue {
         let response = try RegistrationResponse(json: body)
-        // The CLI has no account: a placeholder owner, every algorithm the engine verifies.
+        // The CLI has no account: a placeholder owner, every algorithm the engine verifies. It
+        // keeps no ceremony either: one that never expires at --at (Date.distantFuture, the year
+        // 4001, made a later --at fail with challenge_expired: red team, thirty-first pass).
         let ceremony = PendingCeremony(
             kind: .registration, challenge: challenge, user: try UserEntity(id: [0], name: "cli"),
-            algorithms: rp.policy.algorithms, userVerification: rp.policy.userVerification, expiresAt: .distantFuture)
+            algorithms: rp.policy.algorithms, userVerification: rp.policy.userVerification, expiresAt: rp.clock.now().addingTimeInterval(3600))
         let r = try RegistrationVerifier.verify(response, ceremony: ceremony, relyingParty: rp)
         var metadata = JSONValue.null
         if let entry = r.trust.metadata {
@@ -266,7 +268,7 @@ struct VerifyAuthentication: AsyncParsableCommand {
             backupEligible: authData.backupEligible, backupState: authData.backedUp, createdAt: Date(timeIntervalSince1970: 0))
         let ceremony = PendingCeremony(
             kind: .authentication, challenge: challenge, userHandle: owner,
-            userVerification: rp.policy.userVerification, expiresAt: .distantFuture)
+            userVerification: rp.policy.userVerification, expiresAt: rp.clock.now().addingTimeInterval(3600))
         let r = try AuthenticationVerifier.verify(response, ceremony: ceremony, credential: record, relyingParty: rp)
         return .object([
             "status": "ok",

@@ -128,6 +128,22 @@ struct CLITests {
         let wrapper = try await Self.run(
             ["verify", "registration"] + base + ["--response", Self.vectors.appendingPathComponent("w3c/w3c-none-es256.json").path])
         #expect(wrapper.status == 1 && wrapper.json?["message"]?.stringValue?.contains("test vector's file") == true, "\(wrapper.stdout)")
+        // A browser's registration response carries authenticatorData too (L3 toJSON()): one
+        // malformed otherwise gets no hint of the other ceremony (red team, thirty-first pass).
+        var malformed = v["webauthn_json"]!["registration"]!.objectValue!
+        var inner = malformed["response"]!.objectValue!
+        inner["authenticatorData"] = "AAAA"
+        inner["clientDataJSON"] = nil
+        malformed["response"] = .object(inner)
+        let own = try await Self.run(["verify", "registration"] + base + ["--response", try Self.write(.object(malformed))])
+        #expect(own.status == 1 && own.json?["message"]?.stringValue?.contains("other ceremony") == false, "\(own.stdout)")
+        // --at far ahead: the CLI's ceremony does not expire (it did at the year 4001).
+        let far = try await Self.run(
+            [
+                "verify", "registration", "--rp-id", v["rpId"]!.stringValue!, "--origin", v["origin"]!.stringValue!, "--challenge",
+                v["webauthn_json"]!["challenge_b64url"]!["registration"]!.stringValue!, "--response", registration, "--at", "4050-01-01T00:00:00Z",
+            ])
+        #expect(far.status == 0, "\(far.stdout)")
     }
 
     @Test("cross-origin vectors need --allow-cross-origin or a matching --top-origin")
@@ -208,8 +224,13 @@ struct CLITests {
         // serve's safety options are checked before it opens anything.
         let short = FileManager.default.temporaryDirectory.appendingPathComponent("short-secret-\(UUID().uuidString)")
         try Data("too short".utf8).write(to: short)
+        // 11 bytes that are not UTF-8: decoded as text, each became a 3-byte replacement
+        // character, and the file passed the 32-byte minimum (red team, thirty-first pass).
+        let binary = FileManager.default.temporaryDirectory.appendingPathComponent("binary-secret-\(UUID().uuidString)")
+        try Data(repeating: 0xFF, count: 11).write(to: binary)
+        defer { try? FileManager.default.removeItem(at: binary) }
         for extra in [
-            ["--rate-limit", "fast"], ["--rate-limit", "0"], ["--trusted-proxy", "10.0.0.0/40"], ["--secret-file", short.path],
+            ["--rate-limit", "fast"], ["--rate-limit", "0"], ["--trusted-proxy", "10.0.0.0/40"], ["--secret-file", short.path], ["--secret-file", binary.path],
             ["--secret-file", "/nonexistent-secret"], ["--db-connections", "2"], ["--allocator-trim-interval", "-1"],
             ["--allocator-trim-interval", "86401"],
         ] {
