@@ -31,19 +31,7 @@ public final class PostgresStore: CredentialStore, CredentialAuditing, Challenge
     public static func open(url: String, connections: Int = defaultConnections, statementTimeout: Duration = .seconds(10)) async throws(WebAuthnError)
         -> PostgresStore
     {
-        do {
-            let settings = PostgresSettings(statementTimeout: try PostgresSettings.milliseconds(statementTimeout))
-            let store = PostgresStore(pool: try PostgresPool(url: url, size: connections, settings: settings))
-            do {
-                try await PostgresMigrations.migrate(store.pool)
-            } catch {
-                await store.close()
-                throw error
-            }
-            return store
-        } catch {
-            throw storeError(error)
-        }
+        try await connect(url: url, connections: connections, statementTimeout: statementTimeout) { pool in try await PostgresMigrations.migrate(pool) }
     }
 
     /// Any error of opening as a `WebAuthnError` (another type: `storage_failure`).
@@ -59,11 +47,18 @@ public final class PostgresStore: CredentialStore, CredentialAuditing, Challenge
     public static func openExisting(url: String, connections: Int = defaultConnections, statementTimeout: Duration = .seconds(10)) async throws(WebAuthnError)
         -> PostgresStore
     {
+        try await connect(url: url, connections: connections, statementTimeout: statementTimeout) { pool in try await PostgresMigrations.requireCurrent(pool) }
+    }
+
+    /// A store on a new pool, once `check` has passed on it; the pool is closed when it fails.
+    private static func connect(
+        url: String, connections: Int, statementTimeout: Duration, _ check: (PostgresPool) async throws -> Void
+    ) async throws(WebAuthnError) -> PostgresStore {
         do {
             let settings = PostgresSettings(statementTimeout: try PostgresSettings.milliseconds(statementTimeout))
             let store = PostgresStore(pool: try PostgresPool(url: url, size: connections, settings: settings))
             do {
-                try await PostgresMigrations.requireCurrent(store.pool)
+                try await check(store.pool)
             } catch {
                 await store.close()
                 throw error
