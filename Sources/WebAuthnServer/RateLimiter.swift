@@ -12,24 +12,31 @@ internal import WebAuthnCore
 #endif
 
 /// Token buckets keyed by client address or session, on the engine's clock.
-/// O(1) per request: at `maxTracked` buckets the oldest one is forgotten
-/// (found through an insertion-order queue, never by a scan).
+///
+/// Bounded: past `maxTracked` buckets, the ones that have refilled (they hold no state a new bucket
+/// would not) are dropped in one sweep, down to nine tenths of the bound; only when that is not
+/// enough are the oldest-inserted dropped. A flood of new keys therefore cannot push out a
+/// throttled client's bucket while idle ones remain (red team: a throttled address came back with a
+/// full bucket after the limiter had seen `maxTracked` other keys). Amortized O(1) per request: a
+/// sweep reads every bucket, and the next one comes a tenth of the bound later at the earliest.
 package final class RateLimiter: Sendable {
     struct Bucket {
         var tokens: Double
         var updated: Date
         /// Takes refused since the last one allowed (``admit(_:rate:burst:now:)`` reports it).
         var refused = 0
+        /// When the bucket holds `burst` tokens again, if nothing is taken.
+        var full: Date
     }
     private struct State {
         var buckets: [String: Bucket] = [:]
+        /// The keys in insertion order (only ``shrink(_:now:to:)`` removes buckets, and rebuilds it).
         var order: [String] = []
-        var head = 0
     }
     private let state = Mutex(State())
     let maxTracked: Int
 
-    package init(maxTracked: Int) { self.maxTracked = maxTracked }
+    package init(maxTracked: Int) { self.maxTracked = max(1, maxTracked) }
 
     /// Takes one token from `key`'s bucket (rate per second, burst = ten
     /// seconds of rate). Returns nil when allowed, else the seconds to wait.
@@ -53,7 +60,7 @@ package final class RateLimiter: Sendable {
                 s.buckets[key]
                 ?? {
                     s.order.append(key)
-                    return Bucket(tokens: burst, updated: now)
+                    return Bucket(tokens: burst, updated: now, full: now)
                 }()
             let elapsed = max(0, now.timeIntervalSince(bucket.updated))
             bucket.tokens = min(burst, bucket.tokens + elapsed * rate)
@@ -66,17 +73,22 @@ package final class RateLimiter: Sendable {
             } else {
                 bucket.refused += 1
             }
+            bucket.full = now.addingTimeInterval(max(0, burst - bucket.tokens) / rate)
             s.buckets[key] = bucket
-            while s.buckets.count > maxTracked, s.head < s.order.count {
-                s.buckets.removeValue(forKey: s.order[s.head])
-                s.head += 1
-            }
-            if s.head > 1024 && s.head * 2 > s.order.count {
-                s.order.removeFirst(s.head)
-                s.head = 0
-            }
+            if s.buckets.count > maxTracked { Self.shrink(&s, now: now, to: max(1, maxTracked - maxTracked / 10)) }
             return (allowed, seen)
         }
+    }
+
+    /// Drops the refilled buckets, then, if that was not enough, the oldest-inserted, until at most
+    /// `target` remain; the order is rebuilt without the dropped keys.
+    private static func shrink(_ s: inout State, now: Date, to target: Int) {
+        s.buckets = s.buckets.filter { $0.value.full > now }
+        var order = s.order.filter { s.buckets[$0] != nil }
+        let excess = max(0, s.buckets.count - target)
+        for key in order.prefix(excess) { s.buckets.removeValue(forKey: key) }
+        order.removeFirst(excess)
+        s.order = order
     }
 
     /// Whether `key`'s bucket holds less than one token now (a bucket never used is full).

@@ -23,7 +23,7 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("rp-name"), parsing: .unconditional, help: "The RP name shown by authenticators.") var rpName: String?
     @Option(name: .customLong("origin"), parsing: .unconditionalSingleValue, help: "An allowed origin (repeatable). Default: http://localhost:PORT.")
     var origins: [String] = []
-    @Option(parsing: .unconditional, help: "Storage: sqlite:PATH (default sqlite:./webauthn.sqlite) or postgres://USER@HOST:PORT/DB.")
+    @Option(parsing: .unconditional, help: "Storage: sqlite:PATH or postgres://USER@HOST:PORT/DB.")
     var db = "sqlite:./webauthn.sqlite"
     @Option(
         name: .customLong("db-connections"),
@@ -56,26 +56,26 @@ struct Serve: AsyncParsableCommand {
     @Option(
         name: .customLong("log-rate"),
         help:
-            "Log lines below notice (the request log) written per second at most, in bursts of ten seconds' worth; the rest are counted and not written. Notices and above (the audit trail) are always written. 0: no limit. Default 200."
+            "Log lines below notice (the request log) written per second at most, in bursts of ten seconds' worth; the rest are counted and not written. Notices and above (the audit trail) are always written. 0: no limit."
     )
     var logRate = 200
     @Option(name: .customLong("idle-timeout"), help: "Seconds before an idle connection is closed.") var idleTimeout: Int64 = 30
     @Option(
         name: .customLong("request-timeout"),
         help:
-            "Seconds a request's body may take to arrive after its head, and answers may wait for a client that reads none; the connection is then closed. Default 10."
+            "Seconds a request's body may take to arrive after its head, and answers may wait for a client that reads none; the connection is then closed."
     )
     var requestTimeout: Int64 = 10
     @Option(
         name: .customLong("max-connections-per-address"),
         help:
-            "The most connections one client address (IPv6: its /64) may hold open; more are closed when accepted. Trusted proxies are exempt. 0: no limit. Default 256."
+            "The most connections one client address (IPv6: its /64) may hold open; more are closed when accepted. Trusted proxies are exempt. 0: no limit."
     )
     var maxConnectionsPerAddress = 256
     @Option(
         name: .customLong("allocator-trim-interval"),
         help:
-            "Seconds between returns of the memory the C allocator keeps free (malloc_trim) to the system, so that RSS falls back after a burst of large requests. 0: never. Default 30."
+            "Seconds between returns of the memory the C allocator keeps free (malloc_trim) to the system, so that RSS falls back after a burst of large requests. 0: never."
     )
     var allocatorTrimInterval = 30
     @Option(
@@ -87,7 +87,7 @@ struct Serve: AsyncParsableCommand {
     @Option(
         name: .customLong("rate-limit"),
         help:
-            "Throttle the ceremony endpoints: off, or A[:S] requests per second per client address without a session (default 30) and per session (default 300); bursts of ten seconds' worth."
+            "Throttle the ceremony endpoints: off, or A[:S]: A requests per second per client address without a session, S per session; bursts of ten seconds' worth."
     )
     var rateLimit = "30:300"
     @Option(
@@ -112,12 +112,12 @@ struct Serve: AsyncParsableCommand {
     @Option(
         name: .customLong("reauthentication-window"),
         help:
-            "Seconds within which the account must have verified the user (a UV passkey assertion, Sign in with Apple) to delete a credential or the account, or add a passkey. Default 300; at least 30."
+            "Seconds within which the account must have verified the user (a UV passkey assertion, Sign in with Apple) to delete a credential or the account, or add a passkey. At least 30."
     )
     var reauthenticationWindow: Double = 300
     @Option(
         name: .customLong("max-credentials-per-account"),
-        help: "The most credentials (passkeys and security keys) one account may hold; registering another is refused until one is deleted. Default 32.")
+        help: "The most credentials (passkeys and security keys) one account may hold; registering another is refused until one is deleted.")
     var maxCredentialsPerAccount = 32
     @Option(
         name: .customLong("u2f-appid"), parsing: .unconditional,

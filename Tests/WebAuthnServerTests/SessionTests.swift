@@ -136,6 +136,25 @@ struct SessionTests {
         #expect(limiter.count <= 100)
     }
 
+    @Test("a flood of new keys does not push out a throttled bucket while idle ones can go")
+    func bucketsKeepThrottled() {
+        let limiter = RateLimiter(maxTracked: 100)
+        let t0 = Date(timeIntervalSince1970: 1_000_000)
+        while limiter.take("attacker", rate: 1, now: t0) == nil {}
+        // A stranger with many addresses: 1,000 new keys in half a second, one request each (each
+        // of their buckets has refilled 33 ms after its one request).
+        for i in 0..<1000 { _ = limiter.take("k\(i)", rate: 30, now: t0.addingTimeInterval(Double(i) / 2000)) }
+        #expect(limiter.count <= 100)
+        // Before: the oldest-inserted bucket was dropped first, and the throttled one came back full.
+        #expect(limiter.take("attacker", rate: 1, now: t0.addingTimeInterval(0.5)) != nil)
+        // Buckets that have not refilled are dropped oldest first when nothing else can go.
+        for i in 0..<1000 { _ = limiter.take("n\(i)", rate: 1, now: t0.addingTimeInterval(0.5)) }
+        #expect(limiter.count <= 100)
+        var left = 0  // the newest is kept, with the 9 tokens its one request left
+        while limiter.take("n999", rate: 1, now: t0.addingTimeInterval(0.5)) == nil { left += 1 }
+        #expect(left == 9)
+    }
+
     @Test("client address: the socket peer, or X-Forwarded-For only behind a trusted proxy")
     func clientAddress() throws {
         let peer = try SocketAddress(ipAddress: "10.1.2.3", port: 5000)
