@@ -57,7 +57,7 @@ bench: deps
 
 # The DocC documentation of WebAuthnCore, WebAuthnServer and SignInWithApple, as static sites in .build/docs/.
 docs: deps
-	@mkdir -p .build/docs; for target in WebAuthnCore WebAuthnServer SignInWithApple; do \
+	@mkdir -p .build/docs; for target in WebAuthnCore WebAuthnServer SignInWithApple WebAuthnMetadata WebAuthnSQLite WebAuthnPostgres; do \
 		swift package --allow-writing-to-directory .build/docs generate-documentation --target $$target \
 			--disable-indexing --transform-for-static-hosting --output-path .build/docs/$$target || exit 1; \
 	done
