@@ -1,6 +1,6 @@
 internal import Foundation
 public import Hummingbird
-internal import WebAuthnCore
+public import WebAuthnCore
 internal import _WebAuthnEncoding
 internal import _WebAuthnCrypto
 
@@ -23,8 +23,10 @@ extension WebAuthnRoutes {
     ///     ...
     /// }
     /// ```
-    public func signedInAccount(_ request: Request) async throws -> [UInt8]? {
-        try await signedInAccount(request, token: sessions.token(request))
+    ///
+    /// - Throws: `storage_failure` when the session store fails.
+    public func signedInAccount(_ request: Request) async throws(WebAuthnError) -> [UInt8]? {
+        do { return try await signedInAccount(request, token: sessions.token(request)) } catch { throw Self.typed(error) }
     }
 
     /// For a host app's own routes: the handle of the signed-in account, if it verified
@@ -39,9 +41,15 @@ extension WebAuthnRoutes {
     ///
     /// - Throws: `sign_in_required` without a signed-in session; `reauthentication_required`
     ///   when the account has not verified the user recently (the page then runs
-    ///   `/reauthentication/options` and `/result`, and tries again).
-    public func requireRecentVerification(_ request: Request) async throws -> [UInt8] {
-        try await requireRecentSession(request).userHandle
+    ///   `/reauthentication/options` and `/result`, and tries again);
+    ///   `storage_failure` when the session store fails.
+    public func requireRecentVerification(_ request: Request) async throws(WebAuthnError) -> [UInt8] {
+        do { return try await requireRecentSession(request).userHandle } catch { throw Self.typed(error) }
+    }
+
+    /// `error` as a `WebAuthnError`: itself, or, from a store, `storage_failure` with its text.
+    static func typed(_ error: any Error) -> WebAuthnError {
+        (error as? WebAuthnError) ?? WebAuthnError(.storageFailure, "\(error)")
     }
 
     /// The signed-in session of the request, if it verified the user recently; see ``requireRecentVerification(_:)``.
