@@ -234,6 +234,10 @@ enum PostgresMigrations {
                 """
             ]
         ),
+        // Whether the provider delivers mail to the identity's email (Apple's email-disabled and
+        // email-enabled), and when the last such change was dated, so that one delivered late
+        // changes nothing.
+        (15, ["ALTER TABLE identities ADD COLUMN email_enabled BOOLEAN, ADD COLUMN email_changed_at DOUBLE PRECISION"]),
     ]
 
     /// The first migration whose accounts have a capitals key.

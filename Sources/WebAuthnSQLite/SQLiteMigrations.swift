@@ -319,63 +319,34 @@ enum SQLiteMigrations {
                 """,
             ]
         ),
+        // Whether the provider delivers mail to the identity's email (Apple's email-disabled and
+        // email-enabled), and when the last such change was dated, so that one delivered late
+        // changes nothing. The view that creates an account with its first identity takes both.
+        (
+            12,
+            [
+                "ALTER TABLE identities ADD COLUMN email_enabled INTEGER",
+                "ALTER TABLE identities ADD COLUMN email_changed_at REAL",
+                "DROP VIEW IF EXISTS new_identity_accounts",
+                """
+                CREATE VIEW new_identity_accounts AS SELECT
+                    a.name AS name, a.name_key AS name_key, a.capitals_key AS capitals_key, a.handle AS handle, a.display_name AS display_name,
+                    i.provider AS provider, i.subject AS subject, i.email AS email, i.email_verified AS email_verified,
+                    i.is_private_email AS is_private_email, i.email_enabled AS email_enabled, i.email_changed_at AS email_changed_at,
+                    i.refresh_token AS refresh_token, i.created_at AS created_at, i.updated_at AS updated_at
+                FROM accounts a JOIN identities i ON i.user_handle = a.handle
+                """,
+                """
+                CREATE TRIGGER new_identity_accounts_insert INSTEAD OF INSERT ON new_identity_accounts BEGIN
+                    INSERT INTO accounts (name, name_key, capitals_key, handle, display_name)
+                    VALUES (NEW.name, NEW.name_key, NEW.capitals_key, NEW.handle, NEW.display_name);
+                    INSERT INTO identities (provider, subject, user_handle, email, email_verified, is_private_email, email_enabled, email_changed_at,
+                                            refresh_token, created_at, updated_at)
+                    VALUES (NEW.provider, NEW.subject, NEW.handle, NEW.email, NEW.email_verified, NEW.is_private_email, NEW.email_enabled,
+                            NEW.email_changed_at, NEW.refresh_token, NEW.created_at, NEW.updated_at);
+                END
+                """,
+            ]
+        ),
     ]
-
-    /// The first migration whose accounts have a capitals key.
-    static let capitalsKeyVersion = 11
-
-    /// The migrations after whose statements every account's look-alike key is computed again.
-    static let keyRecomputations: Set<Int> = [2, 10, 11]
-
-    /// Work a migration needs beyond SQL, run in its transaction after its statements.
-    static func afterStatements(of version: Int, _ connection: SQLiteConnectionHandle) throws {
-        guard keyRecomputations.contains(version) else { return }
-        // Look-alike keys for accounts made before version 2. Two old accounts
-        // with one key keep distinct keys (the later one suffixed), so the
-        // migration never fails; names made from now on cannot collide.
-        // Capitals keys from their first migration on: cleared first, like the look-alike keys.
-        let capitals = version >= capitalsKeyVersion
-        if capitals { _ = try connection.query("UPDATE accounts SET capitals_key = NULL") }
-        var seen: Set<String> = [], seenCapitals: Set<String> = []
-        for row in try connection.query("SELECT rowid AS r, name FROM accounts ORDER BY rowid") {
-            guard let name = row.column("name")?.string, let rowid = row.column("r")?.integer else { continue }
-            var key = UserName.lookalikeKey(name)
-            if !seen.insert(key).inserted { key += " legacy \(rowid)" }
-            _ = try connection.query("UPDATE accounts SET name_key = ? WHERE rowid = ?", [.text(key), .integer(Int64(rowid))])
-            guard capitals else { continue }
-            var capitalsKey = UserName.capitalsKey(name)
-            if !seenCapitals.insert(capitalsKey).inserted { capitalsKey += " legacy \(rowid)" }
-            _ = try connection.query("UPDATE accounts SET capitals_key = ? WHERE rowid = ?", [.text(capitalsKey), .integer(Int64(rowid))])
-        }
-    }
-
-    /// Runs the migrations not yet applied, in one transaction on the writer connection.
-    static func migrate(_ database: SQLiteDatabase) async throws {
-        try await database.withWriter { connection in
-            _ = try connection.query("BEGIN IMMEDIATE")
-            do {
-                // In the transaction: a start that failed left an empty version table behind.
-                _ = try connection.query("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-                // A version that is not an integer (a `REAL` or text column made by hand) read as
-                // none, and the first migration then failed on "table accounts already exists"
-                // (red team, re-check of the eighteenth pass): it is refused for what it is.
-                let odd = try connection.query("SELECT typeof(version) AS t FROM schema_version WHERE typeof(version) <> 'integer' LIMIT 1")
-                if let type = odd.first?.column("t")?.string { throw StoreSchema.versionNotInteger(type) }
-                let current = try connection.query("SELECT MAX(version) AS v FROM schema_version").first?.column("v")?.integer ?? 0
-                // A build older than the schema does not know what the newer one keeps (its
-                // constraints, its functions): it refuses rather than run on it.
-                let latest = migrations.last?.version ?? 0
-                guard current <= latest else { throw StoreSchema.newerThanBuild(current, latest: latest) }
-                for migration in migrations where migration.version > current {
-                    for statement in migration.statements { _ = try connection.query(statement) }
-                    try afterStatements(of: migration.version, connection)
-                    _ = try connection.query("INSERT INTO schema_version (version) VALUES (?)", [.integer(Int64(migration.version))])
-                }
-                _ = try connection.query("COMMIT")
-            } catch {
-                _ = try? connection.query("ROLLBACK")
-                throw error
-            }
-        }
-    }
 }

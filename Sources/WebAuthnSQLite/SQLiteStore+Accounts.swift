@@ -217,7 +217,8 @@ extension SQLiteStore {
         !(try await query("UPDATE accounts SET display_name = ? WHERE handle = ? RETURNING handle", [.text(displayName), .blob(handle)])).isEmpty
     }
 
-    static let identityColumns = "provider, subject, user_handle, email, email_verified, is_private_email, refresh_token, created_at, updated_at"
+    static let identityColumns =
+        "provider, subject, user_handle, email, email_verified, is_private_email, email_enabled, email_changed_at, refresh_token, created_at, updated_at"
 
     /// The identity of `subject` at `provider`, if linked.
     public func identity(provider: String, subject: String) async throws -> LinkedIdentity? {
@@ -239,8 +240,8 @@ extension SQLiteStore {
             _ = try await query(
                 """
                 INSERT INTO new_identity_accounts (name, name_key, capitals_key, handle, display_name, provider, subject, email, email_verified,
-                                                   is_private_email, refresh_token, created_at, updated_at)
-                VALUES (\(Self.placeholders(13)))
+                                                   is_private_email, email_enabled, email_changed_at, refresh_token, created_at, updated_at)
+                VALUES (\(Self.placeholders(15)))
                 """,
                 Self.accountValues(user) + Self.identityValues(i))
         } catch let error as SQLiteError where error.isDuplicate {
@@ -257,8 +258,9 @@ extension SQLiteStore {
         do {
             inserted = try await query(
                 """
-                INSERT INTO identities (provider, subject, user_handle, email, email_verified, is_private_email, refresh_token, created_at, updated_at)
-                SELECT ?, ?, handle, ?, ?, ?, ?, ?, ? FROM accounts WHERE handle = ? RETURNING subject
+                INSERT INTO identities (provider, subject, user_handle, email, email_verified, is_private_email, email_enabled, email_changed_at,
+                                        refresh_token, created_at, updated_at)
+                SELECT ?, ?, handle, ?, ?, ?, ?, ?, ?, ?, ? FROM accounts WHERE handle = ? RETURNING subject
                 """,
                 [.text(i.provider), .text(i.subject)] + Self.identityValues(i).dropFirst(2) + [.blob(i.userHandle)])
         } catch let error as SQLiteError where error.isDuplicate {
@@ -284,8 +286,12 @@ extension SQLiteStore {
 
     private func updateIdentity(_ i: LinkedIdentity, condition: String, _ arguments: [SQLiteData]) async throws -> Bool {
         !(try await query(
-            "UPDATE identities SET email = ?, email_verified = ?, is_private_email = ?, refresh_token = ?, updated_at = ? WHERE provider = ? AND subject = ?\(condition) RETURNING subject",
-            Array(Self.identityValues(i)[2...5]) + [.float(i.updatedAt.timeIntervalSince1970), .text(i.provider), .text(i.subject)] + arguments))
+            """
+            UPDATE identities SET email = ?, email_verified = ?, is_private_email = ?, email_enabled = ?, email_changed_at = ?, refresh_token = ?,
+                                  updated_at = ?
+            WHERE provider = ? AND subject = ?\(condition) RETURNING subject
+            """,
+            Array(Self.identityValues(i)[2...7]) + [.float(i.updatedAt.timeIntervalSince1970), .text(i.provider), .text(i.subject)] + arguments))
             .isEmpty
     }
 
@@ -319,12 +325,14 @@ extension SQLiteStore {
         ).first.map(Self.identity)
     }
 
-    /// provider, subject, email, email_verified, is_private_email, refresh_token, created_at, updated_at.
+    /// provider, subject, email, email_verified, is_private_email, email_enabled, email_changed_at, refresh_token, created_at,
+    /// updated_at.
     static func identityValues(_ i: LinkedIdentity) -> [SQLiteData] {
         func bool(_ b: Bool?) -> SQLiteData { b.map { .integer($0 ? 1 : 0) } ?? .null }
         return [
             .text(i.provider), .text(i.subject), i.email.map { .text($0) } ?? .null, bool(i.emailVerified), bool(i.isPrivateEmail),
-            i.refreshToken.map { .blob($0) } ?? .null, .float(i.createdAt.timeIntervalSince1970), .float(i.updatedAt.timeIntervalSince1970),
+            bool(i.emailEnabled), i.emailChangedAt.map { .float($0.timeIntervalSince1970) } ?? .null, i.refreshToken.map { .blob($0) } ?? .null,
+            .float(i.createdAt.timeIntervalSince1970), .float(i.updatedAt.timeIntervalSince1970),
         ]
     }
 
@@ -339,8 +347,8 @@ extension SQLiteStore {
         }
         return LinkedIdentity(
             provider: provider, subject: subject, userHandle: handle, email: row.column("email")?.string,
-            emailVerified: bool("email_verified"), isPrivateEmail: bool("is_private_email"),
-            refreshToken: row.column("refresh_token")?.bytes,
+            emailVerified: bool("email_verified"), isPrivateEmail: bool("is_private_email"), emailEnabled: bool("email_enabled"),
+            emailChangedAt: row.column("email_changed_at")?.double.map(Date.init(timeIntervalSince1970:)), refreshToken: row.column("refresh_token")?.bytes,
             createdAt: Date(timeIntervalSince1970: created), updatedAt: Date(timeIntervalSince1970: updated))
     }
 }

@@ -1,3 +1,4 @@
+internal import Foundation
 internal import Hummingbird
 internal import Logging
 internal import SignInWithApple
@@ -69,6 +70,14 @@ extension WebAuthnRoutes {
         throw WebAuthnError(.concurrentUpdate, "the Apple ID's identity kept changing while the notification was applied")
     }
 
+    /// Whether an `email-enabled` or `email-disabled` dated `time` is news for `linked`: dated no
+    /// earlier than the last email change applied, and not before this link was made (it is about
+    /// an earlier consent). One dated before a later sign-in still says whether mail is
+    /// delivered (a sign-in that brings another address dates a change itself).
+    static func emailChangeApplies(_ note: AppleNotification, at time: Date, to linked: LinkedIdentity) -> Bool {
+        time >= linked.createdAt && linked.emailChangedAt.map { time >= $0 } ?? true
+    }
+
     /// ``act(on:_:)`` on the identity as read; nil when it changed before the action.
     private func act(on note: AppleNotification, _ linked: LinkedIdentity, _ apple: AppleConfiguration) async throws -> NotificationOutcome? {
         let identities = apple.identities
@@ -83,7 +92,8 @@ extension WebAuthnRoutes {
         let latest = note.eventTime ?? note.issuedAt.addingTimeInterval(1)
         let superseded =
             switch note.event {
-            case .emailEnabled, .emailDisabled, .consentRevoked, .accountDeleted: latest < linked.updatedAt
+            case .consentRevoked, .accountDeleted: latest < linked.updatedAt
+            case .emailEnabled, .emailDisabled: !Self.emailChangeApplies(note, at: latest, to: linked)
             case .other: false
             }
         if superseded { return .superseded }
@@ -93,11 +103,18 @@ extension WebAuthnRoutes {
             // record's time stays the last link or sign-in's: it is what a revocation is judged
             // against, and only a sign-in gives consent again. Red team, round 28: an email event
             // stamped its own time (the server's clock when it had none), and a consent-revoked
-            // dated before that, delivered after it, was judged superseded and ignored.
+            // dated before that, delivered after it, was judged superseded and ignored. The change
+            // is dated in `emailChangedAt` instead: an older one delivered after it changes nothing
+            // (they were applied in the order they arrived).
             _ = try await updateIdentity(linked, in: identities) { linked in
-                if latest < linked.updatedAt { return false }  // a sign-in since superseded it
-                linked.email = note.email ?? linked.email
-                linked.isPrivateEmail = note.isPrivateEmail ?? linked.isPrivateEmail
+                guard Self.emailChangeApplies(note, at: latest, to: linked) else { return false }
+                linked.emailEnabled = note.event == .emailEnabled
+                linked.emailChangedAt = latest
+                // A sign-in since brought the address from its token: newer than this event's.
+                if latest >= linked.updatedAt {
+                    linked.email = note.email ?? linked.email
+                    linked.isPrivateEmail = note.isPrivateEmail ?? linked.isPrivateEmail
+                }
                 return true
             }
         case .consentRevoked, .accountDeleted:

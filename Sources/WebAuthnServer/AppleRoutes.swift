@@ -205,6 +205,12 @@ extension WebAuthnRoutes {
         // other client ids), written only over the tokens it was read with (``updateIdentity(_:in:_:)``).
         func signIn(_ linked: LinkedIdentity) async throws -> (handle: [UInt8], created: Bool, linkedThrough: BrowserSessions.Token?) {
             _ = try await updateIdentity(linked, in: apple.identities) { (linked) throws(WebAuthnError) in
+                // Another address: whether mail reaches the old one says nothing of it, and an
+                // email event dated before this sign-in is about the old one.
+                if let email = identity.email, email.lowercased() != linked.email?.lowercased() {
+                    linked.emailEnabled = nil
+                    linked.emailChangedAt = now
+                }
                 linked.email = identity.email ?? linked.email
                 linked.emailVerified = identity.emailVerified ?? linked.emailVerified
                 linked.isPrivateEmail = identity.isPrivateEmail ?? linked.isPrivateEmail

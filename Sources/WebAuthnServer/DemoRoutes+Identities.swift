@@ -25,6 +25,7 @@ extension WebAuthnRoutes {
                     ]
                     o["email"] = identity.email.map(JSONValue.string) ?? .null
                     o["privateEmail"] = identity.isPrivateEmail.map(JSONValue.bool) ?? .null
+                    o["emailEnabled"] = identity.emailEnabled.map(JSONValue.bool) ?? .null
                     return .object(o)
                 }
                 return HTTP.ok(["identities": .array(list)])

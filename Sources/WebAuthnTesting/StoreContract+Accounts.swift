@@ -7,8 +7,8 @@ internal import _WebAuthnCrypto
 extension StoreContract {
     static func identity(_ subject: String, user: [UInt8], email: String? = "a@privaterelay.appleid.com") -> LinkedIdentity {
         LinkedIdentity(
-            provider: "apple", subject: subject, userHandle: user, email: email, emailVerified: true, isPrivateEmail: true,
-            refreshToken: [1, 2, 3], createdAt: Date(timeIntervalSince1970: 1_800_000_000))
+            provider: "apple", subject: subject, userHandle: user, email: email, emailVerified: true, isPrivateEmail: true, emailEnabled: false,
+            emailChangedAt: Date(timeIntervalSince1970: 1_799_999_000.25), refreshToken: [1, 2, 3], createdAt: Date(timeIntervalSince1970: 1_800_000_000))
     }
 
     static func identitiesCheck(_ stores: Stores) async throws {
@@ -55,12 +55,15 @@ extension StoreContract {
         var changed = first
         changed.email = "new@example.com"
         changed.emailVerified = false
+        changed.emailEnabled = true
+        changed.emailChangedAt = Date(timeIntervalSince1970: 1_800_000_050.5)
         changed.refreshToken = nil
         changed.updatedAt = Date(timeIntervalSince1970: 1_800_000_100)
         try expect(try await identities.update(changed), "update finds the identity")
         let back = try require(try await identities.identity(provider: "apple", subject: "001234.abc"), "the updated identity")
         try expect(
-            back.email == "new@example.com" && back.emailVerified == false && back.refreshToken == nil && back.updatedAt == changed.updatedAt,
+            back.email == "new@example.com" && back.emailVerified == false && back.refreshToken == nil && back.updatedAt == changed.updatedAt
+                && back.emailEnabled == true && back.emailChangedAt == changed.emailChangedAt,
             "updated fields read back")
         try expect(back.createdAt == first.createdAt && back.userHandle == dana.id, "the link itself does not change")
         try expect(!(try await identities.update(identity("nobody", user: dana.id))), "update of an unknown identity is false")
@@ -104,6 +107,9 @@ extension StoreContract {
             try await identities.relink(provider: "apple", subject: "002.def", to: "777.new", at: Date(timeIntervalSince1970: 1_800_000_200)), "relinked")
         try expect(try await identities.identity(provider: "apple", subject: "002.def") == nil, "the old subject is gone")
         try expect(try await identities.identity(provider: "apple", subject: "777.new")?.userHandle == dana.id, "the new subject signs in to the account")
+        let moved = try await identities.identity(provider: "apple", subject: "777.new")
+        try expect(
+            moved?.emailEnabled == false && moved?.emailChangedAt == Date(timeIntervalSince1970: 1_799_999_000.25), "the email fields move with the link")
         try expect(
             await errorCode { _ = try await identities.relink(provider: "apple", subject: "777.new", to: "001234.abc", at: Date()) }
                 == "identity_already_linked")

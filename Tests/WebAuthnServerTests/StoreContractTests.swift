@@ -208,6 +208,7 @@ struct StoreContractTests {
         // The schema of version 10: no capitals key, nor the views that write it.
         for statement in [
             "DROP VIEW new_accounts", "DROP VIEW new_identity_accounts", "DROP INDEX accounts_by_capitals_key", "ALTER TABLE accounts DROP COLUMN capitals_key",
+            "ALTER TABLE identities DROP COLUMN email_enabled", "ALTER TABLE identities DROP COLUMN email_changed_at",
             "DELETE FROM schema_version WHERE version >= 11",
         ] {
             _ = try await sqlite.connection.query(statement)
@@ -224,6 +225,7 @@ struct StoreContractTests {
             _ = try await postgres.pool.query("UPDATE accounts SET name = $1, name_key = $1 WHERE name = $2", [name, old])
         }
         _ = try await postgres.pool.query("ALTER TABLE accounts DROP COLUMN capitals_key")
+        _ = try await postgres.pool.query("ALTER TABLE identities DROP COLUMN email_enabled, DROP COLUMN email_changed_at")
         _ = try await postgres.pool.query("DELETE FROM schema_version WHERE version >= 13")
         let schema = try #require(try await postgres.pool.query("SELECT current_schema() AS s").first?["s"])
         await postgres.close()

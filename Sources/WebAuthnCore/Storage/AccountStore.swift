@@ -224,6 +224,8 @@ public final class InMemoryAccountStore: AccountStore, LinkedIdentityStore {
             next.email = identity.email
             next.emailVerified = identity.emailVerified
             next.isPrivateEmail = identity.isPrivateEmail
+            next.emailEnabled = identity.emailEnabled
+            next.emailChangedAt = identity.emailChangedAt
             next.refreshToken = identity.refreshToken
             next.updatedAt = identity.updatedAt
             s.identities[key] = next
@@ -239,8 +241,8 @@ public final class InMemoryAccountStore: AccountStore, LinkedIdentityStore {
             guard let current = s.identities[IdentityKey(provider, subject)] else { return false }
             let moved = LinkedIdentity(
                 provider: provider, subject: newSubject, userHandle: current.userHandle, email: current.email,
-                emailVerified: current.emailVerified, isPrivateEmail: current.isPrivateEmail,
-                refreshToken: current.refreshToken, createdAt: current.createdAt, updatedAt: date)
+                emailVerified: current.emailVerified, isPrivateEmail: current.isPrivateEmail, emailEnabled: current.emailEnabled,
+                emailChangedAt: current.emailChangedAt, refreshToken: current.refreshToken, createdAt: current.createdAt, updatedAt: date)
             try moved.validate()
             guard s.identities[IdentityKey(provider, newSubject)] == nil else { throw LinkedIdentity.alreadyLinked(provider) }
             s.identities.removeValue(forKey: IdentityKey(provider, subject))

@@ -18,6 +18,14 @@ public struct LinkedIdentity: Sendable, Equatable {
     public var emailVerified: Bool?
     /// Whether the email is a private relay address; nil when the provider did not say.
     public var isPrivateEmail: Bool?
+    /// Whether the provider delivers mail sent to `email`: false after Apple's `email-disabled`
+    /// (the user stopped the private relay forwarding this site's mail), true after
+    /// `email-enabled`; nil until the provider says. Send no mail to an address it is false for.
+    public var emailEnabled: Bool?
+    /// When the provider dated the last email change applied (`email-enabled`, `email-disabled`);
+    /// nil before any. An email change dated before it is older news, delivered late, and changes
+    /// nothing.
+    public var emailChangedAt: Date?
     /// The provider's refresh token, as the server sealed it (opaque bytes), for revocation.
     public var refreshToken: [UInt8]?
     /// When the link was made.
@@ -30,7 +38,8 @@ public struct LinkedIdentity: Sendable, Equatable {
     /// A link of `subject` at `provider` to the account `userHandle`.
     public init(
         provider: String, subject: String, userHandle: [UInt8], email: String? = nil, emailVerified: Bool? = nil,
-        isPrivateEmail: Bool? = nil, refreshToken: [UInt8]? = nil, createdAt: Date, updatedAt: Date? = nil
+        isPrivateEmail: Bool? = nil, emailEnabled: Bool? = nil, emailChangedAt: Date? = nil, refreshToken: [UInt8]? = nil, createdAt: Date,
+        updatedAt: Date? = nil
     ) {
         self.provider = provider
         self.subject = subject
@@ -38,6 +47,8 @@ public struct LinkedIdentity: Sendable, Equatable {
         self.email = email
         self.emailVerified = emailVerified
         self.isPrivateEmail = isPrivateEmail
+        self.emailEnabled = emailEnabled
+        self.emailChangedAt = emailChangedAt
         self.refreshToken = refreshToken
         self.createdAt = createdAt
         self.updatedAt = updatedAt ?? createdAt
@@ -65,7 +76,8 @@ public protocol LinkedIdentityStore: Sendable {
     func create(_ user: UserEntity, firstIdentity: LinkedIdentity) async throws
     /// Links an identity to its (existing) account.
     func link(_ identity: LinkedIdentity) async throws
-    /// Replaces the identity's email fields, refresh token and `updatedAt`; false when it is not linked.
+    /// Replaces the identity's email fields (`email`, `emailVerified`, `isPrivateEmail`,
+    /// `emailEnabled`, `emailChangedAt`), refresh token and `updatedAt`; false when it is not linked.
     func update(_ identity: LinkedIdentity) async throws -> Bool
     /// Replaces the identity's email fields, refresh token and `updatedAt` only while its stored
     /// refresh token is still `expected`, as one step (a compare-and-set); false when it is not
