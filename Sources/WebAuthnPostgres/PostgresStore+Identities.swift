@@ -77,15 +77,7 @@ extension PostgresStore {
     /// Replaces the identity's email fields, refresh token and `updatedAt`; false
     /// when it is not linked. Throws `identity_invalid`.
     public func update(_ i: LinkedIdentity) async throws -> Bool {
-        try i.validate()
-        let v = Self.identityValues(i)
-        return
-            !(try await pool.query(
-                """
-                UPDATE identities SET email = $1, email_verified = $2::boolean, is_private_email = $3::boolean, email_enabled = $4::boolean,
-                                      email_changed_at = $5::double precision, refresh_token = $6::bytea, updated_at = $7
-                WHERE provider = $8 AND subject = $9 RETURNING subject
-                """, Array(v[2...7]) + [v[9], i.provider, i.subject], retry: .idempotent)).isEmpty
+        try await updateIdentity(i, condition: "", [], retry: .idempotent)
     }
 
     /// Replaces the identity's email fields, refresh token and `updatedAt` while its stored refresh
@@ -94,6 +86,12 @@ extension PostgresStore {
     /// changed. Throws `identity_invalid`; not sent again once it may have run, as every
     /// compare-and-set.
     public func update(_ i: LinkedIdentity, ifRefreshTokenIs expected: [UInt8]?) async throws -> Bool {
+        try await updateIdentity(i, condition: " AND refresh_token IS NOT DISTINCT FROM $10::bytea", [expected.map(PGText.bytea)], retry: .ifNotSent)
+    }
+
+    /// The identity's email fields, refresh token and `updatedAt` written where `condition` (more
+    /// SQL, its parameters from `$10`) holds; whether a row was.
+    private func updateIdentity(_ i: LinkedIdentity, condition: String, _ arguments: [String?], retry: PostgresConnection.Retry) async throws -> Bool {
         try i.validate()
         let v = Self.identityValues(i)
         return
@@ -101,8 +99,8 @@ extension PostgresStore {
                 """
                 UPDATE identities SET email = $1, email_verified = $2::boolean, is_private_email = $3::boolean, email_enabled = $4::boolean,
                                       email_changed_at = $5::double precision, refresh_token = $6::bytea, updated_at = $7
-                WHERE provider = $8 AND subject = $9 AND refresh_token IS NOT DISTINCT FROM $10::bytea RETURNING subject
-                """, Array(v[2...7]) + [v[9], i.provider, i.subject, expected.map(PGText.bytea)], retry: .ifNotSent)).isEmpty
+                WHERE provider = $8 AND subject = $9\(condition) RETURNING subject
+                """, Array(v[2...7]) + [v[9], i.provider, i.subject] + arguments, retry: retry)).isEmpty
     }
 
     /// Moves the link of `subject` to `newSubject` (same account, `updatedAt` set to
