@@ -91,6 +91,18 @@ package final class RateLimiter: Sendable {
         s.order = order
     }
 
+    /// Puts back one token taken from `key`'s bucket (never past `burst`): what was held for an
+    /// attempt that did not fail.
+    func giveBack(_ key: String, rate: Double, burst: Double, now: Date) {
+        state.withLock { s in
+            guard var bucket = s.buckets[key] else { return }
+            bucket.tokens = min(burst, bucket.tokens + max(0, now.timeIntervalSince(bucket.updated)) * rate + 1)
+            bucket.updated = now
+            bucket.full = now.addingTimeInterval(max(0, burst - bucket.tokens) / rate)
+            s.buckets[key] = bucket
+        }
+    }
+
     /// Whether `key`'s bucket holds less than one token now (a bucket never used is full).
     func isEmpty(_ key: String, now: Date, rate: Double) -> Bool {
         state.withLock { s in

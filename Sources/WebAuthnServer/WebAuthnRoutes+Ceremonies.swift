@@ -120,14 +120,15 @@ extension WebAuthnRoutes {
                 sameAccount && previous.map { now.timeIntervalSince($0.authenticatedAt) <= configuration.reauthenticationWindow } == true
             return sessions.session(for: handle, token: signedIn, now: now, verified: stillVerified, since: sameAccount ? previous?.createdAt : nil)
         }
+        try beginAttempt(token, request, context)
         do throws(WebAuthnError) {
             let response = try RegistrationResponse(json: body)
             result = try await engine.finishRegistration(response, binding: token?.binding, signingIn: signingIn)
         } catch {
             audit("registration_failed", request, context, ["code": .string(error.code.rawValue)])
-            if let token { try noteFailure(token) }
-            throw error
+            throw error  // the attempt stays counted as a failure
         }
+        settleAttempt(token, failed: false)
         await sessions.sweepIfDue(now: now)
         audit(
             "registered", request, context,
@@ -217,14 +218,17 @@ extension WebAuthnRoutes {
             sessions.session(
                 for: result.userHandle, token: signedIn, now: now, verified: try await verifiesUser(result.userVerified, account: result.userHandle))
         }
+        try beginAttempt(token, request, context)
         do throws(WebAuthnError) {
             let response = try AuthenticationResponse(json: body)
             presented = response.id
             result = try await engine.finishAuthentication(response, binding: token?.binding, signingIn: signingIn)
         } catch {
             audit("sign_in_failed", request, context, ["code": .string(error.code.rawValue)])
-            if Self.serverFailures.contains(error.code) { throw error }
-            if let token { try noteFailure(token) }
+            if Self.serverFailures.contains(error.code) {
+                settleAttempt(token, failed: false)  // the server's failure, not the client's
+                throw error
+            }
             if !configuration.conformance && !Self.shownBeforeLookup.contains(error.code) {
                 let failed = WebAuthnError(.authenticationFailed, "the credential could not be verified for this sign-in")
                 // A credential the server does not know (deleted, or never registered): the page
@@ -239,6 +243,7 @@ extension WebAuthnRoutes {
             }
             throw error
         }
+        settleAttempt(token, failed: false)
         await sessions.sweepIfDue(now: now)
         audit(
             "signed_in", request, context,

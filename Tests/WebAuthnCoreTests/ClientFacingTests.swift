@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import WebAuthnCore
 import WebAuthnTesting
+import _WebAuthnEncoding
 
 /// What an embedding server shows a client, through the engine's public API only (an
 /// adopter's review: the folding and the statuses lived in `WebAuthnServer`, internal, and the
@@ -63,6 +64,23 @@ struct ClientFacingTests {
         let ids = standIns.credentials(for: "alice").map(\.id)
         #expect(!ids.isEmpty && ids.allSatisfy { standIns.isStandIn($0) && !other.isStandIn($0) && (16...64).contains($0.count) })
         #expect(!standIns.isStandIn(Array(repeating: 1, count: 32)))
+    }
+
+    @Test("allowCredentials lists each credential's transports sorted and once, as the stand-ins' are")
+    func transportsSorted() async throws {
+        // Red team, thirty-second pass: in the order a client had sent them, `["internal","hybrid"]`
+        // was only ever a real credential's; the stand-ins' are sorted.
+        let engine = WebAuthnEngine(relyingParty: try RelyingParty(id: "example.com", origins: ["https://example.com"]))
+        let standIns = try StandInCredentials(secret: Array(repeating: 7, count: 32))
+        let real = CredentialDescriptor(id: [1, 2, 3], transports: [.internal, .hybrid, .internal])
+        let options = try await engine.startAuthentication(allowCredentials: [real] + standIns.credentials(for: "alice") + standIns.credentials(for: "bob"))
+        let listed = try JSONValue.parse(options.jsonBytes)["allowCredentials"]?.arrayValue ?? []
+        #expect(listed.first?["transports"] == ["hybrid", "internal"])
+        #expect(listed.count > 2)
+        for descriptor in listed {
+            let transports = descriptor["transports"]?.arrayValue?.compactMap(\.stringValue) ?? []
+            #expect(transports == Array(Set(transports)).sorted(), "\(transports)")
+        }
     }
 
     @Test("the pure verifiers refuse a ceremony past its expiry, and one bound to another session")

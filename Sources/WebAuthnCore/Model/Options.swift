@@ -103,9 +103,12 @@ public struct CreationOptions: Sendable {
         return .object(o)
     }
 
+    /// A descriptor as JSON, its transports sorted and each once: in the order a client once sent
+    /// them, a real credential's told it from a stand-in's, which are sorted (red team,
+    /// thirty-second pass: `["internal","hybrid"]` was only ever real).
     static func descriptor(_ d: CredentialDescriptor) -> JSONValue {
         var o: JSONObject = ["type": "public-key", "id": .string(Base64URL.encode(d.id))]
-        if !d.transports.isEmpty { o["transports"] = .array(d.transports.map { .string($0.rawValue) }) }
+        if !d.transports.isEmpty { o["transports"] = .array(Set(d.transports.map(\.rawValue)).sorted().map(JSONValue.string)) }
         return .object(o)
     }
 }

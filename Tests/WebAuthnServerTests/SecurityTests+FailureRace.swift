@@ -1,0 +1,82 @@
+import Foundation
+import Testing
+import WebAuthnCore
+import WebAuthnTesting
+import _WebAuthnEncoding
+
+extension SecurityTests {
+    @Test("failed results sent at once on one session are held to its failure budget: the sixth and later wait, whichever connection they came on")
+    func concurrentFailuresThrottled() async throws {
+        // Red team, thirty-second pass: the budget was checked when a result arrived and charged only
+        // after it had failed, so 250 failing results sent at once on one cookie, over separate
+        // connections, all ran (each a decoy verification or a credential ID probed) where 5 should have.
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase())
+        defer { server.stop() }
+        let key = SoftwareAuthenticator(profile: .platformPasskey)
+        let id = try #require(try await register(server, key, Self.unique("ria")).id)
+        let options = try await server.request("/assertion/options", [:])
+        let challenge = try #require(options.json["challenge"]?.stringValue.flatMap(Base64URL.decode))
+        var parts = try key.authenticate(rpId: rpId, origin: origin, challenge: challenge, credentialId: id)
+        parts.signature[3] ^= 1
+        // Forty connections, each with the whole request but its last byte; then the last bytes
+        // together, so that the forty are read at once.
+        let body = parts.json.serialized()
+        let cookie = try #require(options.cookie)
+        let head =
+            "POST /assertion/result HTTP/1.1\r\nHost: 127.0.0.1:\(server.port)\r\nContent-Type: application/json\r\nCookie: \(cookie)\r\n"
+            + "Content-Length: \(body.utf8.count)\r\n\r\n"
+        let connections = try (0..<40).map { _ in try RawConnection(port: server.port) }
+        for connection in connections { try connection.send(head + String(body.dropLast())) }
+        try await Task.sleep(for: .milliseconds(100))
+        for connection in connections { try connection.send(String(body.suffix(1))) }
+        let statuses = try connections.map { connection -> Int in
+            let answer = try connection.receive()
+            return Int(answer.dropFirst("HTTP/1.1 ".count).prefix(3)) ?? 0
+        }
+        #expect(statuses.filter { $0 == 401 }.count <= 5, "\(statuses.sorted())")
+        #expect(statuses.allSatisfy { $0 == 401 || $0 == 429 }, "\(statuses.sorted())")
+        #expect(statuses.filter { $0 == 429 }.count >= 35)
+        // The session's real sign-in is refused too while its budget is spent; a fresh session
+        // signs in (a failure of the server's own is not counted: storeFailureInSignIn).
+        var good = try key.authenticate(rpId: rpId, origin: origin, challenge: challenge, credentialId: id)
+        #expect(try await server.request("/assertion/result", good.json, cookie: options.cookie).status == 429)
+        let fresh = try await server.request("/assertion/options", [:])
+        good = try key.authenticate(
+            rpId: rpId, origin: origin, challenge: try #require(fresh.json["challenge"]?.stringValue.flatMap(Base64URL.decode)), credentialId: id)
+        #expect(try await server.request("/assertion/result", good.json, cookie: fresh.cookie).ok)
+    }
+}
+
+extension ServerTests {
+    @Test("refusals from many addresses write the audit trail within one budget for all of them, and count what they do not write")
+    func auditFloodManyAddresses() async throws {
+        // Red team, thirty-second pass: behind a trusted proxy (or from an IPv6 prefix), each
+        // forwarded address had a budget of its own: 14,497 audit lines in 5 s.
+        let server = try await ServeProcess(
+            database: ServeProcess.temporaryDatabase(), extra: ["--rate-limit", "off", "--trusted-proxy", "127.0.0.1/32"], logLevel: "notice")
+        defer { server.stop() }
+        let started = ContinuousClock.now
+        let total = 1_200
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in 0..<8 {
+                group.addTask {
+                    for i in stride(from: worker, to: total, by: 8) {
+                        let address = "198.51.\(i / 250).\(i % 250 + 1)"
+                        _ = try await server.request("/assertion/result", ["id": "AAAA"], headers: ["X-Forwarded-For": address])
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        _ = try await server.request("/assertion/result", ["id": "AAAA"], headers: ["X-Forwarded-For": "203.0.113.1"])  // with the count
+        let seconds = Double((ContinuousClock.now - started).components.seconds) + 1
+        server.stop()
+        let lines = server.log.split(separator: "\n").filter { $0.contains("event=sign_in_failed") }
+        #expect(lines.count >= 500 && Double(lines.count) <= 501 + seconds * 50, "\(lines.count) lines in \(seconds) s")
+        let counted = lines.compactMap { line in
+            line.split(separator: " ").first { $0.hasPrefix("suppressedAll=") }.flatMap { Int($0.dropFirst("suppressedAll=".count)) }
+        }.reduce(0, +)
+        #expect(lines.count + counted == total + 1, "\(lines.count) written, \(counted) counted")
+    }
+}
