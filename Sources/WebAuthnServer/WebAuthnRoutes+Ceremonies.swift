@@ -126,7 +126,9 @@ extension WebAuthnRoutes {
             result = try await engine.finishRegistration(response, binding: token?.binding, signingIn: signingIn)
         } catch {
             audit("registration_failed", request, context, ["code": .string(error.code.rawValue)])
-            throw error  // the attempt stays counted as a failure
+            // Counted as a failure of the client's, unless it was the server's.
+            settleAttempt(token, failed: !Self.serverFailures.contains(error.code))
+            throw error
         }
         settleAttempt(token, failed: false)
         await sessions.sweepIfDue(now: now)

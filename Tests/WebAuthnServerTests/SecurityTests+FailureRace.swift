@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import WebAuthnCore
+@testable import WebAuthnSQLite
 import WebAuthnTesting
 import _WebAuthnEncoding
 
@@ -44,6 +45,26 @@ extension SecurityTests {
         good = try key.authenticate(
             rpId: rpId, origin: origin, challenge: try #require(fresh.json["challenge"]?.stringValue.flatMap(Base64URL.decode)), credentialId: id)
         #expect(try await server.request("/assertion/result", good.json, cookie: fresh.cookie).ok)
+    }
+}
+
+extension SecurityTests {
+    @Test("a store failure during a registration is the server's: it does not spend the session's failed results")
+    func storeFailureInRegistration() async throws {
+        let database = ServeProcess.temporaryDatabase()
+        let server = try await ServeProcess(database: database, logLevel: "error")
+        defer { server.stop() }
+        let cookie = try #require(try await server.request("/assertion/options", [:]).cookie)
+        let breaker = try await SQLiteStore.open(path: database)
+        _ = try await breaker.connection.query("ALTER TABLE credentials RENAME TO credentials_gone")
+        for i in 0..<7 {  // more than the budget of 5
+            let attempt = try await register(server, SoftwareAuthenticator(profile: .platformPasskey), Self.unique("down\(i)"), cookie: cookie)
+            #expect(attempt.result?.status == 500, "\(String(describing: attempt.result?.status)) \(attempt.result?.errorMessage ?? "")")
+        }
+        _ = try await breaker.connection.query("ALTER TABLE credentials_gone RENAME TO credentials")
+        try await breaker.close()
+        let done = try await register(server, SoftwareAuthenticator(profile: .platformPasskey), Self.unique("up"), cookie: cookie)
+        #expect(done.result?.ok == true, "\(String(describing: done.result?.status)) \(done.result?.errorMessage ?? "")")
     }
 }
 
