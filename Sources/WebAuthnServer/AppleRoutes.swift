@@ -109,7 +109,7 @@ extension WebAuthnRoutes {
             throw WebAuthnError(.requestMalformed, "identityToken and authorizationCode are required strings")
         }
         let token = sessions.token(request)
-        try beginAttempt(token, request, context)
+        let attempt = try beginAttempt(token, request, context)
         do {
             let identity = try await apple.signIn.verifyIdentityToken(identityToken, nonce: nil)
             guard let claim = identity.nonce else {
@@ -123,15 +123,15 @@ extension WebAuthnRoutes {
                 apple)
             var payload: JSONObject = ["sub": .string(identity.sub), "created": .bool(created)]
             payload["email"] = identity.email.map(JSONValue.string) ?? JSONValue.null
-            settleAttempt(token, failed: false)
+            settleAttempt(attempt, failed: false)
             return HTTP.ok(payload, cookie: sessions.cookie(signedIn))
         } catch let error as WebAuthnError {
             // Apple failing is not the client's failure: it does not spend the session's allowance.
-            settleAttempt(token, failed: !Self.appleUpstreamFailures.contains(error.code))
+            settleAttempt(attempt, failed: !Self.appleUpstreamFailures.contains(error.code) && !Self.serverFailures.contains(error.code))
             audit("apple_sign_in_failed", request, context, ["code": .string(error.code.rawValue)])
             throw error
         } catch {
-            settleAttempt(token, failed: false)  // a store's own error: the server's failure
+            settleAttempt(attempt, failed: false)  // a store's own error: the server's failure
             throw error
         }
     }

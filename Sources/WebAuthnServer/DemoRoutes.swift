@@ -206,7 +206,10 @@ extension WebAuthnRoutes {
                     response = HTTP.ok(["sessionsEnded": .number(Double(ended))])
                 } else {
                     try await sessions.signOut(token)
-                    if signedIn != nil { audit("signed_out", request, context) }
+                    // With its account, as every change to one: an event without one counts as a
+                    // stranger's refusal, and a flood of those from many addresses hid it (red
+                    // team, thirty-second pass re-check).
+                    if let signedIn { audit("signed_out", request, context, ["account": .string(Audit.hash(signedIn.userHandle))]) }
                 }
                 response.setCookie(sessions.expiredCookie)
                 return response

@@ -91,6 +91,13 @@ package final class RateLimiter: Sendable {
         s.order = order
     }
 
+    /// Adds `count` to the refusals `key`'s bucket reports next (``admit(_:rate:burst:now:)``):
+    /// for work another budget refused after this one had allowed it.
+    package func addRefused(_ key: String, _ count: Int) {
+        guard count > 0 else { return }
+        state.withLock { s in s.buckets[key]?.refused += count }
+    }
+
     /// Puts back one token taken from `key`'s bucket (never past `burst`): what was held for an
     /// attempt that did not fail.
     func giveBack(_ key: String, rate: Double, burst: Double, now: Date) {

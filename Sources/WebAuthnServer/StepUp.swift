@@ -131,19 +131,19 @@ extension WebAuthnRoutes {
                     }
                     return sessions.session(for: session.userHandle, token: renewed, now: now, verified: true, since: session.createdAt)
                 }
-                try beginAttempt(token, request, context)
+                let attempt = try beginAttempt(token, request, context)
                 do throws(WebAuthnError) {
                     _ = try await engine.finishAuthentication(AuthenticationResponse(json: body), binding: token.binding, signingIn: signingIn)
                 } catch {
                     audit("reauthentication_failed", request, context, ["code": .string(error.code.rawValue)])
                     if Self.serverFailures.contains(error.code) {
-                        settleAttempt(token, failed: false)
+                        settleAttempt(attempt, failed: false)
                         throw error
                     }
                     if error.code == .reauthenticationRequired || Self.shownBeforeLookup.contains(error.code) { throw error }
                     throw WebAuthnError(.authenticationFailed, "the credential could not be verified")
                 }
-                settleAttempt(token, failed: false)
+                settleAttempt(attempt, failed: false)
                 await sessions.sweepIfDue(now: now)
                 audit("reauthenticated", request, context, ["account": .string(Audit.hash(session.userHandle))])
                 return HTTP.ok(

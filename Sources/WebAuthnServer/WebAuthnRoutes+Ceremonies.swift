@@ -120,17 +120,17 @@ extension WebAuthnRoutes {
                 sameAccount && previous.map { now.timeIntervalSince($0.authenticatedAt) <= configuration.reauthenticationWindow } == true
             return sessions.session(for: handle, token: signedIn, now: now, verified: stillVerified, since: sameAccount ? previous?.createdAt : nil)
         }
-        try beginAttempt(token, request, context)
+        let attempt = try beginAttempt(token, request, context)
         do throws(WebAuthnError) {
             let response = try RegistrationResponse(json: body)
             result = try await engine.finishRegistration(response, binding: token?.binding, signingIn: signingIn)
         } catch {
             audit("registration_failed", request, context, ["code": .string(error.code.rawValue)])
             // Counted as a failure of the client's, unless it was the server's.
-            settleAttempt(token, failed: !Self.serverFailures.contains(error.code))
+            settleAttempt(attempt, failed: !Self.serverFailures.contains(error.code))
             throw error
         }
-        settleAttempt(token, failed: false)
+        settleAttempt(attempt, failed: false)
         await sessions.sweepIfDue(now: now)
         audit(
             "registered", request, context,
@@ -220,7 +220,7 @@ extension WebAuthnRoutes {
             sessions.session(
                 for: result.userHandle, token: signedIn, now: now, verified: try await verifiesUser(result.userVerified, account: result.userHandle))
         }
-        try beginAttempt(token, request, context)
+        let attempt = try beginAttempt(token, request, context)
         do throws(WebAuthnError) {
             let response = try AuthenticationResponse(json: body)
             presented = response.id
@@ -228,7 +228,7 @@ extension WebAuthnRoutes {
         } catch {
             audit("sign_in_failed", request, context, ["code": .string(error.code.rawValue)])
             if Self.serverFailures.contains(error.code) {
-                settleAttempt(token, failed: false)  // the server's failure, not the client's
+                settleAttempt(attempt, failed: false)  // the server's failure, not the client's
                 throw error
             }
             if !configuration.conformance && !Self.shownBeforeLookup.contains(error.code) {
@@ -245,7 +245,7 @@ extension WebAuthnRoutes {
             }
             throw error
         }
-        settleAttempt(token, failed: false)
+        settleAttempt(attempt, failed: false)
         await sessions.sweepIfDue(now: now)
         audit(
             "signed_in", request, context,

@@ -60,6 +60,12 @@ struct ClientFacingTests {
         let standIns = try StandInCredentials(secret: Array(repeating: 7, count: 32))
         let other = try StandInCredentials(secret: Array(repeating: 8, count: 32))
         #expect(standIns.credentials(for: "alice") == standIns.credentials(for: "ALICE"))
+        // A name's two letter cases, which find one account, get one set: with the look-alike key,
+        // Богдан and богдан got two (red team, thirty-second pass re-check).
+        for (capital, small) in [("Богдан", "богдан"), ("Григорий", "григорий"), ("Βασίλης", "βασίλης"), ("Борис", "борис")] {
+            #expect(standIns.credentials(for: capital) == standIns.credentials(for: small), "\(capital)")
+            #expect(standIns.userHandle(for: capital) == standIns.userHandle(for: small), "\(capital)")
+        }
         #expect(standIns.userHandle(for: "alice") == standIns.userHandle(for: "alice") && standIns.userHandle(for: "alice") != other.userHandle(for: "alice"))
         let ids = standIns.credentials(for: "alice").map(\.id)
         #expect(!ids.isEmpty && ids.allSatisfy { standIns.isStandIn($0) && !other.isStandIn($0) && (16...64).contains($0.count) })

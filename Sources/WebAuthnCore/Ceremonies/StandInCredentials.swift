@@ -2,9 +2,15 @@ internal import _WebAuthnCrypto
 
 /// Stand-in credentials for names that have no account or no credential
 /// (WebAuthn L3 §14.6.2–14.6.3): request options for them look like a real
-/// account's, derived from HMAC-SHA-256 of the name's look-alike key under
-/// the server secret, so they are the same on every request (and across
+/// account's, derived from HMAC-SHA-256 of the name's capitals key (``UserName/capitalsKey(_:)``)
+/// under the server secret, so they are the same on every request (and across
 /// restarts and instances that share the secret). Nobody can answer them.
+///
+/// The capitals key is the one a name's two letter cases share: an account is found by either
+/// case, so its stand-ins must not tell them apart. Derived from the look-alike key, `Богдан` and
+/// `богдан` got two sets where an account `Борис` answered both alike (red team, thirty-second
+/// pass re-check). Names alike under the look-alike key only (a small Latin `r` and Cyrillic `г`)
+/// still get two sets (Docs/ThreatModel.md, known limits).
 ///
 /// For a sign-in by name, a server that finds no account (or no credential) for the name starts
 /// the ceremony with these in `allowCredentials`, for the stand-in user handle, and answers as it
@@ -33,13 +39,13 @@ public struct StandInCredentials: Sendable {
     /// The user handle a stand-in ceremony is started for (no account has it:
     /// handles of real accounts are random, and a lookup of it finds nothing).
     public func userHandle(for name: String) -> [UInt8] {
-        Digest.hmacSHA256(key: secret, Array("webauthn stand-in handle".utf8), Array(UserName.lookalikeKey(name).utf8))
+        Digest.hmacSHA256(key: secret, Array("webauthn stand-in handle".utf8), Array(UserName.capitalsKey(name).utf8))
     }
 
     /// One or two descriptors shaped like real ones (passkey or security-key
     /// ID lengths, plausible transports).
     public func credentials(for name: String) -> [CredentialDescriptor] {
-        let seed = Digest.hmacSHA256(key: secret, Array("webauthn stand-in credentials".utf8), Array(UserName.lookalikeKey(name).utf8))
+        let seed = Digest.hmacSHA256(key: secret, Array("webauthn stand-in credentials".utf8), Array(UserName.capitalsKey(name).utf8))
         let count = 1 + Int(seed[0] & 1)
         let transports: [[AuthenticatorTransport]] = [[.hybrid, .internal], [.usb], [.internal], [.nfc, .usb], []]
         let lengths = [16, 20, 32, 48, 64]
