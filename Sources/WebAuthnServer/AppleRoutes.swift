@@ -127,7 +127,8 @@ extension WebAuthnRoutes {
             return HTTP.ok(payload, cookie: sessions.cookie(signedIn))
         } catch let error as WebAuthnError {
             // Apple failing is not the client's failure: it does not spend the session's allowance.
-            settleAttempt(attempt, failed: !Self.appleUpstreamFailures.contains(error.code) && !Self.serverFailures.contains(error.code))
+            settleAttempt(
+                attempt, failed: !Self.appleUpstreamFailures.contains(error.code) && !Self.serverFailures.contains(error.code), code: error.code)
             audit("apple_sign_in_failed", request, context, ["code": .string(error.code.rawValue)])
             throw error
         } catch {

@@ -140,6 +140,7 @@ extension WebAuthnRoutes {
                         settleAttempt(attempt, failed: false)
                         throw error
                     }
+                    settleAttempt(attempt, failed: true, code: error.code)
                     if error.code == .reauthenticationRequired || Self.shownBeforeLookup.contains(error.code) { throw error }
                     throw WebAuthnError(.authenticationFailed, "the credential could not be verified")
                 }

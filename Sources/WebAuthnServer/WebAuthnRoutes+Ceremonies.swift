@@ -127,7 +127,7 @@ extension WebAuthnRoutes {
         } catch {
             audit("registration_failed", request, context, ["code": .string(error.code.rawValue)])
             // Counted as a failure of the client's, unless it was the server's.
-            settleAttempt(attempt, failed: !Self.serverFailures.contains(error.code))
+            settleAttempt(attempt, failed: !Self.serverFailures.contains(error.code), code: error.code)
             throw error
         }
         settleAttempt(attempt, failed: false)
@@ -231,6 +231,7 @@ extension WebAuthnRoutes {
                 settleAttempt(attempt, failed: false)  // the server's failure, not the client's
                 throw error
             }
+            settleAttempt(attempt, failed: true, code: error.code)
             if !configuration.conformance && !Self.shownBeforeLookup.contains(error.code) {
                 let failed = WebAuthnError(.authenticationFailed, "the credential could not be verified for this sign-in")
                 // A credential the server does not know (deleted, or never registered): the page

@@ -286,11 +286,14 @@ public struct WebAuthnRoutes: Sendable {
     /// See ``failureRate``.
     static let failureBurst = 5.0
 
-    /// Failed results per client address, all its sessions together: a burst of 20, then one a
-    /// second. New cookies cost one options request each, so a budget per session alone let one
+    /// Failed results per client address, all its sessions together: a burst of 100, then 5 a
+    /// second; only those refused after the credential was looked up count (the others cost
+    /// nothing). New cookies cost one options request each, so a budget per session alone let one
     /// address run 1,250 failing results at once through 250 minted cookies (red team,
-    /// thirty-second pass re-check).
-    static let addressFailureRate = 1.0, addressFailureBurst = 20.0
+    /// thirty-second pass re-check). Everyone behind one address shares it: at 20 and 1 a second,
+    /// counting every refusal, one junk request a second from a neighbour behind the same NAT kept
+    /// a user's correct sign-ins at `429` (second re-check).
+    static let addressFailureRate = 5.0, addressFailureBurst = 100.0
 
     /// What an attempt holds while it runs (``beginAttempt(_:_:_:)``): the failure buckets it took from.
     struct Attempt {
@@ -321,10 +324,15 @@ public struct WebAuthnRoutes: Sendable {
     }
 
     /// Ends an attempt of ``beginAttempt(_:_:_:)``: a success, or a failure that is not the
-    /// client's (the store's, Apple's), gives its failed results back.
-    func settleAttempt(_ attempt: Attempt, failed: Bool) {
-        guard !failed, let limiter else { return }
-        for bucket in attempt.keys { limiter.giveBack(bucket.key, rate: bucket.rate, burst: bucket.burst, now: now) }
+    /// client's (the store's, Apple's), gives its failed results back; a failure decided before the
+    /// credential was looked up (`code` in `WebAuthnError.shownBeforeCredentialLookup`) gives back
+    /// the address's, and keeps the session's.
+    func settleAttempt(_ attempt: Attempt, failed: Bool, code: WebAuthnError.Code? = nil) {
+        guard let limiter else { return }
+        let cheap = code.map(WebAuthnError.shownBeforeCredentialLookup.contains) ?? false
+        for bucket in attempt.keys where !failed || (cheap && bucket.key.hasPrefix("F:")) {
+            limiter.giveBack(bucket.key, rate: bucket.rate, burst: bucket.burst, now: now)
+        }
     }
 
     /// The `throttled` audit events written per client address: one each ten seconds.
