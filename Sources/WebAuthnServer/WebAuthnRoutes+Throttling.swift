@@ -1,0 +1,98 @@
+internal import Foundation
+internal import Hummingbird
+internal import WebAuthnCore
+
+/// Throttling: the token buckets a request is counted in, and the budgets of failed results an
+/// attempt holds while it runs (``RateLimiter``).
+extension WebAuthnRoutes {
+    /// Counts the request in its bucket: the session's when it carries a
+    /// valid session cookie, else the client address's. A request that `starts`
+    /// something pending (options, an Apple nonce or web flow) with a session cookie also
+    /// counts in its address's bucket of starts at the per-address rate (one without a cookie
+    /// is held to the address's bucket already): minted cookies buy no more than twice the
+    /// per-address rate, and one address cannot fill the store's pending ceremonies for everyone.
+    func throttle<Context: RequestContext>(_ request: Request, _ context: Context, starts: Bool = false) throws {
+        guard let limit = configuration.rateLimit, let limiter else { return }
+        let now = self.now
+        let address = clientAddress(request, context)
+        if let token = sessions.token(request) {
+            if limiter.isEmpty("f:" + token.cookieValue, now: now, rate: Self.failureRate) { throw Throttled(seconds: 10, scope: "failures", address: address) }
+            if let wait = limiter.take("s:" + token.cookieValue, rate: limit.perSession, now: now) {
+                throw Throttled(seconds: wait, scope: "session", address: address)
+            }
+            // All the sessions of one address together: minting cookies buys no extra budget.
+            if let wait = limiter.take("A:" + address, rate: limit.perSession, now: now) { throw Throttled(seconds: wait, scope: "address", address: address) }
+            if starts, let wait = limiter.take("c:" + address, rate: limit.perAddress, now: now) {
+                throw Throttled(seconds: wait, scope: "address", address: address)
+            }
+        } else {
+            if let wait = limiter.take("a:" + address, rate: limit.perAddress, now: now) { throw Throttled(seconds: wait, scope: "address", address: address) }
+        }
+    }
+
+    /// Failed results per session: a burst of 5, then one each 10 s, so a
+    /// pending ceremony cannot be used as an oracle or a CPU pump.
+    static let failureRate = 0.1
+    /// See ``failureRate``.
+    static let failureBurst = 5.0
+
+    /// Failed results per client address, all its sessions together: a burst of 100, then 5 a
+    /// second; only those refused after the credential was looked up count (the others cost
+    /// nothing). New cookies cost one options request each, so a budget per session alone let one
+    /// address run 1,250 failing results at once through 250 minted cookies (red team,
+    /// thirty-second pass re-check). Everyone behind one address shares it: at 20 and 1 a second,
+    /// counting every refusal, one junk request a second from a neighbour behind the same NAT kept
+    /// a user's correct sign-ins at `429` (second re-check).
+    static let addressFailureRate = 5.0, addressFailureBurst = 100.0
+
+    /// What an attempt holds while it runs (``beginAttempt(_:_:_:)``): the failure buckets it took from.
+    struct Attempt {
+        let keys: [(key: String, rate: Double, burst: Double)]
+    }
+
+    /// Holds one failed result of the session's and one of its address's for an attempt that can
+    /// fail (a ceremony's result, an Apple sign-in), while it runs: attempts sent at once cannot all
+    /// pass a check made before any of them had failed. Red team, thirty-second pass: 250 failing
+    /// results sent at once on one cookie, over separate connections, each ran (a decoy
+    /// verification, a credential ID probed), where 5 should have. ``settleAttempt(_:failed:)``
+    /// gives them back unless the client's attempt failed.
+    func beginAttempt<Context: RequestContext>(_ token: BrowserSessions.Token?, _ request: Request, _ context: Context) throws -> Attempt {
+        guard configuration.rateLimit != nil, let limiter else { return Attempt(keys: []) }
+        let address = clientAddress(request, context)
+        var keys: [(key: String, rate: Double, burst: Double)] = []
+        if let token { keys.append(("f:" + token.cookieValue, Self.failureRate, Self.failureBurst)) }
+        // Not in conformance mode: its test tools send hundreds of refused responses from one address.
+        if !configuration.conformance { keys.append(("F:" + address, Self.addressFailureRate, Self.addressFailureBurst)) }
+        let now = self.now
+        for (i, bucket) in keys.enumerated() {
+            if let wait = limiter.take(bucket.key, rate: bucket.rate, now: now, burst: bucket.burst) {
+                for taken in keys[..<i] { limiter.giveBack(taken.key, rate: taken.rate, burst: taken.burst, now: now) }
+                throw Throttled(seconds: wait, scope: "failures", address: address)
+            }
+        }
+        return Attempt(keys: keys)
+    }
+
+    /// Ends an attempt of ``beginAttempt(_:_:_:)``: a success, or a failure that is not the
+    /// client's (the store's, Apple's), gives its failed results back; a failure decided before the
+    /// credential was looked up (`code` in `WebAuthnError.shownBeforeCredentialLookup`) gives back
+    /// the address's, and keeps the session's.
+    func settleAttempt(_ attempt: Attempt, failed: Bool, code: WebAuthnError.Code? = nil) {
+        guard let limiter else { return }
+        let cheap = code.map(WebAuthnError.shownBeforeCredentialLookup.contains) ?? false
+        for bucket in attempt.keys where !failed || (cheap && bucket.key.hasPrefix("F:")) {
+            limiter.giveBack(bucket.key, rate: bucket.rate, burst: bucket.burst, now: now)
+        }
+    }
+
+    /// The `throttled` audit events written per client address: one each ten seconds.
+    static let throttledEventRate = 0.1
+
+    struct Throttled: Error {
+        let seconds: Int
+        let scope: String
+        /// The client's address bucket (``ClientAddress/bucket(_:)``).
+        let address: String
+    }
+
+}
