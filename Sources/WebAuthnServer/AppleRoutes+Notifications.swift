@@ -74,7 +74,7 @@ extension WebAuthnRoutes {
     /// earlier than the last email change applied, and not before this link was made (it is about
     /// an earlier consent). One dated before a later sign-in still says whether mail is
     /// delivered (a sign-in that brings another address dates a change itself).
-    static func emailChangeApplies(_ note: AppleNotification, at time: Date, to linked: LinkedIdentity) -> Bool {
+    static func emailChangeApplies(at time: Date, to linked: LinkedIdentity) -> Bool {
         time >= linked.createdAt && linked.emailChangedAt.map { time >= $0 } ?? true
     }
 
@@ -93,7 +93,7 @@ extension WebAuthnRoutes {
         let superseded =
             switch note.event {
             case .consentRevoked, .accountDeleted: latest < linked.updatedAt
-            case .emailEnabled, .emailDisabled: !Self.emailChangeApplies(note, at: latest, to: linked)
+            case .emailEnabled, .emailDisabled: !Self.emailChangeApplies(at: latest, to: linked)
             case .other: false
             }
         if superseded { return .superseded }
@@ -107,7 +107,7 @@ extension WebAuthnRoutes {
             // is dated in `emailChangedAt` instead: an older one delivered after it changes nothing
             // (they were applied in the order they arrived).
             _ = try await updateIdentity(linked, in: identities) { linked in
-                guard Self.emailChangeApplies(note, at: latest, to: linked) else { return false }
+                guard Self.emailChangeApplies(at: latest, to: linked) else { return false }
                 linked.emailEnabled = note.event == .emailEnabled
                 linked.emailChangedAt = latest
                 // A sign-in since brought the address from its token: newer than this event's.

@@ -123,16 +123,15 @@ extension WebAuthnRoutes {
                 apple)
             var payload: JSONObject = ["sub": .string(identity.sub), "created": .bool(created)]
             payload["email"] = identity.email.map(JSONValue.string) ?? JSONValue.null
-            settleAttempt(attempt, failed: false)
+            settleAttempt(attempt)
             return HTTP.ok(payload, cookie: sessions.cookie(signedIn))
         } catch let error as WebAuthnError {
             // Apple failing is not the client's failure: it does not spend the session's allowance.
-            settleAttempt(
-                attempt, failed: !Self.appleUpstreamFailures.contains(error.code) && !Self.serverFailures.contains(error.code), code: error.code)
+            settleAttempt(attempt, failure: error.code, notTheClients: Self.serverFailures.union(Self.appleUpstreamFailures))
             audit("apple_sign_in_failed", request, context, ["code": .string(error.code.rawValue)])
             throw error
         } catch {
-            settleAttempt(attempt, failed: false)  // a store's own error: the server's failure
+            settleAttempt(attempt, failure: .storageFailure)  // a store's own error: the server's failure
             throw error
         }
     }

@@ -27,6 +27,14 @@ package final class RateLimiter: Sendable {
         var refused = 0
         /// When the bucket holds `burst` tokens again, if nothing is taken.
         var full: Date
+
+        /// Moves the bucket to `now`: `tokens` plus what `rate` refilled since, `change` added (a
+        /// take is -1, a give-back +1) after the refill, never past `burst`.
+        mutating func advance(to now: Date, rate: Double, burst: Double, change: Double = 0) {
+            tokens = min(burst, min(burst, tokens + max(0, now.timeIntervalSince(updated)) * rate) + change)
+            updated = now
+            full = now.addingTimeInterval(max(0, burst - tokens) / rate)
+        }
     }
     private struct State {
         var buckets: [String: Bucket] = [:]
@@ -62,18 +70,15 @@ package final class RateLimiter: Sendable {
                     s.order.append(key)
                     return Bucket(tokens: burst, updated: now, full: now)
                 }()
-            let elapsed = max(0, now.timeIntervalSince(bucket.updated))
-            bucket.tokens = min(burst, bucket.tokens + elapsed * rate)
-            bucket.updated = now
+            bucket.advance(to: now, rate: rate, burst: burst)
             let allowed = bucket.tokens >= 1
             let seen = bucket
             if allowed {
-                bucket.tokens -= 1
+                bucket.advance(to: now, rate: rate, burst: burst, change: -1)
                 bucket.refused = 0
             } else {
                 bucket.refused += 1
             }
-            bucket.full = now.addingTimeInterval(max(0, burst - bucket.tokens) / rate)
             s.buckets[key] = bucket
             if s.buckets.count > maxTracked { Self.shrink(&s, now: now, to: max(1, maxTracked - maxTracked / 10)) }
             return (allowed, seen)
@@ -102,11 +107,7 @@ package final class RateLimiter: Sendable {
     /// attempt that did not fail.
     func giveBack(_ key: String, rate: Double, burst: Double, now: Date) {
         state.withLock { s in
-            guard var bucket = s.buckets[key] else { return }
-            bucket.tokens = min(burst, bucket.tokens + max(0, now.timeIntervalSince(bucket.updated)) * rate + 1)
-            bucket.updated = now
-            bucket.full = now.addingTimeInterval(max(0, burst - bucket.tokens) / rate)
-            s.buckets[key] = bucket
+            s.buckets[key]?.advance(to: now, rate: rate, burst: burst, change: 1)
         }
     }
 

@@ -136,15 +136,12 @@ extension WebAuthnRoutes {
                     _ = try await engine.finishAuthentication(AuthenticationResponse(json: body), binding: token.binding, signingIn: signingIn)
                 } catch {
                     audit("reauthentication_failed", request, context, ["code": .string(error.code.rawValue)])
-                    if Self.serverFailures.contains(error.code) {
-                        settleAttempt(attempt, failed: false)
-                        throw error
-                    }
-                    settleAttempt(attempt, failed: true, code: error.code)
+                    settleAttempt(attempt, failure: error.code)
+                    if Self.serverFailures.contains(error.code) { throw error }
                     if error.code == .reauthenticationRequired || Self.shownBeforeLookup.contains(error.code) { throw error }
                     throw WebAuthnError(.authenticationFailed, "the credential could not be verified")
                 }
-                settleAttempt(attempt, failed: false)
+                settleAttempt(attempt)
                 await sessions.sweepIfDue(now: now)
                 audit("reauthenticated", request, context, ["account": .string(Audit.hash(session.userHandle))])
                 return HTTP.ok(

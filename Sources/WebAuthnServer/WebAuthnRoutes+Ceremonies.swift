@@ -126,11 +126,10 @@ extension WebAuthnRoutes {
             result = try await engine.finishRegistration(response, binding: token?.binding, signingIn: signingIn)
         } catch {
             audit("registration_failed", request, context, ["code": .string(error.code.rawValue)])
-            // Counted as a failure of the client's, unless it was the server's.
-            settleAttempt(attempt, failed: !Self.serverFailures.contains(error.code), code: error.code)
+            settleAttempt(attempt, failure: error.code)
             throw error
         }
-        settleAttempt(attempt, failed: false)
+        settleAttempt(attempt)
         await sessions.sweepIfDue(now: now)
         audit(
             "registered", request, context,
@@ -227,11 +226,8 @@ extension WebAuthnRoutes {
             result = try await engine.finishAuthentication(response, binding: token?.binding, signingIn: signingIn)
         } catch {
             audit("sign_in_failed", request, context, ["code": .string(error.code.rawValue)])
-            if Self.serverFailures.contains(error.code) {
-                settleAttempt(attempt, failed: false)  // the server's failure, not the client's
-                throw error
-            }
-            settleAttempt(attempt, failed: true, code: error.code)
+            settleAttempt(attempt, failure: error.code)
+            if Self.serverFailures.contains(error.code) { throw error }
             if !configuration.conformance && !Self.shownBeforeLookup.contains(error.code) {
                 let failed = WebAuthnError(.authenticationFailed, "the credential could not be verified for this sign-in")
                 // A credential the server does not know (deleted, or never registered): the page
@@ -246,7 +242,7 @@ extension WebAuthnRoutes {
             }
             throw error
         }
-        settleAttempt(attempt, failed: false)
+        settleAttempt(attempt)
         await sessions.sweepIfDue(now: now)
         audit(
             "signed_in", request, context,

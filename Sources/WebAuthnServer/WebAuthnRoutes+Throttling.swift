@@ -45,43 +45,55 @@ extension WebAuthnRoutes {
     /// a user's correct sign-ins at `429` (second re-check).
     static let addressFailureRate = 5.0, addressFailureBurst = 100.0
 
-    /// What an attempt holds while it runs (``beginAttempt(_:_:_:)``): the failure buckets it took from.
+    /// What an attempt holds while it runs (``beginAttempt(_:_:_:)``): a token of each failure
+    /// bucket it took from.
     struct Attempt {
-        let keys: [(key: String, rate: Double, burst: Double)]
+        struct Hold {
+            let key: String, rate: Double, burst: Double
+            /// Given back for a failure decided before the credential lookup, which costs nothing.
+            let backWhenCheap: Bool
+        }
+        let holds: [Hold]
     }
 
     /// Holds one failed result of the session's and one of its address's for an attempt that can
     /// fail (a ceremony's result, an Apple sign-in), while it runs: attempts sent at once cannot all
     /// pass a check made before any of them had failed. Red team, thirty-second pass: 250 failing
     /// results sent at once on one cookie, over separate connections, each ran (a decoy
-    /// verification, a credential ID probed), where 5 should have. ``settleAttempt(_:failed:)``
-    /// gives them back unless the client's attempt failed.
+    /// verification, a credential ID probed), where 5 should have.
+    /// ``settleAttempt(_:failure:notTheClients:)`` gives them back unless the client's attempt failed.
     func beginAttempt<Context: RequestContext>(_ token: BrowserSessions.Token?, _ request: Request, _ context: Context) throws -> Attempt {
-        guard configuration.rateLimit != nil, let limiter else { return Attempt(keys: []) }
+        guard configuration.rateLimit != nil, let limiter else { return Attempt(holds: []) }
         let address = clientAddress(request, context)
-        var keys: [(key: String, rate: Double, burst: Double)] = []
-        if let token { keys.append(("f:" + token.cookieValue, Self.failureRate, Self.failureBurst)) }
+        var holds: [Attempt.Hold] = []
+        if let token { holds.append(.init(key: "f:" + token.cookieValue, rate: Self.failureRate, burst: Self.failureBurst, backWhenCheap: false)) }
         // Not in conformance mode: its test tools send hundreds of refused responses from one address.
-        if !configuration.conformance { keys.append(("F:" + address, Self.addressFailureRate, Self.addressFailureBurst)) }
+        if !configuration.conformance {
+            holds.append(.init(key: "F:" + address, rate: Self.addressFailureRate, burst: Self.addressFailureBurst, backWhenCheap: true))
+        }
         let now = self.now
-        for (i, bucket) in keys.enumerated() {
-            if let wait = limiter.take(bucket.key, rate: bucket.rate, now: now, burst: bucket.burst) {
-                for taken in keys[..<i] { limiter.giveBack(taken.key, rate: taken.rate, burst: taken.burst, now: now) }
+        for (i, hold) in holds.enumerated() {
+            if let wait = limiter.take(hold.key, rate: hold.rate, now: now, burst: hold.burst) {
+                for taken in holds[..<i] { limiter.giveBack(taken.key, rate: taken.rate, burst: taken.burst, now: now) }
                 throw Throttled(seconds: wait, scope: "failures", address: address)
             }
         }
-        return Attempt(keys: keys)
+        return Attempt(holds: holds)
     }
 
-    /// Ends an attempt of ``beginAttempt(_:_:_:)``: a success, or a failure that is not the
-    /// client's (the store's, Apple's), gives its failed results back; a failure decided before the
-    /// credential was looked up (`code` in `WebAuthnError.shownBeforeCredentialLookup`) gives back
-    /// the address's, and keeps the session's.
-    func settleAttempt(_ attempt: Attempt, failed: Bool, code: WebAuthnError.Code? = nil) {
+    /// Ends an attempt of ``beginAttempt(_:_:_:)``. A success (`failure` nil), or a failure that is
+    /// not the client's (`notTheClients`: the store's, the server's, Apple's), gives every token
+    /// back; a failure decided before the credential was looked up
+    /// (`WebAuthnError.shownBeforeCredentialLookup`) gives back the address's and keeps the
+    /// session's; any other failure keeps both.
+    func settleAttempt(
+        _ attempt: Attempt, failure: WebAuthnError.Code? = nil, notTheClients: Set<WebAuthnError.Code> = WebAuthnRoutes.serverFailures
+    ) {
         guard let limiter else { return }
-        let cheap = code.map(WebAuthnError.shownBeforeCredentialLookup.contains) ?? false
-        for bucket in attempt.keys where !failed || (cheap && bucket.key.hasPrefix("F:")) {
-            limiter.giveBack(bucket.key, rate: bucket.rate, burst: bucket.burst, now: now)
+        let clients = failure.map { !notTheClients.contains($0) } ?? false
+        let cheap = failure.map(WebAuthnError.shownBeforeCredentialLookup.contains) ?? false
+        for hold in attempt.holds where !clients || (cheap && hold.backWhenCheap) {
+            limiter.giveBack(hold.key, rate: hold.rate, burst: hold.burst, now: now)
         }
     }
 
