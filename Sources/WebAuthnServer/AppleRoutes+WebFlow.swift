@@ -8,11 +8,9 @@ extension WebAuthnRoutes {
     // MARK: Web flow
 
     /// The flow cookie: SameSite=None and Secure over HTTPS (Apple's form post is cross-site), Lax otherwise.
-    func appleFlowCookie(value: String, maxAge: Int) -> Cookie {
-        let sameSite: Cookie.SameSite = configuration.secureCookies ? .none : .lax
-        return Cookie(
-            name: appleFlowCookieName, value: value, maxAge: maxAge, path: "/", secure: configuration.secureCookies, httpOnly: true,
-            sameSite: sameSite)
+    func appleFlowCookie(value: String, maxAge: Int) -> SetCookie {
+        let secure = configuration.secureCookies
+        return SetCookie(name: appleFlowCookieName, value: value, SetCookie.Attributes(maxAge: maxAge, secure: secure, sameSite: secure ? .none : .lax))
     }
 
     /// The nonce of a web-flow state: derived from it under the server secret, so only the state is stored.

@@ -7,9 +7,39 @@ internal import WebAuthnMetadata
 package import _WebAuthnEncoding
 internal import _WebAuthnCrypto
 
+/// A `Set-Cookie` value: the cookie, then its attributes in a fixed order, `Max-Age`, `Path`,
+/// `Secure` when asked, `HttpOnly`, `SameSite`. Hummingbird's `Cookie` built a dictionary of its
+/// attributes for each response (and wrote them in that dictionary's order); a session cookie's
+/// attributes are the same on every response, so they are formatted once (issue 13).
+struct SetCookie: Sendable, Equatable {
+    /// `SameSite`: `Strict` for sessions; the Apple web flow's cookie is `None` over HTTPS (Apple's
+    /// form post is cross-site) and `Lax` otherwise.
+    enum SameSite: String, Sendable { case strict = "Strict", lax = "Lax", none = "None" }
+
+    /// What follows the value: `; Max-Age=…; Path=/…`.
+    struct Attributes: Sendable, Equatable {
+        let text: String
+        init(maxAge: Int, secure: Bool, sameSite: SameSite) {
+            text = "; Max-Age=\(maxAge); Path=/" + (secure ? "; Secure" : "") + "; HttpOnly; SameSite=\(sameSite.rawValue)"
+        }
+    }
+
+    /// The field's value.
+    let value: String
+
+    /// `name` and `value` are cookie tokens (RFC 6265 §4.1.1): this server's own names and base64url values.
+    init(name: String, value: String, _ attributes: Attributes) {
+        self.value = name + "=" + value + attributes.text
+    }
+}
+
+extension Response {
+    mutating func setCookie(_ cookie: SetCookie) { headers[values: .setCookie].append(cookie.value) }
+}
+
 /// JSON in and out, and the FIDO conformance API's status envelope.
 enum HTTP {
-    static func json(_ value: JSONValue, status: HTTPResponse.Status = .ok, cookie: Cookie? = nil) -> Response {
+    static func json(_ value: JSONValue, status: HTTPResponse.Status = .ok, cookie: SetCookie? = nil) -> Response {
         var response = Response(
             status: status, headers: [.contentType: "application/json", .cacheControl: "no-store"],
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: value.serializedBytes())))
@@ -34,7 +64,7 @@ enum HTTP {
     }
 
     /// `{"status":"ok","errorMessage":""}` plus the members of `payload`.
-    static func ok(_ payload: JSONObject = JSONObject(), cookie: Cookie? = nil) -> Response {
+    static func ok(_ payload: JSONObject = JSONObject(), cookie: SetCookie? = nil) -> Response {
         var object: JSONObject = ["status": "ok", "errorMessage": ""]
         for member in payload.members { object[member.key] = member.value }
         return json(.object(object), cookie: cookie)
@@ -224,9 +254,16 @@ struct CanonicalPathMiddleware<Context: RequestContext>: RouterMiddleware {
         return try await next(request, context)
     }
 
-    /// The root, or a path none of whose segments is empty.
+    /// The root, or a path none of whose segments is empty: no `//`, no `/` at the end. Read byte
+    /// by byte: Foundation's `contains` bridged every request's path (a server profile, issue 13).
     static func isCanonical(_ path: String) -> Bool {
-        path == "/" || (!path.hasSuffix("/") && !path.contains("//"))
+        if path == "/" { return true }
+        var previous: UInt8 = 0
+        for byte in path.utf8 {
+            if byte == UInt8(ascii: "/") && previous == UInt8(ascii: "/") { return false }
+            previous = byte
+        }
+        return previous != UInt8(ascii: "/")
     }
 }
 

@@ -35,7 +35,14 @@ struct BrowserSessions: Sendable {
         self.secure = secure
         self.lifetime = lifetime
         self.cookieName = secure ? "__Host-" + name : name
+        self.attributes = SetCookie.Attributes(maxAge: Int(lifetime), secure: secure, sameSite: .strict)
+        self.expiredCookie = SetCookie(name: cookieName, value: "", SetCookie.Attributes(maxAge: 0, secure: secure, sameSite: .strict))
     }
+
+    /// A session cookie's attributes: the session's lifetime, path `/`, `Secure` over HTTPS, `HttpOnly`, `SameSite=Strict`.
+    private let attributes: SetCookie.Attributes
+    /// A cookie that makes the browser forget the session.
+    let expiredCookie: SetCookie
 
     /// A session secret held by a browser.
     struct Token: Sendable, Equatable {
@@ -117,13 +124,8 @@ struct BrowserSessions: Sendable {
         if let token { try await store.delete(idHash: token.binding) }
     }
 
-    func cookie(_ token: Token) -> Cookie {
-        Cookie(name: cookieName, value: token.cookieValue, maxAge: Int(lifetime), path: "/", secure: secure, httpOnly: true, sameSite: .strict)
-    }
-
-    /// A cookie that makes the browser forget the session.
-    var expiredCookie: Cookie {
-        Cookie(name: cookieName, value: "", maxAge: 0, path: "/", secure: secure, httpOnly: true, sameSite: .strict)
+    func cookie(_ token: Token) -> SetCookie {
+        SetCookie(name: cookieName, value: token.cookieValue, attributes)
     }
 }
 

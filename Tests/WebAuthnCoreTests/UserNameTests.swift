@@ -96,4 +96,38 @@ struct UserNameTests {
         // Real Cyrillic words stay apart from Latin gibberish unless every letter folds.
         #expect(UserName.lookalikeKey("иван") != UserName.lookalikeKey("nbah"))
     }
+
+    @Test("the ASCII shortcuts (normal forms, enforced names, look-alike keys) give what the full rules give")
+    func asciiShortcuts() {
+        var rng = SystemRandomNumberGenerator()
+        func random(_ bytes: ClosedRange<UInt8>, length: ClosedRange<Int>) -> String {
+            String((0..<Int.random(in: length, using: &rng)).map { _ in Character(Unicode.Scalar(UInt8.random(in: bytes, using: &rng))) })
+        }
+        var samples = (0...0x7F).map { String(Unicode.Scalar(UInt8($0))) }
+        samples += ["alice", "Bob@example.com", "user_1234", "a`b", "x|y", "rn", "rnoon", "aIice", "b0b", "I1l|", "", " alice", "\u{7F}x"]
+        samples += [String(repeating: "a", count: 64), String(repeating: "a", count: 65)]
+        for _ in 0..<300 { samples.append(random(0...0x7F, length: 0...70)) }
+        for _ in 0..<300 { samples.append(random(0x21...0x7E, length: 1...64)) }
+        var keyed = 0
+        for s in samples {
+            #expect(UserName.isASCII(s))
+            #expect(UserName.nfc(s) == s.precomposedStringWithCanonicalMapping && UserName.nfd(s) == s.decomposedStringWithCanonicalMapping)
+            #expect(UserName.nfkc(s) == s.precomposedStringWithCompatibilityMapping && UserName.nfkd(s) == s.decomposedStringWithCompatibilityMapping)
+            if let key = UserName.asciiLookalikeKey(s) {
+                keyed += 1
+                #expect(key == UserName.lookalikeKeyInFull(s), "\(s.debugDescription)")
+            }
+            #expect(UserName.lookalikeKey(s) == UserName.lookalikeKeyInFull(s), "\(s.debugDescription)")
+            let short: Result<String, WebAuthnError> = Result { () throws(WebAuthnError) in try UserName.normalize(name: s) }
+            let full: Result<String, WebAuthnError> = Result { () throws(WebAuthnError) in try UserName.normalizeInFull(name: s) }
+            #expect(short.map { $0 } == full.map { $0 } || (try? short.get()) == nil && (try? full.get()) == nil, "\(s.debugDescription)")
+            #expect(UserName.isPlainASCIIName(s) == ((try? full.get()) == s), "\(s.debugDescription)")
+        }
+        // The shortcut serves common names; one byte past ASCII takes the full path.
+        #expect(UserName.asciiLookalikeKey("alice") == UserName.lookalikeKeyInFull("alice") && UserName.asciiLookalikeKey("Bob@example.com") != nil)
+        #expect(keyed > samples.count / 2)
+        #expect(!UserName.isASCII("e\u{301}") && !UserName.isASCII("\u{80}") && UserName.asciiLookalikeKey("al\u{131}ce") == nil)
+        #expect(UserName.nfc("e\u{301}mile") == "\u{E9}mile" && UserName.nfd("\u{E9}mile") == "e\u{301}mile")
+        #expect(UserName.nfkc("\u{FB01}x") == "fix" && UserName.nfkd("\u{FF41}\u{E9}") == "ae\u{301}")
+    }
 }

@@ -39,11 +39,17 @@ public enum UserName {
 
     /// The enforced form of a user name, or `username_invalid`.
     public static func normalize(name raw: String) throws(WebAuthnError) -> String {
+        if isPlainASCIIName(raw) { return raw }
+        return try normalizeInFull(name: raw)
+    }
+
+    /// ``normalize(name:)`` without its ASCII shortcut.
+    static func normalizeInFull(name raw: String) throws(WebAuthnError) -> String {
         guard raw.utf8.count <= maxBytes * 4 else { throw invalid("the name is longer than \(maxBytes) bytes") }
         try checkStreamSafe(raw)
         var mapped = String.UnicodeScalarView()
         for scalar in raw.unicodeScalars { mapped.append(contentsOf: widthMapped(scalar)) }
-        let name = String(mapped).precomposedStringWithCanonicalMapping
+        let name = nfc(String(mapped))
         try checkLength(name, what: "name")
         try checkMarks(name)
         var families: Set<ScriptFamily> = []
@@ -150,7 +156,7 @@ public enum UserName {
             }
         }
         if scalars.last == " " { scalars.removeLast() }
-        let name = String(scalars).precomposedStringWithCompatibilityMapping
+        let name = nfkc(String(scalars))
         try checkLength(name, what: "display name")
         // Marks on something: none first or after a space, at most four on one character (UTS #39
         // §5.4): a name of marks alone showed blank, and stacked marks ran over the lines around.
@@ -178,14 +184,19 @@ public enum UserName {
     /// `admin`, `alice`, `moon` and `bob`. Stores recompute the keys of existing accounts when the
     /// tables change.
     public static func lookalikeKey(_ name: String) -> String {
+        asciiLookalikeKey(name) ?? lookalikeKeyInFull(name)
+    }
+
+    /// ``lookalikeKey(_:)`` without its ASCII shortcut.
+    static func lookalikeKeyInFull(_ name: String) -> String {
         let tables = SkeletonTables.shared
         var folded = String.UnicodeScalarView()
-        for scalar in name.decomposedStringWithCompatibilityMapping.unicodeScalars {
+        for scalar in nfkd(name).unicodeScalars {
             if let image = tables.capitals[scalar.value] { folded.append(contentsOf: image) } else { folded.append(scalar) }
         }
         var key = String.UnicodeScalarView()
         var afterSoftDotted = false
-        for scalar in String(folded).lowercased().decomposedStringWithCanonicalMapping.unicodeScalars {
+        for scalar in nfd(String(folded).lowercased()).unicodeScalars {
             // A dot above a letter that has one (i, j, і, ј: soft-dotted) shows nothing: `i̇` (and `İ`,
             // lowercased) is `i`; so is a dot above what folds to one (`ı̇`: red team, seventh pass).
             if scalar.value == 0x307 && afterSoftDotted { continue }
@@ -195,7 +206,7 @@ public enum UserName {
             let combiningClass = scalar.properties.canonicalCombiningClass.rawValue
             if combiningClass == 0 || combiningClass == 230 { afterSoftDotted = image.last?.properties.isSoftDotted ?? false }
         }
-        return String(key).decomposedStringWithCanonicalMapping
+        return nfd(String(key))
     }
 
     /// The second key under which accounts are unique: the look-alike key of the name in
@@ -208,7 +219,7 @@ public enum UserName {
     /// capital of a precomposed `ῇ` puts its perispomeni on the eta, the capital of its
     /// title-case form `ῌ͂` on the iota (red team, ninth pass).
     public static func capitalsKey(_ name: String) -> String {
-        lookalikeKey(name.decomposedStringWithCanonicalMapping.uppercased())
+        lookalikeKey(nfd(name).uppercased())
     }
 
     // MARK: Internals
@@ -225,7 +236,7 @@ public enum UserName {
     /// twice on one letter, at most four marks on one letter (red team, eighth pass).
     static func checkMarks(_ name: String) throws(WebAuthnError) {
         var marks: [Unicode.Scalar] = []
-        for scalar in name.decomposedStringWithCanonicalMapping.unicodeScalars {
+        for scalar in nfd(name).unicodeScalars {
             let p = scalar.properties
             guard p.generalCategory == .nonspacingMark || p.generalCategory == .enclosingMark else {
                 marks.removeAll(keepingCapacity: true)
