@@ -38,7 +38,8 @@ public struct ServerConfiguration: Sendable {
     /// Proxies whose `X-Forwarded-For` is believed (the client address is
     /// the right-most address not in these ranges). Empty: the socket peer is the client.
     public var trustedProxies: [CIDR]
-    /// How long a signed-in session lasts. Default 12 hours.
+    /// How long a signed-in session lasts: 60 seconds to 400 days (``WebAuthnRoutes`` refuses
+    /// another). Default 12 hours.
     public var sessionLifetime: TimeInterval
     /// The session cookie's name: 1 to 64 of `A-Z a-z 0-9 _ -`, not starting with `__`
     /// (`WebAuthnRoutes` stops the process otherwise). With ``secureCookies`` it is sent as

@@ -53,7 +53,8 @@ public struct WebAuthnRoutes: Sendable {
     ///   - configuration: what the routes serve, and how. Default: the safe defaults
     ///     of ``ServerConfiguration``, with a random secret per process.
     /// - Throws: `configuration_invalid` for a secret outside 32 to 1024 bytes, a session cookie
-    ///   name that is not 1 to 64 of `A-Z a-z 0-9 _ -` or starts with `__`, or no session store
+    ///   name that is not 1 to 64 of `A-Z a-z 0-9 _ -` or starts with `__`, a session lifetime
+    ///   outside 60 seconds to 400 days, or no session store
     ///   (above). (They stopped the process; an adopter's review: a secret read short from a vault.)
     public init(
         engine: WebAuthnEngine, accounts: any AccountStore, sessions: (any SessionStore)? = nil,
@@ -70,6 +71,14 @@ public struct WebAuthnRoutes: Sendable {
                 && name.allSatisfy({ b in (0x30...0x39).contains(b) || (0x41...0x5A).contains(b) || (0x61...0x7A).contains(b) || b == 0x5F || b == 0x2D })
         else {
             throw WebAuthnError(.configurationInvalid, "ServerConfiguration.sessionCookieName must be 1 to 64 of A-Z a-z 0-9 _ -, not starting with __")
+        }
+        // The cookie's `Max-Age` is the lifetime in whole seconds: one that is not finite stopped the
+        // process when the first cookie was written (red team, thirty-fifth pass; the property is a
+        // `var`, so the initialiser's floor of 60 s does not hold for it). Browsers keep a cookie
+        // 400 days at most (RFC 6265bis).
+        guard configuration.sessionLifetime.isFinite, (60...Self.maxSessionLifetime).contains(configuration.sessionLifetime) else {
+            throw WebAuthnError(
+                .configurationInvalid, "ServerConfiguration.sessionLifetime must be 60 s to 400 days, not \(configuration.sessionLifetime)")
         }
         let sessionStore: any SessionStore
         if let sessions {
@@ -94,6 +103,9 @@ public struct WebAuthnRoutes: Sendable {
     }
 
     var now: Date { engine.relyingParty.clock.now() }
+
+    /// The longest ``ServerConfiguration/sessionLifetime``: 400 days, the most a browser keeps a cookie.
+    static let maxSessionLifetime: TimeInterval = 400 * 86_400
 
     /// Mounts ``routes(context:)`` on `router` under `path` (the host app's choice,
     /// "" for the root), the well-known files at the root whatever `path` is (browsers

@@ -273,6 +273,11 @@ struct Serve: AsyncParsableCommand {
         if conformance {
             logger.warning("--conformance: anyone may enroll a credential onto an existing name and unknown names are revealed; never use it for real accounts")
         }
+        if allowed.contains(where: { $0.hasPrefix("https://") }) && !allowed.allSatisfy({ $0.hasPrefix("https://") }) {
+            logger.warning(
+                "an http:// origin beside https:// ones: session cookies are not Secure (no __Host- prefix, no HSTS) for any origin; serve the http:// ones from a server of their own"
+            )
+        }
         let listenPort = port
         // The store line names the database, never its credentials.
         let (host, db) = (self.host, isPostgres ? "postgres (" + (URLComponents(string: self.db)?.host ?? "?") + ")" : self.db)

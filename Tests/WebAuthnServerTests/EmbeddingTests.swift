@@ -165,7 +165,9 @@ struct EmbeddingTests {
         }
     }
 
-    @Test("a short server secret, a cookie name that is not a plain token, or durable accounts without a session store are refused when the routes are made")
+    @Test(
+        "a short server secret, a cookie name that is not a plain token, a session lifetime out of range, or durable accounts without a session store are refused when the routes are made"
+    )
     func configurationRefused() async throws {
         // They stopped the process (a precondition); an adopter's review: a secret read short from
         // a vault should be a typed error, and sessions kept in memory beside durable accounts
@@ -184,6 +186,12 @@ struct EmbeddingTests {
             var configuration = ServerConfiguration(secret: Array(repeating: 1, count: 32))
             configuration.sessionCookieName = name
             #expect(refusal(configuration)?.contains("sessionCookieName") == true, "\(name)")
+        }
+        // A lifetime set after the initialiser skips its floor; one that is not finite trapped at the first cookie.
+        for lifetime in [TimeInterval.infinity, .nan, 59, 401 * 86_400, -1] {
+            var configuration = ServerConfiguration(secret: Array(repeating: 1, count: 32))
+            configuration.sessionLifetime = lifetime
+            #expect(refusal(configuration)?.contains("sessionLifetime") == true, "\(lifetime)")
         }
         let good = ServerConfiguration(secret: Array(repeating: 1, count: 32))
         #expect(refusal(good) == nil, "in-memory accounts keep their sessions in memory")

@@ -67,4 +67,20 @@ extension ServerTests {
         #expect(LoggedPath.withoutIdentifiers(long) == long)
         #expect(LoggedPath.withoutIdentifiers(long + "/credentials/ID9") == long + "/credentials/:id")
     }
+
+    @Test("an http:// origin beside https:// ones is warned of at start: no session cookie is Secure then")
+    func mixedOriginsWarned() async throws {
+        // Red team, thirty-fifth pass: the https site's cookie lost Secure and __Host- without a word.
+        let warning = "session cookies are not Secure"
+        let mixed = try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--origin", "http://localhost:8080"])
+        defer { mixed.stop() }
+        #expect(await mixed.logEventually(contains: warning), "\(mixed.log)")
+        let options = try await mixed.request("/assertion/options", ["username": ""])
+        #expect(options.cookie?.hasPrefix("webauthn_session=") == true && options.headers["set-cookie"]?.contains("Secure") == false)
+        // https origins alone: Secure, and no warning (it is written before the server listens).
+        let secure = try await ServeProcess(database: ServeProcess.temporaryDatabase())
+        defer { secure.stop() }
+        #expect(!secure.log.contains(warning))
+        #expect(try await secure.request("/assertion/options", ["username": ""]).headers["set-cookie"]?.contains("; Secure;") == true)
+    }
 }
