@@ -182,8 +182,12 @@ let package = Package(
         .executableTarget(
             name: "webauthn-bench",
             dependencies: [
-                "WebAuthnCore", "WebAuthnTesting", "_WebAuthnEncoding", "_WebAuthnCrypto",
+                "WebAuthnCore", "WebAuthnTesting", "_WebAuthnEncoding", "_WebAuthnCrypto", "WebAuthnServer", "WebAuthnSQLite",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
         ),

@@ -86,6 +86,26 @@ struct Bench: AsyncParsableCommand {
             results.append(Result(name: "es256-packed-registration", opsPerSecond: rate))
             ratio("es256-packed-registration/openssl-p256-verify", rate / floorRate)
         }
+        if wanted("server-routes-sqlite") {
+            // Sign-ins per CPU second of the server's routes and store, without HTTP, between two
+            // measurements of the engine alone (single-threaded, so its rate is per CPU second too).
+            let routes = try await ServerRoutesFixture.make()
+            let floor = try RawVerifier(.es256)
+            let engine = try await Fixture.sameRequest(.es256)
+            do {
+                let (engineBefore, floorBefore) = try await paired(seconds: seconds / 2, engine: engine, floor: { floor.verifyOnce() })
+                let (_, serverCPU) = try await routes.measure(seconds: seconds)
+                let (engineAfter, floorAfter) = try await paired(seconds: seconds / 2, engine: engine, floor: { floor.verifyOnce() })
+                let rate = 1 / serverCPU
+                results.append(Result(name: "server-routes-sqlite", opsPerSecond: rate))
+                ratio("server-routes-sqlite/es256-authentication", rate / ((engineBefore + engineAfter) / 2))
+                ratio("server-routes-sqlite/openssl-p256-verify", rate / ((floorBefore + floorAfter) / 2))
+            } catch {
+                await routes.close()
+                throw error
+            }
+            await routes.close()
+        }
         if openSSLSpeed {
             // `openssl speed` runs in its own process; to compare under the same
             // machine state, its short runs alternate with engine rounds.
