@@ -76,7 +76,7 @@ public struct WebAuthnRoutes: Sendable {
         // process when the first cookie was written (red team, thirty-fifth pass; the property is a
         // `var`, so the initialiser's floor of 60 s does not hold for it). Browsers keep a cookie
         // 400 days at most (RFC 6265bis).
-        guard configuration.sessionLifetime.isFinite, (60...Self.maxSessionLifetime).contains(configuration.sessionLifetime) else {
+        guard (60...Self.maxSessionLifetime).contains(configuration.sessionLifetime) else {  // NaN and infinities are outside
             throw WebAuthnError(
                 .configurationInvalid, "ServerConfiguration.sessionLifetime must be 60 s to 400 days, not \(configuration.sessionLifetime)")
         }
