@@ -26,9 +26,10 @@ final class GroupCommitWriter: Sendable {
 
     init(database: SQLiteDatabase) { self.database = database }
 
-    /// Runs one write statement in the next group; returns its rows once the group is committed.
-    func write(_ sql: String, _ binds: [SQLiteData]) async throws -> [SQLiteRow] {
-        try await write(SQLiteDatabase.Unit(statements: [(sql, binds)]))[0]
+    /// Runs one write statement in the next group; returns its rows once the group is committed
+    /// (synced to disk, unless the statement need not be ``SQLiteDatabase/Unit/durable``).
+    func write(_ sql: String, _ binds: [SQLiteData], durable: Bool = true) async throws -> [SQLiteRow] {
+        try await write(SQLiteDatabase.Unit(statements: [(sql, binds)], durable: durable))[0]
     }
 
     /// Runs statements as one atomic unit in the next group (all of them, or none, if one
@@ -60,7 +61,7 @@ final class GroupCommitWriter: Sendable {
     }
 
     private func run(_ batch: [Job]) async {
-        if batch.count == 1, batch[0].unit.statements.count == 1, !batch[0].unit.requiresFirstRow {
+        if batch.count == 1, batch[0].unit.statements.count == 1, !batch[0].unit.requiresFirstRow, batch[0].unit.durable {
             // Alone: the statement is its own transaction.
             let job = batch[0], statement = job.unit.statements[0]
             do { job.continuation.resume(returning: [try await database.query(statement.sql, statement.binds)]) } catch {

@@ -146,3 +146,28 @@ extension SQLiteDatabase {
             }) ?? [:]
     }
 }
+
+/// What a statement costs, for the tests' budgets (issue 13).
+extension SQLiteDatabase {
+    /// The virtual-machine steps `sql` takes on the writer, its triggers' included, in a
+    /// transaction rolled back after it (so it changes nothing).
+    func steps(_ sql: String, _ binds: [SQLiteData] = []) async throws -> Int {
+        do {
+            return try await writer.writeWithoutTransaction { db in
+                let statement = try db.cachedStatement(sql: sql).sqliteStatement
+                try db.execute(sql: "BEGIN IMMEDIATE")
+                defer { try? db.execute(sql: "ROLLBACK") }
+                sqlite3_stmt_status(statement, SQLITE_STMTSTATUS_VM_STEP, 1)
+                _ = try Self.run(connection: db.sqliteConnection, statement: statement, binds)
+                return Int(sqlite3_stmt_status(statement, SQLITE_STMTSTATUS_VM_STEP, 1))
+            }
+        } catch let error as DatabaseError {
+            throw SQLiteError(error)
+        }
+    }
+
+    /// The lines of `sql`'s query plan (`EXPLAIN QUERY PLAN`), read on a reader.
+    func plan(_ sql: String, _ binds: [SQLiteData] = []) async throws -> [String] {
+        try await read("EXPLAIN QUERY PLAN " + sql, binds).compactMap { $0.column("detail")?.string }
+    }
+}

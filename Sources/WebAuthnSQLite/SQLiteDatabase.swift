@@ -1,19 +1,23 @@
 import Foundation
 internal import GRDB
+import NIOConcurrencyHelpers
 internal import GRDBSQLite
 
 /// The SQLite store's one door to SQLite, over GRDB: statements are prepared once per
-/// connection and kept (GRDB's statement cache), reads run on a pool of reader
-/// connections that see committed writes only (WAL), and a group of writes runs on the
+/// connection and kept (GRDB's statement cache), reads run on reader connections that see
+/// committed writes only (WAL; ``SQLiteReaders``), and a group of writes runs on the
 /// writer connection in one hop. Values and rows are the store's own small types, so no
-/// GRDB type leaves this file and its probe (`SQLiteDatabase+Probe.swift`).
+/// GRDB type leaves this file, its probe (`SQLiteDatabase+Probe.swift`) and the readers.
 final class SQLiteDatabase: Sendable {
-    private let writer: any DatabaseWriter
+    let writer: any DatabaseWriter
     /// Whether the database is a file (WAL, a reader pool) rather than in memory or read-only
     /// (one connection, no group commit).
     let isFile: Bool
     /// The reader connections of a file database.
-    static let maximumReaders = 4
+    let readers: SQLiteReaders?
+    /// As many as the cores, at least 4: a read runs to its end on the thread that asked for it,
+    /// so more connections than threads would sit idle, and fewer would make threads wait.
+    static let maximumReaders = max(4, ProcessInfo.processInfo.activeProcessorCount)
 
     /// Opens (creating if needed) the database at `path` (`:memory:` for one in memory):
     /// WAL, `synchronous=FULL` (an acknowledged write survives a crash), foreign keys on,
@@ -28,19 +32,24 @@ final class SQLiteDatabase: Sendable {
             configuration.readonly = true
             writer = try DatabaseQueue(path: path, configuration: configuration)
             isFile = false
+            readers = nil
             return
         }
         configuration.foreignKeysEnabled = true
         // Statement journals (one per unit of a group commit) in memory: on disk, past 64 KiB a
         // transaction's journal is a temporary file that takes a write per journaled page.
         configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA temp_store=MEMORY") }
-        configuration.maximumReaderCount = Self.maximumReaders
+        // GRDB's own readers serve only its pool's checks; the store's reads go to ``SQLiteReaders``.
+        configuration.maximumReaderCount = 1
         if path == ":memory:" {
             writer = try DatabaseQueue(configuration: configuration)
             isFile = false
+            readers = nil
         } else {
+            // The pool opens the file and turns WAL on before any reader of ours opens it.
             writer = try DatabasePool(path: path, configuration: configuration)
             isFile = true
+            readers = SQLiteReaders(path: path, maximum: Self.maximumReaders)
         }
         // After the pool is open: turning WAL on, GRDB sets `synchronous=NORMAL` on the writer,
         // after `prepareDatabase` has run. NORMAL syncs the WAL only at checkpoints, so a
@@ -49,32 +58,23 @@ final class SQLiteDatabase: Sendable {
     }
 
     /// One statement on a reader (a file database) or the writer (in memory).
-    func read(_ sql: String, _ binds: [SQLiteData] = []) async throws -> [SQLiteRow] {
-        guard isFile else {
-            do {
-                return try await writer.read { db in try Self.run(db, sql, binds) }
-            } catch let error as DatabaseError {
-                throw SQLiteError(error)
-            }
-        }
-        return try readHere(sql, binds)
-    }
-
-    /// A read on the calling thread, without a hop: a reader of the pool in WAL mode never
+    ///
+    /// On a file, the read runs on the calling thread, without a hop: a reader in WAL mode never
     /// waits for a lock (it reads the last committed snapshot), and one indexed lookup takes
-    /// microseconds, less than the two thread switches an asynchronous access costs. The pool
-    /// holds at most ``maximumReaders`` connections; a caller beyond them waits for one.
-    private func readHere(_ sql: String, _ binds: [SQLiteData]) throws -> [SQLiteRow] {
+    /// microseconds, less than the two thread switches an asynchronous access costs. One
+    /// statement is its own snapshot: no transaction around it.
+    func read(_ sql: String, _ binds: [SQLiteData] = []) async throws -> [SQLiteRow] {
+        if let readers { return try readers.read(sql, binds) }
         do {
-            // One statement is its own snapshot: no transaction around it (GRDB's `read` opens one).
-            return try writer.unsafeRead { db in try Self.run(db, sql, binds) }
+            return try await writer.read { db in try Self.run(db, sql, binds) }
         } catch let error as DatabaseError {
             throw SQLiteError(error)
         }
     }
 
-    /// One statement on the writer, as its own transaction.
+    /// One statement on the writer, as its own transaction (synced).
     func query(_ sql: String, _ binds: [SQLiteData] = []) async throws -> [SQLiteRow] {
+        commits.withLockedValue { $0.durable += 1 }
         do {
             return try await writer.writeWithoutTransaction { db in try Self.run(db, sql, binds) }
         } catch let error as DatabaseError {
@@ -88,9 +88,21 @@ final class SQLiteDatabase: Sendable {
     /// the unit is answered with that error; so is a unit whose first statement must return a
     /// row and returns none (``Unit/requiresFirstRow``, with ``SQLiteError/firstRowMissing``). Any
     /// other failure rolls the transaction back and fails every unit (none was committed).
+    ///
+    /// A group of units that need not be durable alone (``Unit/durable``) commits with
+    /// `synchronous=NORMAL`: no sync, so a power loss can undo it (a crash of the process
+    /// cannot: its writes are in the kernel). The writer is back at `FULL` before the next group,
+    /// and the next durable commit syncs the WAL, and with it every frame written before.
     func group(_ units: [Unit]) async -> [Result<[[SQLiteRow]], any Error>] {
+        let durable = units.contains(where: \.durable)
+        commits.withLockedValue { durable ? ($0.durable += 1) : ($0.lazy += 1) }
         do {
-            return try await writer.writeWithoutTransaction { db in try Self.runGroup(db, units) }
+            return try await writer.writeWithoutTransaction { db in
+                guard !durable else { return try Self.runGroup(db, units) }
+                _ = try Self.run(db, "PRAGMA synchronous=NORMAL", [])
+                defer { _ = try? Self.run(db, "PRAGMA synchronous=FULL", []) }
+                return try Self.runGroup(db, units)
+            }
         } catch {
             let failure: any Error = (error as? DatabaseError).map(SQLiteError.init) ?? error
             return units.map { _ in .failure(failure) }
@@ -98,12 +110,15 @@ final class SQLiteDatabase: Sendable {
     }
 
     private static func runGroup(_ db: Database, _ units: [Unit]) throws -> [Result<[[SQLiteRow]], any Error>] {
-        try db.execute(sql: "BEGIN IMMEDIATE")
+        // The transaction's and the units' control statements are prepared once and kept, as the
+        // others are: GRDB's `execute(sql:)` parsed them again for every group (2 % of the
+        // server's CPU per sign-in, issue 13). Failures, rare, take GRDB's path.
+        _ = try run(db, "BEGIN IMMEDIATE", [])
         var results: [Result<[[SQLiteRow]], any Error>] = []
         results.reserveCapacity(units.count)
         do {
             for unit in units { results.append(try runUnit(db, unit)) }
-            try db.execute(sql: "COMMIT")
+            _ = try run(db, "COMMIT", [])
         } catch {
             try? db.execute(sql: "ROLLBACK")
             throw error
@@ -120,7 +135,14 @@ final class SQLiteDatabase: Sendable {
         /// The first statement must return a row (a `DELETE … RETURNING` that must find one), or
         /// the unit is backed out.
         var requiresFirstRow = false
+        /// Whether the unit must survive a power loss once acknowledged. A pending ceremony need
+        /// not: losing one only makes its user start again (issue 13). Its consumption, a
+        /// counter, a credential, a session must.
+        var durable = true
     }
+
+    /// How many groups committed with a sync (`durable`) and without one (`lazy`): the tests check which.
+    let commits = NIOLockedValueBox((durable: 0, lazy: 0))
 
     /// Runs one unit inside the group's transaction: its rows, statement by statement, or the
     /// failure that backed it out. Other failures are thrown (they end the transaction).
@@ -133,14 +155,14 @@ final class SQLiteDatabase: Sendable {
                 return .failure(error)
             }
         }
-        try db.execute(sql: "SAVEPOINT unit")
+        _ = try run(db, "SAVEPOINT unit", [])
         do {
             var rows: [[SQLiteRow]] = []
             for statement in statements {
                 rows.append(try run(db, statement.sql, statement.binds))
                 if unit.requiresFirstRow, rows.count == 1, rows[0].isEmpty { throw SQLiteError.firstRowMissing }
             }
-            try db.execute(sql: "RELEASE unit")
+            _ = try run(db, "RELEASE unit", [])
             return .success(rows)
         } catch let error as SQLiteError where error.backsOutStatementOnly {
             try db.execute(sql: "ROLLBACK TO unit")
@@ -159,6 +181,7 @@ final class SQLiteDatabase: Sendable {
     }
 
     func close() throws {
+        readers?.close()
         do { try writer.close() } catch let error as DatabaseError { throw SQLiteError(error) }
     }
 
@@ -170,7 +193,11 @@ final class SQLiteDatabase: Sendable {
     static func run(_ db: Database, _ sql: String, _ binds: [SQLiteData]) throws -> [SQLiteRow] {
         let statement: GRDB.Statement
         do { statement = try db.cachedStatement(sql: sql) } catch let error as DatabaseError { throw SQLiteError(error) }
-        let handle = statement.sqliteStatement
+        return try run(connection: db.sqliteConnection, statement: statement.sqliteStatement, binds)
+    }
+
+    /// Binds `binds` to a prepared statement of `connection`, steps it to the end and resets it.
+    static func run(connection: OpaquePointer?, statement handle: OpaquePointer, _ binds: [SQLiteData]) throws -> [SQLiteRow] {
         sqlite3_reset(handle)
         sqlite3_clear_bindings(handle)
         defer { sqlite3_reset(handle) }
@@ -201,14 +228,14 @@ final class SQLiteDatabase: Sendable {
                 status = b.withUnsafeBytes { sqlite3_bind_blob(handle, index, $0.baseAddress, count, transient) }
             case .null: status = sqlite3_bind_null(handle, index)
             }
-            guard status == SQLITE_OK else { throw SQLiteError(connection: db.sqliteConnection) }
+            guard status == SQLITE_OK else { throw SQLiteError(connection: connection) }
         }
         var rows: [SQLiteRow] = []
         while true {
             switch sqlite3_step(handle) {
             case SQLITE_ROW: rows.append(SQLiteRow(statement: handle))
             case SQLITE_DONE: return rows
-            default: throw SQLiteError(connection: db.sqliteConnection)
+            default: throw SQLiteError(connection: connection)
             }
         }
     }

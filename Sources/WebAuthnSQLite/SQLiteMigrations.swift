@@ -348,5 +348,29 @@ enum SQLiteMigrations {
                 """,
             ]
         ),
+        // The per-binding and per-user caps only when a cap is passed: a count through the index
+        // first (the trigger's WHEN), and the rows beyond the newest read from that index, not
+        // sorted in a temporary B-tree for every insert (the old form was half a session's insert).
+        (
+            13,
+            [
+                "DROP TRIGGER challenges_per_binding",
+                """
+                CREATE TRIGGER challenges_per_binding AFTER INSERT ON challenges
+                WHEN NEW.binding IS NOT NULL AND (SELECT COUNT(*) FROM challenges WHERE binding = NEW.binding) > \(PendingCeremony.maxPerBinding) BEGIN
+                    DELETE FROM challenges WHERE rowid IN (
+                        SELECT rowid FROM challenges WHERE binding = NEW.binding ORDER BY expires_at DESC, rowid DESC LIMIT -1 OFFSET \(PendingCeremony.maxPerBinding));
+                END
+                """,
+                "DROP TRIGGER sessions_per_user",
+                """
+                CREATE TRIGGER sessions_per_user AFTER INSERT ON sessions
+                WHEN (SELECT COUNT(*) FROM sessions WHERE user_handle = NEW.user_handle) > \(SignedInSession.maxPerUser) BEGIN
+                    DELETE FROM sessions WHERE rowid IN (
+                        SELECT rowid FROM sessions WHERE user_handle = NEW.user_handle ORDER BY created_at DESC, rowid DESC LIMIT -1 OFFSET \(SignedInSession.maxPerUser));
+                END
+                """,
+            ]
+        ),
     ]
 }

@@ -14,13 +14,15 @@ extension SQLiteStore {
         try await query("SELECT name, handle, display_name FROM accounts WHERE \(Self.accountNamedSQL)", Self.keys(of: name)).first.map(Self.account)
     }
 
-    /// The account a name finds: its look-alike key's, else its capitals key's (``keys(of:)`` binds the three parameters).
-    static let accountNamedSQL = "rowid = (SELECT rowid FROM accounts WHERE name_key = ? OR capitals_key = ? ORDER BY name_key = ? DESC LIMIT 1)"
+    /// The account a name finds: its look-alike key's, else its capitals key's (``keys(of:)`` binds the two parameters).
+    /// Two lookups through the two unique indexes, the second only when the first finds nothing:
+    /// an `OR` with an `ORDER BY` would merge the indexes in a row set and sort in a temporary B-tree.
+    static let accountNamedSQL =
+        "rowid = COALESCE((SELECT rowid FROM accounts WHERE name_key = ?), (SELECT rowid FROM accounts WHERE capitals_key = ?))"
 
     /// The parameters of ``accountNamedSQL``.
     static func keys(of name: String) -> [SQLiteData] {
-        let key = UserName.lookalikeKey(name)
-        return [.text(key), .text(UserName.capitalsKey(name)), .text(key)]
+        [.text(UserName.lookalikeKey(name)), .text(UserName.capitalsKey(name))]
     }
 
     /// The account named `name` with its credentials, in one read when `credentials` is this store.
@@ -34,7 +36,9 @@ extension SQLiteStore {
             throw WebAuthnError(.storageFailure, "accounts row is unreadable")
         }
         let account = try UserEntity(id: handle, name: accountName, displayName: first.column("account_display_name")?.string)
-        return (account, try rows.filter { $0.column("id")?.isNull == false }.map(Self.record))
+        // Oldest first, sorted here: in the statement, a temporary B-tree for a handful of rows.
+        let records = try rows.filter { $0.column("id")?.isNull == false }.map(Self.record)
+        return (account, records.count < 2 ? records : records.sorted { $0.createdAt < $1.createdAt })
     }
 
     /// The account with this user handle, if any.

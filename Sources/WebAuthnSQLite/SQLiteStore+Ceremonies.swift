@@ -118,6 +118,7 @@ extension SQLiteStore {
 
     /// Keeps a ceremony under its challenge (replacing one under the same challenge),
     /// dropping its binding's oldest beyond ``PendingCeremony/maxPerBinding`` in the same statement.
+    /// Not synced to disk (a power loss can lose it, and its user starts again); consuming it is.
     public func insert(_ ceremony: PendingCeremony) async throws {
         // The challenges_per_binding trigger keeps a binding's newest ceremonies, in the same statement.
         _ = try await query(
@@ -125,7 +126,7 @@ extension SQLiteStore {
             [
                 .blob(ceremony.challenge), .text(ceremony.json.serialized()), .float(ceremony.expiresAt.timeIntervalSince1970),
                 ceremony.binding.map { .blob($0) } ?? .null,
-            ])
+            ], durable: false)
     }
 
     /// The ceremony under `challenge`, without removing it.

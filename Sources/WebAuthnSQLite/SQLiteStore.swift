@@ -8,7 +8,7 @@ internal import _WebAuthnCrypto
 
 /// The embedded default store: credentials, pending ceremonies, accounts and
 /// signed-in sessions in one SQLite file (WAL, synchronous FULL: an acknowledged write survives
-/// a crash). Every state change is one atomic statement: `INSERT` on the
+/// a crash; a pending ceremony's insert alone is not synced, and a power loss can lose it). Every state change is one atomic statement: `INSERT` on the
 /// primary key (a duplicate fails), `DELETE … RETURNING` to consume a
 /// challenge exactly once, `UPDATE … WHERE sign_count = ? RETURNING` for the
 /// counter compare-and-set. Several processes may share the file.
@@ -154,15 +154,15 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
     /// tests count them per ceremony step.
     let accesses = NIOLockedValueBox((reads: 0, writes: 0))
 
-    /// One statement, unless the store is closing or closed.
-    func query(_ sql: String, _ binds: [SQLiteData] = []) async throws -> [SQLiteRow] {
+    /// One statement, unless the store is closing or closed; a write not ``SQLiteDatabase/Unit/durable`` is not synced.
+    func query(_ sql: String, _ binds: [SQLiteData] = [], durable: Bool = true) async throws -> [SQLiteRow] {
         try begin()
         defer { finished() }
         let isRead = sql.hasPrefix("SELECT")
         accesses.withLockedValue { isRead ? ($0.reads += 1) : ($0.writes += 1) }
         guard let writer else { return try await connection.query(sql, binds) }
         // Reads on a reader; every other statement is a write, committed in a group.
-        return isRead ? try await connection.read(sql, binds) : try await writer.write(sql, binds)
+        return isRead ? try await connection.read(sql, binds) : try await writer.write(sql, binds, durable: durable)
     }
 
     /// Write statements as one atomic unit (all or, when one fails a constraint, none), in
@@ -331,7 +331,7 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
     static let insertCredentialSQL = "INSERT INTO credentials (\(CredentialColumn.list)) VALUES (\(placeholders(CredentialColumn.allCases.count)))"
     static let accountWithCredentialsSQL = """
         SELECT a.name AS account_name, a.handle AS account_handle, a.display_name AS account_display_name, \(CredentialColumn.listOfC)
-        FROM accounts a LEFT JOIN credentials c ON c.user_handle = a.handle WHERE a.\(accountNamedSQL) ORDER BY c.created_at
+        FROM accounts a LEFT JOIN credentials c ON c.user_handle = a.handle WHERE a.\(accountNamedSQL)
         """
 
     static func record(_ row: SQLiteRow) throws(WebAuthnError) -> CredentialRecord {

@@ -18,7 +18,8 @@ internal import _WebAuthnCrypto
 /// change the secret (no fixation).
 struct BrowserSessions: Sendable {
     let store: any SessionStore
-    let secret: [UInt8]
+    /// The server secret, keyed once: the key of every session tag.
+    let key: HMACKey
     let secure: Bool
     let lifetime: TimeInterval
     /// When expired sessions were last swept from the store (at most once a minute, by the engine's clock).
@@ -31,7 +32,7 @@ struct BrowserSessions: Sendable {
 
     init(store: any SessionStore, secret: [UInt8], secure: Bool, lifetime: TimeInterval, name: String = "webauthn_session") {
         self.store = store
-        self.secret = secret
+        self.key = HMACKey(secret)
         self.secure = secure
         self.lifetime = lifetime
         self.cookieName = secure ? "__Host-" + name : name
@@ -53,7 +54,7 @@ struct BrowserSessions: Sendable {
 
     func mint() -> Token {
         let nonce = SecureRandom.bytes(16)
-        return Token(bytes: nonce + Array(Digest.hmacSHA256(key: secret, Array("webauthn session".utf8), nonce).prefix(16)))
+        return Token(bytes: nonce + Array(key.authenticate(Array("webauthn session".utf8), nonce).prefix(16)))
     }
 
     /// The request's session token, if its cookie is one this server issued.
@@ -61,7 +62,7 @@ struct BrowserSessions: Sendable {
         guard let value = HTTP.cookie(cookieName, in: request), value.utf8.count == 43,
             let bytes = Base64URL.decode(String(value)), bytes.count == 32
         else { return nil }
-        let tag = Array(Digest.hmacSHA256(key: secret, Array("webauthn session".utf8), Array(bytes[0..<16])).prefix(16))
+        let tag = Array(key.authenticate(Array("webauthn session".utf8), Array(bytes[0..<16])).prefix(16))
         // Constant time: every byte is compared whatever the first difference.
         guard Bytes.constantTimeEqual(tag, Array(bytes[16...])) else { return nil }
         return Token(bytes: bytes)

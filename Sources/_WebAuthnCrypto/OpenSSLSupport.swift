@@ -42,6 +42,9 @@ package enum OpenSSL {
         nonisolated(unsafe) static let privateKey = cString(OSSL_PKEY_PARAM_PRIV_KEY)
         /// A parameter *value*: OSSL_PARAM_BLD also keeps pushed strings by pointer until `to_param`.
         nonisolated(unsafe) static let p256 = cString("prime256v1")
+        nonisolated(unsafe) static let digest = cString(OSSL_MAC_PARAM_DIGEST)
+        /// A parameter value: the digest of HMAC-SHA-256.
+        nonisolated(unsafe) static let sha256 = cString("SHA256")
 
         private static func cString(_ s: String) -> UnsafePointer<CChar> { UnsafePointer(strdup(s)!) }
     }
@@ -52,6 +55,10 @@ package enum OpenSSL {
     nonisolated(unsafe) static let sha256: OpaquePointer = fetchDigest("SHA256")
     nonisolated(unsafe) static let sha384: OpaquePointer = fetchDigest("SHA384")
     nonisolated(unsafe) static let sha512: OpaquePointer = fetchDigest("SHA512")
+    nonisolated(unsafe) static let hmac: OpaquePointer = {
+        guard let mac = EVP_MAC_fetch(nil, "HMAC", nil) else { fatalError("OpenSSL has no HMAC: \(drainErrors())") }
+        return mac
+    }()
 
     private static func fetchDigest(_ name: String) -> OpaquePointer {
         guard let md = EVP_MD_fetch(nil, name, nil) else {

@@ -25,7 +25,8 @@ internal import _WebAuthnCrypto
 ///     binding: binding, allowCredentials: found == nil ? standIns.credentials(for: name) : nil)
 /// ```
 public struct StandInCredentials: Sendable {
-    let secret: [UInt8]
+    /// The secret, keyed once for the several MACs of every stand-in.
+    let key: HMACKey
 
     /// Stand-ins derived from `secret` (at least 32 bytes; `configuration_invalid` otherwise):
     /// the same secret gives the same stand-ins for a name, on every instance.
@@ -33,25 +34,25 @@ public struct StandInCredentials: Sendable {
         guard secret.count >= 32 else {
             throw WebAuthnError(.configurationInvalid, "the stand-in secret is \(secret.count) bytes; at least 32 are needed")
         }
-        self.secret = secret
+        self.key = HMACKey(secret)
     }
 
     /// The user handle a stand-in ceremony is started for (no account has it:
     /// handles of real accounts are random, and a lookup of it finds nothing).
     public func userHandle(for name: String) -> [UInt8] {
-        Digest.hmacSHA256(key: secret, Array("webauthn stand-in handle".utf8), Array(UserName.capitalsKey(name).utf8))
+        key.authenticate(Array("webauthn stand-in handle".utf8), Array(UserName.capitalsKey(name).utf8))
     }
 
     /// One or two descriptors shaped like real ones (passkey or security-key
     /// ID lengths, plausible transports).
     public func credentials(for name: String) -> [CredentialDescriptor] {
-        let seed = Digest.hmacSHA256(key: secret, Array("webauthn stand-in credentials".utf8), Array(UserName.capitalsKey(name).utf8))
+        let seed = key.authenticate(Array("webauthn stand-in credentials".utf8), Array(UserName.capitalsKey(name).utf8))
         let count = 1 + Int(seed[0] & 1)
         let transports: [[AuthenticatorTransport]] = [[.hybrid, .internal], [.usb], [.internal], [.nfc, .usb], []]
         let lengths = [16, 20, 32, 48, 64]
         return (0..<count).map { i in
             let length = lengths[Int(seed[1 + i]) % lengths.count]
-            let nonce = Array(Digest.hmacSHA256(key: secret, Array("webauthn stand-in id".utf8), seed, [UInt8(i)]).prefix(8))
+            let nonce = Array(key.authenticate(Array("webauthn stand-in id".utf8), seed, [UInt8(i)]).prefix(8))
             return CredentialDescriptor(id: nonce + tag(nonce, length: length - 8), transports: transports[Int(seed[3 + i]) % transports.count])
         }
     }
@@ -69,7 +70,7 @@ public struct StandInCredentials: Sendable {
         var out: [UInt8] = []
         var block: UInt8 = 0
         while out.count < length {
-            out += Digest.hmacSHA256(key: secret, Array("webauthn stand-in tag".utf8), nonce, [block])
+            out += key.authenticate(Array("webauthn stand-in tag".utf8), nonce, [block])
             block &+= 1
         }
         return Array(out.prefix(length))
