@@ -1,5 +1,6 @@
 internal import Foundation
 public import Hummingbird
+internal import HummingbirdCore
 public import Logging
 public import WebAuthnCore
 public import WebAuthnMetadata
@@ -24,6 +25,12 @@ public struct ApplicationConfiguration: Sendable {
     /// server; the room above that is for clients behind one NAT address. Nil: no limit.
     /// Default 256.
     public var maxConnectionsPerAddress: Int? = 256
+    /// The most connections open at once, from every address together. At the limit the server
+    /// accepts no more (they wait in the listen queue) until one closes, so its file descriptors
+    /// never run out: out of descriptors, SwiftNIO's accept loop spun on `EMFILE` and every new
+    /// client, `/healthz` included, timed out (red team, thirty-sixth pass). Nil: no limit. Default:
+    /// the process's descriptor limit (`RLIMIT_NOFILE`, soft) less ``reservedDescriptors``.
+    public var maxConnections: Int? = ApplicationConfiguration.connectionBudget()
     /// The routes' configuration (secret, throttling, proxies, demo, ...).
     public var routes: ServerConfiguration
     /// Where the ceremony routes are mounted ("" for the root, as the FIDO conformance tools expect).
@@ -38,6 +45,17 @@ public struct ApplicationConfiguration: Sendable {
     public var metadata: MetadataService?
     /// Who may read `GET /metrics`. Default ``MetricsExposure/loopback``.
     public var metrics: MetricsExposure
+
+    /// The descriptors the default ``maxConnections`` leaves for the rest of the process: the
+    /// store's files and connections, outgoing HTTPS (metadata, Apple), the event loops' own.
+    public static let reservedDescriptors = 256
+
+    /// The default ``maxConnections``: the soft `RLIMIT_NOFILE` less ``reservedDescriptors``, at least 16.
+    public static func connectionBudget() -> Int {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur != rlim_t.max else { return 1_000_000 }
+        return max(16, Int(clamping: limit.rlim_cur) - reservedDescriptors)
+    }
 
     /// A configuration; each parameter sets the property of the same name.
     /// Defaults: `127.0.0.1:8080`, a 30-second idle timeout, the default
@@ -104,7 +122,9 @@ public func buildApplication(
                     RequestDeadlineHandler(deadline: deadline), ConnectionFlowHandler(stallTimeout: deadline, maxBodySize: maxBody, secure: secure),
                 ],
                 idleTimeout: .seconds(configuration.idleTimeout.components.seconds))),
-        configuration: .init(address: .hostname(configuration.host, port: port), serverName: "webauthn"),
+        configuration: .init(
+            address: .hostname(configuration.host, port: port), serverName: "webauthn",
+            availableConnectionsDelegate: configuration.maxConnections.map { MaximumAvailableConnections(max(1, $0)) }),
         onServerRunning: { channel in await callback(channel.localAddress?.port ?? port) },
         logger: configuration.logger)
 }

@@ -73,6 +73,12 @@ struct Serve: AsyncParsableCommand {
     )
     var maxConnectionsPerAddress = 256
     @Option(
+        name: .customLong("max-connections"),
+        help:
+            "The most connections open at once, from all addresses; more wait in the listen queue. 0: no limit. Default: the descriptor limit (raised to its hard limit at start) less 256."
+    )
+    var maxConnections: Int?
+    @Option(
         name: .customLong("allocator-trim-interval"),
         help:
             "Seconds between returns of the memory the C allocator keeps free (malloc_trim) to the system, so that RSS falls back after a burst of large requests. 0: never."
@@ -159,6 +165,7 @@ struct Serve: AsyncParsableCommand {
         guard idleTimeout > 0 else { throw ValidationError("--idle-timeout must be positive") }
         guard (1...3600).contains(requestTimeout) else { throw ValidationError("--request-timeout must be 1...3600") }
         guard (0...1_000_000).contains(maxConnectionsPerAddress) else { throw ValidationError("--max-connections-per-address must be 0...1000000") }
+        if let maxConnections, !(0...10_000_000).contains(maxConnections) { throw ValidationError("--max-connections must be 0...10000000") }
         guard (0...86_400).contains(allocatorTrimInterval) else { throw ValidationError("--allocator-trim-interval must be 0...86400") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level: unknown level \(logLevel)") }
         guard (0...1_000_000).contains(logRate) else { throw ValidationError("--log-rate must be 0...1000000") }
@@ -189,6 +196,7 @@ struct Serve: AsyncParsableCommand {
         let budget = logRate > 0 ? LogBudget(rate: Double(logRate)) : nil
         var logger = Logger(label: "webauthn") { ServerLogHandler(label: $0, budget: budget) }
         logger.logLevel = Logger.Level(rawValue: logLevel) ?? .info
+        let descriptors = Self.raiseDescriptorLimit()
         let types = try VerifyRegistration.parseTypes(attestationTypes)
         let crossOrigin: CrossOriginPolicy = !topOrigins.isEmpty ? .allowTopOrigins(topOrigins) : allowCrossOrigin ? .allowAnyTopOrigin : .deny
         let policy = VerificationPolicy(
@@ -300,6 +308,9 @@ struct Serve: AsyncParsableCommand {
             }, metadata: metadata, metrics: MetricsExposure(rawValue: metrics) ?? .loopback)
         application.requestTimeout = .seconds(requestTimeout)
         application.maxConnectionsPerAddress = maxConnectionsPerAddress == 0 ? nil : maxConnectionsPerAddress
+        application.maxConnections = maxConnections.map { $0 == 0 ? nil : $0 } ?? ApplicationConfiguration.connectionBudget()
+        logger.info(
+            "connections", metadata: ["descriptors": "\(descriptors)", "max_connections": "\(application.maxConnections.map(String.init) ?? "unlimited")"])
         let app = try buildApplication(engine: engine, accounts: store, sessions: store, configuration: application)
         // The store first: a group shuts its services down in reverse order, so the HTTP server
         // drains before the store closes (and the metadata service stops before either).
@@ -307,5 +318,18 @@ struct Serve: AsyncParsableCommand {
         if allocatorTrimInterval > 0 { services.append(AllocatorTrim(interval: .seconds(allocatorTrimInterval), logger: logger)) }
         let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
+    }
+
+    /// Raises the soft limit on open files to the hard one (a server's connections are files; a
+    /// default soft limit of 1,024 let four addresses take them all); returns the soft limit now.
+    static func raiseDescriptorLimit() -> String {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return "unknown" }
+        if limit.rlim_cur < limit.rlim_max {
+            var raised = limit
+            raised.rlim_cur = limit.rlim_max
+            if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 { limit = raised }
+        }
+        return limit.rlim_cur == rlim_t.max ? "unlimited" : String(limit.rlim_cur)
     }
 }

@@ -157,12 +157,24 @@ extension WebAuthnEngine {
         }
         if !housekeeping.admit(limits: limits) {
             // Full: by default the ceremonies that expire first make room (a flood shortens how
-            // long a ceremony waits; it cannot block new ones), a hundredth of the limit at a time.
+            // long a ceremony waits; it cannot block new ones), a hundredth of the limit at a time or
+            // as many as requests wait for room.
+            // One eviction at a time: the requests that find the engine full meanwhile wait for it
+            // and take the room it made. (Each evicting on its own, 300 requests at once dropped
+            // 300 hundredths, every pending ceremony, and most of them were refused all the same:
+            // red team, thirty-sixth pass.)
             var admitted = false
             if limits.evictOldestWhenFull {
-                let evicted = try await store { try await challenges.evictOldest(max(1, min(limits.maxPendingCeremonies / 100, 1000))) }
-                housekeeping.evicted(evicted)
-                admitted = evicted > 0 && housekeeping.admit(limits: limits)
+                housekeeping.waiting(+1)
+                defer { housekeeping.waiting(-1) }
+                let batch = max(1, min(limits.maxPendingCeremonies / 100, 1000))
+                for _ in 0..<Housekeeping.maxEvictionRounds where !admitted {
+                    let evicted = try await store {
+                        try await housekeeping.makeRoom(limits: limits, atLeast: batch) { count in try await challenges.evictOldest(count) }
+                    }
+                    admitted = housekeeping.admit(limits: limits)
+                    if evicted == 0 { break }  // the store had nothing left to evict
+                }
             }
             guard admitted else {
                 throw WebAuthnError(.tooManyPendingCeremonies, "\(limits.maxPendingCeremonies) ceremonies are pending; try again in a minute")
@@ -203,7 +215,15 @@ final class Housekeeping: Sendable {
         var lastSweep: Date?
         var pending = 0
         var sweeping = false
+        /// The eviction running, which requests that find the engine full wait for.
+        var eviction: Task<Int, any Error>?
+        /// The requests waiting for room: the next eviction makes room for all of them.
+        var waiting = 0
     }
+
+    /// The most evictions one request waits through before it is refused (each makes room for a
+    /// hundredth of the limit, taken by the requests waiting first).
+    static let maxEvictionRounds = 8
     private let state = Locked(State())
 
     /// Whether this caller should sweep now (one at a time).
@@ -237,6 +257,38 @@ final class Housekeeping: Sendable {
 
     func release() { state.withLock { $0.pending = max(0, $0.pending - 1) } }
 
-    /// Counts `count` ceremonies removed to make room.
-    func evicted(_ count: Int) { state.withLock { $0.pending = max(0, $0.pending - count) } }
+    /// Counts a request waiting for room (`+1`), or one that got it or gave up (`-1`).
+    func waiting(_ change: Int) { state.withLock { $0.waiting += change } }
+
+    /// Makes room with `evict` (which removes up to the count it is given, the ceremonies that
+    /// expire first, and returns how many it removed), one eviction at a time, for every request
+    /// waiting (at least `atLeast`): a caller that finds one running waits for it, and one that
+    /// finds room already made evicts nothing. Returns how many the eviction it waited for
+    /// removed, nil when there was room.
+    func makeRoom(
+        limits: WebAuthnEngine.Limits, atLeast batch: Int, _ evict: @escaping @Sendable (Int) async throws -> Int
+    ) async throws -> Int? {
+        let eviction = state.withLock { s -> Task<Int, any Error>? in
+            if let running = s.eviction { return running }
+            guard s.pending >= limits.maxPendingCeremonies else { return nil }
+            let count = max(batch, min(s.waiting, limits.maxPendingCeremonies))
+            let task = Task { [self] in
+                do {
+                    let removed = try await evict(count)
+                    state.withLock { s in
+                        s.pending = max(0, s.pending - removed)
+                        s.eviction = nil
+                    }
+                    return removed
+                } catch {
+                    state.withLock { $0.eviction = nil }
+                    throw error
+                }
+            }
+            s.eviction = task
+            return task
+        }
+        guard let eviction else { return nil }
+        return try await eviction.value
+    }
 }

@@ -50,6 +50,19 @@ final class RawConnection: @unchecked Sendable {
         return String(decoding: buffer.prefix(count), as: UTF8.self)
     }
 
+    /// What the server sent, if anything arrives within `seconds` (polled, without blocking a thread).
+    func receive(within seconds: Double) async -> String? {
+        let deadline = Date().addingTimeInterval(seconds)
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while Date() < deadline {
+            let count = buffer.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            if count > 0 { return String(decoding: buffer.prefix(count), as: UTF8.self) }
+            if count == 0 { return nil }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return nil
+    }
+
     /// Whether the server has closed the connection (a read returns end of file at once).
     func closedByPeer() -> Bool {
         var byte: UInt8 = 0
