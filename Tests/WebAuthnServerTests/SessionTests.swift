@@ -56,6 +56,14 @@ struct SessionTests {
         let other = BrowserSessions(store: InMemorySessionStore(), secret: SecureRandom.bytes(32), secure: false, lifetime: 3600)
         #expect(other.token(request(cookie: "webauthn_session=\(token.cookieValue)")) == nil)
         #expect(sessions.token(request(cookie: "webauthn_session=forged")) == nil)
+        // The same token spelled with the last character's two unused bits set: refused.
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+        let last = alphabet.firstIndex(of: token.cookieValue.last!)!
+        for bits in 1...3 {
+            let respelled = String(token.cookieValue.dropLast()) + String(alphabet[last | bits])
+            #expect(Base64URL.decode(respelled) == token.bytes, "the spelling decodes to the token, or the check is vacuous")
+            #expect(sessions.token(request(cookie: "webauthn_session=\(respelled)")) == nil, "\(respelled)")
+        }
         #expect(sessions.token(request(cookie: nil)) == nil)
         let secure = BrowserSessions(store: InMemorySessionStore(), secret: [1], secure: true, lifetime: 60)
         let minted = secure.mint()
