@@ -309,6 +309,11 @@ struct Serve: AsyncParsableCommand {
         application.requestTimeout = .seconds(requestTimeout)
         application.maxConnectionsPerAddress = maxConnectionsPerAddress == 0 ? nil : maxConnectionsPerAddress
         application.maxConnections = maxConnections.map { $0 == 0 ? nil : $0 } ?? ApplicationConfiguration.connectionBudget()
+        if let cap = application.maxConnections, let perAddress = application.maxConnectionsPerAddress, cap <= perAddress {
+            // Red team, thirty-sixth pass: then one address can hold every connection, for as long as it sends.
+            logger.warning(
+                "--max-connections (\(cap)) is not above --max-connections-per-address (\(perAddress)): one address can hold every connection")
+        }
         logger.info(
             "connections", metadata: ["descriptors": "\(descriptors)", "max_connections": "\(application.maxConnections.map(String.init) ?? "unlimited")"])
         let app = try buildApplication(engine: engine, accounts: store, sessions: store, configuration: application)

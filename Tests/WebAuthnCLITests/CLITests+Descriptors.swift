@@ -39,4 +39,32 @@ extension CLITests {
         #expect(found.contains("descriptors=\(hard)"), "\(found)")
         #expect(found.contains("max_connections=\(Int(hard) - 256)"), "\(found)")
     }
+
+    @Test("serve warns when one address may hold every connection (--max-connections not above --max-connections-per-address)")
+    func connectionCapWarned() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("cap-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let log = folder + "/serve.log"
+        let process = Process()
+        process.executableURL = Self.binary("webauthn")
+        process.arguments = [
+            "serve", "--port", "0", "--rp-id", "example.com", "--origin", "https://example.com", "--db", "sqlite:\(folder)/db.sqlite",
+            "--max-connections", "100",
+        ]
+        process.standardOutput = FileHandle.nullDevice
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
+        try process.run()
+        defer {
+            process.terminate()
+            process.waitUntilExit()
+        }
+        var warned = false
+        for _ in 0..<300 where !warned {
+            try await Task.sleep(for: .milliseconds(100))
+            warned = (try? String(contentsOfFile: log, encoding: .utf8))?.contains("one address can hold every connection") == true
+        }
+        #expect(warned, "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+    }
 }

@@ -14,7 +14,10 @@ final class SlowEvictionStore: ChallengeStore {
     func insert(_ ceremony: PendingCeremony) async throws { try await inner.insert(ceremony) }
     func pending(challenge: [UInt8]) async throws -> PendingCeremony? { try await inner.pending(challenge: challenge) }
     func consume(challenge: [UInt8]) async throws -> PendingCeremony? { try await inner.consume(challenge: challenge) }
-    func sweep(expiredBefore date: Date) async throws -> Int { try await inner.sweep(expiredBefore: date) }
+    func sweep(expiredBefore date: Date) async throws -> Int {
+        try await Task.sleep(for: .milliseconds(20))
+        return try await inner.sweep(expiredBefore: date)
+    }
     func evictOldest(_ count: Int) async throws -> Int {
         try await Task.sleep(for: .milliseconds(20))
         let removed = try await inner.evictOldest(count)
@@ -52,5 +55,33 @@ extension EngineSessionTests {
         #expect(evictions.removed <= 301 + 2 * 10, "\(evictions.removed) ceremonies evicted for 301 new ones")
         #expect(memory.count <= limit && memory.count >= limit - 2 * 10, "\(memory.count) pending")
         #expect(try await memory.pending(challenge: users) != nil, "the newest ceremony was evicted")
+    }
+
+    @Test("the engine's count is an estimate: when it says full, the store's true count decides how many to evict, and one cookie's flood evicts nobody's")
+    func evictionRecounts() async throws {
+        let rp = try RelyingParty(id: "example.com", origins: [origin], clock: time.clock, challengeLifetime: 60)
+        let limit = 100
+        let memory = InMemoryChallengeStore(clock: time.clock)
+        let challenges = SlowEvictionStore(memory)
+        let engine = WebAuthnEngine(
+            relyingParty: rp, credentials: InMemoryCredentialStore(), challenges: challenges,
+            limits: .init(maxPendingCeremonies: limit, sweepInterval: 10_000))
+        // Fifty other clients' ceremonies, then one cookie's flood: the store keeps 8 of it (the
+        // per-session cap), but the engine counts every one of them.
+        var others: [[UInt8]] = []
+        for i in 0..<50 { others.append(try await engine.startAuthentication(binding: [UInt8(i), 1]).challenge) }
+        time.advance(1)
+        let refused = await withTaskGroup(of: Bool.self) { group in
+            for _ in 0..<300 {
+                group.addTask { (try? await engine.startAuthentication(binding: [9, 9])) == nil }
+            }
+            return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(refused == 0, "\(refused) of 300 refused")
+        // Before: the flood's estimate looked full, and the evictions took the fifty (they expire first).
+        var kept = 0
+        for challenge in others where try await memory.pending(challenge: challenge) != nil { kept += 1 }
+        #expect(kept == others.count, "\(others.count - kept) of the other clients' ceremonies evicted")
+        #expect(challenges.evictions.withLock { $0.removed } == 0)
     }
 }

@@ -168,12 +168,15 @@ extension WebAuthnEngine {
                 housekeeping.waiting(+1)
                 defer { housekeeping.waiting(-1) }
                 let batch = max(1, min(limits.maxPendingCeremonies / 100, 1000))
+                let challenges = self.challenges
                 for _ in 0..<Housekeeping.maxEvictionRounds where !admitted {
-                    let evicted = try await store {
-                        try await housekeeping.makeRoom(limits: limits, atLeast: batch) { count in try await challenges.evictOldest(count) }
+                    let progress = try await store {
+                        try await housekeeping.makeRoom(
+                            limits: limits, atLeast: batch,
+                            recount: { try await challenges.sweep(expiredBefore: now) }, evict: { try await challenges.evictOldest($0) })
                     }
                     admitted = housekeeping.admit(limits: limits)
-                    if evicted == 0 { break }  // the store had nothing left to evict
+                    if !progress { break }  // the store had nothing left to evict
                 }
             }
             guard admitted else {
@@ -216,7 +219,7 @@ final class Housekeeping: Sendable {
         var pending = 0
         var sweeping = false
         /// The eviction running, which requests that find the engine full wait for.
-        var eviction: Task<Int, any Error>?
+        var eviction: Task<Bool, any Error>?
         /// The requests waiting for room: the next eviction makes room for all of them.
         var waiting = 0
     }
@@ -260,26 +263,36 @@ final class Housekeeping: Sendable {
     /// Counts a request waiting for room (`+1`), or one that got it or gave up (`-1`).
     func waiting(_ change: Int) { state.withLock { $0.waiting += change } }
 
-    /// Makes room with `evict` (which removes up to the count it is given, the ceremonies that
-    /// expire first, and returns how many it removed), one eviction at a time, for every request
-    /// waiting (at least `atLeast`): a caller that finds one running waits for it, and one that
-    /// finds room already made evicts nothing. Returns how many the eviction it waited for
-    /// removed, nil when there was room.
+    /// Makes room for the requests waiting (at least `batch`), one attempt at a time: a caller that
+    /// finds one running waits for it, and one that finds room already made does nothing.
+    ///
+    /// The attempt counts first (`recount`: the store's sweep of expired ceremonies, which
+    /// returns how many remain), since the engine's count only estimates: it adds every insert,
+    /// while a session's cap drops its oldest in the store. Only what the true count leaves short
+    /// is evicted (`evict`, the ceremonies that expire first), and nothing while a batch fits. (Red team, thirty-sixth pass: one
+    /// cookie's 14,000 options a second made the estimate full within a sweep interval while the
+    /// store held 58, and the evictions took every other client's ceremony.) Returns whether room
+    /// may have been made: false when the store had nothing left to evict.
     func makeRoom(
-        limits: WebAuthnEngine.Limits, atLeast batch: Int, _ evict: @escaping @Sendable (Int) async throws -> Int
-    ) async throws -> Int? {
-        let eviction = state.withLock { s -> Task<Int, any Error>? in
+        limits: WebAuthnEngine.Limits, atLeast batch: Int, recount: @escaping @Sendable () async throws -> Int,
+        evict: @escaping @Sendable (Int) async throws -> Int
+    ) async throws -> Bool {
+        let attempt = state.withLock { s -> Task<Bool, any Error>? in
             if let running = s.eviction { return running }
             guard s.pending >= limits.maxPendingCeremonies else { return nil }
-            let count = max(batch, min(s.waiting, limits.maxPendingCeremonies))
+            let wanted = max(batch, min(s.waiting, limits.maxPendingCeremonies))
             let task = Task { [self] in
                 do {
-                    let removed = try await evict(count)
+                    let remaining = try await recount()
+                    // Room for a batch in truth: none evicted (the waiting may be one session's
+                    // flood, whose inserts replace its own oldest). Else as many as wait, or a batch.
+                    let roomy = remaining + batch <= limits.maxPendingCeremonies
+                    let removed = roomy ? 0 : try await evict(max(batch, remaining + wanted - limits.maxPendingCeremonies))
                     state.withLock { s in
-                        s.pending = max(0, s.pending - removed)
+                        s.pending = max(0, remaining - removed)
                         s.eviction = nil
                     }
-                    return removed
+                    return roomy || removed > 0
                 } catch {
                     state.withLock { $0.eviction = nil }
                     throw error
@@ -288,7 +301,7 @@ final class Housekeeping: Sendable {
             s.eviction = task
             return task
         }
-        guard let eviction else { return nil }
-        return try await eviction.value
+        guard let attempt else { return true }
+        return try await attempt.value
     }
 }
