@@ -269,10 +269,11 @@ final class Housekeeping: Sendable {
     /// The attempt counts first (`recount`: the store's sweep of expired ceremonies, which
     /// returns how many remain), since the engine's count only estimates: it adds every insert,
     /// while a session's cap drops its oldest in the store. Only what the true count leaves short
-    /// is evicted (`evict`, the ceremonies that expire first), and nothing while a batch fits. (Red team, thirty-sixth pass: one
-    /// cookie's 14,000 options a second made the estimate full within a sweep interval while the
-    /// store held 58, and the evictions took every other client's ceremony.) Returns whether room
-    /// may have been made: false when the store had nothing left to evict.
+    /// is evicted (`evict`, the ceremonies that expire first), and nothing while a batch fits.
+    /// (Red team, thirty-sixth pass: one cookie's 14,000 options a second made the estimate full
+    /// within a sweep interval while the store held 58, and the evictions took every other
+    /// client's ceremony.) Returns whether room may have been made: false when the store had
+    /// nothing left to evict.
     func makeRoom(
         limits: WebAuthnEngine.Limits, atLeast batch: Int, recount: @escaping @Sendable () async throws -> Int,
         evict: @escaping @Sendable (Int) async throws -> Int
