@@ -29,15 +29,21 @@ final class SlowEvictionStore: ChallengeStore {
 }
 
 extension EngineSessionTests {
-    @Test("a burst at the limit waits for one eviction that makes room for all of it: nothing refused, and the newest ceremony kept")
-    func evictionBurst() async throws {
+    /// An engine holding at most `limit` pending ceremonies in a store whose sweeps and evictions take a while.
+    func slowEvictionEngine(limit: Int) throws -> (WebAuthnEngine, InMemoryChallengeStore, SlowEvictionStore) {
         let rp = try RelyingParty(id: "example.com", origins: [origin], clock: time.clock, challengeLifetime: 60)
-        let limit = 1_000
         let memory = InMemoryChallengeStore(clock: time.clock)
         let challenges = SlowEvictionStore(memory)
         let engine = WebAuthnEngine(
             relyingParty: rp, credentials: InMemoryCredentialStore(), challenges: challenges,
             limits: .init(maxPendingCeremonies: limit, sweepInterval: 10_000))
+        return (engine, memory, challenges)
+    }
+
+    @Test("a burst at the limit waits for one eviction that makes room for all of it: nothing refused, and the newest ceremony kept")
+    func evictionBurst() async throws {
+        let limit = 1_000
+        let (engine, memory, challenges) = try slowEvictionEngine(limit: limit)
         for _ in 0..<limit { _ = try await engine.startAuthentication() }
         time.advance(1)
         // A user's ceremony, the newest when the burst comes.
@@ -59,13 +65,8 @@ extension EngineSessionTests {
 
     @Test("the engine's count is an estimate: when it says full, the store's true count decides how many to evict, and one cookie's flood evicts nobody's")
     func evictionRecounts() async throws {
-        let rp = try RelyingParty(id: "example.com", origins: [origin], clock: time.clock, challengeLifetime: 60)
         let limit = 100
-        let memory = InMemoryChallengeStore(clock: time.clock)
-        let challenges = SlowEvictionStore(memory)
-        let engine = WebAuthnEngine(
-            relyingParty: rp, credentials: InMemoryCredentialStore(), challenges: challenges,
-            limits: .init(maxPendingCeremonies: limit, sweepInterval: 10_000))
+        let (engine, memory, challenges) = try slowEvictionEngine(limit: limit)
         // Fifty other clients' ceremonies, then one cookie's flood: the store keeps 8 of it (the
         // per-session cap), but the engine counts every one of them.
         var others: [[UInt8]] = []

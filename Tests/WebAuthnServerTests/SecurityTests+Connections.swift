@@ -2,6 +2,20 @@ import Foundation
 import Testing
 
 extension SecurityTests {
+    static let health = "GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n"
+
+    /// `count` connections to `port`, each answered once.
+    static func hold(_ count: Int, port: Int) throws -> [RawConnection] {
+        var held: [RawConnection] = []
+        for _ in 0..<count {
+            let c = try RawConnection(port: port)
+            held.append(c)
+            try c.send(health)
+            #expect(try c.receive().hasPrefix("HTTP/1.1 200"))
+        }
+        return held
+    }
+
     @Test("connections: at most --max-connections at once from every address; more wait in the listen queue and are answered when one closes")
     func globalConnectionCap() async throws {
         // Before: no cap but the descriptors; four addresses within their own limit took them all,
@@ -9,15 +23,9 @@ extension SecurityTests {
         let server = try await ServeProcess(
             database: ServeProcess.temporaryDatabase(), extra: ["--max-connections", "3", "--max-connections-per-address", "0"])
         defer { server.stop() }
-        let health = "GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n"
-        var held: [RawConnection] = []
+        let health = Self.health
+        var held = try Self.hold(3, port: server.port)
         defer { for c in held { c.close() } }
-        for _ in 0..<3 {
-            let c = try RawConnection(port: server.port)
-            try c.send(health)
-            #expect(try c.receive().hasPrefix("HTTP/1.1 200"))
-            held.append(c)
-        }
         // The fourth connects (the kernel queues it) but is not accepted: no answer while three are open.
         let waiting = try RawConnection(port: server.port)
         defer { waiting.close() }

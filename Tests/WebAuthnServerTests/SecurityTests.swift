@@ -500,15 +500,9 @@ struct SecurityTests {
     func connectionCap() async throws {
         let server = try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--max-connections-per-address", "3"])
         defer { server.stop() }
-        let health = "GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n"
-        var held: [RawConnection] = []
+        let health = Self.health
+        var held = try Self.hold(3, port: server.port)
         defer { for c in held { c.close() } }
-        for _ in 0..<3 {
-            let c = try RawConnection(port: server.port)
-            try c.send(health)
-            #expect(try c.receive().hasPrefix("HTTP/1.1 200"))
-            held.append(c)
-        }
         // The fourth is closed as soon as it is accepted: no answer, end of file.
         let extra = try RawConnection(port: server.port)
         defer { extra.close() }
