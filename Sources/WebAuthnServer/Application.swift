@@ -51,7 +51,7 @@ public struct ApplicationConfiguration: Sendable {
     public static let reservedDescriptors = 256
 
     /// The default ``maxConnections``: the soft `RLIMIT_NOFILE` less ``reservedDescriptors``, at least 16.
-    public static func connectionBudget() -> Int {
+    static func connectionBudget() -> Int {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur != rlim_t.max else { return 1_000_000 }
         return max(16, Int(clamping: limit.rlim_cur) - reservedDescriptors)

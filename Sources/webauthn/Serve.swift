@@ -308,7 +308,8 @@ struct Serve: AsyncParsableCommand {
             }, metadata: metadata, metrics: MetricsExposure(rawValue: metrics) ?? .loopback)
         application.requestTimeout = .seconds(requestTimeout)
         application.maxConnectionsPerAddress = maxConnectionsPerAddress == 0 ? nil : maxConnectionsPerAddress
-        application.maxConnections = maxConnections.map { $0 == 0 ? nil : $0 } ?? ApplicationConfiguration.connectionBudget()
+        // The default, read after the limit was raised, is that limit less the reserve.
+        if let maxConnections { application.maxConnections = maxConnections == 0 ? nil : maxConnections }
         if let cap = application.maxConnections, let perAddress = application.maxConnectionsPerAddress, cap <= perAddress {
             // Red team, thirty-sixth pass: then one address can hold every connection, for as long as it sends.
             logger.warning(
