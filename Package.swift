@@ -107,11 +107,16 @@ let package = Package(
             dependencies: ["WebAuthnCore", "SignInWithApple", "_WebAuthnEncoding", "_WebAuthnCrypto"],
             swiftSettings: strict
         ),
+        // sqlite3_config (variadic, so not callable from Swift): the store's process-wide SQLite settings.
+        .systemLibrary(
+            name: "CSQLiteConfig",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
         // The embedded default store.
         .target(
             name: "WebAuthnSQLite",
             dependencies: [
-                "WebAuthnCore", "_WebAuthnEncoding", "_WebAuthnCrypto",
+                "WebAuthnCore", "_WebAuthnEncoding", "_WebAuthnCrypto", "CSQLiteConfig",
                 .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

@@ -60,6 +60,7 @@ extension SQLiteDatabase {
             // on its first read. Then the file is read again, as it was before the crash.
             var handle: OpaquePointer?
             defer { sqlite3_close_v2(handle) }
+            SQLiteDatabase.configureProcess()
             guard sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE, nil) == SQLITE_OK,
                 sqlite3_exec(handle, "SELECT count(*) FROM sqlite_master", nil, nil, nil) == SQLITE_OK
             else {
@@ -96,6 +97,7 @@ extension SQLiteDatabase {
         var configuration = Configuration()
         configuration.readonly = true
         configuration.busyMode = .timeout(10)
+        SQLiteDatabase.configureProcess()
         let queue = try DatabaseQueue(path: path, configuration: configuration)
         defer { try? queue.close() }
         return try queue.read { db -> Found in
@@ -134,6 +136,7 @@ extension SQLiteDatabase {
     /// The tables that `statements` create, with their columns, as an empty database in memory
     /// holds them: what a database of this store has at every version (later versions only add).
     static func tables(createdBy statements: [String]) -> [String: Set<String>] {
+        SQLiteDatabase.configureProcess()
         guard let queue = try? DatabaseQueue() else { return [:] }
         return
             (try? queue.write { db in

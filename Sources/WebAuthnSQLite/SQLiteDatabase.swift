@@ -2,6 +2,7 @@ import Foundation
 internal import GRDB
 import NIOConcurrencyHelpers
 internal import GRDBSQLite
+internal import CSQLiteConfig
 
 /// The SQLite store's one door to SQLite, over GRDB: statements are prepared once per
 /// connection and kept (GRDB's statement cache), reads run on reader connections that see
@@ -19,6 +20,21 @@ final class SQLiteDatabase: Sendable {
     /// so more connections than threads would sit idle, and fewer would make threads wait.
     static let maximumReaders = max(4, ProcessInfo.processInfo.activeProcessorCount)
 
+    /// SQLite's process-wide settings, made once, before the store's first connection opens
+    /// (every place in this module that opens one calls ``configureProcess()`` first): memory
+    /// statistics off. With them on, every allocation and free inside SQLite took one
+    /// process-wide mutex, which the writer and the readers contended for (6 % of the store's
+    /// CPU in a sign-in, issue 13). SQLite's result code: `SQLITE_MISUSE` if SQLite was already
+    /// initialized in this process by other code, which leaves the statistics on and changes
+    /// nothing else.
+    static let processSettings: Int32 = webauthn_sqlite_disable_memstatus()
+
+    /// Makes ``processSettings`` before a connection opens.
+    static func configureProcess() { _ = processSettings }
+
+    /// The memory SQLite counts as in use: 0 while its statistics are off.
+    static var memoryCounted: Int64 { sqlite3_memory_used() }
+
     /// Opens (creating if needed) the database at `path` (`:memory:` for one in memory):
     /// WAL, `synchronous=FULL` (an acknowledged write survives a crash), foreign keys on,
     /// and a busy timeout for another process's writes.
@@ -26,6 +42,7 @@ final class SQLiteDatabase: Sendable {
     /// `readOnly` opens an existing file on one read-only connection and changes nothing in it,
     /// not even its journal mode; every write then fails (`webauthn metadata audit --dry-run`).
     init(path: String, readOnly: Bool = false) throws {
+        Self.configureProcess()
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         if readOnly {

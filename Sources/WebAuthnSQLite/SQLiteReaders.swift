@@ -80,6 +80,7 @@ final class SQLiteReaders: Sendable {
 
         init(path: String) throws {
             var handle: OpaquePointer?
+            SQLiteDatabase.configureProcess()
             let status = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nil)
             guard status == SQLITE_OK, let handle else {
                 let error = handle.map { SQLiteError(connection: $0) } ?? SQLiteError(code: status, message: "cannot open the database")

@@ -114,13 +114,3 @@ package enum Digest {
 
     package static func sha256(_ bytes: [UInt8]) -> [UInt8] { hash(.sha256, parts: [bytes]) }
 }
-
-/// Cryptographically secure random bytes from OpenSSL's CSPRNG.
-package enum SecureRandom {
-    package static func bytes(_ count: Int) -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: count)
-        let ok = out.withUnsafeMutableBufferPointer { RAND_bytes($0.baseAddress, Int32(count)) }
-        guard ok == 1 else { fatalError("the CSPRNG failed: \(OpenSSL.drainErrors())") }
-        return out
-    }
-}

@@ -86,6 +86,17 @@ struct StoreCostTests {
 }
 
 extension StoreCostTests {
+    @Test("SQLite keeps no memory statistics in this process: its allocations take no process-wide lock")
+    func memoryStatisticsOff() async throws {
+        try await Self.withStore { store in
+            _ = try await store.connection.query(Self.insertSession, Self.session(SecureRandom.bytes(16), at: 1))
+            _ = try await store.connection.read("SELECT COUNT(*) AS n FROM sessions")
+            #expect(SQLiteDatabase.processSettings == 0, "sqlite3_config refused: SQLite was initialized before the store opened")
+            // With the statistics on, the open connections' caches alone count hundreds of KiB.
+            #expect(SQLiteDatabase.memoryCounted == 0)
+        }
+    }
+
     @Test("reads run on at most maximumReaders connections, many at once; each sees the last committed write; after close none runs")
     func readers() async throws {
         try await Self.withStore { store in
