@@ -184,7 +184,7 @@ extension PostgresStore {
     public func serverSecret() async throws -> [UInt8] {
         _ = try await pool.query(
             "INSERT INTO settings (name, value) VALUES ('server_secret', $1) ON CONFLICT (name) DO NOTHING",
-            [PGText.bytea(SecureRandom.bytes(32))], retry: .idempotent)
+            [PGText.bytea(SecureRandom.secret(32))], retry: .idempotent)
         guard let value = PGText.bytes(try await pool.query("SELECT value FROM settings WHERE name = 'server_secret'", retry: .idempotent).first?["value"]),
             value.count >= 32
         else { throw WebAuthnError(.storageFailure, "settings.server_secret is unreadable") }

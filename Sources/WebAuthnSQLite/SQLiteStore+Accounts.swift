@@ -101,7 +101,7 @@ extension SQLiteStore {
     /// the first process that asks, then the same for every process and
     /// restart that opens this database. For servers given no secret of their own.
     public func serverSecret() async throws -> [UInt8] {
-        _ = try await query("INSERT OR IGNORE INTO settings (name, value) VALUES ('server_secret', ?)", [.blob(SecureRandom.bytes(32))])
+        _ = try await query("INSERT OR IGNORE INTO settings (name, value) VALUES ('server_secret', ?)", [.blob(SecureRandom.secret(32))])
         guard let value = try await query("SELECT value FROM settings WHERE name = 'server_secret'").first?.column("value")?.bytes,
             value.count >= 32
         else { throw WebAuthnError(.storageFailure, "settings.server_secret is unreadable") }

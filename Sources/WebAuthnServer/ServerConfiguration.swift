@@ -90,7 +90,7 @@ public struct ServerConfiguration: Sendable {
         self.maxBodySize = maxBodySize
         self.secureCookies = secureCookies
         self.demo = demo
-        self.secret = secret.map { Array($0.prefix(1024)) } ?? SecureRandom.bytes(32)
+        self.secret = secret.map { Array($0.prefix(1024)) } ?? SecureRandom.secret(32)
         self.conformance = conformance
         self.rateLimit = rateLimit
         self.trustedProxies = trustedProxies

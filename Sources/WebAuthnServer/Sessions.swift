@@ -48,8 +48,15 @@ struct BrowserSessions: Sendable {
     /// A session secret held by a browser.
     struct Token: Sendable, Equatable {
         let bytes: [UInt8]
-        var binding: [UInt8] { Digest.sha256(bytes) }
+        /// SHA-256 of the token: what the store keeps and what ceremonies are bound to. Computed
+        /// once (a sign-in's result read it three times).
+        let binding: [UInt8]
         var cookieValue: String { Base64URL.encode(bytes) }
+
+        init(bytes: [UInt8]) {
+            self.bytes = bytes
+            binding = Digest.sha256(bytes)
+        }
     }
 
     func mint() -> Token {

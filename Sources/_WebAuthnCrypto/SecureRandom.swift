@@ -17,6 +17,8 @@ internal import COpenSSL
 ///   child never hand out the same bytes; the pool's lock is held across the fork, so the child
 ///   never finds it taken by a thread that did not come along.
 /// - Larger requests (keys, test material) go to `RAND_bytes` directly.
+/// - Long-lived secrets (a server's secret) come from ``secret(_:)``: OpenSSL's private generator,
+///   never the pool that public values (challenges) are drawn from.
 package enum SecureRandom {
     /// The largest request served from the pool.
     package static let pooledLimit = 64
@@ -56,11 +58,15 @@ package enum SecureRandom {
     private static let pool: Pool = {
         let pool = Pool()
         // Registered once, when the pool is first used; the handlers take no captures.
-        pthread_atfork({ SecureRandom.pool.lock() }, { SecureRandom.pool.unlock() }, { SecureRandom.pool.restartInChild() })
+        // It fails only without memory for the handler list; then no pool: forks could share it.
+        precondition(
+            pthread_atfork({ SecureRandom.pool.lock() }, { SecureRandom.pool.unlock() }, { SecureRandom.pool.restartInChild() }) == 0,
+            "pthread_atfork failed")
         return pool
     }()
 
     package static func bytes(_ count: Int) -> [UInt8] {
+        precondition(count >= 0, "a negative count of random bytes")
         guard count > 0 else { return [] }
         guard count <= pooledLimit else { return direct(count) }
         let pool = Self.pool
@@ -85,6 +91,19 @@ package enum SecureRandom {
         pool.lock()
         defer { pool.unlock() }
         return pool.fills
+    }
+
+    /// `count` bytes for a long-lived secret, from OpenSSL's private generator (`RAND_priv_bytes`),
+    /// one call each: no pool, and not the generator public values come from.
+    package static func secret(_ count: Int) -> [UInt8] {
+        precondition(count > 0, "an empty secret")
+        var out = [UInt8](repeating: 0, count: count)
+        out.withUnsafeMutableBufferPointer { buffer in
+            guard let length = Int32(exactly: buffer.count), RAND_priv_bytes(buffer.baseAddress, length) == 1 else {
+                fatalError("the CSPRNG failed: \(OpenSSL.drainErrors())")
+            }
+        }
+        return out
     }
 
     private static func direct(_ count: Int) -> [UInt8] {

@@ -8,7 +8,7 @@ import _WebAuthnCrypto
 
 /// `SecureRandom`: OpenSSL's CSPRNG, small requests served from a pool that one `RAND_bytes`
 /// call fills (issue 13).
-@Suite("Secure random bytes")
+@Suite("Secure random bytes", .serialized)
 struct SecureRandomTests {
     @Test("every length is served, from the pool or directly; no two values repeat, across refills too")
     func lengthsAndDistinctValues() {
@@ -23,6 +23,24 @@ struct SecureRandomTests {
         }
         // Not all zero: the pool hands out bytes, not the zeros it leaves behind.
         #expect(SecureRandom.bytes(32) != [UInt8](repeating: 0, count: 32))
+    }
+
+    @Test("secrets come from the private generator, never the pool: drawing one leaves the pool as it was")
+    func secretsBesideThePool() {
+        _ = SecureRandom.bytes(16)
+        var secrets = Set<[UInt8]>()
+        for _ in 0..<1_000 {
+            let secret = SecureRandom.secret(32)
+            #expect(secret.count == 32 && secret != [UInt8](repeating: 0, count: 32))
+            secrets.insert(secret)
+        }
+        #expect(secrets.count == 1_000)
+        // 5,000 secrets of 32 bytes drawn from the pool would have filled it about forty times; the
+        // other suites running at once fill it a few times at most in the same moment (this suite's
+        // tests run one at a time).
+        let before = SecureRandom.poolFills
+        for _ in 0..<5_000 { _ = SecureRandom.secret(32) }
+        #expect(SecureRandom.poolFills - before < 12)
     }
 
     @Test("small requests share a fill of the pool instead of a RAND_bytes call each")
