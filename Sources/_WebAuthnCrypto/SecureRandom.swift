@@ -10,7 +10,7 @@ internal import COpenSSL
 /// from a pool that one `RAND_bytes` call fills ``poolSize`` bytes at a time. Each call to
 /// `RAND_bytes` costs about a microsecond whatever its length (its method lookup takes a
 /// process-wide lock, and the DRBG checks its reseed and updates its state after every call),
-/// which was 2 to 3 % of a sign-in's CPU in the server (issue 13); the pool makes that about 1/100.
+/// which was about 1 % of the server's CPU under load (issue 13); the pool makes that about 1/100.
 ///
 /// - Bytes leave the pool once: they are zeroed as they are handed out.
 /// - A process made by `fork` starts with an empty pool (`pthread_atfork`), so a parent and its
