@@ -47,9 +47,7 @@ package enum SecureRandom {
         /// In a child of `fork` (the parent held the mutex across it): forgets the pool's bytes,
         /// so that the next request refills it, and makes the mutex new and free.
         func restartInChild() {
-            bytes.withUnsafeMutableBufferPointer { buffer in
-                for index in buffer.indices { buffer[index] = 0 }
-            }
+            bytes.withUnsafeMutableBufferPointer { $0.update(repeating: 0) }
             next = SecureRandom.poolSize
             precondition(pthread_mutex_init(mutex, nil) == 0)
         }
@@ -68,20 +66,18 @@ package enum SecureRandom {
     package static func bytes(_ count: Int) -> [UInt8] {
         precondition(count >= 0, "a negative count of random bytes")
         guard count > 0 else { return [] }
-        guard count <= pooledLimit else { return direct(count) }
+        guard count <= pooledLimit else { return fresh(count, from: RAND_bytes) }
         let pool = Self.pool
         pool.lock()
         defer { pool.unlock() }
         if pool.next + count > poolSize {
-            pool.bytes.withUnsafeMutableBufferPointer { fill($0) }
+            pool.bytes.withUnsafeMutableBufferPointer { fill($0, from: RAND_bytes) }
             pool.next = 0
             pool.fills += 1
         }
         let range = pool.next..<(pool.next + count)
         let out = Array(pool.bytes[range])
-        pool.bytes.withUnsafeMutableBufferPointer { buffer in
-            for index in range { buffer[index] = 0 }
-        }
+        pool.bytes.replaceSubrange(range, with: repeatElement(0, count: count))
         pool.next += count
         return out
     }
@@ -97,23 +93,18 @@ package enum SecureRandom {
     /// one call each: no pool, and not the generator public values come from.
     package static func secret(_ count: Int) -> [UInt8] {
         precondition(count > 0, "an empty secret")
+        return fresh(count, from: RAND_priv_bytes)
+    }
+
+    /// `count` bytes from one call of `generator` (`RAND_bytes` or `RAND_priv_bytes`).
+    private static func fresh(_ count: Int, from generator: (UnsafeMutablePointer<UInt8>?, Int32) -> Int32) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: count)
-        out.withUnsafeMutableBufferPointer { buffer in
-            guard let length = Int32(exactly: buffer.count), RAND_priv_bytes(buffer.baseAddress, length) == 1 else {
-                fatalError("the CSPRNG failed: \(OpenSSL.drainErrors())")
-            }
-        }
+        out.withUnsafeMutableBufferPointer { fill($0, from: generator) }
         return out
     }
 
-    private static func direct(_ count: Int) -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: count)
-        out.withUnsafeMutableBufferPointer { fill($0) }
-        return out
-    }
-
-    private static func fill(_ buffer: UnsafeMutableBufferPointer<UInt8>) {
-        guard let length = Int32(exactly: buffer.count), RAND_bytes(buffer.baseAddress, length) == 1 else {
+    private static func fill(_ buffer: UnsafeMutableBufferPointer<UInt8>, from generator: (UnsafeMutablePointer<UInt8>?, Int32) -> Int32) {
+        guard let length = Int32(exactly: buffer.count), generator(buffer.baseAddress, length) == 1 else {
             fatalError("the CSPRNG failed: \(OpenSSL.drainErrors())")
         }
     }
