@@ -210,6 +210,9 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                // The request deadline's handler on an embedded channel, and the metrics' factory.
+                .product(name: "NIOEmbedded", package: "swift-nio"), .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .target(name: "webauthn"), .target(name: "webauthn-dev"),
             ]
         ),

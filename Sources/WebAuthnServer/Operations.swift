@@ -26,6 +26,18 @@ public enum MetricsExposure: String, Sendable, CaseIterable {
 /// The counters and timers the routes record, in swift-metrics, through one factory.
 struct RouteMetrics: Sendable {
     let factory: any MetricsFactory
+    /// A ceremony's counter and timer, by ceremony and answered code, made once each: making a
+    /// handle looks it up in the factory's registry (Prometheus: under its lock, by label and
+    /// dimensions) and allocates, for every ceremony request. The keys are the routes' names and
+    /// the catalogue's codes, so the table stays small.
+    private let handles = Locked<[CeremonyKey: (counter: CoreMetrics.Counter, timer: CoreMetrics.Timer)]>([:])
+
+    private struct CeremonyKey: Hashable {
+        let ceremony: String
+        let code: String
+    }
+
+    init(factory: any MetricsFactory) { self.factory = factory }
 
     /// The duration buckets of `webauthn_ceremony_duration_seconds` (a ceremony takes about a millisecond).
     static let durationBuckets: [Duration] = [
@@ -36,11 +48,20 @@ struct RouteMetrics: Sendable {
     /// One ceremony request: `ceremony` (registration_options, registration, authentication_options,
     /// authentication), its outcome and the code the client was answered with (`ok` on success).
     func ceremony(_ ceremony: String, code: String, duration: Duration) {
-        let outcome = code == "ok" ? "success" : "failure"
-        CoreMetrics.Counter(label: "webauthn_ceremonies_total", dimensions: [("ceremony", ceremony), ("outcome", outcome), ("code", code)], factory: factory)
-            .increment()
-        CoreMetrics.Timer(label: "webauthn_ceremony_duration_seconds", dimensions: [("ceremony", ceremony)], factory: factory).recordNanoseconds(
-            Int64(duration.components.seconds) * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
+        let key = CeremonyKey(ceremony: ceremony, code: code)
+        let (counter, timer) = handles.withLock { handles in
+            if let made = handles[key] { return made }
+            let outcome = code == "ok" ? "success" : "failure"
+            let made = (
+                counter: CoreMetrics.Counter(
+                    label: "webauthn_ceremonies_total", dimensions: [("ceremony", ceremony), ("outcome", outcome), ("code", code)], factory: factory),
+                timer: CoreMetrics.Timer(label: "webauthn_ceremony_duration_seconds", dimensions: [("ceremony", ceremony)], factory: factory)
+            )
+            handles[key] = made
+            return made
+        }
+        counter.increment()
+        timer.recordNanoseconds(Int64(duration.components.seconds) * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
     }
 
     /// A request refused by a token bucket; `scope` address, session or failures.
