@@ -45,7 +45,7 @@ extension EngineSessionTests {
         let limit = 1_000
         let (engine, memory, challenges) = try slowEvictionEngine(limit: limit)
         for _ in 0..<limit { _ = try await engine.startAuthentication() }
-        time.advance(1)
+        time.advance(by: 1)
         // A user's ceremony, the newest when the burst comes.
         let users = try await engine.startAuthentication(binding: [7]).challenge
         let refused = await withTaskGroup(of: Bool.self) { group in
@@ -71,7 +71,7 @@ extension EngineSessionTests {
         // per-session cap), but the engine counts every one of them.
         var others: [[UInt8]] = []
         for i in 0..<50 { others.append(try await engine.startAuthentication(binding: [UInt8(i), 1]).challenge) }
-        time.advance(1)
+        time.advance(by: 1)
         let refused = await withTaskGroup(of: Bool.self) { group in
             for _ in 0..<300 {
                 group.addTask { (try? await engine.startAuthentication(binding: [9, 9])) == nil }

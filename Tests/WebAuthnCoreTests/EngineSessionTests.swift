@@ -12,7 +12,7 @@ import _WebAuthnCrypto
 /// engine's clock.
 @Suite("Engine: session binding, new accounts, pending-ceremony bounds")
 struct EngineSessionTests {
-    let time = EngineTests.MovableClock()
+    let time = EngineTests.movableClock()
     let origin = "https://example.com"
 
     func engine(limits: WebAuthnEngine.Limits = .init()) throws -> (WebAuthnEngine, InMemoryChallengeStore, InMemoryAccountStore) {
@@ -39,7 +39,7 @@ struct EngineSessionTests {
         ] {
             let k = SecureRandom.bytes(32)
             try await engine.storeSingleUse(.appleNonce, key: k, binding: [7], lifetime: 60)
-            time.advance(wait)
+            time.advance(by: wait)
             #expect(await errorCode { try await engine.consumeSingleUse(kind, key: k, binding: binding) } == expected)
             #expect(await errorCode { try await engine.consumeSingleUse(.appleNonce, key: k, binding: [7]) } == owner, "\(expected)")
         }
@@ -176,7 +176,7 @@ struct EngineSessionTests {
         var flood: [[UInt8]] = []
         for _ in 0..<20 {
             flood.append(try await engine.startAuthentication().challenge)
-            time.advance(0.01)
+            time.advance(by: 0.01)
         }
         // One more: the oldest makes room; the store never holds more than the limit.
         let user = UserEntity.new(name: "erin")
@@ -199,11 +199,11 @@ struct EngineSessionTests {
         for _ in 0..<20 { _ = try await engine.startAuthentication() }
         #expect(await errorCode { _ = try await engine.startAuthentication() } == "too_many_pending_ceremonies")
         #expect(challenges.count == 20)
-        time.advance(61)  // past the 60 s lifetime
+        time.advance(by: 61)  // past the 60 s lifetime
         _ = try await engine.startAuthentication()
         #expect(challenges.count == 1)
         // A consumed challenge frees its place.
-        time.advance(11)
+        time.advance(by: 11)
         let user = UserEntity.new(name: "dan")
         let key = SoftwareAuthenticator(profile: .platformPasskey)
         let options = try await engine.startRegistration(user: user, newAccount: true)

@@ -10,14 +10,10 @@ import _WebAuthnCrypto
 /// atomic commits, and nothing stored changed by a failed ceremony.
 @Suite("Engine: ceremonies against stores")
 struct EngineTests {
-    /// A clock a test can move.
-    final class MovableClock: Sendable {
-        let now = Locked(Date(timeIntervalSince1970: 1_893_456_000))
-        var clock: WebAuthnClock { WebAuthnClock { self.now.withLock { $0 } } }
-        func advance(_ seconds: TimeInterval) { now.withLock { $0 += seconds } }
-    }
+    /// The tests' clock (`WebAuthnTesting.TestClock`), standing at 2030-01-01 until moved.
+    static func movableClock() -> TestClock { TestClock(Date(timeIntervalSince1970: 1_893_456_000)) }
 
-    let time = MovableClock()
+    let time = EngineTests.movableClock()
     let credentials = InMemoryCredentialStore()
     let challenges: InMemoryChallengeStore
     let engine: WebAuthnEngine
@@ -193,9 +189,29 @@ struct EngineTests {
         let authenticator = SoftwareAuthenticator()
         let options = try await engine.startRegistration(user: user)
         let parts = try authenticator.register(rpId: "example.com", origin: origin, challenge: options.challenge, userHandle: user.id)
-        time.advance(61)
+        time.advance(by: 61)
         #expect(await errorCode { _ = try await engine.finishRegistration(json: parts.jsonBytes) } == "challenge_expired")
         #expect(credentials.count == 0)
+    }
+
+    @Test("TestClock stands still until moved; the engine reads it at each check (59 s of a 60 s lifetime: accepted)")
+    func testClock() async throws {
+        let clock = TestClock(Date(timeIntervalSince1970: 1_000))
+        #expect(clock.now == Date(timeIntervalSince1970: 1_000))
+        #expect(clock.clock.now() == Date(timeIntervalSince1970: 1_000))
+        clock.advance(by: 30)
+        #expect(clock.clock.now() == Date(timeIntervalSince1970: 1_030))
+        clock.advance(by: -40)
+        #expect(clock.now == Date(timeIntervalSince1970: 990))
+        clock.set(Date(timeIntervalSince1970: 5))
+        #expect(clock.clock.now() == Date(timeIntervalSince1970: 5))
+        let authenticator = SoftwareAuthenticator()
+        let options = try await engine.startRegistration(user: user)
+        #expect(options.timeout == 60_000)
+        let parts = try authenticator.register(rpId: "example.com", origin: origin, challenge: options.challenge, userHandle: user.id)
+        time.advance(by: 59)
+        _ = try await engine.finishRegistration(json: parts.jsonBytes)
+        #expect(credentials.count == 1)
     }
 
     @Test("a challenge answers only its own kind of ceremony, and the session's challenge is checked")

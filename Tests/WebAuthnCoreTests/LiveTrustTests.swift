@@ -40,7 +40,7 @@ struct LiveTrustTests {
     }
 
     /// An engine that requires trusted attestation, on a movable clock.
-    static func engine(_ anchors: TrustAnchors, clock: EngineTests.MovableClock, challenges: (any ChallengeStore)? = nil) throws -> WebAuthnEngine {
+    static func engine(_ anchors: TrustAnchors, clock: TestClock, challenges: (any ChallengeStore)? = nil) throws -> WebAuthnEngine {
         let rp = try RelyingParty(
             id: "example.com", origins: ["https://example.com"],
             policy: VerificationPolicy(attestation: AttestationPolicy(requireTrustedAttestation: true)), clock: clock.clock, trustAnchors: anchors)
@@ -64,19 +64,19 @@ struct LiveTrustTests {
         "a compromise status refuses registration under trusted attestation from its effectiveDate, not before",
         arguments: ["REVOKED", "ATTESTATION_KEY_COMPROMISE", "USER_VERIFICATION_BYPASS", "USER_KEY_REMOTE_COMPROMISE", "USER_KEY_PHYSICAL_COMPROMISE"])
     func compromiseFromItsDate(status: String) async throws {
-        let clock = EngineTests.MovableClock()
+        let clock = EngineTests.movableClock()
         let engine = try Self.engine(try Self.anchors([("FIDO_CERTIFIED_L1", "2024-01-01"), (status, "2030-06-01")]), clock: clock)
         // Before the report's date: the certified status applies.
         let before = try await Self.register(engine)
         #expect(before.trust.trusted && before.trust.metadata?.description == "live trust key")
         // From its date on: refused.
-        clock.advance(181 * 86_400)  // 2030-07-01
+        clock.advance(by: 181 * 86_400)  // 2030-07-01
         #expect(await errorCode { _ = try await Self.register(engine) } == "authenticator_compromised")
     }
 
     @Test("the latest report in effect applies: a later certification lifts an earlier compromise; an undated report applies at once")
     func latestReportInEffect() async throws {
-        let clock = EngineTests.MovableClock()
+        let clock = EngineTests.movableClock()
         let lifted = try Self.engine(try Self.anchors([("USER_VERIFICATION_BYPASS", "2025-01-01"), ("FIDO_CERTIFIED_L2", "2026-01-01")]), clock: clock)
         #expect(try await Self.register(lifted).trust.trusted)
         let undated = try Self.engine(try Self.anchors([("REVOKED", nil)]), clock: clock)
@@ -171,7 +171,7 @@ struct LiveTrustTests {
 
     @Test("updateTrustAnchors: new ceremonies use the new anchors at once, every copy of the engine sees them")
     func hotSwap() async throws {
-        let clock = EngineTests.MovableClock()
+        let clock = EngineTests.movableClock()
         let engine = try Self.engine(try Self.anchors([("FIDO_CERTIFIED", "2024-01-01")]), clock: clock)
         let copy = engine
         #expect(try await Self.register(engine).trust.trusted)
@@ -218,7 +218,7 @@ struct LiveTrustTests {
 
     @Test("a registration already finishing completes with the anchors it read; the next one uses the new")
     func inFlightKeepsItsSnapshot() async throws {
-        let clock = EngineTests.MovableClock()
+        let clock = EngineTests.movableClock()
         let gate = GatedChallenges(clock: clock.clock)
         let engine = try Self.engine(try Self.anchors([("FIDO_CERTIFIED", "2024-01-01")]), clock: clock, challenges: gate)
         gate.close()
