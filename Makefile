@@ -43,13 +43,14 @@ test: build test-deps
 	WEBAUTHN_TEST_POSTGRES="$$url" swift test --skip-build $(SWIFT_BUILD_FLAGS) && \
 	python3 -m pytest -q Tests/Browser
 
+# The binary of the configuration SWIFT_BUILD_FLAGS names (debug by default, release with -c release).
 serve: deps
 	swift build --product webauthn $(SWIFT_BUILD_FLAGS)
-	.build/debug/webauthn serve $(SERVE_FLAGS)
+	"$$(swift build --show-bin-path $(SWIFT_BUILD_FLAGS))/webauthn" serve $(SERVE_FLAGS)
 
 demo: deps
 	swift build --product webauthn-dev $(SWIFT_BUILD_FLAGS)
-	.build/debug/webauthn-dev demo
+	"$$(swift build --show-bin-path $(SWIFT_BUILD_FLAGS))/webauthn-dev" demo
 
 bench: deps
 	swift build -c release --product webauthn-bench $(SWIFT_BUILD_FLAGS)

@@ -105,7 +105,12 @@ final class PostgresConnection: @unchecked Sendable {
         // The stores' statements are prepared once per session and look rows up by key: a generic
         // plan, made once, serves every execution (PostgreSQL would otherwise plan each of the
         // first five again, and keep planning those whose generic plan it judges no cheaper).
-        guard let result = PQexec(connection, "SET statement_timeout = \(settings.statementTimeout); SET plan_cache_mode = force_generic_plan") else {
+        // No NOTICEs: libpq wrote each to standard error, outside the log (`CREATE TABLE IF NOT EXISTS`
+        // at every start: operator review, helper 72); warnings and errors still come.
+        guard
+            let result = PQexec(
+                connection, "SET statement_timeout = \(settings.statementTimeout); SET plan_cache_mode = force_generic_plan; SET client_min_messages = warning")
+        else {
             throw WebAuthnError(.storageFailure, "cannot configure the PostgreSQL connection: \(message(connection))")
         }
         defer { PQclear(result) }

@@ -83,6 +83,7 @@ public final class SQLiteStore: CredentialStore, CredentialAuditing, ChallengeSt
                 guard FileManager.default.fileExists(atPath: opened) else { throw WebAuthnError(.storageFailure, "no database at \(path); none is created") }
                 throw WebAuthnError(.storageFailure, "\(path) is not a database of this server (it has no tables yet); nothing was changed")
             }
+            if opened != ":memory:" { createDatabaseFileOwnerOnly(opened) }
         case .store(let version, let tables):
             guard version <= latest else { throw StoreSchema.newerThanBuild(version, latest: latest) }
             // The first version's tables with their columns, which this server has at every

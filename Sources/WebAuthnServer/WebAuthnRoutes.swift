@@ -232,7 +232,7 @@ public struct WebAuthnRoutes: Sendable {
             // One audit event per address in each ten seconds: a refused request costs the
             // client nothing, and a line for each wrote the log as fast as they came.
             if limiter?.take("l:" + throttled.address, rate: Self.throttledEventRate, now: now, burst: 1) == nil {
-                audit("throttled", request, context, ["scope": .string(throttled.scope), "path": .string(LoggedPath.withoutIdentifiers(request.uri.path))])
+                audit("throttled", request, context, throttledEvent(throttled, request, context))
             }
             return response
         } catch {

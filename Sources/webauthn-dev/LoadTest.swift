@@ -62,6 +62,10 @@ struct LoadTest: AsyncParsableCommand {
                             try await client.withBrowser { browser in
                                 try await signIns(browser, users: users, position: &position, report: &report, until: deadline)
                             }
+                        } catch is LoadClient.ServerClosed {
+                            // The server ended the connection with `Connection: close` (a proxy's
+                            // keepalive_requests): a new one, as a browser would; a ceremony cut short
+                            // by it is neither a sign-in nor a failure.
                         } catch {
                             report.fail("connection: \(error)")
                             try? await Task.sleep(for: .milliseconds(100))
@@ -316,12 +320,17 @@ final class LoadClient: Sendable {
         }
     }
 
+    /// The server closed the connection after an answer that said so (`Connection: close`).
+    struct ServerClosed: Error {}
+
     /// A browser: one connection, its cookies.
     final class Browser {
         let client: LoadClient
         var inbound: NIOAsyncChannelInboundStream<HTTPClientResponsePart>.AsyncIterator
         let outbound: NIOAsyncChannelOutboundWriter<HTTPClientRequestPart>
         var cookies: [String: String] = [:]
+        /// The last answer said `Connection: close`: the next request needs a new connection.
+        var serverClosing = false
 
         init(
             client: LoadClient, inbound: NIOAsyncChannelInboundStream<HTTPClientResponsePart>.AsyncIterator,
@@ -337,6 +346,7 @@ final class LoadClient: Sendable {
         }
 
         func post(bytes path: String, _ body: [UInt8]) async throws -> Reply {
+            if serverClosing { throw ServerClosed() }
             var headers = HTTPHeaders()
             headers.add(name: "Host", value: client.hostHeader)
             headers.add(name: "Content-Type", value: "application/json")
@@ -352,6 +362,7 @@ final class LoadClient: Sendable {
                 switch part {
                 case .head(let head):
                     status = Int(head.status.code)
+                    serverClosing = !head.isKeepAlive
                     for set in head.headers["Set-Cookie"] {
                         guard let pair = set.split(separator: ";").first else { continue }
                         let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)

@@ -93,6 +93,26 @@ extension Serve {
         }
     }
 
+    /// A warning for each file that holds the server secret (the SQLite database, `--secret-file`)
+    /// and that its group or other users may read: any local user who reads it can forge session
+    /// cookies (operator review, helper 72). New databases are created owner-only; this finds the
+    /// older ones, and secret files made with the default umask.
+    func warnAboutReadableSecrets(_ logger: Logger) {
+        var files: [(what: String, path: String, fix: String)] = []
+        if !isPostgres {
+            let path = String(db.dropFirst("sqlite:".count))
+            files.append(("the database", path, "chmod 600 \(path) \(path)-wal \(path)-shm"))
+        }
+        if let secretFile { files.append(("--secret-file", secretFile, "chmod 600 \(secretFile)")) }
+        for file in files {
+            var status = stat()
+            guard stat(file.path, &status) == 0, status.st_mode & 0o077 != 0 else { continue }
+            logger.warning(
+                "\(file.what) \(file.path) can be read by other users (mode \(String(status.st_mode & 0o777, radix: 8))); it holds the server secret: \(file.fix)"
+            )
+        }
+    }
+
     /// The server secret: `--secret-file`, else WEBAUTHN_SECRET, else nil (random). A file of
     /// text (UTF-8) is trimmed of surrounding whitespace; any other file is its bytes, as they
     /// are. Red team, thirty-first pass: a binary file was decoded as text, every invalid byte

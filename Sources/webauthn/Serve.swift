@@ -213,6 +213,7 @@ struct Serve: AsyncParsableCommand {
             sqlite = opened
             store = opened
         }
+        warnAboutReadableSecrets(logger)
         let (anchors, staticSerial) = try trust.anchorsAndSerial(at: Date()) { path, error in
             logger.error(
                 "metadata BLOB rejected, not used", metadata: ["file": .string(path), "code": .string(error.code.rawValue), "reason": .string(error.message)])

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import WebAuthnPostgres
 import _WebAuthnEncoding
 
 /// `webauthn-dev loadtest` against `webauthn serve` (loopback, a couple of seconds):
@@ -65,5 +66,18 @@ struct LoadTestTests {
         defer { server.stop() }
         let (_, text) = try await Self.loadTest(server, ["--users", "2", "--duration", "1", "--concurrency", "2"])
         #expect(text.contains("rate_limited") && text.contains("--rate-limit off"), "\(text)")
+    }
+
+    /// Operator review (helper 72): every start on an existing PostgreSQL database printed libpq's
+    /// `NOTICE:  relation "schema_version" already exists, skipping` on standard error, outside the log.
+    @Test("serve on a PostgreSQL database already migrated writes no NOTICE from the server", .enabled(if: StoreContractTests.postgresURL != nil))
+    func noPostgresNotices() async throws {
+        let url = try #require(StoreContractTests.postgresURL)
+        try await PostgresStore.open(url: url, connections: 1).close()  // migrated before the start below
+        let server = try await ServeProcess(database: url, extra: ["--db-connections", "1"])
+        defer { server.stop() }
+        #expect(try await server.request("/healthz").status == 200)
+        server.stop()
+        #expect(!server.log.contains("NOTICE:"), "\(server.log)")
     }
 }

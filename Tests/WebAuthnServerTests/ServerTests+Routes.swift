@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import WebAuthnSQLite
 import WebAuthnServer
 import _WebAuthnEncoding
 
@@ -82,5 +83,27 @@ extension ServerTests {
         defer { secure.stop() }
         #expect(!secure.log.contains(warning))
         #expect(try await secure.request("/assertion/options", ["username": ""]).headers["set-cookie"]?.contains("; Secure;") == true)
+    }
+
+    @Test("a database or a secret file that other users may read is warned of at start, with the chmod that mends it")
+    func readableSecretsWarned() async throws {
+        // Operator review (helper 72): the database (which holds the secret) was 0644, and a
+        // 0644 --secret-file was taken without a word.
+        let database = ServeProcess.temporaryDatabase()
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: database + suffix) } }
+        try await SQLiteStore.open(path: database).close()
+        let secret = FileManager.default.temporaryDirectory.appendingPathComponent("readable-secret-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: secret) }
+        _ = FileManager.default.createFile(atPath: secret, contents: Data(String(repeating: "k", count: 40).utf8), attributes: [.posixPermissions: 0o644])
+        // Owner-only files: no warning.
+        let quiet = try await ServeProcess(database: database)
+        quiet.stop()
+        #expect(!quiet.log.contains("can be read by other users"), "\(quiet.log)")
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: database)
+        let open = try await ServeProcess(database: database, extra: ["--secret-file", secret], sharedSecret: false)
+        defer { open.stop() }
+        #expect(await open.logEventually(contains: "the database \(database) can be read by other users (mode 644)"), "\(open.log)")
+        #expect(await open.logEventually(contains: "chmod 600 \(database) \(database)-wal \(database)-shm"))
+        #expect(await open.logEventually(contains: "--secret-file \(secret) can be read by other users (mode 644)"))
     }
 }

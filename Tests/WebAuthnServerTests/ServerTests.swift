@@ -213,6 +213,31 @@ struct ServerTests {
         #expect(refused >= 25 && (1...2).contains(throttled.count), "\(refused) refused, \(throttled.count) lines")
     }
 
+    @Test("the throttled event names the address throttled, and hints at trustedProxies when X-Forwarded-For came from an untrusted peer")
+    func throttledAddressAndProxyHint() async throws {
+        // Operator review (helper 72): behind a proxy not listed, every client was one address and
+        // one client's refusals refused all, and the throttled event said neither who nor why.
+        for trusted in [false, true] {
+            let server = try await ServeProcess(
+                database: ServeProcess.temporaryDatabase(), extra: ["--rate-limit", "1:1"] + (trusted ? ["--trusted-proxy", "127.0.0.1/32"] : []),
+                logLevel: "info")
+            defer { server.stop() }
+            var refused = 0
+            for _ in 0..<25
+            where try await server.request(
+                "/demo/credentials/X", cookie: "webauthn_session=forged", method: "DELETE", headers: ["X-Forwarded-For": "203.0.113.5"]
+            ).status == 429 {
+                refused += 1
+            }
+            #expect(refused > 0)
+            #expect(await server.logEventually(contains: "event=throttled"))
+            server.stop()
+            let event = try #require(server.log.split(separator: "\n").first { $0.contains("event=throttled") })
+            #expect(event.contains(trusted ? "address=203.0.113.5" : "address=127.0.0.1"), "\(event)")
+            #expect(event.contains("is not a trusted proxy") == !trusted, "\(event)")
+        }
+    }
+
     @Test("a throttled request's audit event writes an account route's identifier as :id, as the request line does")
     func throttledPath() async throws {
         // Red team, round 27: the `throttled` event copied the path whole, so a throttled unlink

@@ -22,6 +22,26 @@ extension StoreAccessTests {
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == bytes, "the read-only store changed the file")
     }
 
+    /// Operator review (helper 72): the database was created 0644, so any local user could read
+    /// the server secret and the sessions in it (and in its WAL, which takes the file's mode).
+    @Test("a new database file, its WAL and its shared memory are readable by their owner alone; an existing file keeps its mode")
+    func newDatabaseOwnerOnly() async throws {
+        let path = ServeProcess.temporaryDatabase()
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        func mode(_ file: String) throws -> Int { try #require(FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? Int) }
+        let store = try await SQLiteStore.open(path: path)
+        _ = try await store.serverSecret()
+        for suffix in ["", "-wal", "-shm"] {
+            let found = try mode(path + suffix)
+            #expect(found & 0o077 == 0, "\(suffix): \(String(found, radix: 8))")
+        }
+        try await store.close()
+        // An operator's own choice of mode is left alone.
+        try FileManager.default.setAttributes([.posixPermissions: 0o640], ofItemAtPath: path)
+        try await SQLiteStore.open(path: path).close()
+        #expect(try mode(path) == 0o640)
+    }
+
     /// Red team, re-check of the eighteenth pass: a `schema_version` whose version is a REAL
     /// (a table made by hand) read as no version, and the first migration then failed on
     /// "table accounts already exists", which named the wrong problem.

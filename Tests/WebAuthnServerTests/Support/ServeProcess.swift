@@ -47,7 +47,8 @@ final class ServeProcess: @unchecked Sendable {
     /// The secret every test server shares (as instances behind one load balancer must).
     static let secretFile: String = {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("serve-secret-\(UUID().uuidString)").path
-        _ = FileManager.default.createFile(atPath: path, contents: Data(Base64URL.encode(SecureRandom.bytes(32)).utf8))
+        _ = FileManager.default.createFile(
+            atPath: path, contents: Data(Base64URL.encode(SecureRandom.bytes(32)).utf8), attributes: [.posixPermissions: 0o600])
         return path
     }()
 
