@@ -68,6 +68,29 @@ struct LoadTestTests {
         #expect(text.contains("rate_limited") && text.contains("--rate-limit off"), "\(text)")
     }
 
+    /// Operator review (helper 72): through nginx, whose `keepalive_requests` ends a kept-alive
+    /// connection with `Connection: close`, each of the 32 browsers counted one failure.
+    @Test("a server that ends a connection with Connection: close costs a new connection, not a failure")
+    func connectionCloseIsNoFailure() async throws {
+        let server = try await ServeProcess(database: ServeProcess.temporaryDatabase(), extra: ["--rate-limit", "off"])
+        defer { server.stop() }
+        let proxy = try KeepAliveLimitProxy(upstreamPort: server.port, limit: 7)
+        defer { proxy.stop() }
+        let port = proxy.port
+        let (status, text) = try await withCheckedThrowingContinuation { continuation in
+            Thread {
+                continuation.resume(
+                    with: Result {
+                        try Self.runLoadTest(
+                            port: port, ["--users", "4", "--duration", "2", "--concurrency", "2", "--usernameless", "0.5"], through: "webauthn-dev")
+                    })
+            }.start()
+        }
+        #expect(status == 0, "\(text)")
+        #expect(proxy.connectionsClosed >= 2, "\(text)")
+        #expect(text.contains("failures: 0"), "\(text)")
+    }
+
     /// Operator review (helper 72): every start on an existing PostgreSQL database printed libpq's
     /// `NOTICE:  relation "schema_version" already exists, skipping` on standard error, outside the log.
     @Test("serve on a PostgreSQL database already migrated writes no NOTICE from the server", .enabled(if: StoreContractTests.postgresURL != nil))
