@@ -13,8 +13,12 @@ struct LoadTestTests {
     /// Waited for on a thread of its own, not one of the cooperative pool's (two here), which every
     /// other test of the process needs.
     static func loadTest(_ server: ServeProcess, _ extra: [String], through tool: String = "webauthn-dev") async throws -> (Int32, String) {
-        let port = server.port
-        return try await withCheckedThrowingContinuation { continuation in
+        try await loadTest(port: server.port, extra, through: tool)
+    }
+
+    /// The same, against the server (or proxy) on `port`.
+    static func loadTest(port: Int, _ extra: [String], through tool: String = "webauthn-dev") async throws -> (Int32, String) {
+        try await withCheckedThrowingContinuation { continuation in
             Thread { continuation.resume(with: Result { try runLoadTest(port: port, extra, through: tool) }) }.start()
         }
     }
@@ -76,16 +80,8 @@ struct LoadTestTests {
         defer { server.stop() }
         let proxy = try KeepAliveLimitProxy(upstreamPort: server.port, limit: 7)
         defer { proxy.stop() }
-        let port = proxy.port
-        let (status, text) = try await withCheckedThrowingContinuation { continuation in
-            Thread {
-                continuation.resume(
-                    with: Result {
-                        try Self.runLoadTest(
-                            port: port, ["--users", "4", "--duration", "2", "--concurrency", "2", "--usernameless", "0.5"], through: "webauthn-dev")
-                    })
-            }.start()
-        }
+        let (status, text) = try await Self.loadTest(
+            port: proxy.port, ["--users", "4", "--duration", "2", "--concurrency", "2", "--usernameless", "0.5"])
         #expect(status == 0, "\(text)")
         #expect(proxy.connectionsClosed >= 2, "\(text)")
         #expect(text.contains("failures: 0"), "\(text)")
