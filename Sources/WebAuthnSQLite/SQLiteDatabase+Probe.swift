@@ -178,8 +178,10 @@ extension SQLiteDatabase {
 /// Creates `path` as an empty file of mode 0600 (less the umask) if nothing is there. The database
 /// holds the server secret and every session, and SQLite would create it 0644, so that any local
 /// user could read them (operator review, helper 72). SQLite gives the WAL and shared-memory files
-/// the database file's mode. An existing file is left as it is.
+/// the database file's mode. An existing file is left as it is (opened without truncation, and
+/// without blocking on a FIFO); a dangling symbolic link is followed, as SQLite would follow it
+/// (red team, fortieth pass: with `O_EXCL` the link's target was left to SQLite, 0644).
 func createDatabaseFileOwnerOnly(_ path: String) {
-    let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+    let descriptor = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0o600)
     if descriptor >= 0 { close(descriptor) }
 }

@@ -136,8 +136,15 @@ public struct CIDR: Sendable, Equatable, CustomStringConvertible {
         let bits = bytes.count * 8
         let prefix = parts.count == 2 ? Int(parts[1]) : bits
         guard let prefix, (0...bits).contains(prefix) else { return nil }
-        self.network = bytes
-        self.prefix = prefix
+        // An IPv4-mapped range (::ffff:127.0.0.1/128) is the IPv4 range it maps, so that it matches
+        // IPv4 peers too (red team, fortieth pass: it never matched 127.0.0.1).
+        if bytes.count == 16, prefix >= 96, bytes.starts(with: CIDR.ipv4MappedPrefix) {
+            self.network = Array(bytes[12...])
+            self.prefix = prefix - 96
+        } else {
+            self.network = bytes
+            self.prefix = prefix
+        }
         self.description = text
     }
 
@@ -179,7 +186,9 @@ enum ClientAddress {
     static func bucket(_ address: String) -> String {
         guard let bytes = CIDR.bytes(address), bytes.count == 16 else { return address }
         if bytes.starts(with: CIDR.ipv4MappedPrefix) { return bytes[12...].map(String.init).joined(separator: ".") }
-        return bytes[0..<8].map { String($0, radix: 16) }.joined(separator: ":") + "::/64"
+        // The /64 in RFC 5952's form for its first four groups (red team, fortieth pass: one group a
+        // byte, `20:1:d:b8::/64` for 2001:db8::/64, which no tool reads as that network).
+        return stride(from: 0, to: 8, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }.joined(separator: ":") + "::/64"
     }
 
     /// The client's address: the socket peer, or, when the peer is a trusted

@@ -109,18 +109,17 @@ extension WebAuthnRoutes {
     }
 
     /// The `throttled` audit event's fields: the scope, the path, the address (or /64) throttled,
-    /// and, when the request came with `X-Forwarded-For` from a peer that is not a trusted proxy, a
-    /// hint: behind a proxy that is not listed, every client counts as the proxy's one address, and
-    /// one client's refusals refuse all (operator review, helper 72: nothing said so).
+    /// and `hint=x_forwarded_for_untrusted` when the request came with `X-Forwarded-For` from a peer
+    /// that is not a trusted proxy: behind a proxy that is not listed, every client counts as the
+    /// proxy's one address, and one client's refusals refuse all (operator review, helper 72). A
+    /// token, not advice: a client may send the header itself, and must not be trusted for it.
     func throttledEvent<Context: RequestContext>(_ throttled: Throttled, _ request: Request, _ context: Context) -> Logger.Metadata {
         var event: Logger.Metadata = [
             "scope": .string(throttled.scope), "path": .string(LoggedPath.withoutIdentifiers(request.uri.path)), "address": .string(throttled.address),
         ]
         let peer = (context as? any RemoteAddressRequestContext)?.remoteAddress?.ipAddress ?? "unknown"
         if request.headers[.init("X-Forwarded-For")!] != nil, !configuration.trustedProxies.contains(where: { $0.contains(peer) }) {
-            event["hint"] = .string(
-                "X-Forwarded-For came from \(peer), which is not a trusted proxy: every client behind it counts as one address; list the proxy in trustedProxies (--trusted-proxy)"
-            )
+            event["hint"] = "x_forwarded_for_untrusted"
         }
         return event
     }

@@ -93,23 +93,30 @@ extension Serve {
         }
     }
 
-    /// A warning for each file that holds the server secret (the SQLite database, `--secret-file`)
-    /// and that its group or other users may read: any local user who reads it can forge session
-    /// cookies (operator review, helper 72). New databases are created owner-only; this finds the
-    /// older ones, and secret files made with the default umask.
+    /// A warning for each file that holds the server secret or the sessions (the SQLite database,
+    /// its WAL and shared memory, `--secret-file`) and that its group or other users may read or
+    /// write: whoever reads the secret can forge session cookies (operator review, helper 72). New
+    /// databases are created owner-only; this finds older ones, secret files made with the default
+    /// umask, and a WAL left with another mode. Links are resolved: SQLite keeps the WAL beside
+    /// the file a link points to.
     func warnAboutReadableSecrets(_ logger: Logger) {
-        var files: [(what: String, path: String, fix: String)] = []
+        var files: [(what: String, path: String, holds: String)] = []
         if !isPostgres {
-            let path = String(db.dropFirst("sqlite:".count))
-            files.append(("the database", path, "chmod 600 \(path) \(path)-wal \(path)-shm"))
+            let path = URL(fileURLWithPath: String(db.dropFirst("sqlite:".count))).resolvingSymlinksInPath().path
+            let holds =
+                secretFile == nil && ProcessInfo.processInfo.environment["WEBAUTHN_SECRET"] == nil ? "the server secret and the sessions" : "the sessions"
+            for file in [path, path + "-wal", path + "-shm"] { files.append(("the database file", file, holds)) }
         }
-        if let secretFile { files.append(("--secret-file", secretFile, "chmod 600 \(secretFile)")) }
+        if let secretFile { files.append(("--secret-file", secretFile, "the server secret")) }
         for file in files {
             var status = stat()
             guard stat(file.path, &status) == 0, status.st_mode & 0o077 != 0 else { continue }
             logger.warning(
-                "\(file.what) \(file.path) can be read by other users (mode \(String(status.st_mode & 0o777, radix: 8))); it holds the server secret: \(file.fix)"
+                "\(file.what) \(file.path) is open to other users (mode \(String(status.st_mode & 0o777, radix: 8))); it holds \(file.holds): chmod 600 \(file.path)"
             )
+        }
+        if trustedProxies.contains(where: { $0.hasSuffix("/0") }) {
+            logger.warning("a --trusted-proxy range is /0: every client's X-Forwarded-For is believed, so any client can pose as any address")
         }
     }
 

@@ -85,10 +85,11 @@ extension ServerTests {
         #expect(try await secure.request("/assertion/options", ["username": ""]).headers["set-cookie"]?.contains("; Secure;") == true)
     }
 
-    @Test("a database or a secret file that other users may read is warned of at start, with the chmod that mends it")
+    @Test("a database (its WAL too) or a secret file that other users may read is warned of at start, with the chmod that mends it")
     func readableSecretsWarned() async throws {
         // Operator review (helper 72): the database (which holds the secret) was 0644, and a
-        // 0644 --secret-file was taken without a word.
+        // 0644 --secret-file was taken without a word. Red team, fortieth pass: a WAL left 0644
+        // beside a 0600 file was not warned of.
         let database = ServeProcess.temporaryDatabase()
         defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: database + suffix) } }
         try await SQLiteStore.open(path: database).close()
@@ -98,12 +99,25 @@ extension ServerTests {
         // Owner-only files: no warning.
         let quiet = try await ServeProcess(database: database)
         quiet.stop()
-        #expect(!quiet.log.contains("can be read by other users"), "\(quiet.log)")
+        #expect(!quiet.log.contains("open to other users"), "\(quiet.log)")
+        let resolved = URL(fileURLWithPath: database).resolvingSymlinksInPath().path
         try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: database)
         let open = try await ServeProcess(database: database, extra: ["--secret-file", secret], sharedSecret: false)
-        defer { open.stop() }
-        #expect(await open.logEventually(contains: "the database \(database) can be read by other users (mode 644)"), "\(open.log)")
-        #expect(await open.logEventually(contains: "chmod 600 \(database) \(database)-wal \(database)-shm"))
-        #expect(await open.logEventually(contains: "--secret-file \(secret) can be read by other users (mode 644)"))
+        #expect(
+            await open.logEventually(contains: "the database file \(resolved) is open to other users (mode 644); it holds the sessions: chmod 600 \(resolved)"),
+            "\(open.log)")
+        #expect(await open.logEventually(contains: "--secret-file \(secret) is open to other users (mode 644); it holds the server secret"))
+        open.stop()
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: database)
+        // A WAL that outlives its server (another process holds it open here; a SIGKILL leaves one).
+        let holder = try await SQLiteStore.open(path: database)
+        _ = try await holder.serverSecret()
+        try FileManager.default.setAttributes([.posixPermissions: 0o620], ofItemAtPath: database + "-wal")
+        let wal = try await ServeProcess(database: database, extra: ["--trusted-proxy", "::/0"])
+        defer { wal.stop() }
+        try await holder.close()
+        #expect(await wal.logEventually(contains: "the database file \(resolved)-wal is open to other users (mode 620)"), "\(wal.log)")
+        #expect(await wal.logEventually(contains: "a --trusted-proxy range is /0"), "\(wal.log)")
+        #expect(!wal.log.contains("the database file \(resolved) is open"))
     }
 }

@@ -234,7 +234,7 @@ struct ServerTests {
             server.stop()
             let event = try #require(server.log.split(separator: "\n").first { $0.contains("event=throttled") })
             #expect(event.contains(trusted ? "address=203.0.113.5" : "address=127.0.0.1"), "\(event)")
-            #expect(event.contains("is not a trusted proxy") == !trusted, "\(event)")
+            #expect(event.contains("hint=x_forwarded_for_untrusted") == !trusted, "\(event)")
         }
     }
 

@@ -189,6 +189,14 @@ struct SessionTests {
         #expect(CIDR("::1/128")?.contains("::1") == true && CIDR("::1/128")?.contains("::2") == false)
         #expect(CIDR("10.0.0.0/8")?.contains("::ffff:10.9.9.9") == true)
         #expect(CIDR("10.0.0.0/33") == nil && CIDR("nonsense") == nil)
+        // Red team, fortieth pass: a mapped range never matched an IPv4 peer, and a /64 was
+        // written one group a byte (`20:1:d:b8:ab:cd:12:34::/64`) in the throttled event.
+        #expect(CIDR("::ffff:127.0.0.1/128")?.contains("127.0.0.1") == true && CIDR("::ffff:127.0.0.1")?.contains("::ffff:127.0.0.1") == true)
+        #expect(CIDR("::ffff:127.0.0.0/120")?.contains("127.0.0.9") == true && CIDR("::ffff:127.0.0.0/120")?.contains("127.0.1.9") == false)
+        #expect(CIDR("::ffff:0:0/95")?.contains("127.0.0.1") == false)
+        #expect(ClientAddress.bucket("2001:db8:abcd:1234:5::1") == "2001:db8:abcd:1234::/64")
+        #expect(ClientAddress.bucket("2001:db8::1") == "2001:db8:0:0::/64" && ClientAddress.bucket("::1") == "0:0:0:0::/64")
+        #expect(ClientAddress.bucket("::ffff:10.1.2.3") == "10.1.2.3" && ClientAddress.bucket("10.1.2.3") == "10.1.2.3")
     }
 
     @Test("--rate-limit values")

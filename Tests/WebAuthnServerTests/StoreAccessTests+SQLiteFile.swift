@@ -40,6 +40,13 @@ extension StoreAccessTests {
         try FileManager.default.setAttributes([.posixPermissions: 0o640], ofItemAtPath: path)
         try await SQLiteStore.open(path: path).close()
         #expect(try mode(path) == 0o640)
+        // Red team, fortieth pass: a dangling link as the path left the new file to SQLite (0644).
+        let target = ServeProcess.temporaryDatabase(), link = ServeProcess.temporaryDatabase()
+        defer { for file in [target, target + "-wal", target + "-shm", link] { try? FileManager.default.removeItem(atPath: file) } }
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: target)
+        try await SQLiteStore.open(path: link).close()
+        let created = try mode(target)
+        #expect(created & 0o077 == 0, "\(String(created, radix: 8))")
     }
 
     /// Red team, re-check of the eighteenth pass: a `schema_version` whose version is a REAL
