@@ -113,7 +113,7 @@ extension ServerTests {
         let holder = try await SQLiteStore.open(path: database)
         _ = try await holder.serverSecret()
         try FileManager.default.setAttributes([.posixPermissions: 0o620], ofItemAtPath: database + "-wal")
-        let wal = try await ServeProcess(database: database, extra: ["--trusted-proxy", "::/0"])
+        let wal = try await ServeProcess(database: database, extra: ["--trusted-proxy", "::/00"])
         defer { wal.stop() }
         try await holder.close()
         #expect(await wal.logEventually(contains: "the database file \(resolved)-wal is open to other users (mode 620)"), "\(wal.log)")
