@@ -37,7 +37,19 @@ struct RouteMetrics: Sendable {
         let code: String
     }
 
-    init(factory: any MetricsFactory) { self.factory = factory }
+    init(factory: any MetricsFactory) {
+        self.factory = factory
+        // The failure counters exist from the start, at 0, so that a scrape before the first failure
+        // finds them (an alert on their rate needs the series; operator review, helper 72: /metrics was
+        // empty until the first ceremony).
+        for scope in Self.throttledScopes {
+            CoreMetrics.Counter(label: "webauthn_throttled_total", dimensions: [("scope", scope)], factory: factory).increment(by: 0)
+        }
+        CoreMetrics.Counter(label: "webauthn_store_errors_total", dimensions: [("kind", "storage")], factory: factory).increment(by: 0)
+    }
+
+    /// The scopes of `webauthn_throttled_total`.
+    static let throttledScopes = ["address", "session", "failures", "changes"]
 
     /// The duration buckets of `webauthn_ceremony_duration_seconds` (a ceremony takes about a millisecond).
     static let durationBuckets: [Duration] = [

@@ -65,6 +65,12 @@ struct OperationsTests {
         try await Self.serve(engine: engine, metadata: service, rateLimit: RateLimit(perAddress: 0.2)) { port in
             let health = try await Self.get(port, "/healthz")
             #expect(health.status == 200 && health.body == #"{"status":"ok"}"#)
+            // Before any ceremony the failure counters are there, at 0 (operator review, helper 72: the
+            // body was empty until the first ceremony, so an alert on their rate found no series).
+            let first = try await Self.get(port, "/metrics").body
+            #expect(
+                first.contains(#"webauthn_store_errors_total{kind="storage"} 0"#) && first.contains(#"webauthn_throttled_total{scope="address"} 0"#), "\(first)"
+            )
             let waiting = try await Self.get(port, "/readyz")
             #expect(waiting.status == 503 && waiting.body.contains(#""metadata":"missing""#) && waiting.body.contains(#""store":"ok""#), "\(waiting.body)")
             script.set(.blob(try MetadataServiceTests.pki.blob(no: 1)))
