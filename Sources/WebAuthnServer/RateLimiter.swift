@@ -129,6 +129,10 @@ public struct CIDR: Sendable, Equatable, CustomStringConvertible {
     /// The range as it was written.
     public let description: String
 
+    /// Whether the range holds every address of its family (`/0`, however written, `::ffff:0:0/96`
+    /// among them): a trusted-proxy range that lets any client pose as any address.
+    package var holdsEveryAddress: Bool { prefix == 0 }
+
     /// Parses `ADDRESS/PREFIX` (or a bare address: a single host).
     public init?(_ text: String) {
         let parts = text.split(separator: "/", maxSplits: 1).map(String.init)

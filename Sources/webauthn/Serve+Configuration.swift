@@ -4,6 +4,7 @@ import Logging
 import SignInWithApple
 import WebAuthnCore
 import WebAuthnMetadata
+import WebAuthnServer
 import _WebAuthnEncoding
 import _WebAuthnCrypto
 import _WebAuthnHTTP
@@ -115,7 +116,7 @@ extension Serve {
                 "\(file.what) \(file.path) is open to other users (mode \(String(status.st_mode & 0o777, radix: 8))); it holds \(file.holds): chmod 600 \(file.path)"
             )
         }
-        if trustedProxies.contains(where: { $0.contains("/") && Int($0.split(separator: "/").last ?? "") == 0 }) {
+        if trustedProxies.contains(where: { CIDR($0)?.holdsEveryAddress == true }) {
             logger.warning("a --trusted-proxy range is /0: every client's X-Forwarded-For is believed, so any client can pose as any address")
         }
     }

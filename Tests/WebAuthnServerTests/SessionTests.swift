@@ -194,6 +194,8 @@ struct SessionTests {
         #expect(CIDR("::ffff:127.0.0.1/128")?.contains("127.0.0.1") == true && CIDR("::ffff:127.0.0.1")?.contains("::ffff:127.0.0.1") == true)
         #expect(CIDR("::ffff:127.0.0.0/120")?.contains("127.0.0.9") == true && CIDR("::ffff:127.0.0.0/120")?.contains("127.0.1.9") == false)
         #expect(CIDR("::ffff:0:0/95")?.contains("127.0.0.1") == false)
+        #expect(CIDR("::/00")?.holdsEveryAddress == true && CIDR("::ffff:0:0/96")?.holdsEveryAddress == true && CIDR("0.0.0.0/0")?.holdsEveryAddress == true)
+        #expect(CIDR("10.0.0.0/8")?.holdsEveryAddress == false && CIDR("::ffff:0:0/97")?.holdsEveryAddress == false)
         #expect(ClientAddress.bucket("2001:db8:abcd:1234:5::1") == "2001:db8:abcd:1234::/64")
         #expect(ClientAddress.bucket("2001:db8::1") == "2001:db8:0:0::/64" && ClientAddress.bucket("::1") == "0:0:0:0::/64")
         #expect(ClientAddress.bucket("::ffff:10.1.2.3") == "10.1.2.3" && ClientAddress.bucket("10.1.2.3") == "10.1.2.3")
